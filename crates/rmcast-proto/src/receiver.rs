@@ -1,0 +1,662 @@
+//! The receiver's state machine: join a session, answer the offer, take
+//! data in any order, acknowledge as polled, NAK gaps, confirm the hash.
+
+use crate::{Dest, Instant, Transmit};
+use rmcast_wire::{
+    Body, Complete, Feedback, HASH_LEN, Header, Join, Kind, Leave, OfferReply, POLL_ALL, Packet,
+    ProtocolId, RANK_SENDER, RANK_UNASSIGNED, Seq, SessionId, Status,
+};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How a receiver behaves.
+#[derive(Clone, Debug)]
+pub struct ReceiverConfig {
+    /// Random identity; makes retransmitted joins idempotent.
+    pub receiver_id: u64,
+    /// Name shown in the sender's reports (at most 255 bytes are sent).
+    pub name: String,
+    /// Join only this session; `None` joins the first one announced.
+    pub session: Option<SessionId>,
+    /// Period of `Join` retransmission until admitted.
+    pub join_interval: Duration,
+    /// Give up when the sender is silent this long during a transfer.
+    pub sender_timeout: Duration,
+    /// Give up when no session is announced within this time (`None`: wait forever).
+    pub listen_timeout: Option<Duration>,
+    /// Minimum spacing of NAKs that repeat the same gap.
+    pub nak_interval: Duration,
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> Self {
+        Self {
+            receiver_id: 0,
+            name: String::new(),
+            session: None,
+            join_interval: Duration::from_millis(100),
+            sender_timeout: Duration::from_secs(10),
+            listen_timeout: None,
+            nak_interval: Duration::from_millis(5),
+        }
+    }
+}
+
+/// The object a sender offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OfferInfo {
+    /// Name to store it under, as sent (the driver must check it is safe).
+    pub name: String,
+    /// Length in bytes.
+    pub size: u64,
+    /// BLAKE3 hash the bytes must have.
+    pub hash: [u8; HASH_LEN],
+    /// Protocol of the data phase.
+    pub protocol: ProtocolId,
+    /// Object bytes per data packet.
+    pub payload_size: u16,
+    /// Sender window in packets.
+    pub window: u32,
+    /// Receivers in the session.
+    pub receivers: u16,
+    /// Data packets in the object.
+    pub packets: u32,
+    /// Sequence number of the first data packet.
+    pub isn: Seq,
+}
+
+/// Something the receiving application must know or act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReceiverEvent {
+    /// Admitted to `session` with `rank`.
+    Admitted {
+        /// The session joined.
+        session: SessionId,
+        /// Rank given by the sender.
+        rank: u16,
+        /// The sender's unicast address.
+        sender: SocketAddr,
+    },
+    /// The object on offer: answer with [`Receiver::accept_offer`] or
+    /// [`Receiver::refuse_offer`].
+    Offer(OfferInfo),
+    /// Every byte has been delivered: verify it and call [`Receiver::confirm`].
+    AllData,
+    /// The session ended after this receiver confirmed; nothing more to do.
+    Finished,
+    /// The transfer failed; the text says why.
+    Failed(String),
+}
+
+/// A slice of the object to store at `offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataChunk<'a> {
+    /// Object offset of the first byte.
+    pub offset: u64,
+    /// The bytes (borrowed from the datagram).
+    pub bytes: &'a [u8],
+}
+
+/// Counters a driver reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    /// Data packets that brought new bytes.
+    pub data_packets: u64,
+    /// Data packets already held.
+    pub duplicates: u64,
+    /// Data packets beyond the window (dropped).
+    pub out_of_window: u64,
+    /// Acks sent.
+    pub acks: u64,
+    /// Naks sent.
+    pub naks: u64,
+    /// Datagrams that failed to decode.
+    pub malformed: u64,
+    /// Well-formed datagrams of another session or role.
+    pub foreign: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Listening,
+    Joining,
+    /// Admitted, waiting for the offer.
+    Admitted,
+    /// Offer shown to the application, waiting for its answer.
+    Deciding,
+    Receiving,
+    /// All data delivered, waiting for the application's verdict.
+    Verifying,
+    /// Verdict sent, waiting for the sender's Bye.
+    Confirmed,
+    Done,
+}
+
+struct Transfer {
+    isn: Seq,
+    payload_size: u64,
+    size: u64,
+    packets: u32,
+    window: u32,
+    /// Bit per packet: held or not.
+    held: Vec<u64>,
+    /// Index of the first packet not held.
+    cumulative: u32,
+}
+
+impl Transfer {
+    fn has(&self, index: u32) -> bool {
+        self.held[(index / 64) as usize] & (1 << (index % 64)) != 0
+    }
+
+    fn set(&mut self, index: u32) {
+        self.held[(index / 64) as usize] |= 1 << (index % 64);
+        while self.cumulative < self.packets && self.has(self.cumulative) {
+            self.cumulative += 1;
+        }
+    }
+}
+
+/// The receiving side of one transfer.
+pub struct Receiver {
+    config: ReceiverConfig,
+    phase: Phase,
+    started: Instant,
+    session: SessionId,
+    sender: Option<SocketAddr>,
+    rank: u16,
+    last_from_sender: Instant,
+    join_at: Instant,
+    offer: Option<OfferInfo>,
+    reply: Option<(Status, String)>,
+    verdict: Option<(Status, [u8; HASH_LEN], String)>,
+    transfer: Option<Transfer>,
+    /// Feedback owed: acks count, a NAK flag, the latest echo.
+    acks_owed: u32,
+    nak_owed: bool,
+    last_echo: Seq,
+    last_nak: Option<(Instant, u32)>,
+    reply_owed: bool,
+    complete_owed: bool,
+    leave_owed: Option<String>,
+    events: VecDeque<ReceiverEvent>,
+    stats: ReceiverStats,
+}
+
+impl Receiver {
+    /// A receiver listening for a session, starting at `now`.
+    #[must_use]
+    pub fn new(mut config: ReceiverConfig, now: Instant) -> Self {
+        let mut end = config.name.len().min(255);
+        while !config.name.is_char_boundary(end) {
+            end -= 1;
+        }
+        config.name.truncate(end);
+        Self {
+            config,
+            phase: Phase::Listening,
+            started: now,
+            session: SessionId(0),
+            sender: None,
+            rank: RANK_UNASSIGNED,
+            last_from_sender: now,
+            join_at: now,
+            offer: None,
+            reply: None,
+            verdict: None,
+            transfer: None,
+            acks_owed: 0,
+            nak_owed: false,
+            last_echo: Seq(0),
+            last_nak: None,
+            reply_owed: false,
+            complete_owed: false,
+            leave_owed: None,
+            events: VecDeque::new(),
+            stats: ReceiverStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    #[must_use]
+    pub fn stats(&self) -> &ReceiverStats {
+        &self.stats
+    }
+
+    /// The rank given by the sender, once admitted.
+    #[must_use]
+    pub fn rank(&self) -> Option<u16> {
+        (self.rank != RANK_UNASSIGNED).then_some(self.rank)
+    }
+
+    /// The session joined, once a `Hello` was heard.
+    #[must_use]
+    pub fn session(&self) -> Option<SessionId> {
+        (self.phase != Phase::Listening).then_some(self.session)
+    }
+
+    /// The object on offer, once announced.
+    #[must_use]
+    pub fn offer(&self) -> Option<&OfferInfo> {
+        self.offer.as_ref()
+    }
+
+    /// Object bytes held in order from the start.
+    #[must_use]
+    pub fn received_bytes(&self) -> u64 {
+        self.transfer.as_ref().map_or(0, |t| {
+            (u64::from(t.cumulative) * t.payload_size).min(t.size)
+        })
+    }
+
+    /// True once the machine has nothing more to do.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// Next event for the application.
+    pub fn poll_event(&mut self) -> Option<ReceiverEvent> {
+        self.events.pop_front()
+    }
+
+    /// Accepts the offered object (after preparing storage for it).
+    pub fn accept_offer(&mut self) {
+        if self.phase != Phase::Deciding {
+            return;
+        }
+        let o = self.offer.as_ref().expect("deciding implies an offer");
+        let words = (o.packets as usize).div_ceil(64);
+        self.transfer = Some(Transfer {
+            isn: o.isn,
+            payload_size: u64::from(o.payload_size),
+            size: o.size,
+            packets: o.packets,
+            window: o.window,
+            held: vec![0; words],
+            cumulative: 0,
+        });
+        self.reply = Some((Status::Ok, String::new()));
+        self.reply_owed = true;
+        self.phase = Phase::Receiving;
+        self.check_all_data();
+    }
+
+    /// Refuses the offered object; the receiver then ends.
+    pub fn refuse_offer(&mut self, status: Status, text: &str) {
+        if self.phase != Phase::Deciding {
+            return;
+        }
+        let status = if status == Status::Ok {
+            Status::Other
+        } else {
+            status
+        };
+        self.reply = Some((status, truncate(text)));
+        self.reply_owed = true;
+        self.fail(format!("refused the offer: {text}"));
+    }
+
+    /// Reports the verification of the whole object to the sender.
+    /// `status` is `Ok` when the bytes hash to the offered hash.
+    pub fn confirm(&mut self, status: Status, hash: [u8; HASH_LEN], text: &str) {
+        if self.phase != Phase::Verifying {
+            return;
+        }
+        self.verdict = Some((status, hash, truncate(text)));
+        self.complete_owed = true;
+        if status == Status::Ok {
+            self.phase = Phase::Confirmed;
+        } else {
+            self.fail(format!("verification failed: {text}"));
+        }
+    }
+
+    /// Leaves the session (sends `Leave` when admitted) and ends.
+    pub fn leave(&mut self, text: &str) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        if self.rank != RANK_UNASSIGNED {
+            self.leave_owed = Some(truncate(text));
+        }
+        self.fail(format!("left the session: {text}"));
+    }
+
+    /// When the machine next needs [`Receiver::handle_timeout`].
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Done => None,
+            Phase::Listening => self.config.listen_timeout.map(|t| self.started + t),
+            Phase::Joining => Some(self.join_at.min(self.sender_deadline())),
+            _ => Some(self.sender_deadline()),
+        }
+    }
+
+    fn sender_deadline(&self) -> Instant {
+        self.last_from_sender + self.config.sender_timeout
+    }
+
+    /// Processes expired timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Done => {}
+            Phase::Listening => {
+                if let Some(t) = self.config.listen_timeout {
+                    if now >= self.started + t {
+                        self.fail(format!(
+                            "no session was announced within {:.1} s",
+                            t.as_secs_f64()
+                        ));
+                    }
+                }
+            }
+            _ if now >= self.sender_deadline() => {
+                let silent = now.saturating_since(self.last_from_sender).as_secs_f64();
+                if self.phase == Phase::Confirmed {
+                    // Our copy is verified; the sender's Bye was lost or it died
+                    // after hearing us. Either way we are done.
+                    self.phase = Phase::Done;
+                    self.events.push_back(ReceiverEvent::Finished);
+                } else {
+                    self.fail(format!("the sender went silent for {silent:.1} s"));
+                }
+            }
+            Phase::Joining if now >= self.join_at => {
+                self.join_at = now + self.config.join_interval;
+            }
+            _ => {}
+        }
+    }
+
+    /// Processes one datagram; returns object bytes to store, if it carried new ones.
+    pub fn handle_datagram<'a>(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &'a [u8],
+    ) -> Option<DataChunk<'a>> {
+        let packet = match Packet::decode(datagram) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return None;
+            }
+        };
+        if packet.header.rank != RANK_SENDER {
+            // Another receiver's feedback looped back, or a stray peer.
+            self.stats.foreign += 1;
+            return None;
+        }
+        if self.phase == Phase::Listening {
+            if let Body::Hello(_) = packet.body {
+                if self
+                    .config
+                    .session
+                    .is_none_or(|s| s == packet.header.session)
+                {
+                    self.session = packet.header.session;
+                    self.sender = Some(from);
+                    self.phase = Phase::Joining;
+                    self.join_at = now;
+                    self.last_from_sender = now;
+                    return None;
+                }
+            }
+            self.stats.foreign += 1;
+            return None;
+        }
+        if packet.header.session != self.session || Some(from) != self.sender {
+            self.stats.foreign += 1;
+            return None;
+        }
+        if self.phase == Phase::Done {
+            // Repeat a refusal or a failed verdict the sender may have missed.
+            match packet.body {
+                Body::Offer(_) if self.reply.is_some() => self.reply_owed = true,
+                Body::Close if self.verdict.is_some() => self.complete_owed = true,
+                _ => {}
+            }
+            return None;
+        }
+        self.last_from_sender = now;
+        match packet.body {
+            Body::Hello(_) => None,
+            Body::Welcome(w) => {
+                if w.receiver_id == self.config.receiver_id && self.phase == Phase::Joining {
+                    if w.rank == RANK_UNASSIGNED {
+                        self.fail(format!("session {} is full", self.session));
+                    } else {
+                        self.rank = w.rank;
+                        self.phase = Phase::Admitted;
+                        self.events.push_back(ReceiverEvent::Admitted {
+                            session: self.session,
+                            rank: w.rank,
+                            sender: from,
+                        });
+                    }
+                }
+                None
+            }
+            Body::Offer(o) => {
+                match self.phase {
+                    Phase::Admitted => {
+                        let info = OfferInfo {
+                            name: o.name.to_owned(),
+                            size: o.object_size,
+                            hash: o.hash,
+                            protocol: o.protocol,
+                            payload_size: o.payload_size,
+                            window: o.window,
+                            receivers: o.receivers,
+                            isn: o.isn,
+                            packets: match u32::try_from(
+                                o.object_size.div_ceil(u64::from(o.payload_size)),
+                            ) {
+                                Ok(p) if p < u32::MAX => p,
+                                _ => {
+                                    self.stats.malformed += 1;
+                                    return None;
+                                }
+                            },
+                        };
+                        self.offer = Some(info.clone());
+                        self.phase = Phase::Deciding;
+                        self.events.push_back(ReceiverEvent::Offer(info));
+                    }
+                    Phase::Receiving | Phase::Verifying | Phase::Confirmed => {
+                        self.reply_owed = true
+                    }
+                    _ => {}
+                }
+                None
+            }
+            Body::Data(d) => self.on_data(now, d.seq, d.poll, d.payload),
+            Body::Close => {
+                match self.phase {
+                    Phase::Confirmed => self.complete_owed = true,
+                    Phase::Receiving | Phase::Verifying => self.acks_owed += 1,
+                    _ => {}
+                }
+                None
+            }
+            Body::Bye(b) => {
+                if self.phase == Phase::Confirmed {
+                    self.phase = Phase::Done;
+                    self.events.push_back(ReceiverEvent::Finished);
+                } else {
+                    let why = if b.text.is_empty() {
+                        "no reason given"
+                    } else {
+                        b.text
+                    };
+                    self.fail(format!(
+                        "the sender ended the session before this receiver finished: {why}"
+                    ));
+                }
+                None
+            }
+            _ => {
+                self.stats.foreign += 1;
+                None
+            }
+        }
+    }
+
+    fn on_data<'a>(
+        &mut self,
+        now: Instant,
+        seq: Seq,
+        poll: u16,
+        payload: &'a [u8],
+    ) -> Option<DataChunk<'a>> {
+        let polled = poll == POLL_ALL || poll == self.rank;
+        let t = self.transfer.as_mut()?;
+        let index = seq.since(t.isn);
+        if index >= t.packets {
+            self.stats.malformed += 1;
+            return None;
+        }
+        let offset = u64::from(index) * t.payload_size;
+        let expected_len = (t.size - offset).min(t.payload_size) as usize;
+        if payload.len() != expected_len {
+            self.stats.malformed += 1;
+            return None;
+        }
+        if index >= t.cumulative.saturating_add(t.window) {
+            self.stats.out_of_window += 1;
+            return None;
+        }
+        let fresh = !t.has(index);
+        if fresh {
+            t.set(index);
+            self.stats.data_packets += 1;
+        } else {
+            self.stats.duplicates += 1;
+        }
+        let gap = index > t.cumulative;
+        if gap {
+            let cumulative = t.cumulative;
+            let repeat = self.last_nak.is_some_and(|(at, c)| {
+                c == cumulative && now.saturating_since(at) < self.config.nak_interval
+            });
+            if !repeat {
+                self.nak_owed = true;
+                self.last_nak = Some((now, cumulative));
+            }
+        }
+        if polled {
+            self.acks_owed += 1;
+            self.last_echo = seq;
+        }
+        self.check_all_data();
+        fresh.then_some(DataChunk {
+            offset,
+            bytes: payload,
+        })
+    }
+
+    fn check_all_data(&mut self) {
+        if self.phase != Phase::Receiving {
+            return;
+        }
+        if let Some(t) = &self.transfer {
+            if t.cumulative == t.packets {
+                self.phase = Phase::Verifying;
+                self.events.push_back(ReceiverEvent::AllData);
+            }
+        }
+    }
+
+    /// Writes the next datagram to send into `buf` and says where it goes.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let sender = self.sender?;
+        let to = Dest::Unicast(sender);
+        let header = Header::new(self.session, self.rank);
+        if let Some(text) = self.leave_owed.take() {
+            return emit(to, header, Body::Leave(Leave { text: &text }), buf);
+        }
+        if self.phase == Phase::Joining {
+            if self.join_at > now {
+                return None;
+            }
+            self.join_at = now + self.config.join_interval;
+            let body = Body::Join(Join {
+                receiver_id: self.config.receiver_id,
+                name: &self.config.name,
+            });
+            return emit(to, header, body, buf);
+        }
+        if self.reply_owed {
+            self.reply_owed = false;
+            if let Some((status, text)) = &self.reply {
+                return emit(
+                    to,
+                    header,
+                    Body::OfferReply(OfferReply {
+                        status: *status,
+                        text,
+                    }),
+                    buf,
+                );
+            }
+        }
+        if self.complete_owed {
+            self.complete_owed = false;
+            if let Some((status, hash, text)) = &self.verdict {
+                let body = Body::Complete(Complete {
+                    status: *status,
+                    hash: *hash,
+                    text,
+                });
+                return emit(to, header, body, buf);
+            }
+        }
+        let t = self.transfer.as_ref()?;
+        if self.phase == Phase::Done {
+            return None;
+        }
+        let cumulative = t.isn.add(t.cumulative);
+        let feedback = Feedback {
+            cumulative,
+            echo: self.last_echo,
+            bitmap: &[],
+        };
+        if self.nak_owed {
+            self.nak_owed = false;
+            self.acks_owed = self.acks_owed.saturating_sub(1);
+            self.stats.naks += 1;
+            return emit(to, header, Body::Nak(feedback), buf);
+        }
+        if self.acks_owed > 0 {
+            self.acks_owed -= 1;
+            self.stats.acks += 1;
+            return emit(to, header, Body::Ack(feedback), buf);
+        }
+        None
+    }
+
+    fn fail(&mut self, reason: String) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        self.phase = Phase::Done;
+        self.events.push_back(ReceiverEvent::Failed(reason));
+    }
+}
+
+fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Transmit> {
+    let kind: Kind = body.kind();
+    let len = Packet { header, body }.encode(buf).ok()?;
+    Some(Transmit { dest, len, kind })
+}
+
+fn truncate(text: &str) -> String {
+    let mut end = text.len().min(255);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}

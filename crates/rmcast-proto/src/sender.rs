@@ -1,0 +1,1005 @@
+//! The sender's state machine: admission, buffer handshake, windowed data
+//! with Go-back-N repair, and the close handshake.
+
+use crate::{Dest, FeedbackPolicy, Instant, Pacer, PayloadSource, Transmit};
+use rmcast_wire::{
+    Body, Bye, DATA_HEADER_LEN, Feedback, HASH_LEN, Header, Hello, Kind, MAX_DATAGRAM,
+    MAX_RECEIVERS, Offer, POLL_ALL, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, Seq,
+    SessionId, Status, Welcome, encode_data_header,
+};
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How a sender runs a transfer.
+#[derive(Clone, Debug)]
+pub struct SenderConfig {
+    /// Reliability protocol.
+    pub protocol: ProtocolId,
+    /// Receivers to wait for before sending (1..=65520).
+    pub receivers: u16,
+    /// Size of a data datagram including rmcast's 24-byte header (the UDP
+    /// payload): 1472 fills a 1500-byte Ethernet MTU; up to 65,507 with IP
+    /// fragmentation.
+    pub packet_size: usize,
+    /// Packets in flight before the sender waits for acknowledgements.
+    pub window: u32,
+    /// NAK-poll: packets between polls; `None` means 85 % of the window.
+    pub poll_interval: Option<u32>,
+    /// Initial retransmission timeout; doubles on each expiry in a row.
+    pub rto: Duration,
+    /// Ceiling of the backed-off retransmission timeout.
+    pub rto_max: Duration,
+    /// Minimum time between two transmissions of one packet on NAKs.
+    pub suppress: Duration,
+    /// A receiver that owes feedback and is silent this long is removed.
+    pub peer_timeout: Duration,
+    /// How long to wait for `receivers` to register.
+    pub join_wait: Duration,
+    /// Period of the session announcement while waiting for receivers.
+    pub hello_interval: Duration,
+    /// Data pacing in bits per second (UDP payload bytes); `None`: window-limited.
+    pub rate_bits_per_s: Option<u64>,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        Self {
+            protocol: ProtocolId::NakPoll,
+            receivers: 1,
+            packet_size: 1472,
+            window: 128,
+            poll_interval: None,
+            rto: Duration::from_millis(50),
+            rto_max: Duration::from_millis(800),
+            suppress: Duration::from_millis(5),
+            peer_timeout: Duration::from_secs(5),
+            join_wait: Duration::from_secs(30),
+            hello_interval: Duration::from_millis(100),
+            rate_bits_per_s: None,
+        }
+    }
+}
+
+/// A sender configuration or object that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Packet size outside 25..=65507.
+    #[error("packet size {0} is outside {min}..={max} bytes", min = DATA_HEADER_LEN + 1, max = MAX_DATAGRAM)]
+    PacketSize(usize),
+    /// Window of zero packets or more than 2^20.
+    #[error("window {0} is outside 1..=1048576 packets")]
+    Window(u32),
+    /// Poll interval zero or larger than the window.
+    #[error("poll interval {interval} is outside 1..={window} (the window)")]
+    PollInterval {
+        /// Requested interval.
+        interval: u32,
+        /// Configured window.
+        window: u32,
+    },
+    /// Receiver count zero or too large.
+    #[error("receiver count {0} is outside 1..={max}", max = MAX_RECEIVERS)]
+    Receivers(u16),
+    /// The protocol is not implemented by this engine yet.
+    #[error("protocol {0:?} is not implemented")]
+    Protocol(ProtocolId),
+    /// The object needs more than 2^32 - 1 packets.
+    #[error("object of {size} bytes needs more than 2^32-1 packets of {payload} bytes")]
+    ObjectTooLarge {
+        /// Object size in bytes.
+        size: u64,
+        /// Payload bytes per packet.
+        payload: usize,
+    },
+    /// The object name is longer than 255 bytes.
+    #[error("object name is {0} bytes; at most 255")]
+    NameTooLong(usize),
+}
+
+impl SenderConfig {
+    /// Object bytes carried by one full data packet.
+    #[must_use]
+    pub fn payload_size(&self) -> usize {
+        self.packet_size.saturating_sub(DATA_HEADER_LEN)
+    }
+
+    /// The feedback policy this configuration selects.
+    pub fn policy(&self) -> Result<FeedbackPolicy, ConfigError> {
+        match self.protocol {
+            ProtocolId::Ack => Ok(FeedbackPolicy::Ack),
+            ProtocolId::NakPoll => {
+                let interval = self
+                    .poll_interval
+                    .unwrap_or_else(|| ((u64::from(self.window) * 85 / 100) as u32).max(1));
+                if interval == 0 || interval > self.window {
+                    return Err(ConfigError::PollInterval {
+                        interval,
+                        window: self.window,
+                    });
+                }
+                Ok(FeedbackPolicy::NakPoll {
+                    poll_interval: interval,
+                })
+            }
+            other => Err(ConfigError::Protocol(other)),
+        }
+    }
+
+    /// Checks every field; `Sender::new` calls it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(DATA_HEADER_LEN + 1..=MAX_DATAGRAM).contains(&self.packet_size) {
+            return Err(ConfigError::PacketSize(self.packet_size));
+        }
+        if self.window == 0 || self.window > 1 << 20 {
+            return Err(ConfigError::Window(self.window));
+        }
+        if self.receivers == 0 || self.receivers > MAX_RECEIVERS {
+            return Err(ConfigError::Receivers(self.receivers));
+        }
+        self.policy().map(|_| ())
+    }
+}
+
+/// The object a sender offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Length in bytes.
+    pub size: u64,
+    /// Name the receivers store it under (a relative path).
+    pub name: String,
+    /// BLAKE3 hash of the bytes.
+    pub hash: [u8; HASH_LEN],
+}
+
+/// Something the sending application should know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SenderEvent {
+    /// A receiver registered and got `rank`.
+    Joined {
+        /// Rank given.
+        rank: u16,
+        /// The receiver's name.
+        name: String,
+        /// Its unicast address.
+        addr: SocketAddr,
+    },
+    /// Every admitted receiver is registered; the object is being offered.
+    AllJoined,
+    /// A receiver accepted the offer.
+    Accepted {
+        /// Its rank.
+        rank: u16,
+    },
+    /// A receiver was removed from the session.
+    MemberFailed {
+        /// Its rank.
+        rank: u16,
+        /// Its name.
+        name: String,
+        /// Why, for a human.
+        reason: String,
+    },
+    /// A receiver confirmed a verified copy.
+    Verified {
+        /// Its rank.
+        rank: u16,
+    },
+    /// The session is over; see [`Sender::outcome`].
+    Finished,
+}
+
+/// How one receiver fared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberOutcome {
+    /// Rank in the session.
+    pub rank: u16,
+    /// Name it registered with.
+    pub name: String,
+    /// Its unicast address.
+    pub addr: SocketAddr,
+    /// Whether it confirmed a hash-verified copy.
+    pub verified: bool,
+    /// Why not, when not.
+    pub reason: Option<String>,
+}
+
+/// The result of a finished session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// True when every admitted receiver verified the object.
+    pub ok: bool,
+    /// A session-level failure (too few receivers, aborted), if any.
+    pub error: Option<String>,
+    /// Every admitted receiver, by rank.
+    pub members: Vec<MemberOutcome>,
+}
+
+impl Outcome {
+    /// Number of receivers that confirmed a verified copy.
+    #[must_use]
+    pub fn verified(&self) -> usize {
+        self.members.iter().filter(|m| m.verified).count()
+    }
+}
+
+/// Counters a driver reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    /// First transmissions of data packets.
+    pub data_packets: u64,
+    /// Data packets sent again.
+    pub retransmitted_packets: u64,
+    /// Every non-data packet received (with a valid header for this session).
+    pub control_packets: u64,
+    /// Acks received.
+    pub acks: u64,
+    /// Naks received.
+    pub naks: u64,
+    /// Control packets the sender sent.
+    pub control_sent: u64,
+    /// Datagrams that failed to decode.
+    pub malformed: u64,
+    /// Well-formed datagrams of another session or role.
+    pub foreign: u64,
+    /// Retransmission timeouts that fired.
+    pub timeouts: u64,
+    /// Go-back-N rewinds (timeouts and NAKs).
+    pub rewinds: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MemberState {
+    Admitted,
+    Accepted,
+    Verified,
+    Failed,
+}
+
+#[derive(Debug)]
+struct Member {
+    id: u64,
+    name: String,
+    addr: SocketAddr,
+    state: MemberState,
+    /// Index of the next packet it lacks (everything before it is held).
+    cumulative: u32,
+    last_heard: Instant,
+    reason: Option<String>,
+}
+
+impl Member {
+    fn in_data(&self) -> bool {
+        self.state == MemberState::Accepted
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Joining,
+    Offering,
+    Sending,
+    Closing,
+    Farewell { byes_left: u8 },
+    Done,
+}
+
+/// Byes sent at the end (multicast, unacknowledged, so repeated).
+const BYE_COUNT: u8 = 3;
+const NEVER: Instant = Instant::from_nanos(u64::MAX);
+const BYE_SPACING: Duration = Duration::from_millis(10);
+/// Bound on queued unicast control packets; peers retransmit what is dropped.
+const CTRL_QUEUE_MAX: usize = 4096;
+
+/// The sending side of one transfer.
+pub struct Sender {
+    config: SenderConfig,
+    policy: FeedbackPolicy,
+    session: SessionId,
+    isn: Seq,
+    object: ObjectInfo,
+    payload_size: usize,
+    packets: u32,
+    phase: Phase,
+    started: Instant,
+    members: Vec<Member>,
+    /// Oldest packet some live receiver lacks.
+    base: u32,
+    /// Next packet to transmit (rewound by Go-back-N).
+    next: u32,
+    /// One past the highest packet ever transmitted.
+    high: u32,
+    /// Last transmission time of packets `base..base+window`, by `index % window`.
+    sent_at: Vec<Instant>,
+    rto: Duration,
+    /// Next resend of the phase's multicast control packet (Hello, Offer, Close, Bye).
+    control_at: Instant,
+    control_due: bool,
+    phase_since: Instant,
+    pacer: Option<Pacer>,
+    unicast: VecDeque<(SocketAddr, u64, u16)>,
+    events: VecDeque<SenderEvent>,
+    outcome: Option<Outcome>,
+    error: Option<String>,
+    stats: SenderStats,
+}
+
+impl Sender {
+    /// A sender for `object` in session `session`, starting at `now`.
+    /// `isn` is the first data packet's sequence number (random in practice).
+    pub fn new(
+        config: SenderConfig,
+        session: SessionId,
+        isn: Seq,
+        object: ObjectInfo,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let policy = config.policy()?;
+        if object.name.len() > 255 {
+            return Err(ConfigError::NameTooLong(object.name.len()));
+        }
+        let payload_size = config.payload_size();
+        let packets = object.size.div_ceil(payload_size as u64);
+        let packets = u32::try_from(packets)
+            .ok()
+            .filter(|&p| p < u32::MAX)
+            .ok_or(ConfigError::ObjectTooLarge {
+                size: object.size,
+                payload: payload_size,
+            })?;
+        let pacer = config.rate_bits_per_s.map(|rate| {
+            // A burst of 16 full packets: enough to batch sends, small enough
+            // not to overrun a 100 Mbit/s shaper's queue.
+            Pacer::new(rate, 16 * config.packet_size as u64, now)
+        });
+        Ok(Self {
+            sent_at: vec![Instant::ZERO; config.window as usize],
+            rto: config.rto,
+            policy,
+            session,
+            isn,
+            object,
+            payload_size,
+            packets,
+            phase: Phase::Joining,
+            started: now,
+            members: Vec::with_capacity(usize::from(config.receivers)),
+            base: 0,
+            next: 0,
+            high: 0,
+            control_at: now,
+            control_due: true,
+            phase_since: now,
+            pacer,
+            unicast: VecDeque::new(),
+            events: VecDeque::new(),
+            outcome: None,
+            error: None,
+            stats: SenderStats::default(),
+            config,
+        })
+    }
+
+    /// The session this sender runs.
+    #[must_use]
+    pub fn session(&self) -> SessionId {
+        self.session
+    }
+
+    /// Number of data packets in the object.
+    #[must_use]
+    pub fn packets(&self) -> u32 {
+        self.packets
+    }
+
+    /// Counters so far.
+    #[must_use]
+    pub fn stats(&self) -> &SenderStats {
+        &self.stats
+    }
+
+    /// Object bytes every live receiver has acknowledged.
+    #[must_use]
+    pub fn acked_bytes(&self) -> u64 {
+        (u64::from(self.base) * self.payload_size as u64).min(self.object.size)
+    }
+
+    /// Packets sent but not yet acknowledged by every live receiver (the
+    /// buffer the sender must keep). Never exceeds the window.
+    #[must_use]
+    pub fn outstanding(&self) -> u32 {
+        self.high - self.base
+    }
+
+    /// Receivers registered so far.
+    #[must_use]
+    pub fn joined(&self) -> usize {
+        self.members.len()
+    }
+
+    /// True once the session is over (see [`Sender::outcome`]).
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// The result, once finished.
+    #[must_use]
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.outcome.as_ref()
+    }
+
+    /// Next event for the application.
+    pub fn poll_event(&mut self) -> Option<SenderEvent> {
+        self.events.pop_front()
+    }
+
+    /// Gives up: every receiver not yet verified fails with `reason`.
+    pub fn abort(&mut self, now: Instant, reason: &str) {
+        if matches!(self.phase, Phase::Farewell { .. } | Phase::Done) {
+            return;
+        }
+        self.error = Some(reason.to_owned());
+        for rank in 0..self.members.len() {
+            if self.members[rank].state != MemberState::Verified {
+                self.fail_member(rank, format!("sender aborted: {reason}"));
+            }
+        }
+        self.enter_farewell(now);
+    }
+
+    /// When the machine next needs [`Sender::handle_timeout`] (or, for
+    /// pacing, [`Sender::poll_transmit`]).
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = match self.phase {
+            Phase::Done => return None,
+            Phase::Joining => self.control_at.min(self.started + self.config.join_wait),
+            _ => self.control_at,
+        };
+        if self.phase == Phase::Sending {
+            if let Some(deadline) = self.rto_deadline() {
+                t = deadline;
+            }
+            if self.can_send_data() {
+                if let Some(p) = &self.pacer {
+                    t = t.min(p.ready_at(self.datagram_len(self.next)));
+                }
+            }
+        }
+        (t != NEVER).then_some(t)
+    }
+
+    /// Processes expired timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Done => {}
+            Phase::Joining => {
+                if now >= self.started + self.config.join_wait {
+                    let mut msg = format!(
+                        "only {} of {} receivers registered within {:.1} s",
+                        self.members.len(),
+                        self.config.receivers,
+                        self.config.join_wait.as_secs_f64()
+                    );
+                    if !self.members.is_empty() {
+                        msg.push_str(" (");
+                        for (i, m) in self.members.iter().enumerate() {
+                            let sep = if i == 0 { "" } else { ", " };
+                            let _ = write!(msg, "{sep}{} at {}", m.name, m.addr);
+                        }
+                        msg.push(')');
+                    }
+                    self.abort(now, &msg);
+                } else if now >= self.control_at {
+                    self.control_due = true;
+                }
+            }
+            Phase::Offering | Phase::Closing => {
+                if now >= self.control_at {
+                    self.check_peers(now);
+                    if matches!(self.phase, Phase::Offering | Phase::Closing) {
+                        self.control_due = true;
+                    }
+                }
+            }
+            Phase::Sending => {
+                if self.rto_deadline().is_some_and(|d| now >= d) {
+                    self.stats.timeouts += 1;
+                    self.check_peers(now);
+                    if self.phase == Phase::Sending && self.base < self.high {
+                        self.rewind(self.base);
+                        self.rto = (self.rto * 2).min(self.config.rto_max);
+                        // Restart the timer from now even if the window or
+                        // pacer holds the retransmission back.
+                        let w = self.slot(self.base);
+                        self.sent_at[w] = now;
+                    }
+                }
+            }
+            Phase::Farewell { .. } => {
+                if now >= self.control_at {
+                    self.control_due = true;
+                }
+            }
+        }
+    }
+
+    /// Processes one received datagram from `from`.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        let packet = match Packet::decode(datagram) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        if packet.header.session != self.session || packet.header.rank == RANK_SENDER {
+            self.stats.foreign += 1;
+            return;
+        }
+        self.stats.control_packets += 1;
+        let rank = packet.header.rank;
+        match packet.body {
+            Body::Join(j) => self.on_join(now, from, j.receiver_id, j.name),
+            Body::OfferReply(r) => {
+                let Some(i) = self.member_index(rank, from) else {
+                    return;
+                };
+                self.members[i].last_heard = now;
+                if self.phase == Phase::Offering && self.members[i].state == MemberState::Admitted {
+                    if r.status == Status::Ok {
+                        self.members[i].state = MemberState::Accepted;
+                        self.events.push_back(SenderEvent::Accepted { rank });
+                    } else {
+                        self.fail_member(
+                            i,
+                            format!("refused the offer ({:?}): {}", r.status, r.text),
+                        );
+                    }
+                    self.maybe_start_sending(now);
+                }
+            }
+            Body::Ack(f) => {
+                self.stats.acks += 1;
+                self.on_feedback(now, rank, from, &f, false);
+            }
+            Body::Nak(f) => {
+                self.stats.naks += 1;
+                self.on_feedback(now, rank, from, &f, true);
+            }
+            Body::Complete(c) => {
+                let Some(i) = self.member_index(rank, from) else {
+                    return;
+                };
+                self.members[i].last_heard = now;
+                if !self.members[i].in_data() {
+                    return;
+                }
+                if c.status == Status::Ok && c.hash == self.object.hash {
+                    self.members[i].state = MemberState::Verified;
+                    self.members[i].cumulative = self.packets;
+                    self.events.push_back(SenderEvent::Verified { rank });
+                } else if c.status == Status::Ok {
+                    self.fail_member(i, "reported a hash that differs from the object's".into());
+                } else {
+                    self.fail_member(
+                        i,
+                        format!("could not verify the object ({:?}): {}", c.status, c.text),
+                    );
+                }
+                self.after_member_change(now);
+            }
+            Body::Leave(l) => {
+                let Some(i) = self.member_index(rank, from) else {
+                    return;
+                };
+                if self.members[i].state != MemberState::Failed {
+                    self.fail_member(i, format!("left the session: {}", l.text));
+                    self.after_member_change(now);
+                }
+            }
+            _ => {
+                self.stats.control_packets -= 1;
+                self.stats.foreign += 1;
+            }
+        }
+    }
+
+    /// Writes the next datagram to send into `buf` (at least
+    /// [`crate::MAX_DATAGRAM`] bytes, or the packet size) and says where it goes.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let header = Header::new(self.session, RANK_SENDER);
+        if let Some((to, receiver_id, rank)) = self.unicast.pop_front() {
+            let body = Body::Welcome(Welcome { receiver_id, rank });
+            self.stats.control_sent += 1;
+            return emit(Dest::Unicast(to), header, body, buf);
+        }
+        if self.control_due {
+            self.control_due = false;
+            return self.multicast_control(now, header, buf);
+        }
+        if self.phase == Phase::Sending && self.can_send_data() {
+            let index = self.next;
+            let len = self.datagram_len(index);
+            if let Some(p) = &mut self.pacer {
+                if !p.try_take(now, len) {
+                    return None;
+                }
+            }
+            let retransmission = index < self.high;
+            // A retransmission at the window's base asks everyone for their
+            // state, so a lost poll or ack never stalls the window for long.
+            let poll = if retransmission && index == self.base {
+                POLL_ALL
+            } else {
+                self.policy.poll_for(index, self.packets)
+            };
+            let seq = self.isn.add(index);
+            let head = encode_data_header(buf, &header, seq, poll).ok()?;
+            let offset = u64::from(index) * self.payload_size as u64;
+            source.read_at(offset, &mut buf[head..len]);
+            if retransmission {
+                self.stats.retransmitted_packets += 1;
+            } else {
+                self.stats.data_packets += 1;
+                self.high = index + 1;
+            }
+            let w = self.slot(index);
+            self.sent_at[w] = now;
+            self.next += 1;
+            return Some(Transmit {
+                dest: Dest::Group,
+                len,
+                kind: Kind::Data,
+            });
+        }
+        None
+    }
+
+    fn multicast_control(
+        &mut self,
+        now: Instant,
+        header: Header,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let body = match self.phase {
+            Phase::Joining => {
+                self.control_at = now + self.config.hello_interval;
+                Body::Hello(Hello {
+                    receivers_wanted: self.config.receivers,
+                    protocol: self.config.protocol,
+                })
+            }
+            Phase::Offering => {
+                self.control_at = now + self.rto;
+                self.rto = (self.rto * 2).min(self.config.rto_max);
+                Body::Offer(Offer {
+                    object_size: self.object.size,
+                    isn: self.isn,
+                    payload_size: self.payload_size as u16,
+                    window: self.config.window,
+                    protocol: self.config.protocol,
+                    protocol_param: 0,
+                    receivers: self.members.len() as u16,
+                    hash: self.object.hash,
+                    name: &self.object.name,
+                })
+            }
+            Phase::Closing => {
+                self.control_at = now + self.rto;
+                self.rto = (self.rto * 2).min(self.config.rto_max);
+                Body::Close
+            }
+            Phase::Farewell { byes_left } => {
+                let aborted = !self
+                    .members
+                    .iter()
+                    .any(|m| m.state == MemberState::Verified);
+                if byes_left <= 1 {
+                    self.finish();
+                } else {
+                    self.phase = Phase::Farewell {
+                        byes_left: byes_left - 1,
+                    };
+                    self.control_at = now + BYE_SPACING;
+                }
+                let text = self.error.as_deref().unwrap_or("");
+                let text = truncate_utf8(text, 255);
+                self.stats.control_sent += 1;
+                return emit(Dest::Group, header, Body::Bye(Bye { aborted, text }), buf);
+            }
+            Phase::Sending | Phase::Done => return None,
+        };
+        self.stats.control_sent += 1;
+        emit(Dest::Group, header, body, buf)
+    }
+
+    fn on_join(&mut self, now: Instant, from: SocketAddr, receiver_id: u64, name: &str) {
+        if let Some(rank) = self.members.iter().position(|m| m.id == receiver_id) {
+            // Our Welcome was lost: say it again.
+            self.members[rank].last_heard = now;
+            self.queue_welcome(from, receiver_id, rank as u16);
+            return;
+        }
+        if self.phase != Phase::Joining || self.members.len() >= usize::from(self.config.receivers)
+        {
+            self.queue_welcome(from, receiver_id, RANK_UNASSIGNED);
+            return;
+        }
+        let rank = self.members.len() as u16;
+        self.members.push(Member {
+            id: receiver_id,
+            name: name.to_owned(),
+            addr: from,
+            state: MemberState::Admitted,
+            cumulative: 0,
+            last_heard: now,
+            reason: None,
+        });
+        self.queue_welcome(from, receiver_id, rank);
+        self.events.push_back(SenderEvent::Joined {
+            rank,
+            name: name.to_owned(),
+            addr: from,
+        });
+        if self.members.len() == usize::from(self.config.receivers) {
+            self.events.push_back(SenderEvent::AllJoined);
+            self.enter(Phase::Offering, now);
+            for m in &mut self.members {
+                m.last_heard = now;
+            }
+        }
+    }
+
+    fn queue_welcome(&mut self, to: SocketAddr, receiver_id: u64, rank: u16) {
+        if self.unicast.len() < CTRL_QUEUE_MAX {
+            self.unicast.push_back((to, receiver_id, rank));
+        }
+    }
+
+    fn on_feedback(
+        &mut self,
+        now: Instant,
+        rank: u16,
+        from: SocketAddr,
+        f: &Feedback<'_>,
+        nak: bool,
+    ) {
+        let Some(i) = self.member_index(rank, from) else {
+            return;
+        };
+        let cumulative = f.cumulative.since(self.isn);
+        if cumulative > self.high {
+            // Acknowledges packets never sent: corrupt or hostile; ignore.
+            self.stats.malformed += 1;
+            return;
+        }
+        let m = &mut self.members[i];
+        m.last_heard = now;
+        if !m.in_data() {
+            return;
+        }
+        if cumulative > m.cumulative {
+            m.cumulative = cumulative;
+            self.advance_base(now);
+        }
+        if nak && self.phase == Phase::Sending && cumulative < self.next && cumulative >= self.base
+        {
+            let w = self.slot(cumulative);
+            if now.saturating_since(self.sent_at[w]) >= self.config.suppress {
+                self.rewind(cumulative);
+            }
+        }
+    }
+
+    fn advance_base(&mut self, now: Instant) {
+        let base = self
+            .members
+            .iter()
+            .filter(|m| m.in_data())
+            .map(|m| m.cumulative)
+            .min()
+            .unwrap_or(self.packets);
+        if base > self.base {
+            self.base = base;
+            self.rto = self.config.rto;
+            if self.next < base {
+                self.next = base;
+            }
+        }
+        if self.phase == Phase::Sending && self.base >= self.packets {
+            self.enter(Phase::Closing, now);
+            self.after_member_change(now);
+        }
+    }
+
+    fn rewind(&mut self, to: u32) {
+        debug_assert!(to >= self.base && to <= self.high);
+        if to < self.next {
+            self.next = to;
+            self.stats.rewinds += 1;
+        }
+    }
+
+    fn can_send_data(&self) -> bool {
+        self.next < self.packets && self.next < self.base.saturating_add(self.config.window)
+    }
+
+    fn rto_deadline(&self) -> Option<Instant> {
+        (self.base < self.high).then(|| self.sent_at[self.slot(self.base)] + self.rto)
+    }
+
+    fn slot(&self, index: u32) -> usize {
+        (index % self.config.window) as usize
+    }
+
+    fn datagram_len(&self, index: u32) -> usize {
+        let offset = u64::from(index) * self.payload_size as u64;
+        let payload = (self.object.size - offset).min(self.payload_size as u64) as usize;
+        DATA_HEADER_LEN + payload
+    }
+
+    fn member_index(&mut self, rank: u16, from: SocketAddr) -> Option<usize> {
+        let i = usize::from(rank);
+        match self.members.get(i) {
+            Some(m) if m.addr == from => Some(i),
+            _ => {
+                self.stats.foreign += 1;
+                None
+            }
+        }
+    }
+
+    fn fail_member(&mut self, i: usize, reason: String) {
+        let m = &mut self.members[i];
+        if m.state == MemberState::Failed {
+            return;
+        }
+        m.state = MemberState::Failed;
+        self.events.push_back(SenderEvent::MemberFailed {
+            rank: i as u16,
+            name: m.name.clone(),
+            reason: reason.clone(),
+        });
+        m.reason = Some(reason);
+    }
+
+    /// Removes receivers that owe feedback and have been silent too long.
+    fn check_peers(&mut self, now: Instant) {
+        let limit = self.config.peer_timeout;
+        for i in 0..self.members.len() {
+            let m = &self.members[i];
+            let owes = match self.phase {
+                Phase::Offering => m.state == MemberState::Admitted,
+                Phase::Sending => m.in_data() && m.cumulative <= self.base,
+                Phase::Closing => m.in_data(),
+                _ => false,
+            };
+            if owes && now.saturating_since(m.last_heard) >= limit {
+                let what = match self.phase {
+                    Phase::Offering => "did not answer the offer".to_owned(),
+                    Phase::Sending => format!(
+                        "stopped acknowledging (holds {} of {} packets)",
+                        m.cumulative, self.packets
+                    ),
+                    _ => "did not confirm the object".to_owned(),
+                };
+                let reason = format!(
+                    "{what}; silent for {:.1} s",
+                    now.saturating_since(m.last_heard).as_secs_f64()
+                );
+                self.fail_member(i, reason);
+            }
+        }
+        self.after_member_change(now);
+    }
+
+    /// Moves the session on after a member was accepted, verified or failed.
+    fn after_member_change(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Offering => self.maybe_start_sending(now),
+            Phase::Sending => self.advance_base(now),
+            Phase::Closing => {
+                if !self.members.iter().any(Member::in_data) {
+                    self.enter_farewell(now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn maybe_start_sending(&mut self, now: Instant) {
+        if self
+            .members
+            .iter()
+            .any(|m| m.state == MemberState::Admitted)
+        {
+            return;
+        }
+        if !self.members.iter().any(Member::in_data) {
+            self.error
+                .get_or_insert_with(|| "no receiver accepted the object".to_owned());
+            self.enter_farewell(now);
+            return;
+        }
+        self.enter(Phase::Sending, now);
+        for m in &mut self.members {
+            m.last_heard = now;
+        }
+        // An empty object needs no data; a full window of nothing is done.
+        self.advance_base(now);
+    }
+
+    fn enter(&mut self, phase: Phase, now: Instant) {
+        self.phase = phase;
+        self.phase_since = now;
+        self.rto = self.config.rto;
+        self.control_due = matches!(phase, Phase::Offering | Phase::Closing);
+        self.control_at = now;
+        if phase == Phase::Sending {
+            // No multicast control timer while sending: the RTO drives it.
+            self.control_at = NEVER;
+        }
+    }
+
+    fn enter_farewell(&mut self, now: Instant) {
+        self.enter(
+            Phase::Farewell {
+                byes_left: BYE_COUNT,
+            },
+            now,
+        );
+        self.control_due = true;
+        self.unicast.clear();
+    }
+
+    fn finish(&mut self) {
+        self.phase = Phase::Done;
+        let members: Vec<MemberOutcome> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(rank, m)| MemberOutcome {
+                rank: rank as u16,
+                name: m.name.clone(),
+                addr: m.addr,
+                verified: m.state == MemberState::Verified,
+                reason: m.reason.clone(),
+            })
+            .collect();
+        let ok = self.error.is_none()
+            && members.len() == usize::from(self.config.receivers)
+            && members.iter().all(|m| m.verified);
+        self.outcome = Some(Outcome {
+            ok,
+            error: self.error.clone(),
+            members,
+        });
+        self.events.push_back(SenderEvent::Finished);
+    }
+}
+
+fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Transmit> {
+    let kind = body.kind();
+    let len = Packet { header, body }.encode(buf).ok()?;
+    Some(Transmit { dest, len, kind })
+}
+
+fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
