@@ -64,6 +64,9 @@ pub struct OfferInfo {
     pub packets: u32,
     /// Sequence number of the first data packet.
     pub isn: Seq,
+    /// Test knob: drop this many data packets per million before handing
+    /// them to the machine (the driver applies it; see `rmcast send --loss`).
+    pub test_loss_ppm: u32,
 }
 
 /// Something the receiving application must know or act on.
@@ -452,6 +455,7 @@ impl Receiver {
                             window: o.window,
                             receivers: o.receivers,
                             isn: o.isn,
+                            test_loss_ppm: o.test_loss_ppm,
                             packets: match u32::try_from(
                                 o.object_size.div_ceil(u64::from(o.payload_size)),
                             ) {

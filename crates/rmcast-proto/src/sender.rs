@@ -41,6 +41,9 @@ pub struct SenderConfig {
     pub hello_interval: Duration,
     /// Data pacing in bits per second (UDP payload bytes); `None`: window-limited.
     pub rate_bits_per_s: Option<u64>,
+    /// Test knob sent in the offer: receivers drop this many data packets
+    /// per million (`--loss`). Zero in production.
+    pub test_loss_ppm: u32,
 }
 
 impl Default for SenderConfig {
@@ -58,6 +61,7 @@ impl Default for SenderConfig {
             join_wait: Duration::from_secs(30),
             hello_interval: Duration::from_millis(100),
             rate_bits_per_s: None,
+            test_loss_ppm: 0,
         }
     }
 }
@@ -690,6 +694,7 @@ impl Sender {
                     protocol_param: 0,
                     receivers: self.members.len() as u16,
                     hash: self.object.hash,
+                    test_loss_ppm: self.config.test_loss_ppm.min(1_000_000),
                     name: &self.object.name,
                 })
             }

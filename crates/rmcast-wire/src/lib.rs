@@ -246,6 +246,9 @@ pub struct Offer<'a> {
     pub receivers: u16,
     /// BLAKE3 hash of the object.
     pub hash: [u8; HASH_LEN],
+    /// Test knob: receivers drop this many data packets per million at
+    /// random (`rmcast send --loss`). Zero in production.
+    pub test_loss_ppm: u32,
     /// File name (a relative path, checked by the receiver).
     pub name: &'a str,
 }
@@ -482,6 +485,10 @@ impl<'a> Packet<'a> {
                 let protocol_param = r.u16()?;
                 let receivers = r.u16()?;
                 let hash = r.array()?;
+                let test_loss_ppm = r.u32()?;
+                if test_loss_ppm > 1_000_000 {
+                    return Err(DecodeError::BadField("test_loss_ppm"));
+                }
                 let name = r.text()?;
                 Body::Offer(Offer {
                     object_size,
@@ -492,6 +499,7 @@ impl<'a> Packet<'a> {
                     protocol_param,
                     receivers,
                     hash,
+                    test_loss_ppm,
                     name,
                 })
             }
@@ -572,6 +580,7 @@ impl<'a> Packet<'a> {
                 w.u16(o.protocol_param)?;
                 w.u16(o.receivers)?;
                 w.bytes(&o.hash)?;
+                w.u32(o.test_loss_ppm)?;
                 w.text(o.name)?;
             }
             Body::OfferReply(x) => {
