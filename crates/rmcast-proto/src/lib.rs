@@ -8,13 +8,17 @@
 //!
 //! ```text
 //! loop {
+//!     while let Some(e) = m.poll_event() { react (may call accept_offer, confirm, ...) }
 //!     while let Some(t) = m.poll_transmit(now, &mut buf) { send buf[..t.len] to t.dest }
-//!     while let Some(e) = m.poll_event() { react }
 //!     sleep until m.poll_timeout() or a datagram arrives; now = clock
 //!     m.handle_datagram(now, from, bytes)   // for each datagram
 //!     m.handle_timeout(now)                 // when now >= poll_timeout()
 //! }
 //! ```
+//!
+//! Events come before transmits: a mutator called in reaction to an event
+//! (accepting an offer, confirming a hash) owes a datagram that
+//! `poll_transmit` sends at once, not at the next wake-up.
 //!
 //! A transfer is one session: the sender announces it ([`Sender`] multicasts
 //! `Hello`), admits `receivers` receivers and gives each a rank, offers the

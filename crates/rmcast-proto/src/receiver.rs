@@ -367,9 +367,6 @@ impl Receiver {
                     self.fail(format!("the sender went silent for {silent:.1} s"));
                 }
             }
-            Phase::Joining if now >= self.join_at => {
-                self.join_at = now + self.config.join_interval;
-            }
             _ => {}
         }
     }

@@ -317,6 +317,12 @@ pub struct Sender {
     /// Last transmission time of packets `base..base+window`, by `index % window`.
     sent_at: Vec<Instant>,
     rto: Duration,
+    /// First retransmission timeout of the current stall (base not moving):
+    /// silence is judged from here, once everyone has been polled again.
+    stall_since: Option<Instant>,
+    /// A NAK that arrived inside the suppression interval: rewind to this
+    /// packet once the interval is over (one repair, however many NAKs).
+    deferred_rewind: Option<u32>,
     /// Next resend of the phase's multicast control packet (Hello, Offer, Close, Bye).
     control_at: Instant,
     control_due: bool,
@@ -361,6 +367,8 @@ impl Sender {
         Ok(Self {
             sent_at: vec![Instant::ZERO; config.window as usize],
             rto: config.rto,
+            stall_since: None,
+            deferred_rewind: None,
             policy,
             session,
             isn,
@@ -467,6 +475,9 @@ impl Sender {
             if let Some(deadline) = self.rto_deadline() {
                 t = deadline;
             }
+            if let Some(index) = self.deferred_rewind {
+                t = t.min(self.sent_at[self.slot(index)] + self.config.suppress);
+            }
             if self.can_send_data() {
                 if let Some(p) = &self.pacer {
                     t = t.min(p.ready_at(self.datagram_len(self.next)));
@@ -510,8 +521,17 @@ impl Sender {
                 }
             }
             Phase::Sending => {
+                if let Some(index) = self.deferred_rewind {
+                    if now >= self.sent_at[self.slot(index)] + self.config.suppress {
+                        self.deferred_rewind = None;
+                        if index >= self.base && index < self.next {
+                            self.rewind(index);
+                        }
+                    }
+                }
                 if self.rto_deadline().is_some_and(|d| now >= d) {
                     self.stats.timeouts += 1;
+                    self.stall_since.get_or_insert(now);
                     self.check_peers(now);
                     if self.phase == Phase::Sending && self.base < self.high {
                         self.rewind(self.base);
@@ -801,6 +821,11 @@ impl Sender {
             let w = self.slot(cumulative);
             if now.saturating_since(self.sent_at[w]) >= self.config.suppress {
                 self.rewind(cumulative);
+            } else {
+                let earliest = self
+                    .deferred_rewind
+                    .map_or(cumulative, |d| d.min(cumulative));
+                self.deferred_rewind = Some(earliest);
             }
         }
     }
@@ -816,6 +841,10 @@ impl Sender {
         if base > self.base {
             self.base = base;
             self.rto = self.config.rto;
+            self.stall_since = None;
+            if self.deferred_rewind.is_some_and(|d| d < base) {
+                self.deferred_rewind = None;
+            }
             if self.next < base {
                 self.next = base;
             }
@@ -888,7 +917,14 @@ impl Sender {
                 Phase::Closing => m.in_data(),
                 _ => false,
             };
-            if owes && now.saturating_since(m.last_heard) >= limit {
+            // Silence counts from the later of the last word heard and the
+            // start of the stall (when everyone was polled again).
+            let since = match (self.phase, self.stall_since) {
+                (Phase::Sending, Some(stall)) => m.last_heard.max(stall),
+                (Phase::Sending, None) => continue,
+                _ => m.last_heard,
+            };
+            if owes && now.saturating_since(since) >= limit {
                 let what = match self.phase {
                     Phase::Offering => "did not answer the offer".to_owned(),
                     Phase::Sending => format!(

@@ -661,6 +661,12 @@ pub fn peek_header(datagram: &[u8]) -> Result<(Kind, Header), DecodeError> {
         rank: r.u16()?,
         session: SessionId(r.u64()?),
     };
+    if header.flags != 0 {
+        return Err(DecodeError::UnsupportedFlags(header.flags));
+    }
+    if header.key_epoch != 0 {
+        return Err(DecodeError::BadField("key_epoch"));
+    }
     Ok((kind, header))
 }
 

@@ -99,6 +99,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 &[0x00, 0x00],                                     // protocol param
                 &[0x00, 0x03],                                     // receivers
                 &OFFER_HASH,
+                &[0x00, 0x00, 0x27, 0x10], // test loss 10,000 ppm
                 &[0x05, b'f', b'.', b'b', b'i', b'n'],
             ]),
             Packet {
@@ -112,6 +113,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                     protocol_param: 0,
                     receivers: 3,
                     hash: OFFER_HASH,
+                    test_loss_ppm: 10_000,
                     name: "f.bin",
                 }),
             },
@@ -275,7 +277,7 @@ fn body_lengths_match_the_documented_layout() {
             Body::Hello(_) => 3,
             Body::Join(j) => 9 + j.name.len(),
             Body::Welcome(_) => 10,
-            Body::Offer(o) => 56 + o.name.len(),
+            Body::Offer(o) => 60 + o.name.len(),
             Body::OfferReply(x) => 2 + x.text.len(),
             Body::Data(d) => 8 + d.payload.len(),
             Body::Ack(f) | Body::Nak(f) => 10 + f.bitmap.len(),
@@ -498,6 +500,28 @@ fn offer_with_zero_window_is_bad_field() {
     let mut bad = samples()[3].0.clone();
     bad[offer_at(14)..offer_at(18)].copy_from_slice(&[0, 0, 0, 0]);
     assert_eq!(Packet::decode(&bad), Err(DecodeError::BadField("window")));
+}
+
+#[test]
+fn offer_test_loss_above_one_million_ppm_is_bad_field() {
+    for (ppm, ok) in [
+        (0u32, true),
+        (1_000_000, true),
+        (1_000_001, false),
+        (u32::MAX, false),
+    ] {
+        let mut offer = samples()[3].0.clone();
+        offer[offer_at(55)..offer_at(59)].copy_from_slice(&ppm.to_be_bytes());
+        let got = Packet::decode(&offer);
+        if ok {
+            assert!(
+                matches!(got, Ok(Packet { body: Body::Offer(o), .. }) if o.test_loss_ppm == ppm),
+                "{ppm}: {got:?}"
+            );
+        } else {
+            assert_eq!(got, Err(DecodeError::BadField("test_loss_ppm")), "{ppm}");
+        }
+    }
 }
 
 #[test]
@@ -930,6 +954,7 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                 any::<u16>(),
                 any::<u16>(),
                 any::<[u8; HASH_LEN]>(),
+                prop_oneof![Just(0), 0..=1_000_000u32, Just(1_000_000)],
             ),
             arb_text(),
         )
@@ -944,6 +969,7 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                         protocol_param,
                         receivers,
                         hash,
+                        test_loss_ppm,
                     ),
                     name,
                 )| {
@@ -957,6 +983,7 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                             protocol_param,
                             receivers,
                             hash,
+                            test_loss_ppm,
                             name: "",
                         },
                         name,

@@ -1,0 +1,590 @@
+//! Behaviour of the sender and receiver machines against each other over an
+//! ideal in-memory network (every datagram delivered after a fixed delay,
+//! unless a test's drop rule says otherwise). The lossy, rate-limited
+//! network lives in rmcast-sim; these tests pin protocol rules.
+
+use rmcast_proto::{
+    Dest, Instant, ObjectInfo, ProtocolId, Receiver, ReceiverConfig, ReceiverEvent, Sender,
+    SenderConfig, SenderEvent, Seq, SessionId, Status,
+};
+use rmcast_wire::{Body, Kind, Packet};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const DELAY: Duration = Duration::from_micros(50);
+
+fn sender_addr() -> SocketAddr {
+    "10.0.0.1:4000".parse().unwrap()
+}
+
+fn receiver_addr(k: usize) -> SocketAddr {
+    format!("10.0.1.{}:5000", k + 1).parse().unwrap()
+}
+
+struct Node {
+    machine: Receiver,
+    data: Vec<u8>,
+    delivered: Vec<bool>,
+    refuse: bool,
+    crashed: bool,
+    events: Vec<ReceiverEvent>,
+}
+
+/// Datagram in flight: (arrival, from, to (None = group), bytes).
+type Flight = (Instant, SocketAddr, Option<SocketAddr>, Vec<u8>);
+
+struct Net {
+    now: Instant,
+    sender: Sender,
+    object: Vec<u8>,
+    nodes: Vec<Node>,
+    flights: VecDeque<Flight>,
+    sender_events: Vec<SenderEvent>,
+    /// Returns true to drop a datagram: (kind, from, to-receiver-index or None for the sender).
+    drop_rule: Box<dyn FnMut(Kind, &[u8], Option<usize>) -> bool>,
+    sent_kinds: Vec<Kind>,
+}
+
+fn object_bytes(size: usize) -> Vec<u8> {
+    (0..size).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+impl Net {
+    fn new(config: SenderConfig, receivers: usize, size: usize, isn: Seq) -> Net {
+        let object = object_bytes(size);
+        let info = ObjectInfo {
+            size: size as u64,
+            name: "obj.bin".into(),
+            hash: *blake3_stub(&object),
+        };
+        let sender = Sender::new(config, SessionId(42), isn, info, Instant::ZERO).unwrap();
+        let nodes = (0..receivers)
+            .map(|k| Node {
+                machine: Receiver::new(
+                    ReceiverConfig {
+                        receiver_id: 1000 + k as u64,
+                        name: format!("r{k}"),
+                        ..ReceiverConfig::default()
+                    },
+                    Instant::ZERO,
+                ),
+                data: Vec::new(),
+                delivered: Vec::new(),
+                refuse: false,
+                crashed: false,
+                events: Vec::new(),
+            })
+            .collect();
+        Net {
+            now: Instant::ZERO,
+            sender,
+            object,
+            nodes,
+            flights: VecDeque::new(),
+            sender_events: Vec::new(),
+            drop_rule: Box::new(|_, _, _| false),
+            sent_kinds: Vec::new(),
+        }
+    }
+
+    /// Drains transmits and events until neither yields anything (an event
+    /// handler may call a mutator that owes a transmit).
+    fn flush(&mut self) {
+        for _ in 0..4 {
+            self.flush_once();
+        }
+    }
+
+    fn flush_once(&mut self) {
+        let mut buf = vec![0u8; rmcast_proto::MAX_DATAGRAM];
+        while let Some(t) = self
+            .sender
+            .poll_transmit(self.now, &self.object[..], &mut buf)
+        {
+            self.sent_kinds.push(t.kind);
+            let to = match t.dest {
+                Dest::Group => None,
+                Dest::Unicast(a) => Some(a),
+            };
+            self.flights
+                .push_back((self.now + DELAY, sender_addr(), to, buf[..t.len].to_vec()));
+        }
+        while let Some(e) = self.sender.poll_event() {
+            self.sender_events.push(e);
+        }
+        for k in 0..self.nodes.len() {
+            if self.nodes[k].crashed {
+                continue;
+            }
+            while let Some(t) = self.nodes[k].machine.poll_transmit(self.now, &mut buf) {
+                let Dest::Unicast(to) = t.dest else {
+                    panic!("receivers only unicast")
+                };
+                self.flights.push_back((
+                    self.now + DELAY,
+                    receiver_addr(k),
+                    Some(to),
+                    buf[..t.len].to_vec(),
+                ));
+            }
+            while let Some(e) = self.nodes[k].machine.poll_event() {
+                let node = &mut self.nodes[k];
+                match &e {
+                    ReceiverEvent::Offer(o) => {
+                        if node.refuse {
+                            node.machine.refuse_offer(Status::NoSpace, "disk full");
+                        } else {
+                            node.data = vec![0; o.size as usize];
+                            node.delivered = vec![false; o.size as usize];
+                            node.machine.accept_offer();
+                        }
+                    }
+                    ReceiverEvent::AllData => {
+                        let hash = *blake3_stub(&node.data);
+                        let ok = node.machine.offer().unwrap().hash == hash;
+                        let status = if ok { Status::Ok } else { Status::HashMismatch };
+                        node.machine.confirm(status, hash, "");
+                    }
+                    _ => {}
+                }
+                node.events.push(e);
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let mut t = self.sender.poll_timeout();
+        for n in self.nodes.iter().filter(|n| !n.crashed) {
+            if let Some(d) = n.machine.poll_timeout() {
+                t = Some(t.map_or(d, |x| x.min(d)));
+            }
+        }
+        if let Some(f) = self.flights.front() {
+            t = Some(t.map_or(f.0, |x| x.min(f.0)));
+        }
+        t
+    }
+
+    /// Runs until the sender finishes or `limit` of simulated time passes.
+    fn run(&mut self, limit: Duration) {
+        let end = Instant::ZERO + limit;
+        self.flush();
+        while !self.sender.is_finished() {
+            let Some(t) = self.next_deadline() else { break };
+            assert!(
+                t <= end,
+                "run did not finish within {limit:?}: next deadline {t:?}, sender {:?} {:?}",
+                self.sender.poll_timeout(),
+                self.sender.stats()
+            );
+            self.now = self.now.max(t);
+            while self.flights.front().is_some_and(|f| f.0 <= self.now) {
+                let (_, from, to, bytes) = self.flights.pop_front().unwrap();
+                self.deliver(from, to, &bytes);
+            }
+            if self.sender.poll_timeout().is_some_and(|d| d <= self.now) {
+                self.sender.handle_timeout(self.now);
+            }
+            for n in self.nodes.iter_mut().filter(|n| !n.crashed) {
+                if n.machine.poll_timeout().is_some_and(|d| d <= self.now) {
+                    n.machine.handle_timeout(self.now);
+                }
+            }
+            self.flush();
+        }
+        // Let the receivers hear the Byes.
+        while let Some((_, from, to, bytes)) = self.flights.pop_front() {
+            self.deliver(from, to, &bytes);
+        }
+        self.flush();
+    }
+
+    fn deliver(&mut self, from: SocketAddr, to: Option<SocketAddr>, bytes: &[u8]) {
+        let kind = rmcast_wire::peek_header(bytes).unwrap().0;
+        if to == Some(sender_addr()) {
+            if !(self.drop_rule)(kind, bytes, None) {
+                self.sender.handle_datagram(self.now, from, bytes);
+            }
+            return;
+        }
+        for k in 0..self.nodes.len() {
+            if to.is_some_and(|a| a != receiver_addr(k)) || self.nodes[k].crashed {
+                continue;
+            }
+            if (self.drop_rule)(kind, bytes, Some(k)) {
+                continue;
+            }
+            let now = self.now;
+            let node = &mut self.nodes[k];
+            if let Some(chunk) = node.machine.handle_datagram(now, from, bytes) {
+                let start = chunk.offset as usize;
+                for i in start..start + chunk.bytes.len() {
+                    assert!(!node.delivered[i], "byte {i} delivered twice to r{k}");
+                    node.delivered[i] = true;
+                }
+                node.data[start..start + chunk.bytes.len()].copy_from_slice(chunk.bytes);
+            }
+        }
+    }
+
+    fn assert_all_verified(&self) {
+        let outcome = self.sender.outcome().expect("finished");
+        assert!(outcome.ok, "outcome not ok: {outcome:?}");
+        assert_eq!(outcome.verified(), self.nodes.len());
+        for (k, n) in self.nodes.iter().enumerate() {
+            assert_eq!(n.data, self.object, "r{k} holds different bytes");
+            assert!(
+                n.events.contains(&ReceiverEvent::Finished),
+                "r{k} did not finish: {:?}",
+                n.events
+            );
+        }
+    }
+}
+
+/// A stand-in digest (the engine never hashes; it compares what drivers say).
+fn blake3_stub(data: &[u8]) -> Box<[u8; 32]> {
+    let mut h = [0u8; 32];
+    for (i, b) in data.iter().enumerate() {
+        let j = i % 32;
+        h[j] = h[j].wrapping_mul(31).wrapping_add(*b ^ (i / 32) as u8);
+    }
+    h[0] ^= data.len() as u8;
+    Box::new(h)
+}
+
+fn config(protocol: ProtocolId, receivers: u16) -> SenderConfig {
+    SenderConfig {
+        protocol,
+        receivers,
+        packet_size: 124, // 100-byte payloads keep objects small
+        window: 16,
+        peer_timeout: Duration::from_millis(500),
+        ..SenderConfig::default()
+    }
+}
+
+#[test]
+fn both_protocols_deliver_every_size_exactly_once() {
+    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
+        for size in [0, 1, 99, 100, 101, 1599, 1600, 1601, 10_000] {
+            let mut net = Net::new(config(protocol, 3), 3, size, Seq(7));
+            net.run(Duration::from_secs(5));
+            net.assert_all_verified();
+        }
+    }
+}
+
+#[test]
+fn sequence_numbers_wrap_past_two_to_the_32() {
+    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
+        let mut net = Net::new(config(protocol, 2), 2, 5_000, Seq(u32::MAX - 20));
+        net.run(Duration::from_secs(5));
+        net.assert_all_verified();
+    }
+}
+
+#[test]
+fn ack_protocol_sends_one_ack_per_receiver_per_data_packet() {
+    let mut net = Net::new(config(ProtocolId::Ack, 4), 4, 100 * 200, Seq(0));
+    net.run(Duration::from_secs(5));
+    net.assert_all_verified();
+    let s = net.sender.stats();
+    assert_eq!(s.data_packets, 200);
+    assert_eq!(s.retransmitted_packets, 0);
+    assert_eq!(s.acks, 4 * 200);
+}
+
+#[test]
+fn nak_poll_acks_only_polled_packets() {
+    let mut cfg = config(ProtocolId::NakPoll, 4);
+    cfg.poll_interval = Some(10);
+    let mut net = Net::new(cfg, 4, 100 * 200, Seq(0));
+    net.run(Duration::from_secs(5));
+    net.assert_all_verified();
+    let s = net.sender.stats();
+    assert_eq!(s.data_packets, 200);
+    // Polls at packets 9, 19, ..., 199: 20 polls, 4 answers each.
+    assert_eq!(s.acks, 4 * 20);
+    assert_eq!(s.naks, 0);
+}
+
+#[test]
+fn nak_on_gap_repairs_a_lost_packet_before_the_timeout() {
+    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
+        let mut cfg = config(protocol, 2);
+        cfg.rto = Duration::from_secs(1); // a timeout would show in the elapsed time
+        cfg.rto_max = Duration::from_secs(1);
+        let mut net = Net::new(cfg, 2, 100 * 50, Seq(0));
+        let mut dropped = false;
+        net.drop_rule = Box::new(move |kind, bytes, to| {
+            if kind == Kind::Data && to == Some(1) && !dropped {
+                if let Ok(Packet {
+                    body: Body::Data(d),
+                    ..
+                }) = Packet::decode(bytes)
+                {
+                    if d.seq == Seq(5) {
+                        dropped = true;
+                        return true;
+                    }
+                }
+            }
+            false
+        });
+        net.run(Duration::from_secs(5));
+        net.assert_all_verified();
+        let s = net.sender.stats();
+        assert!(s.naks >= 1, "{protocol:?}: no NAK");
+        assert!(s.retransmitted_packets >= 1);
+        assert_eq!(
+            s.timeouts, 0,
+            "{protocol:?}: repaired by timeout, not by NAK"
+        );
+    }
+}
+
+#[test]
+fn lost_poll_answers_are_recovered_by_the_retransmission_timer() {
+    let mut cfg = config(ProtocolId::NakPoll, 2);
+    cfg.poll_interval = Some(8);
+    let mut net = Net::new(cfg, 2, 100 * 40, Seq(0));
+    let mut acks_seen = 0;
+    net.drop_rule = Box::new(move |kind, _, to| {
+        if kind == Kind::Ack && to.is_none() {
+            acks_seen += 1;
+            return acks_seen <= 3; // the first few answers vanish
+        }
+        false
+    });
+    net.run(Duration::from_secs(10));
+    net.assert_all_verified();
+    assert!(net.sender.stats().timeouts >= 1);
+}
+
+#[test]
+fn sender_never_holds_more_than_the_window() {
+    let mut cfg = config(ProtocolId::NakPoll, 3);
+    cfg.window = 8;
+    let mut net = Net::new(cfg, 3, 100 * 100, Seq(0));
+    net.flush();
+    let mut max_outstanding = 0;
+    while !net.sender.is_finished() {
+        let t = net.next_deadline().unwrap();
+        net.now = net.now.max(t);
+        while net.flights.front().is_some_and(|f| f.0 <= net.now) {
+            let (_, from, to, bytes) = net.flights.pop_front().unwrap();
+            net.deliver(from, to, &bytes);
+        }
+        if net.sender.poll_timeout().is_some_and(|d| d <= net.now) {
+            net.sender.handle_timeout(net.now);
+        }
+        net.flush();
+        max_outstanding = max_outstanding.max(net.sender.outstanding());
+    }
+    assert!(
+        max_outstanding <= 8,
+        "outstanding {max_outstanding} > window 8"
+    );
+    assert_eq!(
+        max_outstanding, 8,
+        "the window should fill on a fast network"
+    );
+}
+
+#[test]
+fn too_few_receivers_fail_with_a_count_after_the_wait() {
+    let mut cfg = config(ProtocolId::Ack, 3);
+    cfg.join_wait = Duration::from_secs(2);
+    let mut net = Net::new(cfg, 2, 1000, Seq(0));
+    net.run(Duration::from_secs(5));
+    let outcome = net.sender.outcome().unwrap();
+    assert!(!outcome.ok);
+    let err = outcome.error.as_deref().unwrap();
+    assert!(err.contains("only 2 of 3 receivers"), "{err}");
+    assert!(err.contains("r0") && err.contains("r1"), "{err}");
+    // Receivers that joined hear the aborting Bye and fail rather than hang.
+    for n in &net.nodes {
+        assert!(
+            n.events
+                .iter()
+                .any(|e| matches!(e, ReceiverEvent::Failed(_))),
+            "{:?}",
+            n.events
+        );
+    }
+}
+
+#[test]
+fn ranks_follow_registration_order_and_joins_are_idempotent() {
+    let mut net = Net::new(config(ProtocolId::Ack, 3), 3, 10, Seq(0));
+    net.run(Duration::from_secs(5));
+    net.assert_all_verified();
+    for (k, n) in net.nodes.iter().enumerate() {
+        assert_eq!(n.machine.rank(), Some(k as u16));
+    }
+    let joined: Vec<u16> = net
+        .sender_events
+        .iter()
+        .filter_map(|e| match e {
+            SenderEvent::Joined { rank, .. } => Some(*rank),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(joined, vec![0, 1, 2]);
+}
+
+#[test]
+fn a_fourth_receiver_is_told_the_session_is_full() {
+    let mut net = Net::new(config(ProtocolId::Ack, 3), 4, 10, Seq(0));
+    net.run(Duration::from_secs(5));
+    let full = &net.nodes[3].events;
+    assert!(
+        full.iter()
+            .any(|e| matches!(e, ReceiverEvent::Failed(why) if why.contains("full"))),
+        "{full:?}"
+    );
+    assert!(net.sender.outcome().unwrap().ok);
+}
+
+#[test]
+fn a_refusing_receiver_fails_alone_with_its_reason() {
+    let mut net = Net::new(config(ProtocolId::NakPoll, 3), 3, 5000, Seq(0));
+    net.nodes[1].refuse = true;
+    net.run(Duration::from_secs(5));
+    let outcome = net.sender.outcome().unwrap();
+    assert!(!outcome.ok);
+    assert_eq!(outcome.verified(), 2);
+    let why = outcome.members[1].reason.as_deref().unwrap();
+    assert!(
+        why.contains("refused") && why.contains("disk full"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_crashed_receiver_is_removed_after_the_peer_timeout() {
+    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
+        let mut net = Net::new(config(protocol, 3), 3, 100 * 1000, Seq(0));
+        // Crash r2 as soon as it holds a few packets.
+        net.flush();
+        while net.nodes[2].machine.received_bytes() < 500 {
+            let t = net.next_deadline().unwrap();
+            net.now = net.now.max(t);
+            while net.flights.front().is_some_and(|f| f.0 <= net.now) {
+                let (_, from, to, bytes) = net.flights.pop_front().unwrap();
+                net.deliver(from, to, &bytes);
+            }
+            net.flush();
+        }
+        net.nodes[2].crashed = true;
+        let crash_at = net.now;
+        net.run(Duration::from_secs(10));
+        let outcome = net.sender.outcome().unwrap();
+        assert!(!outcome.ok);
+        assert_eq!(outcome.verified(), 2, "{protocol:?}: {outcome:?}");
+        let why = outcome.members[2].reason.as_deref().unwrap();
+        assert!(why.contains("silent"), "{why}");
+        // peer timeout (0.5 s) plus at most two backed-off timeouts.
+        let bound = Duration::from_millis(500) + 2 * SenderConfig::default().rto_max;
+        assert!(
+            net.now.saturating_since(crash_at) <= bound,
+            "took {:?}",
+            net.now.saturating_since(crash_at)
+        );
+    }
+}
+
+#[test]
+fn foreign_and_malformed_datagrams_are_counted_and_ignored() {
+    let mut net = Net::new(config(ProtocolId::Ack, 1), 1, 1000, Seq(0));
+    net.run(Duration::from_secs(5));
+    let foreign_session = {
+        let mut buf = [0u8; 64];
+        let p = Packet {
+            header: rmcast_wire::Header::new(SessionId(7), rmcast_wire::RANK_SENDER),
+            body: Body::Close,
+        };
+        let n = p.encode(&mut buf).unwrap();
+        buf[..n].to_vec()
+    };
+    let node = &mut net.nodes[0];
+    let before = node.machine.stats().clone();
+    let from = sender_addr();
+    assert!(
+        node.machine
+            .handle_datagram(net.now, from, b"GET / HTTP/1.1")
+            .is_none()
+    );
+    assert!(node.machine.handle_datagram(net.now, from, &[]).is_none());
+    assert!(
+        node.machine
+            .handle_datagram(net.now, from, &foreign_session)
+            .is_none()
+    );
+    let after = node.machine.stats();
+    assert_eq!(after.malformed, before.malformed + 2);
+    assert!(after.foreign > before.foreign);
+    let s_before = net.sender.stats().clone();
+    net.sender
+        .handle_datagram(net.now, receiver_addr(0), b"\x00\x01garbage");
+    net.sender
+        .handle_datagram(net.now, receiver_addr(0), &foreign_session);
+    assert_eq!(net.sender.stats().malformed, s_before.malformed + 1);
+    assert_eq!(net.sender.stats().foreign, s_before.foreign + 1);
+}
+
+#[test]
+fn invalid_configurations_are_rejected_with_reasons() {
+    let info = ObjectInfo {
+        size: 10,
+        name: "x".into(),
+        hash: [0; 32],
+    };
+    let bad =
+        |c: SenderConfig| Sender::new(c, SessionId(1), Seq(0), info.clone(), Instant::ZERO).err();
+    assert!(
+        bad(SenderConfig {
+            packet_size: 24,
+            ..SenderConfig::default()
+        })
+        .is_some()
+    );
+    assert!(
+        bad(SenderConfig {
+            packet_size: 65_508,
+            ..SenderConfig::default()
+        })
+        .is_some()
+    );
+    assert!(
+        bad(SenderConfig {
+            window: 0,
+            ..SenderConfig::default()
+        })
+        .is_some()
+    );
+    assert!(
+        bad(SenderConfig {
+            receivers: 0,
+            ..SenderConfig::default()
+        })
+        .is_some()
+    );
+    let e = bad(SenderConfig {
+        protocol: ProtocolId::NakPoll,
+        window: 10,
+        poll_interval: Some(11),
+        ..SenderConfig::default()
+    })
+    .unwrap();
+    assert!(e.to_string().contains("poll interval 11"), "{e}");
+    assert!(
+        bad(SenderConfig {
+            protocol: ProtocolId::Ring,
+            ..SenderConfig::default()
+        })
+        .is_some()
+    );
+}
