@@ -48,7 +48,7 @@ impl FeedbackPolicy {
         match *self {
             FeedbackPolicy::Ack => POLL_ALL,
             FeedbackPolicy::NakPoll { poll_interval } => {
-                if last || (index + 1) % poll_interval == 0 {
+                if last || (index + 1).is_multiple_of(poll_interval) {
                     POLL_ALL
                 } else {
                     POLL_NONE

@@ -347,13 +347,13 @@ impl Receiver {
         match self.phase {
             Phase::Done => {}
             Phase::Listening => {
-                if let Some(t) = self.config.listen_timeout {
-                    if now >= self.started + t {
-                        self.fail(format!(
-                            "no session was announced within {:.1} s",
-                            t.as_secs_f64()
-                        ));
-                    }
+                if let Some(t) = self.config.listen_timeout
+                    && now >= self.started + t
+                {
+                    self.fail(format!(
+                        "no session was announced within {:.1} s",
+                        t.as_secs_f64()
+                    ));
                 }
             }
             _ if now >= self.sender_deadline() => {
@@ -391,19 +391,18 @@ impl Receiver {
             return None;
         }
         if self.phase == Phase::Listening {
-            if let Body::Hello(_) = packet.body {
-                if self
+            if let Body::Hello(_) = packet.body
+                && self
                     .config
                     .session
                     .is_none_or(|s| s == packet.header.session)
-                {
-                    self.session = packet.header.session;
-                    self.sender = Some(from);
-                    self.phase = Phase::Joining;
-                    self.join_at = now;
-                    self.last_from_sender = now;
-                    return None;
-                }
+            {
+                self.session = packet.header.session;
+                self.sender = Some(from);
+                self.phase = Phase::Joining;
+                self.join_at = now;
+                self.last_from_sender = now;
+                return None;
             }
             self.stats.foreign += 1;
             return None;
@@ -563,11 +562,11 @@ impl Receiver {
         if self.phase != Phase::Receiving {
             return;
         }
-        if let Some(t) = &self.transfer {
-            if t.cumulative == t.packets {
-                self.phase = Phase::Verifying;
-                self.events.push_back(ReceiverEvent::AllData);
-            }
+        if let Some(t) = &self.transfer
+            && t.cumulative == t.packets
+        {
+            self.phase = Phase::Verifying;
+            self.events.push_back(ReceiverEvent::AllData);
         }
     }
 

@@ -422,7 +422,7 @@ impl Sender {
     /// buffer the sender must keep). Never exceeds the window.
     #[must_use]
     pub fn outstanding(&self) -> u32 {
-        self.high - self.base
+        self.high.saturating_sub(self.base)
     }
 
     /// Receivers registered so far.
@@ -478,10 +478,10 @@ impl Sender {
             if let Some(index) = self.deferred_rewind {
                 t = t.min(self.sent_at[self.slot(index)] + self.config.suppress);
             }
-            if self.can_send_data() {
-                if let Some(p) = &self.pacer {
-                    t = t.min(p.ready_at(self.datagram_len(self.next)));
-                }
+            if self.can_send_data()
+                && let Some(p) = &self.pacer
+            {
+                t = t.min(p.ready_at(self.datagram_len(self.next)));
             }
         }
         (t != NEVER).then_some(t)
@@ -521,12 +521,12 @@ impl Sender {
                 }
             }
             Phase::Sending => {
-                if let Some(index) = self.deferred_rewind {
-                    if now >= self.sent_at[self.slot(index)] + self.config.suppress {
-                        self.deferred_rewind = None;
-                        if index >= self.base && index < self.next {
-                            self.rewind(index);
-                        }
+                if let Some(index) = self.deferred_rewind
+                    && now >= self.sent_at[self.slot(index)] + self.config.suppress
+                {
+                    self.deferred_rewind = None;
+                    if index >= self.base && index < self.next {
+                        self.rewind(index);
                     }
                 }
                 if self.rto_deadline().is_some_and(|d| now >= d) {
@@ -653,10 +653,10 @@ impl Sender {
         if self.phase == Phase::Sending && self.can_send_data() {
             let index = self.next;
             let len = self.datagram_len(index);
-            if let Some(p) = &mut self.pacer {
-                if !p.try_take(now, len) {
-                    return None;
-                }
+            if let Some(p) = &mut self.pacer
+                && !p.try_take(now, len)
+            {
+                return None;
             }
             let retransmission = index < self.high;
             // A retransmission at the window's base asks everyone for their
@@ -948,10 +948,8 @@ impl Sender {
         match self.phase {
             Phase::Offering => self.maybe_start_sending(now),
             Phase::Sending => self.advance_base(now),
-            Phase::Closing => {
-                if !self.members.iter().any(Member::in_data) {
-                    self.enter_farewell(now);
-                }
+            Phase::Closing if !self.members.iter().any(Member::in_data) => {
+                self.enter_farewell(now);
             }
             _ => {}
         }

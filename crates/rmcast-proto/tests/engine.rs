@@ -31,6 +31,9 @@ struct Node {
     events: Vec<ReceiverEvent>,
 }
 
+/// Decides whether to drop a datagram: (kind, bytes, receiver index or None for the sender).
+type DropRule = Box<dyn FnMut(Kind, &[u8], Option<usize>) -> bool>;
+
 /// Datagram in flight: (arrival, from, to (None = group), bytes).
 type Flight = (Instant, SocketAddr, Option<SocketAddr>, Vec<u8>);
 
@@ -41,8 +44,7 @@ struct Net {
     nodes: Vec<Node>,
     flights: VecDeque<Flight>,
     sender_events: Vec<SenderEvent>,
-    /// Returns true to drop a datagram: (kind, from, to-receiver-index or None for the sender).
-    drop_rule: Box<dyn FnMut(Kind, &[u8], Option<usize>) -> bool>,
+    drop_rule: DropRule,
     sent_kinds: Vec<Kind>,
 }
 
@@ -319,17 +321,17 @@ fn nak_on_gap_repairs_a_lost_packet_before_the_timeout() {
         let mut net = Net::new(cfg, 2, 100 * 50, Seq(0));
         let mut dropped = false;
         net.drop_rule = Box::new(move |kind, bytes, to| {
-            if kind == Kind::Data && to == Some(1) && !dropped {
-                if let Ok(Packet {
+            if kind == Kind::Data
+                && to == Some(1)
+                && !dropped
+                && let Ok(Packet {
                     body: Body::Data(d),
                     ..
                 }) = Packet::decode(bytes)
-                {
-                    if d.seq == Seq(5) {
-                        dropped = true;
-                        return true;
-                    }
-                }
+                && d.seq == Seq(5)
+            {
+                dropped = true;
+                return true;
             }
             false
         });

@@ -1,0 +1,1229 @@
+//! The event loop: hosts, links, the switch, and the drivers of the real
+//! state machines.
+
+use crate::report::{dur, secs};
+use crate::{Drops, Failure, LossModel, ReceiverReport, RunReport, Scenario, SimError};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rmcast_proto::{
+    DataChunk, Dest, Instant, Kind, MAX_DATAGRAM, ObjectInfo, Receiver, ReceiverConfig,
+    ReceiverEvent, Sender, SenderEvent, Seq, SessionId, Status,
+};
+use rmcast_wire::{
+    Body, Bye, Data, Feedback, Header, Offer, Packet, ProtocolId, RANK_SENDER, Welcome,
+};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const UDP_PORT: u16 = 5000;
+/// Source index of injected garbage: a host outside the session.
+const INTRUDER: u16 = u16::MAX;
+/// Consecutive timer expiries at one instant before a host counts as livelocked.
+const LIVELOCK_FIRES: u32 = 10_000;
+/// Datagrams one service round may emit before the simulator calls it runaway.
+const TRANSMIT_BOUND: usize = 1 << 20;
+
+/// The fake unicast address of host `h` (0 is the sender): 10.0.hi.lo:5000.
+#[must_use]
+pub fn host_addr(h: usize) -> SocketAddr {
+    let x = h + 1;
+    SocketAddr::from(([10, 0, (x >> 8) as u8, (x & 0xff) as u8], UDP_PORT))
+}
+
+fn intruder_addr() -> SocketAddr {
+    SocketAddr::from(([10, 0, 255, 254], UDP_PORT))
+}
+
+fn host_of(addr: SocketAddr, hosts: usize) -> Option<usize> {
+    match addr {
+        SocketAddr::V4(a) if a.port() == UDP_PORT => {
+            let o = a.ip().octets();
+            if o[0] != 10 || o[1] != 0 {
+                return None;
+            }
+            let x = (usize::from(o[2]) << 8) | usize::from(o[3]);
+            x.checked_sub(1).filter(|&h| h < hosts)
+        }
+        _ => None,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    Group,
+    Host(u16),
+}
+
+/// A datagram in flight, shared by every copy the switch makes.
+struct Slot {
+    bytes: Vec<u8>,
+    refs: u32,
+    src: u16,
+    route: Route,
+    /// `None` for injected garbage.
+    kind: Option<Kind>,
+}
+
+/// Reusable datagram buffers, reference-counted by hand so a multicast to N
+/// ports holds one copy and the event loop stops allocating once warm.
+#[derive(Default)]
+struct Pool {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+}
+
+impl Pool {
+    fn alloc(&mut self, bytes: &[u8], src: u16, route: Route, kind: Option<Kind>) -> u32 {
+        if let Some(id) = self.free.pop() {
+            let s = &mut self.slots[id as usize];
+            s.bytes.clear();
+            s.bytes.extend_from_slice(bytes);
+            s.refs = 1;
+            s.src = src;
+            s.route = route;
+            s.kind = kind;
+            id
+        } else {
+            self.slots.push(Slot {
+                bytes: bytes.to_vec(),
+                refs: 1,
+                src,
+                route,
+                kind,
+            });
+            (self.slots.len() - 1) as u32
+        }
+    }
+
+    fn retain(&mut self, id: u32) {
+        self.slots[id as usize].refs += 1;
+    }
+
+    fn release(&mut self, id: u32) {
+        let s = &mut self.slots[id as usize];
+        debug_assert!(s.refs > 0);
+        s.refs -= 1;
+        if s.refs == 0 {
+            self.free.push(id);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// A datagram finished crossing a host's uplink and reaches the switch.
+    AtSwitch(u32),
+    /// A datagram finished crossing a switch port and reaches the host.
+    AtHost(u16, u32),
+    /// The host's CPU is free to read its next datagram.
+    Cpu(u16),
+    /// The host's protocol timer, with the generation that armed it.
+    Timer(u16, u64),
+    Crash(u16),
+    Garbage,
+}
+
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    /// Reversed: `BinaryHeap` is a max-heap and the earliest event goes first;
+    /// the insertion counter breaks ties so runs are exactly reproducible.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// A FIFO transmitter: a rate and a drop-tail queue in wire bytes.
+struct Link {
+    busy_until: u64,
+    /// (finish time, wire bytes) of every frame queued or on the wire.
+    fifo: VecDeque<(u64, usize)>,
+    bytes: usize,
+    limit: usize,
+    max_bytes: usize,
+}
+
+impl Link {
+    fn new(limit: usize) -> Self {
+        Self {
+            busy_until: 0,
+            fifo: VecDeque::new(),
+            bytes: 0,
+            limit,
+            max_bytes: 0,
+        }
+    }
+
+    /// Queues a frame at `now`; returns when its last bit leaves, or `None` when dropped.
+    fn admit(&mut self, now: u64, wire: usize, rate_bits_per_s: u64) -> Option<u64> {
+        while let Some(&(finish, b)) = self.fifo.front() {
+            if finish > now {
+                break;
+            }
+            self.bytes -= b;
+            self.fifo.pop_front();
+        }
+        if self.bytes + wire > self.limit {
+            return None;
+        }
+        let tx_ns = (wire as u128 * 8_000_000_000).div_ceil(u128::from(rate_bits_per_s)) as u64;
+        let finish = self.busy_until.max(now) + tx_ns;
+        self.busy_until = finish;
+        self.fifo.push_back((finish, wire));
+        self.bytes += wire;
+        assert!(self.bytes <= self.limit, "queue over its limit");
+        self.max_bytes = self.max_bytes.max(self.bytes);
+        Some(finish)
+    }
+}
+
+enum Machine {
+    Sender(Box<Sender>),
+    Receiver(Box<Receiver>),
+}
+
+/// A receiver host's application: the object buffer and the delivery ledger.
+#[derive(Default)]
+struct RxApp {
+    data: Vec<u8>,
+    /// Bit per packet index: delivered by the machine already.
+    delivered: Vec<u64>,
+    payload_size: u64,
+    rank: Option<u16>,
+    hash_ok: bool,
+    all_data_at: Option<u64>,
+    ended_at: Option<u64>,
+    failure: Option<String>,
+    data_lost: u64,
+    socket_overflow: u64,
+    garbage_seen: u64,
+}
+
+struct Host {
+    machine: Machine,
+    /// Transmit buffer, allocated once.
+    buf: Vec<u8>,
+    uplink: Link,
+    /// The switch output port towards this host.
+    port: Link,
+    loss_rng: ChaCha8Rng,
+    loss_bad: bool,
+    cpu_rng: ChaCha8Rng,
+    /// Data frames that reached this host's switch port so far.
+    data_frames: u64,
+    socket: VecDeque<u32>,
+    socket_bytes: usize,
+    max_socket_bytes: usize,
+    cpu_free: u64,
+    cpu_scheduled: bool,
+    timer_at: Option<u64>,
+    timer_gen: u64,
+    fires_at_same_instant: u32,
+    last_fire: u64,
+    crashed_at: Option<u64>,
+    app: RxApp,
+}
+
+#[derive(Default)]
+struct SenderLog {
+    finished_at: Option<u64>,
+    /// When the sender failed each host (by host number).
+    failed_at: Vec<Option<u64>>,
+    last_verdict_at: u64,
+}
+
+struct Sim<'s> {
+    sc: &'s Scenario,
+    object: Vec<u8>,
+    hash: [u8; 32],
+    session: SessionId,
+    hosts: Vec<Host>,
+    pool: Pool,
+    heap: BinaryHeap<Scheduled>,
+    seq: u64,
+    now: u64,
+    events: u64,
+    drops: Drops,
+    garbage_rng: ChaCha8Rng,
+    garbage_injected: u64,
+    control_rng: ChaCha8Rng,
+    send_cost: u64,
+    recv_cost: u64,
+    cpu_jitter: u64,
+    window: u32,
+    log: SenderLog,
+}
+
+type Fail = Failure;
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+pub(crate) fn run(sc: &Scenario) -> Result<RunReport, SimError> {
+    let mut sim = match Sim::new(sc) {
+        Ok(s) => s,
+        Err(e) => {
+            return Err(SimError {
+                seed: sc.seed,
+                scenario: Box::new(sc.clone()),
+                failure: Failure::Config(e),
+                snapshot: String::new(),
+            });
+        }
+    };
+    match sim.run_loop().and_then(|()| sim.check_final()) {
+        Ok(()) => Ok(sim.report()),
+        Err(failure) => Err(SimError {
+            seed: sc.seed,
+            scenario: Box::new(sc.clone()),
+            failure,
+            snapshot: sim.snapshot(),
+        }),
+    }
+}
+
+impl<'s> Sim<'s> {
+    fn new(sc: &'s Scenario) -> Result<Self, rmcast_proto::ConfigError> {
+        let mut master = ChaCha8Rng::seed_from_u64(sc.seed);
+        let size = usize::try_from(sc.object_size).expect("object fits in memory");
+        let mut object = vec![0u8; size];
+        ChaCha8Rng::seed_from_u64(master.next_u64()).fill_bytes(&mut object);
+        let hash = *blake3::hash(&object).as_bytes();
+        let session = SessionId(master.next_u64());
+        let isn = Seq(sc.isn.unwrap_or_else(|| master.next_u32()));
+        let mut config = sc.config.clone();
+        config.receivers = sc.receivers;
+        let window = config.window;
+        let info = ObjectInfo {
+            size: sc.object_size,
+            name: "object.bin".into(),
+            hash,
+        };
+        let sender = Sender::new(config, session, isn, info, Instant::ZERO)?;
+        let n = usize::from(sc.receivers);
+        let mut hosts = Vec::with_capacity(n + 1);
+        let mut sender = Some(sender);
+        for h in 0..=n {
+            let machine = if let Some(s) = sender.take() {
+                Machine::Sender(Box::new(s))
+            } else {
+                let rc = ReceiverConfig {
+                    receiver_id: master.next_u64(),
+                    name: format!("r{h}"),
+                    ..sc.receiver.clone()
+                };
+                Machine::Receiver(Box::new(Receiver::new(rc, Instant::ZERO)))
+            };
+            hosts.push(Host {
+                machine,
+                buf: vec![0; MAX_DATAGRAM],
+                uplink: Link::new(sc.uplink_queue_bytes),
+                port: Link::new(sc.port_queue_bytes),
+                loss_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
+                loss_bad: false,
+                cpu_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
+                data_frames: 0,
+                socket: VecDeque::new(),
+                socket_bytes: 0,
+                max_socket_bytes: 0,
+                cpu_free: 0,
+                cpu_scheduled: false,
+                timer_at: None,
+                timer_gen: 0,
+                fires_at_same_instant: 0,
+                last_fire: 0,
+                crashed_at: None,
+                app: RxApp::default(),
+            });
+        }
+        let mut sim = Sim {
+            sc,
+            object,
+            hash,
+            session,
+            hosts,
+            pool: Pool::default(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            events: 0,
+            drops: Drops::default(),
+            garbage_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
+            garbage_injected: 0,
+            control_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
+            send_cost: nanos(sc.send_cost),
+            recv_cost: nanos(sc.recv_cost),
+            cpu_jitter: nanos(sc.cpu_jitter),
+            window,
+            log: SenderLog {
+                failed_at: vec![None; n + 1],
+                ..SenderLog::default()
+            },
+        };
+        for c in &sc.crashes {
+            if (1..=sc.receivers).contains(&c.receiver) {
+                sim.push(nanos(c.at), Ev::Crash(c.receiver));
+            }
+        }
+        if sc.garbage_per_s > 0.0 {
+            let first = sim.next_garbage_gap();
+            sim.push(first, Ev::Garbage);
+        }
+        Ok(sim)
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Scheduled {
+            at,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn run_loop(&mut self) -> Result<(), Fail> {
+        let limit = nanos(self.sc.time_limit);
+        // Every machine starts at time zero: the sender announces, receivers listen.
+        for h in 0..self.hosts.len() {
+            let end = self.service(h, 0)?;
+            self.hosts[h].cpu_free = end;
+        }
+        while let Some(Scheduled { at, ev, .. }) = self.heap.pop() {
+            if at > limit {
+                if self.log.finished_at.is_none() {
+                    return Err(Failure::TimeLimit(self.sc.time_limit));
+                }
+                break;
+            }
+            debug_assert!(at >= self.now, "time went backwards");
+            self.now = at;
+            self.events += 1;
+            match ev {
+                Ev::AtSwitch(pkt) => self.at_switch(pkt),
+                Ev::AtHost(h, pkt) => self.at_host(usize::from(h), pkt),
+                Ev::Cpu(h) => self.cpu(usize::from(h))?,
+                Ev::Timer(h, generation) => self.timer(usize::from(h), generation)?,
+                Ev::Crash(h) => self.crash(usize::from(h)),
+                Ev::Garbage => self.garbage(),
+            }
+            if self.log.finished_at.is_some() && self.all_receivers_ended() {
+                break;
+            }
+        }
+        if self.log.finished_at.is_none() {
+            return Err(Failure::TimeLimit(self.sc.time_limit));
+        }
+        Ok(())
+    }
+
+    fn all_receivers_ended(&self) -> bool {
+        self.hosts[1..].iter().all(|h| {
+            h.crashed_at.is_some() || matches!(&h.machine, Machine::Receiver(r) if r.is_finished())
+        })
+    }
+
+    /// Drains a host's machine after an input at CPU time `now`: transmits
+    /// (each costing `send_cost`), events (and the application's reactions,
+    /// which may owe more transmits), then re-arms its timer. Returns the
+    /// CPU time at which the host is free again.
+    fn service(&mut self, h: usize, mut now: u64) -> Result<u64, Fail> {
+        let mut sent = 0usize;
+        loop {
+            loop {
+                let host = &mut self.hosts[h];
+                let at = Instant::from_nanos(now);
+                let t = match &mut host.machine {
+                    Machine::Sender(s) => {
+                        let t = s.poll_transmit(at, &self.object, &mut host.buf);
+                        // Once every byte is acknowledged (or every receiver
+                        // failed) nothing is outstanding; `outstanding()`
+                        // itself underflows then (proto bug, see
+                        // tests/proto_findings.rs), so it is not asked.
+                        let done = s.acked_bytes() >= self.sc.object_size;
+                        if !done && s.outstanding() > self.window {
+                            return Err(Failure::Invariant {
+                                at: dur(now),
+                                what: format!(
+                                    "sender has {} packets outstanding, window is {}",
+                                    s.outstanding(),
+                                    self.window
+                                ),
+                            });
+                        }
+                        t
+                    }
+                    Machine::Receiver(r) => r.poll_transmit(at, &mut host.buf),
+                };
+                let Some(t) = t else { break };
+                sent += 1;
+                if sent > TRANSMIT_BOUND {
+                    return Err(invariant(
+                        now,
+                        format!("host {h} emits datagrams without end"),
+                    ));
+                }
+                now += self.send_cost;
+                let route = match t.dest {
+                    Dest::Group => Some(Route::Group),
+                    Dest::Unicast(addr) => {
+                        host_of(addr, self.hosts.len()).map(|d| Route::Host(d as u16))
+                    }
+                };
+                let Some(route) = route else {
+                    self.drops.no_route += 1;
+                    continue;
+                };
+                let host = &self.hosts[h];
+                let pkt = self
+                    .pool
+                    .alloc(&host.buf[..t.len], h as u16, route, Some(t.kind));
+                self.uplink_send(h, now, pkt);
+            }
+            if !self.react(h, now)? {
+                break;
+            }
+        }
+        self.arm_timer(h, now);
+        Ok(now)
+    }
+
+    /// Handles the machine's events; returns whether any arrived.
+    fn react(&mut self, h: usize, now: u64) -> Result<bool, Fail> {
+        let mut any = false;
+        let host = &mut self.hosts[h];
+        match &mut host.machine {
+            Machine::Sender(s) => {
+                while let Some(e) = s.poll_event() {
+                    any = true;
+                    match e {
+                        SenderEvent::Verified { .. } => self.log.last_verdict_at = now,
+                        SenderEvent::MemberFailed { name, .. } => {
+                            self.log.last_verdict_at = now;
+                            let host = name.strip_prefix('r').and_then(|k| k.parse::<usize>().ok());
+                            if let Some(slot) = host.and_then(|k| self.log.failed_at.get_mut(k)) {
+                                slot.get_or_insert(now);
+                            }
+                        }
+                        SenderEvent::Finished => self.log.finished_at = Some(now),
+                        _ => {}
+                    }
+                }
+            }
+            Machine::Receiver(r) => {
+                while let Some(e) = r.poll_event() {
+                    any = true;
+                    let app = &mut host.app;
+                    match e {
+                        ReceiverEvent::Admitted { rank, .. } => app.rank = Some(rank),
+                        ReceiverEvent::Offer(info) => {
+                            if info.size != self.sc.object_size || info.hash != self.hash {
+                                return Err(invariant(
+                                    now,
+                                    format!("host {h} was offered {info:?}"),
+                                ));
+                            }
+                            app.data = vec![0; info.size as usize];
+                            app.delivered = vec![0; (info.packets as usize).div_ceil(64)];
+                            app.payload_size = u64::from(info.payload_size);
+                            r.accept_offer();
+                        }
+                        ReceiverEvent::AllData => {
+                            app.all_data_at = Some(now);
+                            let got = *blake3::hash(&app.data).as_bytes();
+                            if got == self.hash {
+                                app.hash_ok = true;
+                                r.confirm(Status::Ok, got, "");
+                            } else {
+                                r.confirm(Status::HashMismatch, got, "hash differs");
+                            }
+                        }
+                        ReceiverEvent::Finished => app.ended_at = Some(now),
+                        ReceiverEvent::Failed(why) => {
+                            app.ended_at = Some(now);
+                            app.failure = Some(why);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(any)
+    }
+
+    fn arm_timer(&mut self, h: usize, now: u64) {
+        let host = &mut self.hosts[h];
+        let want = match &host.machine {
+            Machine::Sender(s) => s.poll_timeout(),
+            Machine::Receiver(r) => r.poll_timeout(),
+        }
+        .map(|t| t.as_nanos().max(now));
+        if want == host.timer_at {
+            return;
+        }
+        host.timer_at = want;
+        host.timer_gen += 1;
+        let generation = host.timer_gen;
+        if let Some(t) = want {
+            self.push(t, Ev::Timer(h as u16, generation));
+        }
+    }
+
+    fn timer(&mut self, h: usize, generation: u64) -> Result<(), Fail> {
+        let now = self.now;
+        let host = &mut self.hosts[h];
+        if generation != host.timer_gen || host.crashed_at.is_some() {
+            return Ok(());
+        }
+        if host.cpu_free > now {
+            // The CPU is busy: the expiry is handled when it frees up.
+            let at = host.cpu_free;
+            self.push(at, Ev::Timer(h as u16, generation));
+            return Ok(());
+        }
+        if host.last_fire == now {
+            host.fires_at_same_instant += 1;
+            if host.fires_at_same_instant > LIVELOCK_FIRES {
+                return Err(Failure::Livelock {
+                    at: dur(now),
+                    host: h as u16,
+                });
+            }
+        } else {
+            host.last_fire = now;
+            host.fires_at_same_instant = 0;
+        }
+        host.timer_at = None;
+        let at = Instant::from_nanos(now);
+        match &mut host.machine {
+            Machine::Sender(s) => s.handle_timeout(at),
+            Machine::Receiver(r) => r.handle_timeout(at),
+        }
+        let end = self.service(h, now)?;
+        self.hosts[h].cpu_free = end;
+        Ok(())
+    }
+
+    fn uplink_send(&mut self, h: usize, now: u64, pkt: u32) {
+        let wire = self
+            .sc
+            .wire_bytes(self.pool.slots[pkt as usize].bytes.len());
+        match self.hosts[h]
+            .uplink
+            .admit(now, wire, self.sc.link_rate_bits_per_s)
+        {
+            Some(finish) => {
+                let at = finish + nanos(self.sc.propagation_delay);
+                self.push(at, Ev::AtSwitch(pkt));
+            }
+            None => {
+                self.drops.uplink_overflow += 1;
+                self.pool.release(pkt);
+            }
+        }
+    }
+
+    fn at_switch(&mut self, pkt: u32) {
+        let slot = &self.pool.slots[pkt as usize];
+        let (src, route) = (slot.src, slot.route);
+        match route {
+            Route::Group => {
+                for p in 1..self.hosts.len() {
+                    if p != usize::from(src) {
+                        self.pool.retain(pkt);
+                        self.port_send(p, pkt);
+                    }
+                }
+            }
+            Route::Host(d) => {
+                if d != src {
+                    self.pool.retain(pkt);
+                    self.port_send(usize::from(d), pkt);
+                }
+            }
+        }
+        self.pool.release(pkt);
+    }
+
+    /// Queues a datagram (one reference held) on the switch port towards host `p`.
+    fn port_send(&mut self, p: usize, pkt: u32) {
+        let now = self.now;
+        let slot = &self.pool.slots[pkt as usize];
+        let wire = self.sc.wire_bytes(slot.bytes.len());
+        let kind = slot.kind;
+        let Some(finish) = self.hosts[p]
+            .port
+            .admit(now, wire, self.sc.link_rate_bits_per_s)
+        else {
+            self.drops.port_overflow += 1;
+            self.pool.release(pkt);
+            return;
+        };
+        // Loss happens on the wire: the frame still used the port's time.
+        let lost = if p == 0 {
+            kind.is_some()
+                && self.sc.control_loss > 0.0
+                && self.control_rng.random::<f64>() < self.sc.control_loss
+        } else if kind == Some(Kind::Data) {
+            let host = &mut self.hosts[p];
+            let frame = host.data_frames;
+            host.data_frames += 1;
+            let lost = match &self.sc.loss {
+                LossModel::Frames(frames) => frames.contains(&frame),
+                model => data_lost(model, &mut host.loss_rng, &mut host.loss_bad),
+            };
+            if lost {
+                host.app.data_lost += 1;
+            }
+            lost
+        } else {
+            false
+        };
+        if lost {
+            if p == 0 {
+                self.drops.control_loss += 1;
+            } else {
+                self.drops.data_loss += 1;
+            }
+            self.pool.release(pkt);
+            return;
+        }
+        let at = finish + nanos(self.sc.propagation_delay);
+        self.push(at, Ev::AtHost(p as u16, pkt));
+    }
+
+    fn at_host(&mut self, h: usize, pkt: u32) {
+        let now = self.now;
+        let len = self.pool.slots[pkt as usize].bytes.len();
+        let host = &mut self.hosts[h];
+        if host.crashed_at.is_some() {
+            self.drops.crashed_host += 1;
+            self.pool.release(pkt);
+            return;
+        }
+        if host.socket_bytes + len > self.sc.socket_buffer_bytes {
+            self.drops.socket_overflow += 1;
+            host.app.socket_overflow += 1;
+            self.pool.release(pkt);
+            return;
+        }
+        host.socket.push_back(pkt);
+        host.socket_bytes += len;
+        host.max_socket_bytes = host.max_socket_bytes.max(host.socket_bytes);
+        if !host.cpu_scheduled {
+            host.cpu_scheduled = true;
+            let at = host.cpu_free.max(now);
+            self.push(at, Ev::Cpu(h as u16));
+        }
+    }
+
+    fn cpu(&mut self, h: usize) -> Result<(), Fail> {
+        let host = &mut self.hosts[h];
+        if host.crashed_at.is_some() {
+            return Ok(());
+        }
+        let Some(pkt) = host.socket.pop_front() else {
+            host.cpu_scheduled = false;
+            return Ok(());
+        };
+        let slot = &self.pool.slots[pkt as usize];
+        // The application read it: the socket buffer frees the space now.
+        host.socket_bytes -= slot.bytes.len();
+        let jitter = if self.cpu_jitter > 0 {
+            host.cpu_rng.random_range(0..=self.cpu_jitter)
+        } else {
+            0
+        };
+        let t = self.now + self.recv_cost + jitter;
+        let from = if slot.src == INTRUDER {
+            intruder_addr()
+        } else {
+            host_addr(usize::from(slot.src))
+        };
+        if slot.kind.is_none() {
+            host.app.garbage_seen += 1;
+        }
+        let at = Instant::from_nanos(t);
+        match &mut host.machine {
+            Machine::Sender(s) => s.handle_datagram(at, from, &slot.bytes),
+            Machine::Receiver(r) => {
+                if let Some(chunk) = r.handle_datagram(at, from, &slot.bytes)
+                    && let Err(what) = deliver(&mut host.app, &self.object, chunk)
+                {
+                    return Err(invariant(t, format!("host {h}: {what}")));
+                }
+            }
+        }
+        self.pool.release(pkt);
+        let end = self.service(h, t)?;
+        let host = &mut self.hosts[h];
+        host.cpu_free = end;
+        if host.socket.is_empty() {
+            host.cpu_scheduled = false;
+        } else {
+            self.push(end, Ev::Cpu(h as u16));
+        }
+        Ok(())
+    }
+
+    fn crash(&mut self, h: usize) {
+        let now = self.now;
+        let host = &mut self.hosts[h];
+        if host.crashed_at.is_some() {
+            return;
+        }
+        host.crashed_at = Some(now);
+        host.socket_bytes = 0;
+        let queued: Vec<u32> = host.socket.drain(..).collect();
+        for pkt in queued {
+            self.drops.crashed_host += 1;
+            self.pool.release(pkt);
+        }
+    }
+
+    fn next_garbage_gap(&mut self) -> u64 {
+        let u: f64 = self.garbage_rng.random::<f64>().max(1e-12);
+        let gap_s = -u.ln() / self.sc.garbage_per_s;
+        self.now + (gap_s * 1e9) as u64 + 1
+    }
+
+    /// Injects one garbage datagram from an intruder outside the session,
+    /// straight into the switch: to the group or to the sender.
+    fn garbage(&mut self) {
+        if self.log.finished_at.is_some() {
+            return;
+        }
+        let next = self.next_garbage_gap();
+        self.push(next, Ev::Garbage);
+        self.garbage_injected += 1;
+        let mut buf = [0u8; 512];
+        let rng = &mut self.garbage_rng;
+        let to_sender = rng.random_bool(0.25);
+        let len = match rng.random_range(0..4u8) {
+            0 => {
+                let len = rng.random_range(0..300usize);
+                rng.fill_bytes(&mut buf[..len]);
+                len
+            }
+            1 => {
+                // Looks like rmcast at first glance, then garbage.
+                let len = rng.random_range(4..300usize);
+                rng.fill_bytes(&mut buf[..len]);
+                buf[..3].copy_from_slice(b"RM\x01");
+                len
+            }
+            2 => {
+                // A well-formed packet of a foreign session.
+                let session = SessionId(rng.next_u64() | 1);
+                let session = if session == self.session {
+                    SessionId(session.0 ^ 2)
+                } else {
+                    session
+                };
+                foreign_packet(rng, session, &mut buf)
+            }
+            _ => {
+                // Our session id, but from an address that is not the sender's.
+                foreign_packet(rng, self.session, &mut buf)
+            }
+        };
+        let route = if to_sender {
+            Route::Host(0)
+        } else {
+            Route::Group
+        };
+        let pkt = self.pool.alloc(&buf[..len], INTRUDER, route, None);
+        self.at_switch(pkt);
+    }
+
+    fn check_final(&mut self) -> Result<(), Fail> {
+        let now = self.now;
+        let Machine::Sender(s) = &self.hosts[0].machine else {
+            unreachable!("host 0 is the sender");
+        };
+        let outcome = s.outcome().expect("finished sender has an outcome").clone();
+        let crashed = |h: usize| self.hosts[h].crashed_at.is_some();
+        for m in &outcome.members {
+            let Some(h) = host_of(m.addr, self.hosts.len()).filter(|&h| h > 0) else {
+                return Err(invariant(now, format!("member {m:?} is no receiver host")));
+            };
+            if m.verified && self.hosts[h].app.data != self.object {
+                return Err(invariant(
+                    now,
+                    format!(
+                        "sender reports host {h} verified, but its bytes differ from the object"
+                    ),
+                ));
+            }
+            if !m.verified && m.reason.is_none() {
+                return Err(invariant(
+                    now,
+                    format!("member {m:?} failed without a reason"),
+                ));
+            }
+        }
+        if self.sc.crashes.is_empty() && !outcome.ok {
+            return Err(invariant(
+                now,
+                format!("no crash configured, yet the outcome is {outcome:#?}"),
+            ));
+        }
+        if outcome.error.is_none() {
+            for h in 1..self.hosts.len() {
+                if crashed(h) {
+                    continue;
+                }
+                let verified = outcome
+                    .members
+                    .iter()
+                    .any(|m| m.verified && m.addr == host_addr(h));
+                if !verified {
+                    return Err(invariant(
+                        now,
+                        format!("live host {h} is not verified: {outcome:#?}"),
+                    ));
+                }
+            }
+        }
+        for h in 1..self.hosts.len() {
+            let Machine::Receiver(r) = &self.hosts[h].machine else {
+                unreachable!("hosts 1.. are receivers");
+            };
+            if !crashed(h) && !r.is_finished() {
+                return Err(invariant(
+                    now,
+                    format!("live host {h}'s receiver never ended"),
+                ));
+            }
+        }
+        for (h, host) in self.hosts.iter().enumerate() {
+            if host.socket_bytes > self.sc.socket_buffer_bytes
+                || host.max_socket_bytes > self.sc.socket_buffer_bytes
+            {
+                return Err(invariant(
+                    now,
+                    format!("host {h}'s socket buffer went over its limit"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn report(&self) -> RunReport {
+        let Machine::Sender(s) = &self.hosts[0].machine else {
+            unreachable!("host 0 is the sender");
+        };
+        let stats = s.stats().clone();
+        let finished = self.log.finished_at.unwrap_or(self.now);
+        let seconds = secs(finished);
+        let per_data = |x: u64| {
+            if stats.data_packets == 0 {
+                0.0
+            } else {
+                x as f64 / stats.data_packets as f64
+            }
+        };
+        let receivers: Vec<ReceiverReport> = self.hosts[1..]
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                let Machine::Receiver(r) = &host.machine else {
+                    unreachable!("hosts 1.. are receivers");
+                };
+                let a = &host.app;
+                ReceiverReport {
+                    host: (i + 1) as u16,
+                    name: format!("r{}", i + 1),
+                    addr: host_addr(i + 1),
+                    rank: a.rank,
+                    hash_ok: a.hash_ok,
+                    all_data_seconds: a.all_data_at.map(secs),
+                    ended_seconds: a.ended_at.map(secs),
+                    failure: a.failure.clone(),
+                    crashed_seconds: host.crashed_at.map(secs),
+                    sender_failed_seconds: self.log.failed_at[i + 1].map(secs),
+                    stats: r.stats().clone(),
+                    data_lost: a.data_lost,
+                    socket_overflow: a.socket_overflow,
+                    garbage_seen: a.garbage_seen,
+                }
+            })
+            .collect();
+        let feedback_sent = receivers.iter().map(|r| r.stats.acks + r.stats.naks).sum();
+        RunReport {
+            seed: self.sc.seed,
+            seconds,
+            verdicts_seconds: secs(self.log.last_verdict_at),
+            goodput_mbit_s: if seconds > 0.0 {
+                self.sc.object_size as f64 * 8.0 / seconds / 1e6
+            } else {
+                0.0
+            },
+            data_packets: stats.data_packets,
+            retransmitted_packets: stats.retransmitted_packets,
+            control_packets: stats.control_packets,
+            control_per_data: per_data(stats.control_packets),
+            feedback_per_data: per_data(stats.acks + stats.naks),
+            feedback_sent,
+            drops: self.drops.clone(),
+            garbage_injected: self.garbage_injected,
+            sender_garbage_seen: self.hosts[0].app.garbage_seen,
+            outcome: s
+                .outcome()
+                .cloned()
+                .expect("finished sender has an outcome"),
+            sender: stats,
+            receivers,
+            max_socket_buffer_bytes: self
+                .hosts
+                .iter()
+                .map(|h| h.max_socket_bytes)
+                .max()
+                .unwrap_or(0),
+            max_port_queue_bytes: self
+                .hosts
+                .iter()
+                .map(|h| h.port.max_bytes)
+                .max()
+                .unwrap_or(0),
+            max_uplink_queue_bytes: self
+                .hosts
+                .iter()
+                .map(|h| h.uplink.max_bytes)
+                .max()
+                .unwrap_or(0),
+            events: self.events,
+        }
+    }
+
+    /// The machines' state for a failure report.
+    fn snapshot(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "  virtual time {:.6} s, {} events, drops {:?}",
+            secs(self.now),
+            self.events,
+            self.drops
+        );
+        for (h, host) in self.hosts.iter().enumerate() {
+            let crashed = host
+                .crashed_at
+                .map(|t| format!(" CRASHED at {:.6} s", secs(t)))
+                .unwrap_or_default();
+            match &host.machine {
+                Machine::Sender(s) => {
+                    // `outstanding()` underflows once every receiver failed.
+                    let outstanding = if s.acked_bytes() < self.sc.object_size {
+                        s.outstanding()
+                    } else {
+                        0
+                    };
+                    let _ = writeln!(
+                        out,
+                        "  host 0 sender: finished {}, joined {}, packets {}, acked {} of {} bytes, outstanding {}, timer {:?}, {:?}",
+                        s.is_finished(),
+                        s.joined(),
+                        s.packets(),
+                        s.acked_bytes(),
+                        self.sc.object_size,
+                        outstanding,
+                        s.poll_timeout(),
+                        s.stats()
+                    );
+                }
+                Machine::Receiver(r) => {
+                    let _ = writeln!(
+                        out,
+                        "  host {h} r{h}{crashed}: rank {:?}, finished {}, holds {} bytes in order, failure {:?}, timer {:?}, socket {} B, {:?}",
+                        r.rank(),
+                        r.is_finished(),
+                        r.received_bytes(),
+                        host.app.failure,
+                        r.poll_timeout(),
+                        host.socket_bytes,
+                        r.stats()
+                    );
+                }
+            }
+        }
+        out
+    }
+}
+
+fn invariant(at: u64, what: String) -> Fail {
+    Failure::Invariant { at: dur(at), what }
+}
+
+/// Stores a delivered chunk, checking it is new, aligned and the right bytes.
+fn deliver(app: &mut RxApp, object: &[u8], chunk: DataChunk<'_>) -> Result<(), String> {
+    if app.payload_size == 0 {
+        return Err(format!(
+            "data delivered at offset {} before any offer",
+            chunk.offset
+        ));
+    }
+    if !chunk.offset.is_multiple_of(app.payload_size) {
+        return Err(format!("chunk at unaligned offset {}", chunk.offset));
+    }
+    let index = chunk.offset / app.payload_size;
+    let (word, bit) = ((index / 64) as usize, index % 64);
+    let start = chunk.offset as usize;
+    let end = start + chunk.bytes.len();
+    if word >= app.delivered.len() || end > app.data.len() {
+        return Err(format!("chunk {}..{} lies outside the object", start, end));
+    }
+    if app.delivered[word] & (1 << bit) != 0 {
+        return Err(format!(
+            "packet {index} (bytes {start}..{end}) delivered twice"
+        ));
+    }
+    if chunk.bytes != &object[start..end] {
+        return Err(format!(
+            "packet {index} (bytes {start}..{end}) delivered with wrong bytes"
+        ));
+    }
+    app.delivered[word] |= 1 << bit;
+    app.data[start..end].copy_from_slice(chunk.bytes);
+    Ok(())
+}
+
+fn data_lost(model: &LossModel, rng: &mut ChaCha8Rng, bad: &mut bool) -> bool {
+    match *model {
+        LossModel::None | LossModel::Frames(_) => false,
+        LossModel::Bernoulli(p) => p > 0.0 && rng.random::<f64>() < p,
+        LossModel::GilbertElliott {
+            p_good_to_bad,
+            p_bad_to_good,
+            loss_in_bad,
+            loss_in_good,
+        } => {
+            let flip = if *bad { p_bad_to_good } else { p_good_to_bad };
+            if rng.random::<f64>() < flip {
+                *bad = !*bad;
+            }
+            let p = if *bad { loss_in_bad } else { loss_in_good };
+            rng.random::<f64>() < p
+        }
+    }
+}
+
+/// Writes a well-formed packet (never a `Hello`, which would lure listening
+/// receivers into another session) of `session` into `buf`.
+fn foreign_packet(rng: &mut ChaCha8Rng, session: SessionId, buf: &mut [u8]) -> usize {
+    let header = Header::new(session, RANK_SENDER);
+    let mut payload = [0u8; 64];
+    rng.fill_bytes(&mut payload);
+    let seq = Seq(rng.next_u32());
+    if rng.random_bool(0.1) {
+        // Receiver-style feedback, to the group: foreign for everyone.
+        let fb = Feedback {
+            cumulative: seq,
+            echo: seq,
+            bitmap: &[],
+        };
+        let packet = Packet {
+            header: Header::new(session, 0),
+            body: Body::Ack(fb),
+        };
+        return packet.encode(buf).expect("fits");
+    }
+    let body = match rng.random_range(0..5u8) {
+        0 => Body::Data(Data {
+            seq,
+            poll: 0xFFFF,
+            payload: &payload[..rng.random_range(1..64)],
+        }),
+        1 => Body::Offer(Offer {
+            object_size: 1000,
+            isn: seq,
+            payload_size: 1000,
+            window: 4,
+            protocol: ProtocolId::Ack,
+            protocol_param: 0,
+            receivers: 1,
+            hash: [7; 32],
+            test_loss_ppm: 0,
+            name: "intruder",
+        }),
+        2 => Body::Close,
+        3 => Body::Bye(Bye {
+            aborted: true,
+            text: "intruder",
+        }),
+        _ => Body::Welcome(Welcome {
+            receiver_id: rng.next_u64(),
+            rank: 0,
+        }),
+    };
+    Packet { header, body }.encode(buf).expect("fits")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_addresses_round_trip_up_to_a_thousand_receivers() {
+        for h in 0..=1000 {
+            assert_eq!(host_of(host_addr(h), 1001), Some(h));
+        }
+        assert_eq!(host_of(intruder_addr(), 1001), None);
+    }
+
+    #[test]
+    fn earliest_event_pops_first_and_ties_keep_insertion_order() {
+        let mut heap = BinaryHeap::new();
+        for (at, seq) in [(5, 1), (3, 2), (5, 0), (3, 3)] {
+            heap.push(Scheduled {
+                at,
+                seq,
+                ev: Ev::Garbage,
+            });
+        }
+        let order: Vec<(u64, u64)> =
+            std::iter::from_fn(|| heap.pop().map(|s| (s.at, s.seq))).collect();
+        assert_eq!(order, vec![(3, 2), (3, 3), (5, 0), (5, 1)]);
+    }
+
+    #[test]
+    fn link_drops_tail_when_full_and_drains_at_its_rate() {
+        // 1000 wire bytes at 8 Mbit/s take 1 ms.
+        let mut link = Link::new(2500);
+        assert_eq!(link.admit(0, 1000, 8_000_000), Some(1_000_000));
+        assert_eq!(link.admit(0, 1000, 8_000_000), Some(2_000_000));
+        assert_eq!(link.admit(0, 1000, 8_000_000), None);
+        // After the first frame left there is room again.
+        assert_eq!(link.admit(1_000_000, 1000, 8_000_000), Some(3_000_000));
+        assert!(link.max_bytes <= 2500);
+    }
+
+    #[test]
+    fn gilbert_elliott_chain_loses_about_its_mean() {
+        let model = LossModel::bursty(0.05, 5.0);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut bad = false;
+        let lost = (0..200_000)
+            .filter(|_| data_lost(&model, &mut rng, &mut bad))
+            .count();
+        let share = lost as f64 / 200_000.0;
+        assert!((0.04..0.06).contains(&share), "lost {share}");
+    }
+}
