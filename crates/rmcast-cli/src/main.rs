@@ -1,1 +1,174 @@
-fn main() {}
+//! `rmcast`: send a file reliably to many receivers over IP multicast.
+
+mod args;
+mod report;
+
+use anyhow::{Context, Result, bail};
+use args::{Cli, Command, CommonArgs, DemoArgs, RecvArgs, SendArgs};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let cancel = Arc::new(AtomicBool::new(false));
+    {
+        let cancel = cancel.clone();
+        // A second Ctrl-C kills the process the usual way.
+        let _ = ctrlc::set_handler(move || {
+            if cancel.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+        });
+    }
+    let result = match cli.command {
+        Command::Send(a) => send(a, cancel),
+        Command::Recv(a) => recv(a, cancel),
+        Command::Demo(a) => demo(a, cancel),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("rmcast: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RMCAST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// A progress bar on a terminal; nothing under `--json` or when piped.
+fn progress_bar(json: bool, what: &str) -> Option<ProgressBar> {
+    if json || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{prefix} {msg:<10} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_prefix(what.to_owned());
+    Some(bar)
+}
+
+fn progress_fn(bar: &Option<ProgressBar>) -> impl FnMut(rmcast::Progress) + '_ {
+    move |p: rmcast::Progress| {
+        if let Some(bar) = &bar {
+            bar.set_length(p.total_bytes);
+            bar.set_position(p.done_bytes);
+            bar.set_message(p.phase);
+        }
+    }
+}
+
+fn send_config(common: &CommonArgs, cancel: Arc<AtomicBool>) -> Result<rmcast::SendConfig> {
+    let mut cfg = rmcast::SendConfig {
+        group: common.group,
+        iface: common.iface,
+        ttl: common.ttl,
+        cancel: Some(cancel),
+        ..rmcast::SendConfig::default()
+    };
+    common.apply(&mut cfg.proto)?;
+    cfg.loss = common.loss.unwrap_or(0.0);
+    Ok(cfg)
+}
+
+fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
+    if !a.file.is_file() {
+        bail!("{} is not a readable file", a.file.display());
+    }
+    let mut cfg = send_config(&a.common, cancel)?;
+    cfg.proto.receivers = a.receivers;
+    cfg.proto.join_wait = a.wait.0;
+    let bar = progress_bar(a.common.json, "send");
+    let mut progress = progress_fn(&bar);
+    let report = rmcast::send_file(&a.file, &cfg, Some(&mut progress))
+        .with_context(|| format!("sending {}", a.file.display()))?;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    report::print_send(&report, a.common.json, None);
+    Ok(report.ok)
+}
+
+fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("creating output directory {}", a.out.display()))?;
+    let mut cfg = rmcast::RecvConfig {
+        group: a.group,
+        iface: a.iface,
+        out_dir: a.out.clone(),
+        loss: a.loss.unwrap_or(0.0),
+        seed: a.seed,
+        sender_timeout: a.sender_timeout.0,
+        listen_timeout: a.timeout.map(|d| d.0),
+        cancel: Some(cancel),
+        ..rmcast::RecvConfig::default()
+    };
+    if let Some(name) = a.name {
+        cfg.name = name;
+    }
+    let bar = progress_bar(a.json, "recv");
+    let mut progress = progress_fn(&bar);
+    let result = rmcast::recv_to_dir(&cfg, Some(&mut progress));
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    match result {
+        Ok(r) => {
+            report::print_recv(Ok(&r), a.json);
+            Ok(true)
+        }
+        Err(e) => {
+            report::print_recv(Err(&e.to_string()), a.json);
+            Ok(false)
+        }
+    }
+}
+
+fn demo(a: DemoArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
+    let mut send = send_config(&a.common, cancel)?;
+    send.proto.receivers = a.receivers;
+    // The demo picks a free random port unless one was given explicitly.
+    if !a.common.group_given() {
+        send.group = rmcast::random_group();
+    }
+    let cfg = rmcast::DemoConfig {
+        receivers: a.receivers,
+        size: a.size,
+        seed: a.common.seed,
+        loss: a.common.loss.unwrap_or(0.0),
+        keep_dir: a.keep.clone(),
+        send,
+    };
+    let bar = progress_bar(a.common.json, "demo");
+    let mut progress = progress_fn(&bar);
+    let report = rmcast::demo(&cfg, Some(&mut progress))?;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    report::print_send(&report.send, a.common.json, Some(&report));
+    Ok(report.send.ok && report.all_files_match)
+}

@@ -620,7 +620,12 @@ impl Sender {
                 let Some(i) = self.member_index(rank, from) else {
                     return;
                 };
-                if self.members[i].state != MemberState::Failed {
+                // A receiver that leaves after verifying (Ctrl-C while
+                // waiting for our Bye) still holds a verified copy.
+                if !matches!(
+                    self.members[i].state,
+                    MemberState::Failed | MemberState::Verified
+                ) {
                     self.fail_member(i, format!("left the session: {}", l.text));
                     self.after_member_change(now);
                 }

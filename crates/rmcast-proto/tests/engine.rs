@@ -590,3 +590,20 @@ fn invalid_configurations_are_rejected_with_reasons() {
         .is_some()
     );
 }
+
+#[test]
+fn a_leave_after_verifying_keeps_the_receiver_verified() {
+    let mut net = Net::new(config(ProtocolId::Ack, 2), 2, 1000, Seq(0));
+    net.run(Duration::from_secs(5));
+    net.assert_all_verified();
+    // A Leave arriving late (Ctrl-C during the Bye wait) changes nothing.
+    let mut buf = [0u8; 64];
+    let leave = Packet {
+        header: rmcast_wire::Header::new(SessionId(42), 1),
+        body: Body::Leave(rmcast_wire::Leave { text: "interrupted" }),
+    };
+    let n = leave.encode(&mut buf).unwrap();
+    net.sender.handle_datagram(net.now, receiver_addr(1), &buf[..n]);
+    assert!(net.sender.outcome().unwrap().ok);
+    assert!(net.sender.poll_event().is_none());
+}

@@ -1,1 +1,315 @@
-//! placeholder
+//! rmcast: reliable multicast file transfer over UDP.
+//!
+//! This crate is the runtime and the public library API. It drives the
+//! sans-IO state machines of [`rmcast_proto`] with real non-blocking UDP
+//! sockets (one `mio` event loop per sender or receiver, one thread each),
+//! reads the object from a memory-mapped file or a byte slice, hashes it with
+//! BLAKE3, and on the receiving side stores it in a temporary file that is
+//! renamed into place only after its hash matches.
+//!
+//! - [`send_file`] / [`send_bytes`]: announce a transfer on a multicast
+//!   group, wait for `proto.receivers` receivers, send, and report how each
+//!   fared ([`SendReport`]).
+//! - [`recv_to_dir`] / [`recv_to_vec`]: join the next transfer announced on a
+//!   group and store the object in a directory or in memory ([`RecvReport`]).
+//! - [`demo`]: one sender and N receiver threads over loopback, with a
+//!   byte-for-byte check of every copy.
+//! - [`parse_size`] / [`parse_rate`]: the size and rate syntax of the CLI.
+//!
+//! Defaults keep traffic on the machine: multicast leaves through
+//! `127.0.0.1` with TTL 1. Every long-running call takes an optional cancel
+//! flag (checked at least every 100 ms) and an optional progress callback
+//! (called at most about ten times a second).
+//!
+//! It is not the protocol (see `rmcast-proto`), not the packet format (see
+//! `rmcast-wire`) and not the command line (see `rmcast-cli`). It sends one
+//! datagram per system call; no batching (sendmmsg/GSO) yet.
+//!
+//! ```no_run
+//! use rmcast::{RecvConfig, SendConfig, recv_to_vec, send_bytes};
+//! let group = rmcast::random_group();
+//! let rc = RecvConfig { group, ..RecvConfig::default() };
+//! let receiver = std::thread::spawn(move || recv_to_vec(&rc, None));
+//! let report = send_bytes("hello.txt", b"hello", &SendConfig { group, ..SendConfig::default() }, None)?;
+//! assert!(report.ok);
+//! let (_, bytes) = receiver.join().unwrap()?;
+//! assert_eq!(bytes, b"hello");
+//! # Ok::<(), rmcast::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod demo;
+mod name;
+mod net;
+mod parse;
+mod receiver;
+mod sender;
+mod storage;
+
+pub use demo::{DemoConfig, DemoReport, demo, random_group};
+pub use name::safe_relative_path;
+pub use parse::{parse_rate, parse_size};
+pub use receiver::{recv_to_dir, recv_to_vec};
+pub use rmcast_proto::{
+    ConfigError, HASH_LEN, MemberOutcome, ProtocolId, ReceiverStats, SenderConfig, SenderStats,
+    SessionId, Status,
+};
+pub use sender::{send_bytes, send_file};
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// The group receivers and senders use when none is given: 239.77.0.1:7700.
+pub const DEFAULT_GROUP: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(239, 77, 0, 1), 7700);
+/// Socket buffer size asked for by default (4 MiB).
+pub const DEFAULT_SOCKET_BUFFER_BYTES: usize = 4 << 20;
+
+/// How to send one object.
+#[derive(Clone, Debug)]
+pub struct SendConfig {
+    /// Multicast group and port of the session.
+    pub group: SocketAddrV4,
+    /// Local interface address: the socket binds to it and multicast leaves through it.
+    pub iface: Ipv4Addr,
+    /// Multicast TTL (1 keeps packets on the local network segment).
+    pub ttl: u32,
+    /// Protocol settings (protocol, receivers to wait for, window, timers, rate).
+    pub proto: SenderConfig,
+    /// Test knob: fraction of data packets (0..=1) every receiver drops on
+    /// purpose; sent in the offer. Zero in production.
+    pub loss: f64,
+    /// Kernel socket buffer size to ask for, in bytes.
+    pub socket_buffer_bytes: usize,
+    /// Raise to stop: the sender aborts the session and says goodbye.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Name receivers store the object under; `None`: the file's name.
+    pub name: Option<String>,
+}
+
+impl Default for SendConfig {
+    fn default() -> Self {
+        Self {
+            group: DEFAULT_GROUP,
+            iface: Ipv4Addr::LOCALHOST,
+            ttl: 1,
+            proto: SenderConfig::default(),
+            loss: 0.0,
+            socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
+            cancel: None,
+            name: None,
+        }
+    }
+}
+
+/// How to receive one object.
+#[derive(Clone, Debug)]
+pub struct RecvConfig {
+    /// Multicast group and port to listen on.
+    pub group: SocketAddrV4,
+    /// Local interface address to join the group on and send feedback from.
+    pub iface: Ipv4Addr,
+    /// Directory the object is stored in (created if missing) by [`recv_to_dir`].
+    pub out_dir: PathBuf,
+    /// Name shown in the sender's report.
+    pub name: String,
+    /// Test knob: fraction of data packets (0..=1) to drop on purpose.
+    pub loss: f64,
+    /// Seed of the test-loss generator (mixed with the rank).
+    pub seed: u64,
+    /// Give up when the sender is silent this long.
+    pub sender_timeout: Duration,
+    /// Give up when no session is announced within this time (`None`: wait forever).
+    pub listen_timeout: Option<Duration>,
+    /// Join only this session (`None`: the first one announced).
+    pub session: Option<SessionId>,
+    /// Kernel receive buffer size to ask for, in bytes.
+    pub socket_buffer_bytes: usize,
+    /// Raise to stop: the receiver leaves the session and removes partial files.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Refuse objects larger than this many bytes (`Status::TooLarge`).
+    pub max_bytes: Option<u64>,
+    /// Multicast TTL of the feedback socket (feedback itself is unicast).
+    pub ttl: u32,
+}
+
+impl Default for RecvConfig {
+    fn default() -> Self {
+        Self {
+            group: DEFAULT_GROUP,
+            iface: Ipv4Addr::LOCALHOST,
+            out_dir: PathBuf::from("."),
+            name: default_receiver_name(),
+            loss: 0.0,
+            seed: 0,
+            sender_timeout: Duration::from_secs(10),
+            listen_timeout: None,
+            session: None,
+            socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
+            cancel: None,
+            max_bytes: None,
+            ttl: 1,
+        }
+    }
+}
+
+/// A progress report for a bar: bytes done of the total, and what is happening.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes acknowledged by every receiver (sender) or held in order (receiver).
+    pub done_bytes: u64,
+    /// Size of the object (0 until a receiver has seen the offer).
+    pub total_bytes: u64,
+    /// "waiting for receivers", "listening", "sending", "receiving", "confirming", "verifying", "done", ...
+    pub phase: &'static str,
+}
+
+/// What a sender reports after a session.
+#[derive(Clone, Debug)]
+pub struct SendReport {
+    /// Protocol name: "ack" or "nak-poll".
+    pub protocol: String,
+    /// Receivers admitted to the session.
+    pub receivers: u16,
+    /// Object size in bytes.
+    pub bytes: u64,
+    /// Seconds from the first announcement to the last confirmation.
+    pub seconds: f64,
+    /// `bytes * 8 / seconds / 1e6`.
+    pub goodput_mbps: f64,
+    /// Receivers that confirmed a hash-verified copy.
+    pub verified: usize,
+    /// First transmissions of data packets.
+    pub data_packets: u64,
+    /// Data packets sent again.
+    pub retransmitted_packets: u64,
+    /// Control packets received by the sender (every non-data packet).
+    pub control_packets: u64,
+    /// True when every receiver verified the object.
+    pub ok: bool,
+    /// Session-level failure, if any (too few receivers, aborted).
+    pub error: Option<String>,
+    /// Every admitted receiver and how it fared.
+    pub members: Vec<MemberOutcome>,
+    /// The engine's counters.
+    pub stats: SenderStats,
+    /// Session id of the transfer.
+    pub session: SessionId,
+    /// Seconds from the moment every receiver had registered to the last confirmation.
+    pub data_seconds: f64,
+}
+
+/// What a receiver reports after a transfer.
+#[derive(Clone, Debug)]
+pub struct RecvReport {
+    /// Where the object was stored (`None` when received into memory).
+    pub path: Option<PathBuf>,
+    /// The object's name as offered.
+    pub name: String,
+    /// Object size in bytes.
+    pub bytes: u64,
+    /// Seconds from accepting the offer to verifying the object.
+    pub seconds: f64,
+    /// `bytes * 8 / seconds / 1e6`.
+    pub goodput_mbps: f64,
+    /// Rank given by the sender.
+    pub rank: Option<u16>,
+    /// Session joined.
+    pub session: Option<SessionId>,
+    /// True when the bytes hashed to the offered BLAKE3 hash.
+    pub verified: bool,
+    /// The engine's counters.
+    pub stats: ReceiverStats,
+    /// Data packets dropped on purpose by the test-loss knob.
+    pub test_dropped_packets: u64,
+}
+
+/// Everything that can go wrong locally (remote failures are in the reports).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A system call failed; `context` says what was being done.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, for a human.
+        context: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The protocol settings cannot work.
+    #[error("invalid protocol settings: {0}")]
+    Config(#[from] ConfigError),
+    /// A runtime setting or argument cannot work; the text says which.
+    #[error("{0}")]
+    Invalid(String),
+    /// This receiver refused the offered object; the text says why.
+    #[error("refused the offered object: {0}")]
+    Refused(String),
+    /// The transfer failed; the text says why.
+    #[error("transfer failed: {0}")]
+    Failed(String),
+    /// The cancel flag was raised.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// `"{hostname}:{pid}"`, the default receiver name.
+#[must_use]
+pub fn default_receiver_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for `len` bytes; gethostname writes at most that.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let host = if rc == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "localhost".to_owned()
+    };
+    format!("{host}:{}", std::process::id())
+}
+
+/// The protocol's name as reports and the CLI spell it.
+#[must_use]
+pub fn protocol_name(p: ProtocolId) -> &'static str {
+    match p {
+        ProtocolId::Ack => "ack",
+        ProtocolId::NakPoll => "nak-poll",
+        ProtocolId::Ring => "ring",
+        ProtocolId::Tree => "tree",
+    }
+}
+
+fn check_loss(loss: f64) -> Result<(), Error> {
+    if (0.0..=1.0).contains(&loss) {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "loss {loss} is outside 0..=1 (a fraction of packets)"
+        )))
+    }
+}
+
+fn check_group(group: SocketAddrV4) -> Result<(), Error> {
+    if !group.ip().is_multicast() {
+        return Err(Error::Invalid(format!(
+            "{} is not a multicast address (use 224.0.0.0/4, e.g. 239.77.0.1)",
+            group.ip()
+        )));
+    }
+    if group.port() == 0 {
+        return Err(Error::Invalid("the group port must not be 0".into()));
+    }
+    Ok(())
+}
+
+fn goodput_mbps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds / 1e6
+    } else {
+        0.0
+    }
+}

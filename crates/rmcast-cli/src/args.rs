@@ -1,0 +1,322 @@
+//! Command-line arguments: what every flag means and its default.
+
+use anyhow::{Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Reliable multicast: send one file to many receivers at once, verified.
+///
+/// Receivers join a multicast group and wait; the sender announces a
+/// session, waits for the expected number of receivers, sends the file once
+/// for all of them, repairs losses, and exits 0 only when every receiver
+/// has confirmed a BLAKE3-verified copy.
+///
+/// By default everything stays on this machine: multicast goes out through
+/// the loopback interface (127.0.0.1) with TTL 1.
+#[derive(Parser, Debug)]
+#[command(name = "rmcast", version, propagate_version = true)]
+#[command(after_help = "EXAMPLES:
+  rmcast demo --receivers 8 --size 64MiB --protocol nak-poll --loss 0.05
+  rmcast recv --group 239.77.0.1:7700 --out /tmp/in        # on each receiver
+  rmcast send big.iso --group 239.77.0.1:7700 --receivers 8")]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace; or RMCAST_LOG).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Send a file to N receivers; exit 0 only when all verified it.
+    Send(SendArgs),
+    /// Receive one file into a directory (written atomically after the hash matches).
+    Recv(RecvArgs),
+    /// Run a sender and N receivers on loopback in one process and report.
+    Demo(DemoArgs),
+}
+
+/// Reliability protocol.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Every receiver acknowledges every packet (simple, N acks per packet).
+    Ack,
+    /// Receivers NAK gaps; every i-th packet polls all for an ack (fastest).
+    NakPoll,
+}
+
+impl From<Protocol> for rmcast::ProtocolId {
+    fn from(p: Protocol) -> Self {
+        match p {
+            Protocol::Ack => rmcast::ProtocolId::Ack,
+            Protocol::NakPoll => rmcast::ProtocolId::NakPoll,
+        }
+    }
+}
+
+/// Flags shared by `send` and `demo`.
+#[derive(Args, Debug)]
+pub struct CommonArgs {
+    /// Multicast group and port.
+    #[arg(long, default_value = "239.77.0.1:7700", value_name = "ADDR:PORT")]
+    pub group: SocketAddrV4,
+    /// Local interface address to send and join on.
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub iface: Ipv4Addr,
+    /// Multicast TTL (1 keeps packets on the local network).
+    #[arg(long, default_value_t = 1)]
+    pub ttl: u32,
+    /// Reliability protocol.
+    #[arg(long, value_enum, default_value_t = Protocol::NakPoll)]
+    pub protocol: Protocol,
+    /// Datagram size in bytes including rmcast's 24-byte header; 1472 fits a
+    /// 1500-byte Ethernet MTU, up to 65507 uses IP fragmentation.
+    #[arg(long, default_value_t = 1472, value_name = "BYTES")]
+    pub packet_size: usize,
+    /// Packets in flight before waiting for acknowledgements.
+    #[arg(long, default_value_t = 128, value_name = "PACKETS")]
+    pub window: u32,
+    /// nak-poll: packets between polls [default: 85 % of the window].
+    #[arg(long, value_name = "PACKETS")]
+    pub poll_interval: Option<u32>,
+    /// Initial retransmission timeout (doubles while nothing moves).
+    #[arg(long, default_value = "50ms", value_name = "DURATION")]
+    pub rto: HumanDuration,
+    /// Minimum time between two retransmissions of one packet, however many NAKs arrive.
+    #[arg(long, default_value = "5ms", value_name = "DURATION")]
+    pub suppress: HumanDuration,
+    /// Remove a receiver that owes feedback and stays silent this long.
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    pub peer_timeout: HumanDuration,
+    /// Pace data at this rate (e.g. 90mbit, 1gbit) [default: unpaced, window-limited].
+    #[arg(long, value_parser = parse_rate)]
+    pub rate: Option<u64>,
+    /// TESTING: every receiver drops incoming data packets with probability P (0..1).
+    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    pub loss: Option<f64>,
+    /// Seed for --loss and for the demo's data.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print exactly one JSON object on stdout at the end (no progress bar).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl CommonArgs {
+    /// Copies the protocol knobs into an engine configuration.
+    pub fn apply(&self, proto: &mut rmcast::SenderConfig) -> Result<()> {
+        proto.protocol = self.protocol.into();
+        proto.packet_size = self.packet_size;
+        proto.window = self.window;
+        proto.poll_interval = self.poll_interval;
+        proto.rto = self.rto.0;
+        proto.rto_max = proto.rto_max.max(self.rto.0);
+        proto.suppress = self.suppress.0;
+        proto.peer_timeout = self.peer_timeout.0;
+        proto.rate_bits_per_s = self.rate;
+        if self.poll_interval.is_some() && self.protocol != Protocol::NakPoll {
+            bail!("--poll-interval applies to --protocol nak-poll only");
+        }
+        proto.validate()?;
+        Ok(())
+    }
+
+    /// Whether `--group` was given (the demo otherwise picks a random port).
+    pub fn group_given(&self) -> bool {
+        std::env::args().any(|a| a == "--group" || a.starts_with("--group="))
+    }
+}
+
+/// `rmcast send`.
+#[derive(Args, Debug)]
+pub struct SendArgs {
+    /// The file to send.
+    pub file: PathBuf,
+    /// Receivers to wait for before sending.
+    #[arg(long, short = 'n', value_parser = clap::value_parser!(u16).range(1..=65520))]
+    pub receivers: u16,
+    /// Give up if fewer receivers registered within this time.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub wait: HumanDuration,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `rmcast recv`.
+#[derive(Args, Debug)]
+pub struct RecvArgs {
+    /// Directory to store the received file in (created if missing).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub out: PathBuf,
+    /// Multicast group and port.
+    #[arg(long, default_value = "239.77.0.1:7700", value_name = "ADDR:PORT")]
+    pub group: SocketAddrV4,
+    /// Local interface address to join on.
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub iface: Ipv4Addr,
+    /// Name shown in the sender's report [default: HOST:PID].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Give up if no session is announced within this time [default: wait forever].
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<HumanDuration>,
+    /// Give up when the sender is silent this long during a transfer.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub sender_timeout: HumanDuration,
+    /// TESTING: drop incoming data packets with probability P (0..1).
+    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    pub loss: Option<f64>,
+    /// Seed for --loss.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print exactly one JSON object on stdout at the end (no progress bar).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `rmcast demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Receivers to run.
+    #[arg(long, short = 'n', default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub receivers: u16,
+    /// Object size (e.g. 64MiB, 10MB, 1000001).
+    #[arg(long, default_value = "16MiB", value_parser = parse_size)]
+    pub size: u64,
+    /// Keep the received files in this directory instead of a temporary one.
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// A duration written like `50ms`, `2s`, `1.5s`, `1m`, `250us`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl std::str::FromStr for HumanDuration {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_duration(s).map(HumanDuration)
+    }
+}
+
+/// Parses `50ms`, `2s`, `1.5s`, `1m`, `250us`, `100ns`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration `{s}`: expected e.g. 50ms, 2s, 1.5s, 1m"))?;
+    let scale = match unit.trim() {
+        "" | "s" | "sec" | "secs" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "invalid duration unit `{other}` in `{s}`: use ns, us, ms, s, m or h"
+            ));
+        }
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("duration `{s}` is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_probability(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .parse()
+        .map_err(|_| format!("invalid probability `{s}`: expected a number like 0.05"))?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!("probability {p} is outside 0..1 (5 % is 0.05)"));
+    }
+    Ok(p)
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    rmcast::parse_size(s)
+}
+
+fn parse_rate(s: &str) -> Result<u64, String> {
+    let r = rmcast::parse_rate(s)?;
+    if r == 0 {
+        return Err("rate must be greater than zero".into());
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("50ms").unwrap(), Duration::from_millis(50));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert!(
+            parse_duration("fast")
+                .unwrap_err()
+                .contains("invalid duration")
+        );
+        assert!(parse_duration("5 parsecs").unwrap_err().contains("unit"));
+    }
+
+    #[test]
+    fn probabilities_outside_zero_to_one_are_refused() {
+        assert_eq!(parse_probability("0.05").unwrap(), 0.05);
+        assert!(parse_probability("5").unwrap_err().contains("outside 0..1"));
+        assert!(parse_probability("x").is_err());
+    }
+
+    #[test]
+    fn poll_interval_with_ack_is_refused() {
+        let cli = Cli::try_parse_from([
+            "rmcast",
+            "demo",
+            "--protocol",
+            "ack",
+            "--poll-interval",
+            "10",
+        ])
+        .unwrap();
+        let Command::Demo(d) = cli.command else {
+            panic!()
+        };
+        let mut cfg = rmcast::SenderConfig::default();
+        let e = d.common.apply(&mut cfg).unwrap_err();
+        assert!(e.to_string().contains("nak-poll only"), "{e}");
+    }
+
+    #[test]
+    fn a_poll_interval_beyond_the_window_is_refused() {
+        let cli =
+            Cli::try_parse_from(["rmcast", "demo", "--window", "10", "--poll-interval", "20"])
+                .unwrap();
+        let Command::Demo(d) = cli.command else {
+            panic!()
+        };
+        let mut cfg = rmcast::SenderConfig::default();
+        let e = d.common.apply(&mut cfg).unwrap_err();
+        assert!(e.to_string().contains("poll interval 20"), "{e}");
+    }
+}

@@ -1,0 +1,157 @@
+//! What the commands print: a human summary on stderr, or exactly one JSON
+//! object on stdout under `--json`.
+
+use serde_json::{Value, json};
+
+fn mib(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+    } else if bytes >= 1 << 10 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// The JSON object of a send (or demo) report.
+pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> Value {
+    let failures: Vec<Value> = r
+        .members
+        .iter()
+        .filter(|m| !m.verified)
+        .map(|m| {
+            json!({
+                "rank": m.rank,
+                "name": m.name,
+                "addr": m.addr.to_string(),
+                "reason": m.reason.clone().unwrap_or_else(|| "did not confirm".into()),
+            })
+        })
+        .collect();
+    let control_per_data = if r.data_packets == 0 {
+        0.0
+    } else {
+        r.control_packets as f64 / r.data_packets as f64
+    };
+    let mut v = json!({
+        "protocol": r.protocol,
+        "receivers": r.receivers,
+        "bytes": r.bytes,
+        "seconds": r.seconds,
+        "goodput_mbps": r.goodput_mbps,
+        "verified": r.verified,
+        "data_packets": r.data_packets,
+        "retransmitted_packets": r.retransmitted_packets,
+        "control_packets": r.control_packets,
+        "control_per_data_packet": control_per_data,
+        "acks": r.stats.acks,
+        "naks": r.stats.naks,
+        "timeouts": r.stats.timeouts,
+        "ok": r.ok,
+        "error": r.error,
+        "failures": failures,
+    });
+    if let Some(d) = demo {
+        let files_ok = d.all_files_match;
+        v["ok"] = json!(r.ok && files_ok);
+        v["all_files_match"] = json!(files_ok);
+        v["receiver_errors"] = json!(
+            d.receivers
+                .iter()
+                .filter_map(|x| x.as_ref().err().cloned())
+                .collect::<Vec<_>>()
+        );
+    }
+    v
+}
+
+/// Prints a send or demo report.
+pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::DemoReport>) {
+    if json {
+        println!("{}", send_json(r, demo));
+        return;
+    }
+    let what = if demo.is_some() { "demo" } else { "send" };
+    eprintln!(
+        "rmcast {what}: {} to {} receivers with {} in {:.3} s: {:.1} Mbit/s goodput",
+        mib(r.bytes),
+        r.receivers,
+        r.protocol,
+        r.seconds,
+        r.goodput_mbps
+    );
+    let retx_pct = if r.data_packets == 0 {
+        0.0
+    } else {
+        100.0 * r.retransmitted_packets as f64 / r.data_packets as f64
+    };
+    let per_data = if r.data_packets == 0 {
+        0.0
+    } else {
+        r.control_packets as f64 / r.data_packets as f64
+    };
+    eprintln!(
+        "  data packets {}, retransmitted {} ({retx_pct:.1} %), control packets received {} ({per_data:.2} per data packet)",
+        r.data_packets, r.retransmitted_packets, r.control_packets
+    );
+    eprintln!("  {}/{} receivers verified", r.verified, r.receivers);
+    if let Some(e) = &r.error {
+        eprintln!("  error: {e}");
+    }
+    for m in r.members.iter().filter(|m| !m.verified) {
+        eprintln!(
+            "  receiver {} ({} at {}) failed: {}",
+            m.rank,
+            m.name,
+            m.addr,
+            m.reason.as_deref().unwrap_or("did not confirm")
+        );
+    }
+    if let Some(d) = demo {
+        for e in d.receivers.iter().filter_map(|x| x.as_ref().err()) {
+            eprintln!("  receiver error: {e}");
+        }
+        if !d.all_files_match {
+            eprintln!("  received files differ from the original");
+        }
+    }
+    let ok = r.ok && demo.is_none_or(|d| d.all_files_match);
+    eprintln!("  {}", if ok { "ok" } else { "FAILED" });
+}
+
+/// Prints a receive report (or the reason it failed).
+pub fn print_recv(r: Result<&rmcast::RecvReport, &str>, json: bool) {
+    match (r, json) {
+        (Ok(r), true) => println!(
+            "{}",
+            json!({
+                "ok": r.verified,
+                "name": r.name,
+                "path": r.path.as_ref().map(|p| p.display().to_string()),
+                "bytes": r.bytes,
+                "seconds": r.seconds,
+                "goodput_mbps": r.goodput_mbps,
+                "rank": r.rank,
+                "session": r.session.map(|s| s.to_string()),
+                "verified": r.verified,
+                "data_packets": r.stats.data_packets,
+                "duplicates": r.stats.duplicates,
+                "acks": r.stats.acks,
+                "naks": r.stats.naks,
+                "malformed": r.stats.malformed,
+                "foreign": r.stats.foreign,
+            })
+        ),
+        (Err(e), true) => println!("{}", json!({ "ok": false, "error": e })),
+        (Ok(r), false) => eprintln!(
+            "rmcast recv: {} verified and stored as {} ({:.3} s, {:.1} Mbit/s)",
+            mib(r.bytes),
+            r.path
+                .as_ref()
+                .map_or_else(|| "<memory>".into(), |p| p.display().to_string()),
+            r.seconds,
+            r.goodput_mbps
+        ),
+        (Err(e), false) => eprintln!("rmcast recv: failed: {e}"),
+    }
+}

@@ -1,0 +1,273 @@
+//! The sending driver: one socket, one `mio` loop, one `rmcast_proto::Sender`.
+
+use crate::net::{self, Clock, MAX_WAIT, Port, TX_BURST, Ticker};
+use crate::{
+    Error, Progress, SendConfig, SendReport, check_group, check_loss, goodput_mbps, protocol_name,
+};
+use mio::{Events, Poll, Token};
+use rmcast_proto::{Dest, Instant, MAX_DATAGRAM, ObjectInfo, Sender, SenderEvent, Seq, SessionId};
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a cancelled sender may spend saying goodbye.
+const FAREWELL_MAX: Duration = Duration::from_secs(2);
+
+/// Sends the file at `path` to `cfg.proto.receivers` receivers on `cfg.group`.
+///
+/// Returns `Ok` once the session is over, also when some receivers failed
+/// (`report.ok == false`, `report.members` say why); `Err` only for local
+/// problems (unreadable file, sockets, configuration) or cancellation.
+/// The file is memory-mapped: it must not be truncated while it is sent.
+pub fn send_file(
+    path: &Path,
+    cfg: &SendConfig,
+    progress: Option<&mut dyn FnMut(Progress)>,
+) -> Result<SendReport, Error> {
+    let file = File::open(path).map_err(|source| Error::Io {
+        context: format!("cannot open {}", path.display()),
+        source,
+    })?;
+    let meta = file.metadata().map_err(|source| Error::Io {
+        context: format!("cannot inspect {}", path.display()),
+        source,
+    })?;
+    if !meta.is_file() {
+        return Err(Error::Invalid(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    let name = match &cfg.name {
+        Some(n) => n.clone(),
+        None => path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "the name of {} is not UTF-8; give the object a name",
+                    path.display()
+                ))
+            })?,
+    };
+    if meta.len() == 0 {
+        // mmap of zero bytes fails; an empty object needs no mapping.
+        return run(&name, &[], cfg, progress);
+    }
+    // SAFETY: the mapping is read-only; the caller must not truncate the
+    // file during the transfer (documented above). Concurrent writes could
+    // only make receivers fail verification, never this process misbehave
+    // beyond SIGBUS on truncation, which is the documented contract.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| Error::Io {
+        context: format!("cannot map {} into memory", path.display()),
+        source,
+    })?;
+    run(&name, &map, cfg, progress)
+}
+
+/// Sends `data` under `name` to `cfg.proto.receivers` receivers (see [`send_file`]).
+pub fn send_bytes(
+    name: &str,
+    data: &[u8],
+    cfg: &SendConfig,
+    progress: Option<&mut dyn FnMut(Progress)>,
+) -> Result<SendReport, Error> {
+    run(name, data, cfg, progress)
+}
+
+fn run(
+    name: &str,
+    data: &[u8],
+    cfg: &SendConfig,
+    mut progress: Option<&mut dyn FnMut(Progress)>,
+) -> Result<SendReport, Error> {
+    check_group(cfg.group)?;
+    check_loss(cfg.loss)?;
+    let mut proto = cfg.proto.clone();
+    if cfg.loss > 0.0 {
+        proto.test_loss_ppm = (cfg.loss * 1e6).round() as u32;
+    }
+    proto.validate()?;
+    let protocol = protocol_name(proto.protocol).to_owned();
+    let wanted = proto.receivers;
+
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(data);
+    let object = ObjectInfo {
+        size: data.len() as u64,
+        name: name.to_owned(),
+        hash: *hasher.finalize().as_bytes(),
+    };
+    let size = object.size;
+
+    let mut poll = Poll::new().map_err(|source| Error::Io {
+        context: "cannot create an event loop".into(),
+        source,
+    })?;
+    let socket = net::sender_socket(cfg.iface, cfg.ttl, cfg.socket_buffer_bytes)?;
+    let local = socket.local_addr().ok();
+    let mut port = Port::new(&poll, socket, Token(0), "sender socket")?;
+    let group = SocketAddr::V4(cfg.group);
+
+    let clock = Clock;
+    let session = SessionId(rand::random());
+    let isn = Seq(rand::random());
+    let started = clock.now();
+    let mut sender = Sender::new(proto, session, isn, object, started)?;
+    tracing::info!(
+        "session {session}: offering {name:?} ({size} bytes) on {group} from {}, \
+         waiting for {wanted} receiver(s), protocol {protocol}",
+        local.map_or_else(|| "?".to_owned(), |a| a.to_string())
+    );
+
+    let source: &[u8] = data;
+    let mut tx_buf = vec![0u8; MAX_DATAGRAM];
+    let mut rx_buf = vec![0u8; MAX_DATAGRAM];
+    let mut events = Events::with_capacity(16);
+    let mut ticker = Ticker::new();
+    let mut first_announce: Option<Instant> = None;
+    let mut all_joined: Option<Instant> = None;
+    let mut last_confirmation: Option<Instant> = None;
+    let mut cancelled_at: Option<Instant> = None;
+    let mut rx_backlog = false;
+
+    loop {
+        let now = clock.now();
+        if cancelled_at.is_none() && net::is_cancelled(cfg.cancel.as_ref()) {
+            tracing::warn!("session {session}: interrupted; ending the session");
+            sender.abort(now, "the sender was interrupted");
+            cancelled_at = Some(now);
+        }
+        if cancelled_at.is_some_and(|t| now.saturating_since(t) > FAREWELL_MAX) {
+            break;
+        }
+
+        // Send what the machine has, unless the socket is still full.
+        let mut tx_more = false;
+        if port.retry(&tx_buf) {
+            let mut sent = 0;
+            while let Some(t) = sender.poll_transmit(now, source, &mut tx_buf) {
+                first_announce.get_or_insert(now);
+                let to = match t.dest {
+                    Dest::Group => group,
+                    Dest::Unicast(a) => a,
+                };
+                if !port.send(&tx_buf[..t.len], to) {
+                    break;
+                }
+                sent += 1;
+                if sent == TX_BURST {
+                    tx_more = true;
+                    break;
+                }
+            }
+        }
+
+        let mut finished = false;
+        while let Some(e) = sender.poll_event() {
+            match e {
+                SenderEvent::Joined { rank, name, addr } => {
+                    tracing::info!("receiver {name:?} at {addr} joined with rank {rank}");
+                }
+                SenderEvent::AllJoined => {
+                    all_joined = Some(now);
+                    tracing::info!("all {wanted} receiver(s) joined; offering the object");
+                }
+                SenderEvent::Accepted { rank } => tracing::debug!("rank {rank} accepted"),
+                SenderEvent::MemberFailed { rank, name, reason } => {
+                    last_confirmation = Some(now);
+                    tracing::warn!("receiver {name:?} (rank {rank}) failed: {reason}");
+                }
+                SenderEvent::Verified { rank } => {
+                    last_confirmation = Some(now);
+                    tracing::debug!("rank {rank} verified the object");
+                }
+                SenderEvent::Finished => finished = true,
+            }
+        }
+        if finished {
+            break;
+        }
+        if let Some(cb) = progress.as_deref_mut() {
+            let phase = if all_joined.is_none() {
+                "waiting for receivers"
+            } else if sender.acked_bytes() < size {
+                "sending"
+            } else {
+                "confirming"
+            };
+            if ticker.due(phase, false) {
+                cb(Progress {
+                    done_bytes: sender.acked_bytes(),
+                    total_bytes: size,
+                    phase,
+                });
+            }
+        }
+
+        port.update_interest(&poll)?;
+        let mut wait = sender
+            .poll_timeout()
+            .map_or(MAX_WAIT, |t| t.saturating_since(now))
+            .min(MAX_WAIT);
+        if rx_backlog || tx_more {
+            wait = Duration::ZERO;
+        }
+        net::wait(&mut poll, &mut events, wait)?;
+
+        let now = clock.now();
+        rx_backlog = port.drain(&mut rx_buf, |from, bytes| {
+            sender.handle_datagram(now, from, bytes);
+        });
+        if sender.poll_timeout().is_some_and(|t| now >= t) {
+            sender.handle_timeout(now);
+        }
+    }
+
+    let end = clock.now();
+    if cancelled_at.is_some() {
+        return Err(Error::Cancelled);
+    }
+    let outcome = sender
+        .outcome()
+        .cloned()
+        .expect("a finished sender has an outcome");
+    let first = first_announce.unwrap_or(started);
+    let last = last_confirmation.unwrap_or(end);
+    let seconds = net::secs_between(first, last);
+    let stats = sender.stats().clone();
+    if let Some(cb) = progress {
+        cb(Progress {
+            done_bytes: sender.acked_bytes(),
+            total_bytes: size,
+            phase: "done",
+        });
+    }
+    let report = SendReport {
+        protocol,
+        receivers: outcome.members.len() as u16,
+        bytes: size,
+        seconds,
+        goodput_mbps: goodput_mbps(size, seconds),
+        verified: outcome.verified(),
+        data_packets: stats.data_packets,
+        retransmitted_packets: stats.retransmitted_packets,
+        control_packets: stats.control_packets,
+        ok: outcome.ok,
+        error: outcome.error,
+        members: outcome.members,
+        stats,
+        session,
+        data_seconds: all_joined.map_or(0.0, |t| net::secs_between(t, last)),
+    };
+    tracing::info!(
+        "session {session}: {} of {} receiver(s) verified {size} bytes in {:.3} s ({:.1} Mbit/s)",
+        report.verified,
+        report.receivers,
+        report.seconds,
+        report.goodput_mbps
+    );
+    Ok(report)
+}

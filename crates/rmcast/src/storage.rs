@@ -1,0 +1,395 @@
+//! Where a receiver puts the object: a temporary file renamed into place
+//! once verified, or a vector in memory.
+
+use crate::name::safe_relative_path;
+use rmcast_proto::{HASH_LEN, OfferInfo, SessionId, Status};
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Where received objects go.
+pub(crate) enum Target {
+    /// Into this (existing) directory.
+    Dir(PathBuf),
+    /// Into memory.
+    Memory,
+}
+
+/// Contiguous received bytes are gathered up to this much per `pwrite`.
+const STAGE_BYTES: usize = 256 << 10;
+
+/// A partial file: removed on drop unless it was committed.
+pub(crate) struct Part {
+    file: File,
+    temp: PathBuf,
+    final_path: PathBuf,
+    size: u64,
+    committed: bool,
+    /// Bytes received in order but not yet written, starting at `stage_offset`.
+    /// Packets mostly arrive in order, so this turns ~180 small writes into one.
+    stage: Vec<u8>,
+    stage_offset: u64,
+}
+
+impl Part {
+    fn write(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        let stage_end = self.stage_offset + self.stage.len() as u64;
+        if !self.stage.is_empty()
+            && offset == stage_end
+            && self.stage.len() + bytes.len() <= STAGE_BYTES
+        {
+            self.stage.extend_from_slice(bytes);
+            return Ok(());
+        }
+        self.flush()?;
+        if bytes.len() >= STAGE_BYTES {
+            return self.file.write_all_at(bytes, offset);
+        }
+        self.stage_offset = offset;
+        self.stage.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.stage.is_empty() {
+            self.file.write_all_at(&self.stage, self.stage_offset)?;
+            self.stage.clear();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Part {
+    fn drop(&mut self) {
+        if !self.committed {
+            match std::fs::remove_file(&self.temp) {
+                Ok(()) => tracing::debug!("removed partial file {}", self.temp.display()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!("cannot remove partial file {}: {e}", self.temp.display()),
+            }
+        }
+    }
+}
+
+/// Storage for one object.
+pub(crate) enum Sink {
+    /// Nothing accepted yet.
+    None,
+    /// A partial file in the output directory.
+    File(Part),
+    /// A buffer of the object's size.
+    Memory(Vec<u8>),
+}
+
+/// A refusal: the status for the sender and a text for humans.
+pub(crate) type Refusal = (Status, String);
+
+/// Free bytes for unprivileged users on the file system holding `dir`.
+fn available_bytes(dir: &Path) -> io::Result<u64> {
+    let c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a valid C string and `st` points to writable storage
+    // for one statvfs, which the call fills on success.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statvfs returned 0, so it initialised the struct.
+    let st = unsafe { st.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Creates `rel`'s parent directories under `root`, refusing to pass
+/// through symbolic links (which could point outside `root`).
+fn make_parents(root: &Path, rel: &Path) -> Result<PathBuf, Refusal> {
+    let mut dir = root.to_path_buf();
+    let parents: Vec<_> = rel
+        .parent()
+        .map(|p| p.components().collect())
+        .unwrap_or_default();
+    for part in parents {
+        dir.push(part);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err((
+                    Status::UnsafeName,
+                    format!(
+                        "{} is a symbolic link; refusing to follow it",
+                        dir.display()
+                    ),
+                ));
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err((
+                    Status::Io,
+                    format!("{} exists and is not a directory", dir.display()),
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir(&dir).map_err(|e| {
+                    (
+                        Status::Io,
+                        format!("cannot create directory {}: {e}", dir.display()),
+                    )
+                })?;
+            }
+            Err(e) => return Err((Status::Io, format!("cannot inspect {}: {e}", dir.display()))),
+        }
+    }
+    Ok(dir)
+}
+
+/// Prepares storage for `offer`, or says why the receiver must refuse it.
+pub(crate) fn prepare(
+    target: &Target,
+    offer: &OfferInfo,
+    session: SessionId,
+    max_bytes: Option<u64>,
+) -> Result<Sink, Refusal> {
+    if let Some(max) = max_bytes
+        && offer.size > max
+    {
+        return Err((
+            Status::TooLarge,
+            format!(
+                "object of {} bytes exceeds this receiver's limit of {max} bytes",
+                offer.size
+            ),
+        ));
+    }
+    match target {
+        Target::Memory => {
+            let size = usize::try_from(offer.size).map_err(|_| {
+                (
+                    Status::NoSpace,
+                    format!("object of {} bytes does not fit in memory", offer.size),
+                )
+            })?;
+            let mut v = Vec::new();
+            v.try_reserve_exact(size).map_err(|_| {
+                (
+                    Status::NoSpace,
+                    format!("cannot allocate {size} bytes of memory"),
+                )
+            })?;
+            v.resize(size, 0);
+            Ok(Sink::Memory(v))
+        }
+        Target::Dir(root) => {
+            let rel = safe_relative_path(&offer.name).map_err(|e| (Status::UnsafeName, e))?;
+            let free = available_bytes(root).map_err(|e| {
+                (
+                    Status::Io,
+                    format!("cannot check free space in {}: {e}", root.display()),
+                )
+            })?;
+            if offer.size > free {
+                return Err((
+                    Status::NoSpace,
+                    format!(
+                        "object of {} bytes does not fit: {free} bytes free in {}",
+                        offer.size,
+                        root.display()
+                    ),
+                ));
+            }
+            let dir = make_parents(root, &rel)?;
+            let file_name = rel
+                .file_name()
+                .expect("a safe relative path ends in a name")
+                .to_string_lossy();
+            let final_path = dir.join(&*file_name);
+            let temp = dir.join(format!(".{file_name}.rmcast-part-{session}"));
+            if final_path.is_dir() {
+                return Err((
+                    Status::Io,
+                    format!("{} exists and is a directory", final_path.display()),
+                ));
+            }
+            // A leftover from an interrupted run of this very session.
+            let _ = std::fs::remove_file(&temp);
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&temp)
+                .map_err(|e| (Status::Io, format!("cannot create {}: {e}", temp.display())))?;
+            let part = Part {
+                file,
+                temp,
+                final_path,
+                size: offer.size,
+                committed: false,
+                stage: Vec::with_capacity(STAGE_BYTES),
+                stage_offset: 0,
+            };
+            part.file.set_len(offer.size).map_err(|e| {
+                let status = if e.raw_os_error() == Some(libc::ENOSPC) {
+                    Status::NoSpace
+                } else {
+                    Status::Io
+                };
+                (status, format!("cannot size {}: {e}", part.temp.display()))
+            })?;
+            Ok(Sink::File(part))
+        }
+    }
+}
+
+impl Sink {
+    /// Stores `bytes` at `offset` of the object.
+    pub(crate) fn write(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::None => Ok(()),
+            Sink::File(p) => p.write(offset, bytes),
+            Sink::Memory(v) => {
+                let start = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+                let dst = start
+                    .checked_add(bytes.len())
+                    .and_then(|end| v.get_mut(start..end))
+                    .ok_or(io::ErrorKind::InvalidInput)?;
+                dst.copy_from_slice(bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// BLAKE3 of the stored object (writes out any staged bytes first).
+    pub(crate) fn hash(&mut self) -> io::Result<[u8; HASH_LEN]> {
+        if let Sink::File(p) = self {
+            p.flush()?;
+        }
+        match self {
+            Sink::None => Ok(*blake3::hash(&[]).as_bytes()),
+            Sink::Memory(v) => Ok(*blake3::hash(v).as_bytes()),
+            Sink::File(p) if p.size == 0 => Ok(*blake3::hash(&[]).as_bytes()),
+            Sink::File(p) => {
+                // SAFETY: the partial file is private to this receiver (a
+                // hidden, session-specific name created with O_EXCL); nothing
+                // else truncates it while it is mapped.
+                let map = unsafe { memmap2::Mmap::map(&p.file)? };
+                let mut hasher = blake3::Hasher::new();
+                hasher.update(&map);
+                Ok(*hasher.finalize().as_bytes())
+            }
+        }
+    }
+
+    /// Makes a verified object durable and visible: fsync, then an atomic
+    /// rename to its final name. Returns the final path (`None` in memory).
+    pub(crate) fn commit(&mut self) -> io::Result<Option<PathBuf>> {
+        match self {
+            Sink::File(p) => {
+                p.file.sync_all()?;
+                std::fs::rename(&p.temp, &p.final_path)?;
+                p.committed = true;
+                if let Some(dir) = p.final_path.parent() {
+                    // Make the rename itself durable; best effort.
+                    if let Ok(d) = File::open(dir) {
+                        let _ = d.sync_all();
+                    }
+                }
+                Ok(Some(p.final_path.clone()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Drops the storage; a partial file is removed.
+    pub(crate) fn discard(&mut self) {
+        *self = Sink::None;
+    }
+
+    /// The received bytes (memory only).
+    pub(crate) fn take_vec(&mut self) -> Vec<u8> {
+        match std::mem::replace(self, Sink::None) {
+            Sink::Memory(v) => v,
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcast_proto::{ProtocolId, Seq};
+
+    fn offer(name: &str, data: &[u8]) -> OfferInfo {
+        OfferInfo {
+            name: name.into(),
+            size: data.len() as u64,
+            hash: *blake3::hash(data).as_bytes(),
+            protocol: ProtocolId::NakPoll,
+            payload_size: 1000,
+            window: 64,
+            receivers: 1,
+            packets: data.len().div_ceil(1000) as u32,
+            isn: Seq(0),
+            test_loss_ppm: 0,
+        }
+    }
+
+    #[test]
+    fn out_of_order_writes_through_the_stage_reassemble_the_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..700_000u32).map(|i| (i * 31 % 253) as u8).collect();
+        let o = offer("x.bin", &data);
+        let mut sink = prepare(&Target::Dir(dir.path().into()), &o, SessionId(1), None).unwrap();
+        let chunks: Vec<usize> = (0..data.len().div_ceil(1000)).collect();
+        // In order, then every third chunk again out of order, then the rest.
+        for &i in chunks.iter().filter(|i| *i % 3 != 0) {
+            let end = ((i + 1) * 1000).min(data.len());
+            sink.write((i * 1000) as u64, &data[i * 1000..end]).unwrap();
+        }
+        for &i in chunks.iter().rev().filter(|i| *i % 3 == 0) {
+            let end = ((i + 1) * 1000).min(data.len());
+            sink.write((i * 1000) as u64, &data[i * 1000..end]).unwrap();
+        }
+        assert_eq!(sink.hash().unwrap(), o.hash);
+        let path = sink.commit().unwrap().unwrap();
+        assert_eq!(std::fs::read(path).unwrap(), data);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn discarded_partial_file_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = offer("y.bin", b"abc");
+        let mut sink = prepare(&Target::Dir(dir.path().into()), &o, SessionId(2), None).unwrap();
+        sink.write(0, b"ab").unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        sink.discard();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn unsafe_and_oversized_offers_are_refused_without_touching_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Target::Dir(dir.path().into());
+        let refused = |o: &OfferInfo, max| prepare(&target, o, SessionId(3), max).err().unwrap().0;
+        assert_eq!(refused(&offer("../evil", b"x"), None), Status::UnsafeName);
+        assert_eq!(refused(&offer("/abs", b"x"), None), Status::UnsafeName);
+        assert_eq!(refused(&offer("big", b"xyz"), Some(2)), Status::TooLarge);
+        let mut huge = offer("huge", b"");
+        huge.size = u64::MAX / 2;
+        assert_eq!(refused(&huge, None), Status::NoSpace);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn symlinked_parent_directories_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("link")).unwrap();
+        let o = offer("link/z.bin", b"z");
+        let e = prepare(&Target::Dir(dir.path().into()), &o, SessionId(4), None).err();
+        assert_eq!(e.unwrap().0, Status::UnsafeName);
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    }
+}
