@@ -1,0 +1,375 @@
+//! The `rmcast` binary end to end on loopback: real processes, real sockets,
+//! real multicast. Every process is started here, waited for with a bound,
+//! and killed by its own PID if it overstays.
+
+use serde_json::Value;
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn rmcast() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// A child process that is killed (by PID) if the test drops it early.
+struct Proc {
+    child: Child,
+    what: String,
+}
+
+impl Proc {
+    fn spawn(what: &str, cmd: &mut Command) -> Proc {
+        Proc {
+            child: cmd.spawn().expect("spawn rmcast"),
+            what: what.to_owned(),
+        }
+    }
+
+    /// Waits at most `limit`; returns (exit code, stdout, stderr).
+    fn wait(mut self, limit: Duration) -> (i32, String, String) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut out = String::new();
+                let mut err = String::new();
+                self.child
+                    .stdout
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut out)
+                    .unwrap();
+                self.child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                return (status.code().unwrap_or(-1), out, err);
+            }
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                let mut err = String::new();
+                let _ = self.child.stderr.take().unwrap().read_to_string(&mut err);
+                panic!(
+                    "{} did not exit within {limit:?}; stderr:\n{err}",
+                    self.what
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn json(out: &str) -> Value {
+    let line = out.trim();
+    assert_eq!(
+        line.lines().count(),
+        1,
+        "--json must print exactly one line: {out}"
+    );
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
+}
+
+fn group() -> String {
+    rmcast::random_group().to_string()
+}
+
+fn write_file(dir: &Path, name: &str, size: usize) -> PathBuf {
+    let path = dir.join(name);
+    let data: Vec<u8> = (0..size).map(|i| (i * 31 + i / 4099) as u8).collect();
+    std::fs::write(&path, data).unwrap();
+    path
+}
+
+fn recv(group: &str, out: &Path, name: &str, extra: &[&str]) -> Proc {
+    let mut cmd = rmcast();
+    cmd.args(["recv", "--json", "--group", group, "--name", name, "--out"])
+        .arg(out)
+        .args(["--timeout", "20s"])
+        .args(extra);
+    Proc::spawn(name, &mut cmd)
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn demo_verifies_four_receivers_under_five_percent_loss_for_both_protocols() {
+    for protocol in ["ack", "nak-poll"] {
+        let p = Proc::spawn(
+            protocol,
+            rmcast().args([
+                "demo",
+                "--receivers",
+                "4",
+                "--size",
+                "4MiB",
+                "--protocol",
+                protocol,
+                "--loss",
+                "0.05",
+                "--json",
+            ]),
+        );
+        let (code, out, err) = p.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "{protocol}: {err}");
+        let v = json(&out);
+        assert_eq!(v["verified"], 4, "{v}");
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["protocol"], protocol);
+        assert_eq!(v["bytes"], 4 << 20);
+        assert!(
+            v["retransmitted_packets"].as_u64().unwrap() > 0,
+            "5 % loss must cost repairs: {v}"
+        );
+        for key in ["seconds", "goodput_mbps", "data_packets", "control_packets"] {
+            assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+        }
+    }
+}
+
+#[test]
+fn send_fails_naming_a_receiver_killed_mid_transfer() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "big.bin", 8 << 20);
+    let g = group();
+    let outs: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("out{k}"))).collect();
+    let mut receivers: Vec<Option<Proc>> = (0..3)
+        .map(|k| Some(recv(&g, &outs[k], &format!("r{k}"), &[])))
+        .collect();
+    let sender = Proc::spawn(
+        "sender",
+        rmcast()
+            .arg("send")
+            .arg(&file)
+            .args(["--receivers", "3", "--group", &g, "--json"])
+            // Slow enough that the kill lands mid-transfer (8 MiB at 20 Mbit/s ≈ 3.4 s).
+            .args(["--rate", "20mbit", "--peer-timeout", "1500ms"]),
+    );
+    // Kill r1 once its part file exists, i.e. data is flowing.
+    let start = Instant::now();
+    while !entries(&outs[1]).iter().any(|n| n.contains("rmcast-part")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "r1 never started receiving"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    drop(receivers[1].take()); // SIGKILL by PID
+    let killed_at = Instant::now();
+    let (code, out, err) = sender.wait(Duration::from_secs(30));
+    let took = killed_at.elapsed();
+    assert_eq!(code, 1, "send must fail: {err}");
+    let v = json(&out);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["verified"], 2, "{v}");
+    let failures = v["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{v}");
+    assert_eq!(failures[0]["name"], "r1");
+    assert!(
+        failures[0]["reason"].as_str().unwrap().contains("silent"),
+        "{v}"
+    );
+    // Bounded: peer timeout plus a few backed-off retransmission timeouts
+    // plus the rest of the transfer for the two live receivers.
+    assert!(took < Duration::from_secs(12), "failure took {took:?}");
+    for k in [0, 2] {
+        let (code, out, err) = receivers[k].take().unwrap().wait(Duration::from_secs(20));
+        assert_eq!(code, 0, "r{k}: {err}");
+        assert_eq!(json(&out)["verified"], true);
+        assert_eq!(
+            std::fs::read(outs[k].join("big.bin")).unwrap(),
+            std::fs::read(&file).unwrap()
+        );
+    }
+}
+
+#[test]
+fn a_receiver_whose_sender_dies_leaves_no_file_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "obj.bin", 4 << 20);
+    let g = group();
+    let out = dir.path().join("out");
+    let receiver = recv(&g, &out, "r0", &["--sender-timeout", "1s"]);
+    let sender = Proc::spawn(
+        "sender",
+        rmcast().arg("send").arg(&file).args([
+            "--receivers",
+            "1",
+            "--group",
+            &g,
+            "--rate",
+            "10mbit",
+        ]),
+    );
+    let start = Instant::now();
+    while !entries(&out).iter().any(|n| n.contains("rmcast-part")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "receiving never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(sender); // SIGKILL: no Bye, just silence
+    let (code, out_json, _) = receiver.wait(Duration::from_secs(15));
+    assert_eq!(code, 1);
+    let v = json(&out_json);
+    assert_eq!(v["ok"], false);
+    assert!(v["error"].as_str().unwrap().contains("silent"), "{v}");
+    assert!(entries(&out).is_empty(), "left behind: {:?}", entries(&out));
+}
+
+#[test]
+fn garbage_and_foreign_packets_on_the_group_are_counted_and_ignored() {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "obj.bin", 1 << 20);
+    let g = group();
+    let out = dir.path().join("out");
+    let receiver = recv(&g, &out, "r0", &[]);
+    // A blaster on loopback only: IP_MULTICAST_IF 127.0.0.1, TTL 1.
+    let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+    sock.set_multicast_if_v4(&Ipv4Addr::LOCALHOST).unwrap();
+    sock.set_multicast_ttl_v4(1).unwrap();
+    sock.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())
+        .unwrap();
+    let to: SocketAddrV4 = g.parse().unwrap();
+    let to = SocketAddr::V4(to).into();
+    let foreign_close = {
+        let mut buf = [0u8; 64];
+        let p = rmcast_wire_packet_close(&mut buf);
+        buf[..p].to_vec()
+    };
+    let garbage: Vec<Vec<u8>> = vec![
+        b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+        vec![],
+        b"RM".to_vec(),                                             // truncated header
+        vec![b'R', b'M', 9, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], // unknown version
+        foreign_close[..foreign_close.len() - 1].to_vec(),          // wrong session, then truncated
+        foreign_close.clone(),
+    ];
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let blaster = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < deadline {
+                for g in &garbage {
+                    let _ = sock.send_to(g, &to);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let sender = Proc::spawn(
+        "sender",
+        rmcast().arg("send").arg(&file).args([
+            "--receivers",
+            "1",
+            "--group",
+            &g,
+            "--json",
+            "--rate",
+            "50mbit",
+        ]),
+    );
+    let (code, out_s, err) = sender.wait(Duration::from_secs(30));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    blaster.join().unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out_s)["verified"], 1);
+    let (code, out_r, err) = receiver.wait(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out_r);
+    assert!(v["malformed"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["foreign"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(
+        std::fs::read(out.join("obj.bin")).unwrap(),
+        std::fs::read(&file).unwrap()
+    );
+}
+
+/// A well-formed `Close` of a session nobody runs.
+fn rmcast_wire_packet_close(buf: &mut [u8]) -> usize {
+    let mut p = vec![b'R', b'M', 1, 0x09, 0, 0, 0xFF, 0xFF];
+    p.extend_from_slice(&0x0123_4567_89AB_CDEFu64.to_be_bytes());
+    buf[..p.len()].copy_from_slice(&p);
+    p.len()
+}
+
+#[test]
+fn send_gives_up_naming_how_many_receivers_came() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "obj.bin", 1000);
+    let g = group();
+    let receiver = recv(&g, &dir.path().join("out"), "lonely", &[]);
+    let (code, _, err) = Proc::spawn(
+        "sender",
+        rmcast().arg("send").arg(&file).args([
+            "--receivers",
+            "2",
+            "--group",
+            &g,
+            "--wait",
+            "1500ms",
+        ]),
+    )
+    .wait(Duration::from_secs(20));
+    assert_eq!(code, 1);
+    assert!(err.contains("only 1 of 2 receivers registered"), "{err}");
+    assert!(err.contains("lonely"), "{err}");
+    let (code, _, _) = receiver.wait(Duration::from_secs(20));
+    assert_eq!(code, 1, "the receiver hears the abort and fails");
+}
+
+#[test]
+fn bad_input_gets_a_clear_message() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["send", "/nonexistent/file", "--receivers", "1"],
+            "not a readable file",
+        ),
+        (&["demo", "--loss", "5"], "outside 0..1"),
+        (&["demo", "--size", "lots"], "size"),
+        (&["demo", "--packet-size", "10"], "packet size 10"),
+        (
+            &["demo", "--window", "8", "--poll-interval", "9"],
+            "poll interval 9",
+        ),
+        (&["demo", "--protocol", "carrier-pigeon"], "carrier-pigeon"),
+        (&["demo", "--rto", "soon"], "invalid duration"),
+        (&["demo", "--rate", "fast"], "fast"),
+    ];
+    for (args, needle) in cases {
+        let (code, _, err) =
+            Proc::spawn("rmcast", rmcast().args(*args)).wait(Duration::from_secs(10));
+        assert_ne!(code, 0, "{args:?} should fail");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected `{needle}` in:\n{err}"
+        );
+    }
+}
