@@ -39,11 +39,12 @@ mod sender;
 mod time;
 
 pub use pacer::Pacer;
-pub use policy::FeedbackPolicy;
+pub use policy::{Children, FeedbackPolicy, TreeShape};
 pub use receiver::{DataChunk, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats};
 pub use rmcast_wire::{HASH_LEN, Kind, ProtocolId, Seq, SessionId, Status};
 pub use sender::{
-    ConfigError, MemberOutcome, ObjectInfo, Outcome, Sender, SenderConfig, SenderEvent, SenderStats,
+    ConfigError, MemberOutcome, ObjectInfo, Outcome, Repair, Sender, SenderConfig, SenderEvent,
+    SenderStats,
 };
 pub use time::Instant;
 

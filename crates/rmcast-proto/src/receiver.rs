@@ -1,10 +1,10 @@
 //! The receiver's state machine: join a session, answer the offer, take
 //! data in any order, acknowledge as polled, NAK gaps, confirm the hash.
 
-use crate::{Dest, Instant, Transmit};
+use crate::{Children, Dest, FeedbackPolicy, Instant, Transmit};
 use rmcast_wire::{
-    Body, Complete, Feedback, HASH_LEN, Header, Join, Kind, Leave, OfferReply, POLL_ALL, Packet,
-    ProtocolId, RANK_SENDER, RANK_UNASSIGNED, Seq, SessionId, Status,
+    Body, Complete, Feedback, HASH_LEN, Header, Join, Kind, Leave, OfferReply, POLL_ALL,
+    POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, Seq, SessionId, Status,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -146,6 +146,8 @@ struct Transfer {
     held: Vec<u64>,
     /// Index of the first packet not held.
     cumulative: u32,
+    /// One past the highest packet held.
+    highest: u32,
 }
 
 impl Transfer {
@@ -155,6 +157,7 @@ impl Transfer {
 
     fn set(&mut self, index: u32) {
         self.held[(index / 64) as usize] |= 1 << (index % 64);
+        self.highest = self.highest.max(index + 1);
         while self.cumulative < self.packets && self.has(self.cumulative) {
             self.cumulative += 1;
         }
@@ -175,10 +178,27 @@ pub struct Receiver {
     reply: Option<(Status, String)>,
     verdict: Option<(Status, [u8; HASH_LEN], String)>,
     transfer: Option<Transfer>,
-    /// Feedback owed: acks count, a NAK flag, the latest echo.
+    /// Feedback owed to the sender: acks count, a NAK flag, their echoes.
     acks_owed: u32,
     nak_owed: bool,
     last_echo: Seq,
+    nak_echo: Seq,
+    /// The session's feedback policy, from the offer.
+    policy: Option<FeedbackPolicy>,
+    /// Tree: where aggregated acknowledgements go (`None`: the sender).
+    upstream: Option<SocketAddr>,
+    /// Tree: the children's ranks and their reported cumulative indexes.
+    children: Children,
+    child_cumulative: [u32; 2],
+    /// Tree: the aggregated cumulative index last reported upstream, and
+    /// the highest one an owed report will carry.
+    reported: u32,
+    pending_aggregate: u32,
+    /// Tree: aggregated acks owed upstream, one per advance (as the ack
+    /// protocol owes one per polled packet).
+    aggregate_owed: u32,
+    /// Scratch for the bitmap of held packets sent with feedback.
+    bitmap: Vec<u8>,
     last_nak: Option<(Instant, u32)>,
     reply_owed: bool,
     complete_owed: bool,
@@ -212,6 +232,15 @@ impl Receiver {
             acks_owed: 0,
             nak_owed: false,
             last_echo: Seq(0),
+            nak_echo: Seq(0),
+            policy: None,
+            upstream: None,
+            children: Children::default(),
+            child_cumulative: [0; 2],
+            reported: 0,
+            pending_aggregate: 0,
+            aggregate_owed: 0,
+            bitmap: Vec::new(),
             last_nak: None,
             reply_owed: false,
             complete_owed: false,
@@ -279,6 +308,7 @@ impl Receiver {
             window: o.window,
             held: vec![0; words],
             cumulative: 0,
+            highest: 0,
         });
         self.reply = Some((Status::Ok, String::new()));
         self.reply_owed = true;
@@ -386,6 +416,13 @@ impl Receiver {
             }
         };
         if packet.header.rank != RANK_SENDER {
+            if let Body::Ack(f) = packet.body
+                && f.aggregate
+                && packet.header.session == self.session
+                && self.on_child_ack(packet.header.rank, f.cumulative)
+            {
+                return None;
+            }
             // Another receiver's feedback looped back, or a stray peer.
             self.stats.foreign += 1;
             return None;
@@ -429,6 +466,7 @@ impl Receiver {
                         self.fail(format!("session {} is full", self.session));
                     } else {
                         self.rank = w.rank;
+                        self.upstream = w.upstream.map(SocketAddr::V4);
                         self.phase = Phase::Admitted;
                         self.events.push_back(ReceiverEvent::Admitted {
                             session: self.session,
@@ -462,6 +500,14 @@ impl Receiver {
                                 }
                             },
                         };
+                        let Some(policy) =
+                            FeedbackPolicy::from_offer(o.protocol, o.protocol_param, o.receivers)
+                        else {
+                            self.stats.malformed += 1;
+                            return None;
+                        };
+                        self.policy = Some(policy);
+                        self.children = policy.children(self.rank);
                         self.offer = Some(info.clone());
                         self.phase = Phase::Deciding;
                         self.events.push_back(ReceiverEvent::Offer(info));
@@ -512,7 +558,10 @@ impl Receiver {
         poll: u16,
         payload: &'a [u8],
     ) -> Option<DataChunk<'a>> {
-        let polled = poll == POLL_ALL || poll == self.rank;
+        let relays = self.policy.is_some_and(|p| p.relays());
+        // Tree receivers report through their parent instead of answering
+        // polls; everyone answers a direct poll to the sender.
+        let polled = poll == POLL_DIRECT || !relays && (poll == POLL_ALL || poll == self.rank);
         let t = self.transfer.as_mut()?;
         let index = seq.since(t.isn);
         if index >= t.packets {
@@ -544,12 +593,17 @@ impl Receiver {
             });
             if !repeat {
                 self.nak_owed = true;
+                self.nak_echo = seq;
                 self.last_nak = Some((now, cumulative));
             }
         }
         if polled {
             self.acks_owed += 1;
             self.last_echo = seq;
+        }
+        if relays {
+            self.last_echo = seq;
+            self.update_aggregate();
         }
         self.check_all_data();
         fresh.then_some(DataChunk {
@@ -619,23 +673,86 @@ impl Receiver {
             return None;
         }
         let cumulative = t.isn.add(t.cumulative);
-        let feedback = Feedback {
-            cumulative,
-            echo: self.last_echo,
-            bitmap: &[],
-        };
-        if self.nak_owed {
-            self.nak_owed = false;
-            self.acks_owed = self.acks_owed.saturating_sub(1);
-            self.stats.naks += 1;
-            return emit(to, header, Body::Nak(feedback), buf);
+        if self.nak_owed || self.acks_owed > 0 {
+            let nak = self.nak_owed;
+            fill_bitmap(t, &mut self.bitmap);
+            let feedback = Feedback {
+                cumulative,
+                echo: if nak { self.nak_echo } else { self.last_echo },
+                aggregate: false,
+                bitmap: &self.bitmap,
+            };
+            let body = if nak {
+                // A NAK carries everything an ack would.
+                self.nak_owed = false;
+                self.acks_owed = self.acks_owed.saturating_sub(1);
+                self.stats.naks += 1;
+                Body::Nak(feedback)
+            } else {
+                self.acks_owed -= 1;
+                self.stats.acks += 1;
+                Body::Ack(feedback)
+            };
+            return emit(to, header, body, buf);
         }
-        if self.acks_owed > 0 {
-            self.acks_owed -= 1;
+        if self.aggregate_owed > 0 {
+            // Spread the pending advance over the acks owed, so each relayed
+            // ack reports one packet's worth, as the parent would have seen
+            // them one at a time.
+            let span = self.pending_aggregate.saturating_sub(self.reported);
+            let step = span.div_ceil(self.aggregate_owed).max(1);
+            self.aggregate_owed -= 1;
+            let aggregate = (self.reported + step).min(self.pending_aggregate);
+            self.reported = aggregate;
             self.stats.acks += 1;
-            return emit(to, header, Body::Ack(feedback), buf);
+            let feedback = Feedback {
+                cumulative: t.isn.add(aggregate),
+                echo: self.last_echo,
+                aggregate: true,
+                bitmap: &[],
+            };
+            let dest = Dest::Unicast(self.upstream.unwrap_or(sender));
+            return emit(dest, header, Body::Ack(feedback), buf);
         }
         None
+    }
+
+    /// Tree: the cumulative index this receiver's whole subtree holds.
+    fn aggregate(&self) -> u32 {
+        let own = self.transfer.as_ref().map_or(0, |t| t.cumulative);
+        let n = self.children.as_slice().len();
+        self.child_cumulative[..n]
+            .iter()
+            .fold(own, |a, &c| a.min(c))
+    }
+
+    fn update_aggregate(&mut self) {
+        let aggregate = self.aggregate();
+        if aggregate > self.pending_aggregate {
+            self.pending_aggregate = aggregate;
+            self.aggregate_owed += 1;
+        }
+    }
+
+    /// Tree: a child's aggregated acknowledgement. Returns false if `rank`
+    /// is not a child of this receiver.
+    fn on_child_ack(&mut self, rank: u16, cumulative: Seq) -> bool {
+        let Some(slot) = self.children.as_slice().iter().position(|&c| c == rank) else {
+            return false;
+        };
+        let Some(t) = &self.transfer else {
+            return false;
+        };
+        let index = cumulative.since(t.isn);
+        if index > t.packets {
+            self.stats.malformed += 1;
+            return true;
+        }
+        if index > self.child_cumulative[slot] {
+            self.child_cumulative[slot] = index;
+            self.update_aggregate();
+        }
+        true
     }
 
     fn fail(&mut self, reason: String) {
@@ -644,6 +761,27 @@ impl Receiver {
         }
         self.phase = Phase::Done;
         self.events.push_back(ReceiverEvent::Failed(reason));
+    }
+}
+
+/// Largest bitmap sent with feedback: 2048 packets past the cumulative point.
+const MAX_BITMAP_BYTES: usize = 256;
+
+/// Writes the held-packet bitmap after `t.cumulative` (up to the highest
+/// packet held) into `out`.
+fn fill_bitmap(t: &Transfer, out: &mut Vec<u8>) {
+    out.clear();
+    let first = t.cumulative + 1;
+    let end = t.highest.min(first + 8 * MAX_BITMAP_BYTES as u32);
+    if end <= first {
+        return;
+    }
+    out.resize((end - first).div_ceil(8) as usize, 0);
+    for index in first..end {
+        if t.has(index) {
+            let bit = index - first;
+            out[(bit / 8) as usize] |= 1 << (bit % 8);
+        }
     }
 }
 

@@ -1,15 +1,15 @@
 //! The sender's state machine: admission, buffer handshake, windowed data
 //! with Go-back-N repair, and the close handshake.
 
-use crate::{Dest, FeedbackPolicy, Instant, Pacer, PayloadSource, Transmit};
+use crate::{Dest, FeedbackPolicy, Instant, Pacer, PayloadSource, Transmit, TreeShape};
 use rmcast_wire::{
     Body, Bye, DATA_HEADER_LEN, Feedback, HASH_LEN, Header, Hello, Kind, MAX_DATAGRAM,
-    MAX_RECEIVERS, Offer, POLL_ALL, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, Seq,
+    MAX_RECEIVERS, Offer, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, Seq,
     SessionId, Status, Welcome, encode_data_header,
 };
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 /// How a sender runs a transfer.
@@ -44,6 +44,24 @@ pub struct SenderConfig {
     /// Test knob sent in the offer: receivers drop this many data packets
     /// per million (`--loss`). Zero in production.
     pub test_loss_ppm: u32,
+    /// How lost packets are repaired.
+    pub repair: Repair,
+    /// Tree protocol: chain length H of the flat tree.
+    pub tree_height: u16,
+    /// Tree protocol: flat chains or a binary tree.
+    pub tree_shape: TreeShape,
+}
+
+/// How the sender repairs losses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// The paper's Go-back-N: resend everything from the first packet some
+    /// receiver lacks.
+    GoBackN,
+    /// Selective repeat: resend only the packets some receiver reported
+    /// missing, by unicast when exactly one receiver lacks it, by multicast
+    /// otherwise.
+    Selective,
 }
 
 impl Default for SenderConfig {
@@ -62,6 +80,9 @@ impl Default for SenderConfig {
             hello_interval: Duration::from_millis(100),
             rate_bits_per_s: None,
             test_loss_ppm: 0,
+            repair: Repair::Selective,
+            tree_height: 6,
+            tree_shape: TreeShape::Flat,
         }
     }
 }
@@ -86,9 +107,21 @@ pub enum ConfigError {
     /// Receiver count zero or too large.
     #[error("receiver count {0} is outside 1..={max}", max = MAX_RECEIVERS)]
     Receivers(u16),
-    /// The protocol is not implemented by this engine yet.
-    #[error("protocol {0:?} is not implemented")]
-    Protocol(ProtocolId),
+    /// The ring needs a window larger than the group.
+    #[error(
+        "the ring protocol needs a window larger than the number of receivers \
+         (window {window}, {receivers} receivers): use --window {min} or more",
+        min = u32::from(*receivers) + 1
+    )]
+    RingWindow {
+        /// Configured window.
+        window: u32,
+        /// Receivers in the ring.
+        receivers: u16,
+    },
+    /// Tree height zero or above 32767.
+    #[error("tree height {0} is outside 1..=32767")]
+    TreeHeight(u16),
     /// The object needs more than 2^32 - 1 packets.
     #[error("object of {size} bytes needs more than 2^32-1 packets of {payload} bytes")]
     ObjectTooLarge {
@@ -127,7 +160,27 @@ impl SenderConfig {
                     poll_interval: interval,
                 })
             }
-            other => Err(ConfigError::Protocol(other)),
+            ProtocolId::Ring => {
+                if self.window <= u32::from(self.receivers) {
+                    return Err(ConfigError::RingWindow {
+                        window: self.window,
+                        receivers: self.receivers,
+                    });
+                }
+                Ok(FeedbackPolicy::Ring {
+                    receivers: self.receivers,
+                })
+            }
+            ProtocolId::Tree => {
+                if self.tree_height == 0 || self.tree_height > 0x7FFF {
+                    return Err(ConfigError::TreeHeight(self.tree_height));
+                }
+                Ok(FeedbackPolicy::Tree {
+                    shape: self.tree_shape,
+                    height: self.tree_height,
+                    receivers: self.receivers,
+                })
+            }
         }
     }
 
@@ -251,6 +304,10 @@ pub struct SenderStats {
     pub timeouts: u64,
     /// Go-back-N rewinds (timeouts and NAKs).
     pub rewinds: u64,
+    /// Selective repairs sent to one receiver.
+    pub unicast_repairs: u64,
+    /// Selective repairs multicast to the group.
+    pub multicast_repairs: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,6 +346,30 @@ enum Phase {
     Done,
 }
 
+#[derive(Clone, Copy, Debug, Default)]
+struct Lack {
+    count: u16,
+    rank: u16,
+}
+
+/// What the next data packet is and why it goes.
+struct NextData {
+    index: u32,
+    dest: Dest,
+    poll: u16,
+    why: Why,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Why {
+    /// Retransmission of the base after a timeout, polling everyone directly.
+    StallPoll,
+    /// Selective repair of a packet receivers reported missing.
+    Repair,
+    /// The window's next packet (new, or Go-back-N resend).
+    Window,
+}
+
 /// Byes sent at the end (multicast, unacknowledged, so repeated).
 const BYE_COUNT: u8 = 3;
 const NEVER: Instant = Instant::from_nanos(u64::MAX);
@@ -323,12 +404,20 @@ pub struct Sender {
     /// A NAK that arrived inside the suppression interval: rewind to this
     /// packet once the interval is over (one repair, however many NAKs).
     deferred_rewind: Option<u32>,
+    /// Selective repeat: per window slot, how many receivers reported the
+    /// packet missing since its last transmission, and one of them.
+    lack: Vec<Lack>,
+    /// Selective repeat: packets with `lack.count > 0`, in report order.
+    repairs: VecDeque<u32>,
+    /// A retransmission of the window's base that polls everyone directly
+    /// (after a timeout).
+    stall_poll: Option<u32>,
     /// Next resend of the phase's multicast control packet (Hello, Offer, Close, Bye).
     control_at: Instant,
     control_due: bool,
     phase_since: Instant,
     pacer: Option<Pacer>,
-    unicast: VecDeque<(SocketAddr, u64, u16)>,
+    unicast: VecDeque<(SocketAddr, u64, u16, Option<SocketAddrV4>)>,
     events: VecDeque<SenderEvent>,
     outcome: Option<Outcome>,
     error: Option<String>,
@@ -369,6 +458,9 @@ impl Sender {
             rto: config.rto,
             stall_since: None,
             deferred_rewind: None,
+            lack: vec![Lack::default(); config.window as usize],
+            repairs: VecDeque::with_capacity(config.window as usize),
+            stall_poll: None,
             policy,
             session,
             isn,
@@ -473,15 +565,18 @@ impl Sender {
         };
         if self.phase == Phase::Sending {
             if let Some(deadline) = self.rto_deadline() {
-                t = deadline;
+                t = t.min(deadline);
             }
             if let Some(index) = self.deferred_rewind {
                 t = t.min(self.sent_at[self.slot(index)] + self.config.suppress);
             }
-            if self.can_send_data()
-                && let Some(p) = &self.pacer
-            {
-                t = t.min(p.ready_at(self.datagram_len(self.next)));
+            if let Some(&index) = self.repairs.front() {
+                t = t.min(self.sent_at[self.slot(index)] + self.config.suppress);
+            }
+            let data_waiting =
+                self.stall_poll.is_some() || self.can_send_data() || !self.repairs.is_empty();
+            if data_waiting && let Some(p) = &self.pacer {
+                t = t.min(p.ready_at(self.config.packet_size));
             }
         }
         (t != NEVER).then_some(t)
@@ -521,6 +616,7 @@ impl Sender {
                 }
             }
             Phase::Sending => {
+                self.drop_stale_repairs();
                 if let Some(index) = self.deferred_rewind
                     && now >= self.sent_at[self.slot(index)] + self.config.suppress
                 {
@@ -534,7 +630,12 @@ impl Sender {
                     self.stall_since.get_or_insert(now);
                     self.check_peers(now);
                     if self.phase == Phase::Sending && self.base < self.high {
-                        self.rewind(self.base);
+                        match self.config.repair {
+                            Repair::GoBackN => self.rewind(self.base),
+                            // Ask everyone directly what they hold; their
+                            // answers name the packets to repair.
+                            Repair::Selective => self.stall_poll = Some(self.base),
+                        }
                         self.rto = (self.rto * 2).min(self.config.rto_max);
                         // Restart the timer from now even if the window or
                         // pacer holds the retransmission back.
@@ -646,8 +747,12 @@ impl Sender {
         buf: &mut [u8],
     ) -> Option<Transmit> {
         let header = Header::new(self.session, RANK_SENDER);
-        if let Some((to, receiver_id, rank)) = self.unicast.pop_front() {
-            let body = Body::Welcome(Welcome { receiver_id, rank });
+        if let Some((to, receiver_id, rank, upstream)) = self.unicast.pop_front() {
+            let body = Body::Welcome(Welcome {
+                receiver_id,
+                rank,
+                upstream,
+            });
             self.stats.control_sent += 1;
             return emit(Dest::Unicast(to), header, body, buf);
         }
@@ -655,42 +760,152 @@ impl Sender {
             self.control_due = false;
             return self.multicast_control(now, header, buf);
         }
-        if self.phase == Phase::Sending && self.can_send_data() {
-            let index = self.next;
+        if self.phase == Phase::Sending
+            && let Some(next) = self.next_data(now)
+        {
+            let index = next.index;
             let len = self.datagram_len(index);
             if let Some(p) = &mut self.pacer
                 && !p.try_take(now, len)
             {
                 return None;
             }
-            let retransmission = index < self.high;
-            // A retransmission at the window's base asks everyone for their
-            // state, so a lost poll or ack never stalls the window for long.
-            let poll = if retransmission && index == self.base {
-                POLL_ALL
-            } else {
-                self.policy.poll_for(index, self.packets)
-            };
             let seq = self.isn.add(index);
-            let head = encode_data_header(buf, &header, seq, poll).ok()?;
+            let head = encode_data_header(buf, &header, seq, next.poll).ok()?;
             let offset = u64::from(index) * self.payload_size as u64;
             source.read_at(offset, &mut buf[head..len]);
-            if retransmission {
-                self.stats.retransmitted_packets += 1;
-            } else {
-                self.stats.data_packets += 1;
-                self.high = index + 1;
-            }
             let w = self.slot(index);
+            match next.why {
+                Why::StallPoll => {
+                    self.stall_poll = None;
+                    self.stats.retransmitted_packets += 1;
+                }
+                Why::Repair => {
+                    self.repairs.pop_front();
+                    self.lack[w] = Lack::default();
+                    self.stats.retransmitted_packets += 1;
+                    if matches!(next.dest, Dest::Unicast(_)) {
+                        self.stats.unicast_repairs += 1;
+                    } else {
+                        self.stats.multicast_repairs += 1;
+                    }
+                }
+                Why::Window => {
+                    if index < self.high {
+                        self.stats.retransmitted_packets += 1;
+                    } else {
+                        self.stats.data_packets += 1;
+                        self.high = index + 1;
+                        self.lack[w] = Lack::default();
+                    }
+                    self.next += 1;
+                }
+            }
             self.sent_at[w] = now;
-            self.next += 1;
             return Some(Transmit {
-                dest: Dest::Group,
+                dest: next.dest,
                 len,
                 kind: Kind::Data,
             });
         }
         None
+    }
+
+    /// The data packet to send next, if any may go now: a stall poll first,
+    /// then due selective repairs, then the window's next packet.
+    fn next_data(&mut self, now: Instant) -> Option<NextData> {
+        if let Some(index) = self.stall_poll {
+            return Some(NextData {
+                index,
+                dest: Dest::Group,
+                poll: POLL_DIRECT,
+                why: Why::StallPoll,
+            });
+        }
+        self.drop_stale_repairs();
+        if let Some(&index) = self.repairs.front() {
+            let w = self.slot(index);
+            if now >= self.sent_at[w] + self.config.suppress {
+                let lack = self.lack[w];
+                let live = self.members.iter().filter(|m| m.in_data()).count();
+                let dest = match self.members.get(usize::from(lack.rank)) {
+                    Some(m) if lack.count == 1 && live > 1 => Dest::Unicast(m.addr),
+                    _ => Dest::Group,
+                };
+                // The receivers that lacked it say at once that they hold
+                // it now: the window may wait on exactly this packet, and
+                // the policy's next poll may lie beyond the window.
+                return Some(NextData {
+                    index,
+                    dest,
+                    poll: POLL_DIRECT,
+                    why: Why::Repair,
+                });
+            }
+        }
+        if !self.can_send_data() {
+            return None;
+        }
+        let index = self.next;
+        // A Go-back-N retransmission of the window's base asks everyone
+        // directly for their state, so a lost poll, ack or relay never
+        // stalls the window for long.
+        let poll = if index < self.high && index == self.base {
+            POLL_DIRECT
+        } else {
+            self.policy.poll_for(index, self.packets)
+        };
+        Some(NextData {
+            index,
+            dest: Dest::Group,
+            poll,
+            why: Why::Window,
+        })
+    }
+
+    /// Forgets queued repairs of packets every receiver now holds, and
+    /// repairs for a single receiver that has left the session.
+    fn drop_stale_repairs(&mut self) {
+        while let Some(&index) = self.repairs.front() {
+            let w = self.slot(index);
+            let lack = self.lack[w];
+            let gone = lack.count == 1
+                && self
+                    .members
+                    .get(usize::from(lack.rank))
+                    .is_none_or(|m| !m.in_data());
+            if index < self.base || lack.count == 0 || gone {
+                self.repairs.pop_front();
+                if index >= self.base {
+                    self.lack[w] = Lack::default();
+                }
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Selective repeat: a receiver's feedback names as lost every packet
+    /// below its echo that was sent before the echo and is not in its bitmap.
+    fn note_missing(&mut self, rank: u16, cumulative: u32, f: &Feedback<'_>) {
+        let echo = f.echo.since(self.isn);
+        if echo >= self.high || echo <= cumulative {
+            return;
+        }
+        let echo_sent = self.sent_at[self.slot(echo)];
+        for index in cumulative.max(self.base)..echo {
+            let w = self.slot(index);
+            if f.holds(self.isn.add(index)) || self.sent_at[w] > echo_sent {
+                continue;
+            }
+            let lack = &mut self.lack[w];
+            if lack.count == 0 {
+                *lack = Lack { count: 1, rank };
+                self.repairs.push_back(index);
+            } else if lack.rank != rank {
+                lack.count = lack.count.saturating_add(1);
+            }
+        }
     }
 
     fn multicast_control(
@@ -716,7 +931,7 @@ impl Sender {
                     payload_size: self.payload_size as u16,
                     window: self.config.window,
                     protocol: self.config.protocol,
-                    protocol_param: 0,
+                    protocol_param: self.policy.protocol_param(),
                     receivers: self.members.len() as u16,
                     hash: self.object.hash,
                     test_loss_ppm: self.config.test_loss_ppm.min(1_000_000),
@@ -790,8 +1005,18 @@ impl Sender {
     }
 
     fn queue_welcome(&mut self, to: SocketAddr, receiver_id: u64, rank: u16) {
+        // Tree: the parent joined earlier (parents have lower ranks), so its
+        // address is known now.
+        let upstream = self
+            .policy
+            .parent(rank)
+            .and_then(|p| self.members.get(usize::from(p)))
+            .and_then(|m| match m.addr {
+                SocketAddr::V4(a) => Some(a),
+                SocketAddr::V6(_) => None,
+            });
         if self.unicast.len() < CTRL_QUEUE_MAX {
-            self.unicast.push_back((to, receiver_id, rank));
+            self.unicast.push_back((to, receiver_id, rank, upstream));
         }
     }
 
@@ -812,25 +1037,50 @@ impl Sender {
             self.stats.malformed += 1;
             return;
         }
-        let m = &mut self.members[i];
-        m.last_heard = now;
-        if !m.in_data() {
+        self.members[i].last_heard = now;
+        if !self.members[i].in_data() {
             return;
         }
-        if cumulative > m.cumulative {
-            m.cumulative = cumulative;
+        let mut advanced = false;
+        if f.aggregate && self.policy.relays() {
+            // A tree root speaks for its whole subtree.
+            for r in self.policy.subtree(rank) {
+                if let Some(m) = self.members.get_mut(usize::from(r))
+                    && m.in_data()
+                    && cumulative > m.cumulative
+                {
+                    m.cumulative = cumulative;
+                    advanced = true;
+                }
+            }
+        } else if cumulative > self.members[i].cumulative {
+            self.members[i].cumulative = cumulative;
+            advanced = true;
+        }
+        if advanced {
             self.advance_base(now);
         }
-        if nak && self.phase == Phase::Sending && cumulative < self.next && cumulative >= self.base
-        {
-            let w = self.slot(cumulative);
-            if now.saturating_since(self.sent_at[w]) >= self.config.suppress {
-                self.rewind(cumulative);
-            } else {
-                let earliest = self
-                    .deferred_rewind
-                    .map_or(cumulative, |d| d.min(cumulative));
-                self.deferred_rewind = Some(earliest);
+        if self.phase != Phase::Sending {
+            return;
+        }
+        match self.config.repair {
+            Repair::Selective => {
+                if !f.aggregate {
+                    self.note_missing(rank, cumulative, f);
+                }
+            }
+            Repair::GoBackN => {
+                if nak && cumulative < self.next && cumulative >= self.base {
+                    let w = self.slot(cumulative);
+                    if now.saturating_since(self.sent_at[w]) >= self.config.suppress {
+                        self.rewind(cumulative);
+                    } else {
+                        let earliest = self
+                            .deferred_rewind
+                            .map_or(cumulative, |d| d.min(cumulative));
+                        self.deferred_rewind = Some(earliest);
+                    }
+                }
             }
         }
     }

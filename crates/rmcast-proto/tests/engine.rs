@@ -4,8 +4,8 @@
 //! network lives in rmcast-sim; these tests pin protocol rules.
 
 use rmcast_proto::{
-    Dest, Instant, ObjectInfo, ProtocolId, Receiver, ReceiverConfig, ReceiverEvent, Sender,
-    SenderConfig, SenderEvent, Seq, SessionId, Status,
+    Dest, Instant, ObjectInfo, ProtocolId, Receiver, ReceiverConfig, ReceiverEvent, Repair, Sender,
+    SenderConfig, SenderEvent, Seq, SessionId, Status, TreeShape,
 };
 use rmcast_wire::{Body, Kind, Packet};
 use std::collections::VecDeque;
@@ -267,15 +267,194 @@ fn config(protocol: ProtocolId, receivers: u16) -> SenderConfig {
     }
 }
 
-#[test]
-fn both_protocols_deliver_every_size_exactly_once() {
-    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
-        for size in [0, 1, 99, 100, 101, 1599, 1600, 1601, 10_000] {
-            let mut net = Net::new(config(protocol, 3), 3, size, Seq(7));
-            net.run(Duration::from_secs(5));
-            net.assert_all_verified();
+/// Every protocol variant, for tests that must hold for all of them.
+fn every_protocol(receivers: u16) -> Vec<(String, SenderConfig)> {
+    let mut out = Vec::new();
+    for repair in [Repair::Selective, Repair::GoBackN] {
+        let variants = [
+            ("ack", ProtocolId::Ack, 1, TreeShape::Flat),
+            ("nak-poll", ProtocolId::NakPoll, 1, TreeShape::Flat),
+            ("ring", ProtocolId::Ring, 1, TreeShape::Flat),
+            ("tree-h1", ProtocolId::Tree, 1, TreeShape::Flat),
+            ("tree-h2", ProtocolId::Tree, 2, TreeShape::Flat),
+            ("tree-hN", ProtocolId::Tree, receivers, TreeShape::Flat),
+            ("tree-binary", ProtocolId::Tree, 1, TreeShape::Binary),
+        ];
+        for (name, protocol, height, shape) in variants {
+            let mut c = config(protocol, receivers);
+            c.repair = repair;
+            c.tree_height = height;
+            c.tree_shape = shape;
+            out.push((format!("{name}/{repair:?}"), c));
         }
     }
+    out
+}
+
+#[test]
+fn every_protocol_delivers_every_size_exactly_once() {
+    for (name, cfg) in every_protocol(3) {
+        for size in [0, 1, 99, 100, 101, 1599, 1600, 1601, 10_000] {
+            let mut net = Net::new(cfg.clone(), 3, size, Seq(7));
+            net.run(Duration::from_secs(5));
+            net.assert_all_verified();
+            let _ = &name;
+        }
+    }
+}
+
+#[test]
+fn every_protocol_repairs_random_loss() {
+    for (name, cfg) in every_protocol(5) {
+        let mut net = Net::new(cfg, 5, 100 * 300, Seq(u32::MAX - 100));
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        net.drop_rule = Box::new(move |_, _, _| {
+            // xorshift: 5 % of every datagram, data and feedback alike
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 100 < 5
+        });
+        net.run(Duration::from_secs(30));
+        let outcome = net.sender.outcome().unwrap();
+        assert!(outcome.ok, "{name}: {outcome:?}");
+        for n in &net.nodes {
+            assert_eq!(n.data, net.object, "{name}");
+        }
+    }
+}
+
+#[test]
+fn ring_receivers_take_turns_acknowledging() {
+    let mut cfg = config(ProtocolId::Ring, 4);
+    cfg.window = 16;
+    let mut net = Net::new(cfg, 4, 100 * 200, Seq(0));
+    net.run(Duration::from_secs(5));
+    net.assert_all_verified();
+    let s = net.sender.stats();
+    // One ack per data packet, and every receiver acks the last one.
+    assert_eq!(s.acks, 199 + 4);
+    for n in &net.nodes {
+        let acks = n.machine.stats().acks;
+        assert!((49..=51).contains(&acks), "each receiver acks ~1/N: {acks}");
+    }
+}
+
+#[test]
+fn tree_of_height_one_behaves_like_the_ack_protocol() {
+    let run = |protocol| {
+        let mut cfg = config(protocol, 4);
+        cfg.tree_height = 1;
+        let mut net = Net::new(cfg, 4, 100 * 200, Seq(0));
+        net.run(Duration::from_secs(5));
+        net.assert_all_verified();
+        let s = net.sender.stats().clone();
+        (s.acks, s.data_packets, s.retransmitted_packets)
+    };
+    assert_eq!(run(ProtocolId::Tree), run(ProtocolId::Ack));
+}
+
+#[test]
+fn flat_tree_sender_hears_only_the_chain_heads() {
+    let mut cfg = config(ProtocolId::Tree, 7);
+    cfg.tree_height = 3; // chains 0-1-2, 3-4-5, 6
+    let mut net = Net::new(cfg, 7, 100 * 200, Seq(0));
+    net.run(Duration::from_secs(5));
+    net.assert_all_verified();
+    // One aggregated ack per head per packet, and every receiver acks every
+    // packet once; a few coalesce when a child's advance and the node's own
+    // arrive between two transmit opportunities (tolerance 5 %).
+    let s = net.sender.stats();
+    assert!((570..=600).contains(&s.acks), "sender heard {} acks", s.acks);
+    let relayed: u64 = net.nodes.iter().map(|n| n.machine.stats().acks).sum();
+    assert!((1330..=1400).contains(&relayed), "receivers sent {relayed} acks");
+}
+
+#[test]
+fn binary_tree_delivers_with_relayed_acks() {
+    let mut cfg = config(ProtocolId::Tree, 7);
+    cfg.tree_shape = TreeShape::Binary;
+    let mut net = Net::new(cfg, 7, 100 * 200, Seq(0));
+    net.run(Duration::from_secs(5));
+    net.assert_all_verified();
+    // Only roots 0 and 1 report to the sender, about once per packet each.
+    let acks = net.sender.stats().acks;
+    assert!((380..=400).contains(&acks), "sender heard {acks} acks");
+}
+
+#[test]
+fn a_crashed_relay_in_a_chain_is_named_and_the_rest_finish() {
+    let mut cfg = config(ProtocolId::Tree, 6);
+    cfg.tree_height = 3; // chains 0-1-2, 3-4-5: crash 1, the middle of the first
+    let mut net = Net::new(cfg, 6, 100 * 1000, Seq(0));
+    net.flush();
+    while net.nodes[1].machine.received_bytes() < 1000 {
+        let t = net.next_deadline().unwrap();
+        net.now = net.now.max(t);
+        while net.flights.front().is_some_and(|f| f.0 <= net.now) {
+            let (_, from, to, bytes) = net.flights.pop_front().unwrap();
+            net.deliver(from, to, &bytes);
+        }
+        net.flush();
+    }
+    net.nodes[1].crashed = true;
+    net.run(Duration::from_secs(20));
+    let outcome = net.sender.outcome().unwrap();
+    assert!(!outcome.ok);
+    let failed: Vec<&str> = outcome
+        .members
+        .iter()
+        .filter(|m| !m.verified)
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(failed, vec!["r1"], "{outcome:?}");
+}
+
+#[test]
+fn a_packet_one_receiver_lacks_is_repaired_by_unicast_to_it() {
+    let mut net = Net::new(config(ProtocolId::NakPoll, 3), 3, 100 * 50, Seq(0));
+    net.drop_rule = Box::new(|kind, bytes, to| {
+        kind == Kind::Data
+            && to == Some(2)
+            && matches!(Packet::decode(bytes), Ok(Packet { body: Body::Data(d), .. }) if d.seq == Seq(10))
+            && matches!(Packet::decode(bytes), Ok(Packet { header, .. }) if header.rank == rmcast_wire::RANK_SENDER)
+    });
+    // Drop only the first copy: afterwards the rule sees a unicast.
+    let mut dropped = false;
+    let mut inner = std::mem::replace(&mut net.drop_rule, Box::new(|_, _, _| false));
+    net.drop_rule = Box::new(move |k, b, to| {
+        if !dropped && inner(k, b, to) {
+            dropped = true;
+            return true;
+        }
+        false
+    });
+    net.run(Duration::from_secs(5));
+    net.assert_all_verified();
+    let s = net.sender.stats();
+    assert_eq!((s.unicast_repairs, s.multicast_repairs), (1, 0), "{s:?}");
+    assert_eq!(s.retransmitted_packets, 1);
+}
+
+#[test]
+fn a_packet_several_receivers_lack_is_repaired_once_by_multicast() {
+    let mut net = Net::new(config(ProtocolId::NakPoll, 3), 3, 100 * 50, Seq(0));
+    let mut drops = 0;
+    net.drop_rule = Box::new(move |kind, bytes, to| {
+        let hit = kind == Kind::Data
+            && to.is_some_and(|k| k >= 1)
+            && matches!(Packet::decode(bytes), Ok(Packet { body: Body::Data(d), .. }) if d.seq == Seq(10));
+        if hit && drops < 2 {
+            drops += 1;
+            return true;
+        }
+        false
+    });
+    net.run(Duration::from_secs(5));
+    net.assert_all_verified();
+    let s = net.sender.stats();
+    assert_eq!((s.unicast_repairs, s.multicast_repairs), (0, 1), "{s:?}");
+    assert_eq!(s.retransmitted_packets, 1);
 }
 
 #[test]
@@ -582,9 +761,18 @@ fn invalid_configurations_are_rejected_with_reasons() {
     })
     .unwrap();
     assert!(e.to_string().contains("poll interval 11"), "{e}");
+    let e = bad(SenderConfig {
+        protocol: ProtocolId::Ring,
+        receivers: 8,
+        window: 8,
+        ..SenderConfig::default()
+    })
+    .unwrap();
+    assert!(e.to_string().contains("--window 9"), "{e}");
     assert!(
         bad(SenderConfig {
-            protocol: ProtocolId::Ring,
+            protocol: ProtocolId::Tree,
+            tree_height: 0,
             ..SenderConfig::default()
         })
         .is_some()
@@ -600,10 +788,13 @@ fn a_leave_after_verifying_keeps_the_receiver_verified() {
     let mut buf = [0u8; 64];
     let leave = Packet {
         header: rmcast_wire::Header::new(SessionId(42), 1),
-        body: Body::Leave(rmcast_wire::Leave { text: "interrupted" }),
+        body: Body::Leave(rmcast_wire::Leave {
+            text: "interrupted",
+        }),
     };
     let n = leave.encode(&mut buf).unwrap();
-    net.sender.handle_datagram(net.now, receiver_addr(1), &buf[..n]);
+    net.sender
+        .handle_datagram(net.now, receiver_addr(1), &buf[..n]);
     assert!(net.sender.outcome().unwrap().ok);
     assert!(net.sender.poll_event().is_none());
 }

@@ -14,6 +14,8 @@
 mod cursor;
 mod seq;
 
+use std::net::{Ipv4Addr, SocketAddrV4};
+
 use cursor::{Reader, Writer};
 pub use seq::Seq;
 
@@ -81,6 +83,9 @@ pub enum EncodeError {
     /// A bitmap is longer than 65,535 bytes.
     #[error("bitmap longer than 65535 bytes")]
     BitmapTooLong,
+    /// A `Welcome` upstream address with an unspecified IP or a zero port.
+    #[error("upstream address must have both an IP and a port")]
+    BadUpstream,
 }
 
 /// Random per-transfer identifier: two transfers on one group never mix.
@@ -106,9 +111,11 @@ pub enum ProtocolId {
     Ack = 1,
     /// Receivers send NAKs on gaps; the sender polls every i-th packet.
     NakPoll = 2,
-    /// Receivers take turns acknowledging (token ring). Reserved.
+    /// Receivers take turns acknowledging (rotating token ring).
     Ring = 3,
-    /// Acknowledgements aggregated along a flat tree. Reserved.
+    /// Acknowledgements aggregated along a tree of receivers. The offer's
+    /// `protocol_param` holds the tree height in its low 15 bits and, in
+    /// bit 15, the shape: 0 flat tree (chains), 1 binary tree.
     Tree = 4,
 }
 
@@ -225,6 +232,10 @@ pub struct Welcome {
     pub receiver_id: u64,
     /// The rank given, or [`RANK_UNASSIGNED`] if the session is full.
     pub rank: u16,
+    /// Tree protocol: the unicast address of this receiver's parent, to
+    /// which it relays aggregated acknowledgements. `None` (encoded
+    /// 0.0.0.0:0): acknowledge to the sender.
+    pub upstream: Option<SocketAddrV4>,
 }
 
 /// `Offer`: the object about to be sent and the session's parameters.
@@ -300,6 +311,10 @@ pub struct OfferReply<'a> {
 pub const POLL_ALL: u16 = 0xFFFF;
 /// Poll field value: nobody acknowledges this data packet.
 pub const POLL_NONE: u16 = 0xFFFE;
+/// Poll field value: every receiver acknowledges this data packet directly
+/// to the sender, whatever the protocol's usual routing (used when the
+/// window stalls, so a broken relay cannot hide who is missing what).
+pub const POLL_DIRECT: u16 = 0xFFFD;
 
 /// `Data`: one packet of the object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -317,8 +332,13 @@ pub struct Data<'a> {
 pub struct Feedback<'a> {
     /// Next sequence number expected: every packet before it is held.
     pub cumulative: Seq,
-    /// Sequence number of the data packet that prompted this feedback.
+    /// Sequence number of the data packet that prompted this feedback (a
+    /// poll, or the packet that revealed a gap): packets sent before it and
+    /// missing from the bitmap are lost, not in flight.
     pub echo: Seq,
+    /// Tree protocol: `cumulative` holds for the sender's whole subtree
+    /// (itself and every receiver below it), not just the sender.
+    pub aggregate: bool,
     /// Bit `i` (LSB first within each byte) set when packet
     /// `cumulative + 1 + i` is held.
     pub bitmap: &'a [u8],
@@ -466,10 +486,22 @@ impl<'a> Packet<'a> {
                 receiver_id: r.u64()?,
                 name: r.text()?,
             }),
-            Kind::Welcome => Body::Welcome(Welcome {
-                receiver_id: r.u64()?,
-                rank: r.u16()?,
-            }),
+            Kind::Welcome => {
+                let receiver_id = r.u64()?;
+                let rank = r.u16()?;
+                let ip = Ipv4Addr::from(r.u32()?);
+                let port = r.u16()?;
+                let upstream = match (ip.is_unspecified(), port) {
+                    (true, 0) => None,
+                    (false, p) if p != 0 => Some(SocketAddrV4::new(ip, p)),
+                    _ => return Err(DecodeError::BadField("welcome.upstream")),
+                };
+                Body::Welcome(Welcome {
+                    receiver_id,
+                    rank,
+                    upstream,
+                })
+            }
             Kind::Offer => {
                 let object_size = r.u64()?;
                 let isn = Seq(r.u32()?);
@@ -522,10 +554,16 @@ impl<'a> Packet<'a> {
             Kind::Ack | Kind::Nak => {
                 let cumulative = Seq(r.u32()?);
                 let echo = Seq(r.u32()?);
+                let aggregate = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::BadField("feedback.aggregate")),
+                };
                 let len = usize::from(r.u16()?);
                 let fb = Feedback {
                     cumulative,
                     echo,
+                    aggregate,
                     bitmap: r.bytes(len)?,
                 };
                 if kind == Kind::Ack {
@@ -570,6 +608,14 @@ impl<'a> Packet<'a> {
             Body::Welcome(x) => {
                 w.u64(x.receiver_id)?;
                 w.u16(x.rank)?;
+                let up = x
+                    .upstream
+                    .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+                if up.ip().is_unspecified() != (up.port() == 0) {
+                    return Err(EncodeError::BadUpstream);
+                }
+                w.u32(u32::from(*up.ip()))?;
+                w.u16(up.port())?;
             }
             Body::Offer(o) => {
                 w.u64(o.object_size)?;
@@ -596,6 +642,7 @@ impl<'a> Packet<'a> {
             Body::Ack(f) | Body::Nak(f) => {
                 w.u32(f.cumulative.0)?;
                 w.u32(f.echo.0)?;
+                w.u8(u8::from(f.aggregate))?;
                 let len = u16::try_from(f.bitmap.len()).map_err(|_| EncodeError::BitmapTooLong)?;
                 w.u16(len)?;
                 w.bytes(f.bitmap)?;

@@ -79,12 +79,14 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 &head(0x03, RANK_SENDER),
                 &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88],
                 &[0x00, 0x07],
+                &[10, 0, 0, 3, 0x1F, 0x90], // upstream 10.0.0.3:8080
             ]),
             Packet {
                 header: sender,
                 body: Body::Welcome(Welcome {
                     receiver_id: 0x1122_3344_5566_7788,
                     rank: 7,
+                    upstream: Some("10.0.0.3:8080".parse().unwrap()),
                 }),
             },
         ),
@@ -156,6 +158,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 &head(0x07, 3),
                 &[0x00, 0x00, 0x00, 0x0A], // cumulative
                 &[0x00, 0x00, 0x00, 0x0C], // echo
+                &[0x01],                   // aggregate
                 &[0x00, 0x01],             // bitmap length
                 &[0b0000_0010],            // holds 12
             ]),
@@ -164,6 +167,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 body: Body::Ack(Feedback {
                     cumulative: Seq(10),
                     echo: Seq(12),
+                    aggregate: true,
                     bitmap: &[0b0000_0010],
                 }),
             },
@@ -173,6 +177,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 &head(0x08, 3),
                 &[0xFF, 0xFF, 0xFF, 0xFF],
                 &[0x00, 0x00, 0x00, 0x01],
+                &[0x00],
                 &[0x00, 0x00],
             ]),
             Packet {
@@ -180,6 +185,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 body: Body::Nak(Feedback {
                     cumulative: Seq(u32::MAX),
                     echo: Seq(1),
+                    aggregate: false,
                     bitmap: &[],
                 }),
             },
@@ -276,11 +282,11 @@ fn body_lengths_match_the_documented_layout() {
         match p.body {
             Body::Hello(_) => 3,
             Body::Join(j) => 9 + j.name.len(),
-            Body::Welcome(_) => 10,
+            Body::Welcome(_) => 16,
             Body::Offer(o) => 60 + o.name.len(),
             Body::OfferReply(x) => 2 + x.text.len(),
             Body::Data(d) => 8 + d.payload.len(),
-            Body::Ack(f) | Body::Nak(f) => 10 + f.bitmap.len(),
+            Body::Ack(f) | Body::Nak(f) => 11 + f.bitmap.len(),
             Body::Close => 0,
             Body::Complete(c) => 34 + c.text.len(),
             Body::Bye(b) => 2 + b.text.len(),
@@ -447,8 +453,8 @@ fn length_prefixed_fields_longer_than_the_datagram_are_truncated() {
     assert_eq!(Packet::decode(&join), Err(DecodeError::Truncated));
     // Ack whose bitmap length says 0xFFFF.
     let mut ack = samples()[6].0.clone();
-    ack[HEADER_LEN + 8] = 0xFF;
     ack[HEADER_LEN + 9] = 0xFF;
+    ack[HEADER_LEN + 10] = 0xFF;
     assert_eq!(Packet::decode(&ack), Err(DecodeError::Truncated));
 }
 
@@ -669,6 +675,7 @@ fn bitmap_longer_than_65535_bytes_is_refused() {
         body: Body::Ack(Feedback {
             cumulative: Seq(0),
             echo: Seq(0),
+            aggregate: false,
             bitmap: &bitmap,
         }),
     };
@@ -702,6 +709,7 @@ fn feedback_holds_everything_before_cumulative() {
     let fb = Feedback {
         cumulative: Seq(100),
         echo: Seq(100),
+        aggregate: false,
         bitmap: &[],
     };
     assert!(fb.holds(Seq(99)));
@@ -716,6 +724,7 @@ fn feedback_holds_before_cumulative_across_wraparound() {
     let fb = Feedback {
         cumulative: Seq(2),
         echo: Seq(2),
+        aggregate: false,
         bitmap: &[],
     };
     assert!(fb.holds(Seq(1)));
@@ -731,6 +740,7 @@ fn feedback_bitmap_is_lsb_first_after_cumulative() {
         cumulative: Seq(u32::MAX - 1), // bitmap spans the wrap
         echo: Seq(0),
         // bit 0 -> cum+1, bit 2 -> cum+3; byte 1 bit 7 -> cum+16
+        aggregate: false,
         bitmap: &[0b0000_0101, 0b1000_0000],
     };
     let cum = fb.cumulative;
@@ -753,6 +763,7 @@ fn feedback_cumulative_is_never_held_even_with_full_bitmap() {
     let fb = Feedback {
         cumulative: Seq(7),
         echo: Seq(7),
+        aggregate: false,
         bitmap: &[0xFF; 4],
     };
     assert!(!fb.holds(Seq(7)));
@@ -863,11 +874,13 @@ impl OwnedPacket {
             OwnedBody::Ack(cumulative, echo, bitmap) => Body::Ack(Feedback {
                 cumulative: *cumulative,
                 echo: *echo,
+                aggregate: false,
                 bitmap,
             }),
             OwnedBody::Nak(cumulative, echo, bitmap) => Body::Nak(Feedback {
                 cumulative: *cumulative,
                 echo: *echo,
+                aggregate: true,
                 bitmap,
             }),
             OwnedBody::Close => Body::Close,
@@ -942,8 +955,16 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
             })
         }),
         (any::<u64>(), arb_text()).prop_map(|(id, name)| OwnedBody::Join(id, name)),
-        (any::<u64>(), any::<u16>())
-            .prop_map(|(receiver_id, rank)| OwnedBody::Welcome(Welcome { receiver_id, rank })),
+        (
+            any::<u64>(),
+            any::<u16>(),
+            proptest::option::of((1..=u32::MAX, 1..=u16::MAX))
+        )
+            .prop_map(|(receiver_id, rank, up)| OwnedBody::Welcome(Welcome {
+                receiver_id,
+                rank,
+                upstream: up.map(|(ip, port)| std::net::SocketAddrV4::new(ip.into(), port)),
+            })),
         (
             (
                 any::<u64>(),
@@ -1156,7 +1177,7 @@ proptest! {
         bitmap in prop::collection::vec(any::<u8>(), 0..64),
         back in 1u32..(1 << 31),
     ) {
-        let fb = Feedback { cumulative, echo: cumulative, bitmap: &bitmap };
+        let fb = Feedback { cumulative, echo: cumulative, aggregate: false, bitmap: &bitmap };
         prop_assert!(fb.holds(Seq(cumulative.0.wrapping_sub(back))));
         prop_assert!(!fb.holds(cumulative));
         let bits = bitmap.len() * 8;
