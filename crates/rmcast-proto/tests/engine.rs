@@ -365,9 +365,16 @@ fn flat_tree_sender_hears_only_the_chain_heads() {
     // packet once; a few coalesce when a child's advance and the node's own
     // arrive between two transmit opportunities (tolerance 5 %).
     let s = net.sender.stats();
-    assert!((570..=600).contains(&s.acks), "sender heard {} acks", s.acks);
+    assert!(
+        (570..=600).contains(&s.acks),
+        "sender heard {} acks",
+        s.acks
+    );
     let relayed: u64 = net.nodes.iter().map(|n| n.machine.stats().acks).sum();
-    assert!((1330..=1400).contains(&relayed), "receivers sent {relayed} acks");
+    assert!(
+        (1330..=1400).contains(&relayed),
+        "receivers sent {relayed} acks"
+    );
 }
 
 #[test]
