@@ -178,7 +178,7 @@ impl FeedbackPolicy {
                 shape: TreeShape::Flat,
                 height,
                 ..
-            } => (rank % height.max(1) != 0).then(|| rank - 1),
+            } => (!rank.is_multiple_of(height.max(1))).then(|| rank - 1),
             FeedbackPolicy::Tree {
                 shape: TreeShape::Binary,
                 ..
