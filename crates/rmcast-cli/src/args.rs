@@ -47,6 +47,10 @@ pub enum Protocol {
     Ack,
     /// Receivers NAK gaps; every i-th packet polls all for an ack (fastest).
     NakPoll,
+    /// Receivers take turns acknowledging: one ack per packet; window > receivers.
+    Ring,
+    /// Acks relayed along chains of --tree-height receivers (or a binary tree).
+    Tree,
 }
 
 impl From<Protocol> for rmcast::ProtocolId {
@@ -54,8 +58,28 @@ impl From<Protocol> for rmcast::ProtocolId {
         match p {
             Protocol::Ack => rmcast::ProtocolId::Ack,
             Protocol::NakPoll => rmcast::ProtocolId::NakPoll,
+            Protocol::Ring => rmcast::ProtocolId::Ring,
+            Protocol::Tree => rmcast::ProtocolId::Tree,
         }
     }
+}
+
+/// How losses are repaired.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepairArg {
+    /// Resend only what some receiver lacks (unicast if only one lacks it).
+    Selective,
+    /// Resend everything from the first lost packet (the paper's scheme).
+    GoBackN,
+}
+
+/// Shape of the tree protocol's acknowledgement tree.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeArg {
+    /// Chains of --tree-height receivers; the sender hears the chain heads.
+    Flat,
+    /// A binary tree growing with the group (log2 N levels).
+    Binary,
 }
 
 /// Flags shared by `send` and `demo`.
@@ -83,6 +107,15 @@ pub struct CommonArgs {
     /// nak-poll: packets between polls [default: 85 % of the window].
     #[arg(long, value_name = "PACKETS")]
     pub poll_interval: Option<u32>,
+    /// tree: receivers per chain (H); 1 behaves like ack.
+    #[arg(long, default_value_t = 6, value_name = "H")]
+    pub tree_height: u16,
+    /// tree: flat chains or a binary tree.
+    #[arg(long, value_enum, default_value_t = ShapeArg::Flat)]
+    pub tree_shape: ShapeArg,
+    /// How lost packets are resent.
+    #[arg(long, value_enum, default_value_t = RepairArg::Selective)]
+    pub repair: RepairArg,
     /// Initial retransmission timeout (doubles while nothing moves).
     #[arg(long, default_value = "50ms", value_name = "DURATION")]
     pub rto: HumanDuration,
@@ -118,8 +151,22 @@ impl CommonArgs {
         proto.suppress = self.suppress.0;
         proto.peer_timeout = self.peer_timeout.0;
         proto.rate_bits_per_s = self.rate;
+        proto.tree_height = self.tree_height;
+        proto.tree_shape = match self.tree_shape {
+            ShapeArg::Flat => rmcast::TreeShape::Flat,
+            ShapeArg::Binary => rmcast::TreeShape::Binary,
+        };
+        proto.repair = match self.repair {
+            RepairArg::Selective => rmcast::Repair::Selective,
+            RepairArg::GoBackN => rmcast::Repair::GoBackN,
+        };
         if self.poll_interval.is_some() && self.protocol != Protocol::NakPoll {
             bail!("--poll-interval applies to --protocol nak-poll only");
+        }
+        let tree_flag_given = std::env::args()
+            .any(|a| a.starts_with("--tree-height") || a.starts_with("--tree-shape"));
+        if tree_flag_given && self.protocol != Protocol::Tree {
+            bail!("--tree-height and --tree-shape apply to --protocol tree only");
         }
         proto.validate()?;
         Ok(())

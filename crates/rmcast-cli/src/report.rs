@@ -47,6 +47,8 @@ pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> V
         "acks": r.stats.acks,
         "naks": r.stats.naks,
         "timeouts": r.stats.timeouts,
+        "unicast_repairs": r.stats.unicast_repairs,
+        "multicast_repairs": r.stats.multicast_repairs,
         "ok": r.ok,
         "error": r.error,
         "failures": failures,
