@@ -150,6 +150,64 @@ fn demo_verifies_four_receivers_under_five_percent_loss_for_both_protocols() {
 }
 
 #[test]
+fn ring_and_tree_verify_eight_receivers_under_two_percent_loss() {
+    let variants: [&[&str]; 3] = [
+        &["--protocol", "ring"],
+        &["--protocol", "tree", "--tree-height", "3"],
+        &[
+            "--protocol",
+            "tree",
+            "--tree-shape",
+            "binary",
+            "--repair",
+            "go-back-n",
+        ],
+    ];
+    for args in variants {
+        let p = Proc::spawn(
+            &args.join(" "),
+            rmcast()
+                .args([
+                    "demo",
+                    "--receivers",
+                    "8",
+                    "--size",
+                    "8MiB",
+                    "--loss",
+                    "0.02",
+                    "--json",
+                ])
+                .args(args),
+        );
+        let (code, out, err) = p.wait(Duration::from_secs(90));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v = json(&out);
+        assert_eq!(v["verified"], 8, "{args:?}: {v}");
+        assert_eq!(v["ok"], true);
+        assert!(v["retransmitted_packets"].as_u64().unwrap() > 0, "{v}");
+    }
+}
+
+#[test]
+fn a_ring_window_not_larger_than_the_group_is_refused() {
+    let (code, _, err) = Proc::spawn(
+        "ring",
+        rmcast().args([
+            "demo",
+            "--protocol",
+            "ring",
+            "--receivers",
+            "8",
+            "--window",
+            "8",
+        ]),
+    )
+    .wait(Duration::from_secs(10));
+    assert_ne!(code, 0);
+    assert!(err.contains("--window 9"), "{err}");
+}
+
+#[test]
 fn send_fails_naming_a_receiver_killed_mid_transfer() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "big.bin", 8 << 20);
