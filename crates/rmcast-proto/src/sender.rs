@@ -350,6 +350,12 @@ enum Phase {
 struct Lack {
     count: u16,
     rank: u16,
+    /// The packet was sent more than once, so packets with higher indexes
+    /// may have been sent before it.
+    resent: bool,
+    /// Number of the packet's latest transmission (a counter over all data
+    /// transmissions): orders sends exactly, whatever the clock resolution.
+    sent_no: u64,
 }
 
 /// What the next data packet is and why it goes.
@@ -412,6 +418,10 @@ pub struct Sender {
     /// A retransmission of the window's base that polls everyone directly
     /// (after a timeout).
     stall_poll: Option<u32>,
+    /// Last data transmission or advance of the base (the RTO counts from it).
+    last_activity: Instant,
+    /// Data transmissions so far (numbers `Lack::sent_no`).
+    transmissions: u64,
     /// Next resend of the phase's multicast control packet (Hello, Offer, Close, Bye).
     control_at: Instant,
     control_due: bool,
@@ -461,6 +471,8 @@ impl Sender {
             lack: vec![Lack::default(); config.window as usize],
             repairs: VecDeque::with_capacity(config.window as usize),
             stall_poll: None,
+            last_activity: now,
+            transmissions: 0,
             policy,
             session,
             isn,
@@ -639,8 +651,7 @@ impl Sender {
                         self.rto = (self.rto * 2).min(self.config.rto_max);
                         // Restart the timer from now even if the window or
                         // pacer holds the retransmission back.
-                        let w = self.slot(self.base);
-                        self.sent_at[w] = now;
+                        self.last_activity = now;
                     }
                 }
             }
@@ -779,10 +790,14 @@ impl Sender {
                 Why::StallPoll => {
                     self.stall_poll = None;
                     self.stats.retransmitted_packets += 1;
+                    self.lack[w].resent = true;
                 }
                 Why::Repair => {
                     self.repairs.pop_front();
-                    self.lack[w] = Lack::default();
+                    self.lack[w] = Lack {
+                        resent: true,
+                        ..Lack::default()
+                    };
                     self.stats.retransmitted_packets += 1;
                     if matches!(next.dest, Dest::Unicast(_)) {
                         self.stats.unicast_repairs += 1;
@@ -793,6 +808,7 @@ impl Sender {
                 Why::Window => {
                     if index < self.high {
                         self.stats.retransmitted_packets += 1;
+                        self.lack[w].resent = true;
                     } else {
                         self.stats.data_packets += 1;
                         self.high = index + 1;
@@ -802,6 +818,9 @@ impl Sender {
                 }
             }
             self.sent_at[w] = now;
+            self.transmissions += 1;
+            self.lack[w].sent_no = self.transmissions;
+            self.last_activity = now;
             return Some(Transmit {
                 dest: next.dest,
                 len,
@@ -886,21 +905,29 @@ impl Sender {
     }
 
     /// Selective repeat: a receiver's feedback names as lost every packet
-    /// below its echo that was sent before the echo and is not in its bitmap.
+    /// sent before the packet it echoes that is not in its bitmap (a LAN
+    /// keeps datagrams in order, so those are not in flight any more).
     fn note_missing(&mut self, rank: u16, cumulative: u32, f: &Feedback<'_>) {
         let echo = f.echo.since(self.isn);
-        if echo >= self.high || echo <= cumulative {
+        if echo < self.base || echo >= self.high {
+            return; // stale, or not ours: nothing to infer
+        }
+        let echo_slot = self.slot(echo);
+        // In order and nothing resent: the receiver holds everything sent
+        // before the echo. This is the common case; it costs no scan.
+        if f.bitmap.is_empty() && cumulative > echo && !self.lack[echo_slot].resent {
             return;
         }
-        let echo_sent = self.sent_at[self.slot(echo)];
-        for index in cumulative.max(self.base)..echo {
+        let echo_sent = self.lack[echo_slot].sent_no;
+        for index in cumulative.max(self.base)..self.high {
             let w = self.slot(index);
-            if f.holds(self.isn.add(index)) || self.sent_at[w] > echo_sent {
+            if self.lack[w].sent_no >= echo_sent || f.holds(self.isn.add(index)) {
                 continue;
             }
             let lack = &mut self.lack[w];
             if lack.count == 0 {
-                *lack = Lack { count: 1, rank };
+                lack.count = 1;
+                lack.rank = rank;
                 self.repairs.push_back(index);
             } else if lack.rank != rank {
                 lack.count = lack.count.saturating_add(1);
@@ -1095,6 +1122,7 @@ impl Sender {
             .unwrap_or(self.packets);
         if base > self.base {
             self.base = base;
+            self.last_activity = now;
             self.rto = self.config.rto;
             self.stall_since = None;
             if self.deferred_rewind.is_some_and(|d| d < base) {
@@ -1122,8 +1150,12 @@ impl Sender {
         self.next < self.packets && self.next < self.base.saturating_add(self.config.window)
     }
 
+    /// The retransmission timer runs while something is unacknowledged and
+    /// fires after an RTO with neither a data transmission nor progress of
+    /// the window's base: a sender still sending is not stuck, and a poll
+    /// may lie a whole poll interval after the base.
     fn rto_deadline(&self) -> Option<Instant> {
-        (self.base < self.high).then(|| self.sent_at[self.slot(self.base)] + self.rto)
+        (self.base < self.high).then(|| self.last_activity + self.rto)
     }
 
     fn slot(&self, index: u32) -> usize {

@@ -9,14 +9,20 @@
 //! `10.0.{(h+1)>>8}.{(h+1)&255}:5000`. Every host has an uplink into one
 //! switch, and the switch has one output port per host. Every uplink and
 //! port is a FIFO transmitter with a rate and a drop-tail queue in wire bytes
-//! (UDP payload + 28 bytes of IP/UDP + the Ethernet overhead). Each hop adds a
-//! propagation delay. The switch copies a multicast datagram to every
-//! receiver's port (never back to its source) and a unicast one to its owner.
-//! A data packet may be lost on a receiver's port (Bernoulli or
-//! Gilbert–Elliott); receiver-to-sender packets may be lost on the sender's
-//! port. A host has a socket receive buffer (drops when full) and one CPU:
-//! each datagram costs `recv_cost` (the machine sees it when that is spent)
-//! and each datagram sent costs `send_cost`. Receivers may crash at a given
+//! (UDP payload + 28 bytes of IP/UDP + the Ethernet overhead). A datagram
+//! larger than the MTU travels as IP fragments, each its own frame (own wire
+//! size, queueing and loss draw); the receiving host reassembles it (bounded
+//! memory, a timeout) and loses it if any fragment is missing. Each hop adds
+//! a propagation delay; the switch stores and forwards each frame, copying a
+//! multicast one to every receiver's port (never back to its source) and a
+//! unicast one to its owner's. A data frame may be lost on a receiver's port
+//! (Bernoulli or Gilbert–Elliott); receiver-to-sender frames may be lost on
+//! the sender's port. A host whose uplink is full holds its next datagram
+//! until it fits, still reading input meanwhile. A host has a socket receive
+//! buffer (whole datagrams; drops when full) and one CPU: each datagram
+//! received or sent costs a per-packet plus a per-byte time ([`HostCost`];
+//! the machine sees a datagram when its cost is spent; [`Scenario::fsu_2004`]
+//! is the paper's Pentium III cluster). Receivers may crash at a given
 //! time; an intruder may inject random bytes and well-formed packets of other
 //! sessions. Time is virtual, every random choice comes from the scenario's
 //! seed, and events are ordered by (time, insertion counter), so a seed
@@ -32,10 +38,11 @@
 //!
 //! # What it does not model (yet)
 //!
-//! IP fragmentation (a datagram larger than the MTU is one big frame),
 //! Ethernet collisions or pause frames, switch buffer sharing between ports,
-//! kernel scheduling and interrupt coalescing, checksum corruption (a lost
-//! frame vanishes), and the CPU cost of hashing or storing the object. It
+//! cascaded switches, kernel scheduling and interrupt coalescing, a separate
+//! per-fragment CPU cost (folded into the per-byte cost), reordering (so
+//! fragments never overtake each other), checksum corruption (a lost frame
+//! vanishes), and the CPU cost of hashing or storing the object. It
 //! ignores [`rmcast_proto::OfferInfo::test_loss_ppm`]: the runtime applies
 //! that knob, the simulator has its own [`LossModel`].
 
@@ -46,7 +53,7 @@ mod scenario;
 mod sim;
 
 pub use report::{Drops, Failure, ReceiverReport, RunReport, SimError};
-pub use scenario::{Crash, LossModel, Scenario};
+pub use scenario::{Crash, HostCost, LossModel, MIN_MTU, Scenario};
 pub use sim::host_addr;
 
 /// Environment variable that makes the test helpers replay one seed.

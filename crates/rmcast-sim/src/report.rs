@@ -9,15 +9,19 @@ use std::time::Duration;
 /// Datagrams the network or the hosts dropped, by cause.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Drops {
-    /// A host's uplink queue was full.
+    /// A host's uplink queue was full (frames; only without `blocking_send`).
     pub uplink_overflow: u64,
-    /// A switch output port queue was full.
+    /// A switch output port queue was full (frames).
     pub port_overflow: u64,
     /// A host's socket receive buffer was full.
     pub socket_overflow: u64,
-    /// Data packets lost by the loss model.
+    /// Data frames lost by the loss model (each IP fragment is a frame).
     pub data_loss: u64,
-    /// Receiver-to-sender packets lost by `control_loss`.
+    /// Datagrams a host could not reassemble: a fragment was lost (dropped
+    /// when its reassembly timed out, when a newer datagram of the same
+    /// source arrived, or when reassembly memory ran out).
+    pub fragment_loss: u64,
+    /// Receiver-to-sender frames lost by `control_loss`.
     pub control_loss: u64,
     /// Datagrams that reached a crashed host.
     pub crashed_host: u64,
@@ -50,8 +54,12 @@ pub struct ReceiverReport {
     pub sender_failed_seconds: Option<f64>,
     /// The machine's counters.
     pub stats: ReceiverStats,
-    /// Data packets the loss model dropped on its port.
+    /// Data frames the loss model dropped on its port.
     pub data_lost: u64,
+    /// Data frames (each IP fragment counts one) that its switch port took in.
+    pub data_frames: u64,
+    /// Datagrams it could not reassemble because a fragment was lost.
+    pub fragment_loss: u64,
     /// Datagrams its socket buffer dropped.
     pub socket_overflow: u64,
     /// Garbage datagrams its machine processed.
@@ -108,6 +116,8 @@ pub struct RunReport {
 pub enum Failure {
     /// The sender refused the configuration.
     Config(ConfigError),
+    /// The scenario itself cannot run (an MTU below 68, ...).
+    Scenario(String),
     /// An invariant broke at this virtual time.
     Invariant {
         /// Virtual time of the violation.
@@ -130,6 +140,7 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Config(e) => write!(f, "bad configuration: {e}"),
+            Failure::Scenario(e) => write!(f, "bad scenario: {e}"),
             Failure::Invariant { at, what } => {
                 write!(f, "invariant broken at {:.6} s: {what}", at.as_secs_f64())
             }

@@ -12,7 +12,8 @@ pub enum LossModel {
     /// Each data packet is lost independently with this probability.
     Bernoulli(f64),
     /// Two-state burst loss (Gilbert–Elliott), one chain per receiver port,
-    /// stepped once per data packet.
+    /// stepped once per full-size frame time on the link (at least once per
+    /// data frame), so bursts have a duration in time, not in packets.
     GilbertElliott {
         /// Probability of moving from the good to the bad state.
         p_good_to_bad: f64,
@@ -77,14 +78,155 @@ pub struct Crash {
     pub at: Duration,
 }
 
+/// What a host's CPU spends on each datagram: a fixed per-packet cost
+/// (system call, UDP/IP, driver, the protocol's own bookkeeping) plus a
+/// per-byte cost (copies and checksums), separately for sending and
+/// receiving. A datagram of `b` UDP payload bytes costs
+/// `send_per_packet + b × send_ps_per_byte` to send and
+/// `recv_per_packet + b × recv_ps_per_byte` (+ up to `jitter`) to receive;
+/// the host's one CPU does nothing else meanwhile. Fragmentation and
+/// reassembly are not charged separately: on real hosts the per-fragment
+/// interrupt and driver work is small next to the copies and is folded into
+/// the per-byte figure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostCost {
+    /// Fixed CPU time per datagram sent.
+    pub send_per_packet: Duration,
+    /// CPU time per UDP payload byte sent, in picoseconds.
+    pub send_ps_per_byte: u64,
+    /// Fixed CPU time per datagram received (after reassembly).
+    pub recv_per_packet: Duration,
+    /// CPU time per UDP payload byte received, in picoseconds.
+    pub recv_ps_per_byte: u64,
+    /// Extra receive cost drawn uniformly from `0..=jitter` per datagram, so
+    /// hosts that get the same multicast do not answer in perfect lockstep.
+    pub jitter: Duration,
+}
+
+impl Default for HostCost {
+    fn default() -> Self {
+        Self::modern()
+    }
+}
+
+impl HostCost {
+    /// A current server (the default): 2 µs per datagram each way (a
+    /// `sendmsg`/`recvmsg` of one MTU-sized UDP datagram without GSO/GRO on a
+    /// 2020s x86 core) and 0.1 ns per byte (one copy at ~10 GB/s), plus up to
+    /// 1 µs of receive jitter. Not calibrated to any measurement here; it is
+    /// simply small next to a 100 Mbit/s or 1 Gbit/s wire, so that the
+    /// network, not the hosts, shapes the results.
+    #[must_use]
+    pub fn modern() -> Self {
+        Self {
+            send_per_packet: Duration::from_micros(2),
+            send_ps_per_byte: 100,
+            recv_per_packet: Duration::from_micros(2),
+            recv_ps_per_byte: 100,
+            jitter: Duration::from_micros(1),
+        }
+    }
+
+    /// A Pentium III 650 MHz host with Linux 2.2 running a user-level
+    /// protocol over UDP, as in the paper's cluster (section 5): 20 µs per
+    /// datagram sent, 30 µs per datagram received, 6 ns per byte each way,
+    /// up to 5 µs of receive jitter.
+    ///
+    /// Where the numbers come from (era measurements, not fitted to the
+    /// paper's throughputs):
+    ///
+    /// * Per packet. Kernel UDP over Fast Ethernet on Linux 2.2 and
+    ///   400–650 MHz Pentium II/III measured about 50–70 µs one-way for a
+    ///   small message (the M-VIA / GAMMA / U-Net comparisons of the time),
+    ///   of which the wire and switch are ~15 µs. Splitting the rest as
+    ///   ~15 µs to send (syscall, UDP/IP, driver) and ~25 µs to receive
+    ///   (interrupt, stack, wake-up, `recvfrom`), and adding ~5 µs of the
+    ///   protocol's own work per packet (the paper calls `gettimeofday()` on
+    ///   every send and every loop iteration, `select()`s, and walks its
+    ///   window), gives 20 µs and 30 µs.
+    /// * Per byte. A 650 MHz Coppermine on PC100/PC133 SDRAM copies about
+    ///   300–350 MB/s out of cache (STREAM "copy"), i.e. ~3 ns per byte.
+    ///   Both directions make two such passes: the kernel's combined
+    ///   copy-and-checksum between user and kernel, and the protocol's own
+    ///   copy between the application's message and its window buffer (the
+    ///   copy the paper's Figure 9 blames for most of its overhead on large
+    ///   messages). Hence 6 ns per byte.
+    ///
+    /// What that reproduces (checked in `tests/fragments_and_costs.rs`):
+    ///
+    /// * A stream of 1472-byte datagrams costs the sender 20 + 8.8 ≈ 29 µs
+    ///   and a receiver 30 + 8.8 ≈ 39 µs each, against 123 µs on the wire:
+    ///   raw UDP runs at the wire's ~94 Mbit/s of payload, hosts ~30 % busy,
+    ///   as 100 Mbit/s Ethernet did on such hosts.
+    /// * In the ack protocol the sender handles N acks per data packet.
+    ///   With N = 30 that is ~0.9 ms of CPU per packet, which makes the
+    ///   sender, not the wire, the bottleneck unless a packet takes longer
+    ///   than that on the wire (> ~11 KB): ack goodput at N = 30 rises
+    ///   steeply with the packet size and peaks at the largest packets, the
+    ///   paper's Figure 10 shape and its choice of 50 KB packets.
+    /// * Nak-poll with a poll every ~40 packets costs the sender under 1 ack
+    ///   per packet, so it stays wire-bound from 1472-byte packets up.
+    ///
+    /// What it does not reproduce: the paper's ack protocol at 50 KB packets
+    /// (68.0 Mbit/s in Table 3). With 50 KB on the wire taking 4.2 ms and
+    /// 30 acks taking 0.9 ms, any plausible per-packet cost leaves that case
+    /// wire-bound near 90 Mbit/s here; making it CPU-bound at 68 Mbit/s would
+    /// need ~190 µs per ack or ~90 ns per byte, neither defensible. The gap
+    /// is in what the simulator leaves out (kernel scheduling, the ack burst
+    /// colliding on the sender's port with the next data, the paper's
+    /// Go-back-N timer handling), not in these costs.
+    #[must_use]
+    pub fn pentium3_650mhz() -> Self {
+        Self {
+            send_per_packet: Duration::from_micros(20),
+            send_ps_per_byte: 6_000,
+            recv_per_packet: Duration::from_micros(30),
+            recv_ps_per_byte: 6_000,
+            jitter: Duration::from_micros(5),
+        }
+    }
+
+    /// Nanoseconds of CPU to send a datagram of `udp_payload` bytes.
+    #[must_use]
+    pub fn send_ns(&self, udp_payload: usize) -> u64 {
+        cost_ns(self.send_per_packet, self.send_ps_per_byte, udp_payload)
+    }
+
+    /// Nanoseconds of CPU to receive a datagram of `udp_payload` bytes (without jitter).
+    #[must_use]
+    pub fn recv_ns(&self, udp_payload: usize) -> u64 {
+        cost_ns(self.recv_per_packet, self.recv_ps_per_byte, udp_payload)
+    }
+}
+
+fn cost_ns(per_packet: Duration, ps_per_byte: u64, bytes: usize) -> u64 {
+    let fixed = u64::try_from(per_packet.as_nanos()).unwrap_or(u64::MAX);
+    fixed.saturating_add((bytes as u64).saturating_mul(ps_per_byte) / 1000)
+}
+
+/// Smallest MTU an IPv4 link may have (RFC 791).
+pub const MIN_MTU: usize = 68;
+/// IPv4 header without options.
+const IP_HEADER: usize = 20;
+/// UDP header.
+const UDP_HEADER: usize = 8;
+/// Smallest Ethernet payload; shorter frames are padded.
+const MIN_ETHERNET_PAYLOAD: usize = 46;
+
 /// One simulation run: topology, link and host parameters, faults, protocol.
 ///
-/// The defaults model a quiet 100 Mbit/s switched Ethernet: 5 µs propagation
-/// per hop, 38 bytes of Ethernet overhead per frame (header, FCS, preamble,
-/// inter-frame gap), 256 KiB drop-tail queues on every uplink and switch
-/// port, 4 MiB socket receive buffers, 2 µs of CPU per packet received and per
-/// packet sent plus up to 1 µs of receive jitter, no loss, no faults, and a
-/// 600 s virtual-time limit.
+/// The defaults model a quiet 100 Mbit/s switched Ethernet with a 1500-byte
+/// MTU: 5 µs propagation per hop, 38 bytes of Ethernet overhead per frame
+/// (header, FCS, preamble, inter-frame gap), 256 KiB drop-tail queues on
+/// every uplink and switch port (a host's own sends wait while its uplink
+/// is full, like a UDP socket's send buffer), 4 MiB socket receive buffers,
+/// [`HostCost::modern`] hosts, no loss, no faults, and a 600 s virtual-time
+/// limit. [`Scenario::fsu_2004`] is the paper's cluster.
+///
+/// A datagram larger than the MTU travels as IP fragments, each its own
+/// frame on every link: own wire size, own place in the queues, own loss
+/// draw. The receiving host reassembles it and hands it to the socket only
+/// if every fragment arrived (see [`Scenario::fragments`]).
 #[derive(Clone, Debug)]
 pub struct Scenario {
     /// Number of receivers (hosts 1..=N; host 0 is the sender). Overrides `config.receivers`.
@@ -101,24 +243,34 @@ pub struct Scenario {
     pub link_rate_bits_per_s: u64,
     /// Propagation delay of each hop (host to switch, switch to host).
     pub propagation_delay: Duration,
-    /// Per-frame Ethernet overhead added to the IP datagram (header, FCS, preamble, gap).
+    /// Largest IP packet a link carries, in bytes (at least [`MIN_MTU`]).
+    pub mtu: usize,
+    /// Per-frame Ethernet overhead added to the IP packet (header, FCS, preamble, gap).
+    /// IP packets shorter than 46 bytes are padded to 46 first.
     pub ethernet_overhead_bytes: usize,
     /// Drop-tail limit of each host's uplink queue (the NIC), in wire bytes.
     pub uplink_queue_bytes: usize,
+    /// Whether a host whose uplink is full holds its next datagram until it
+    /// fits, meanwhile still reading its socket and serving its timers (a
+    /// protocol that polls a non-blocking socket for writability; a full
+    /// socket send buffer stops `sendto` the same way). When false the
+    /// datagram is sent into the full queue and dropped
+    /// (`Drops::uplink_overflow`).
+    pub blocking_send: bool,
     /// Drop-tail limit of each switch output port, in wire bytes.
     pub port_queue_bytes: usize,
-    /// Socket receive buffer of every host, in UDP payload bytes.
+    /// Socket receive buffer of every host, in UDP payload bytes (of whole datagrams).
     pub socket_buffer_bytes: usize,
-    /// CPU time a host spends on each datagram it receives.
-    pub recv_cost: Duration,
-    /// CPU time a host spends on each datagram it sends.
-    pub send_cost: Duration,
-    /// Extra receive cost drawn uniformly from `0..=cpu_jitter` per datagram, so
-    /// hosts that get the same multicast do not answer in perfect lockstep.
-    pub cpu_jitter: Duration,
-    /// Loss of data packets on each receiver's switch port.
+    /// Per host, the fragments of incomplete datagrams it holds at most, in
+    /// IP payload bytes; over it the oldest incomplete datagram is dropped.
+    pub reassembly_buffer_bytes: usize,
+    /// An incomplete datagram is dropped this long after its first fragment arrived.
+    pub reassembly_timeout: Duration,
+    /// CPU cost of sending and receiving datagrams, for every host.
+    pub cost: HostCost,
+    /// Loss of data frames (every fragment draws separately) on each receiver's switch port.
     pub loss: LossModel,
-    /// Loss probability of receiver-to-sender packets on the sender's switch port.
+    /// Loss probability of each receiver-to-sender frame on the sender's switch port.
     pub control_loss: f64,
     /// Receivers that crash, and when.
     pub crashes: Vec<Crash>,
@@ -140,13 +292,15 @@ impl Default for Scenario {
             isn: None,
             link_rate_bits_per_s: 100_000_000,
             propagation_delay: Duration::from_micros(5),
+            mtu: 1500,
             ethernet_overhead_bytes: 38,
             uplink_queue_bytes: 256 * 1024,
+            blocking_send: true,
             port_queue_bytes: 256 * 1024,
             socket_buffer_bytes: 4 * 1024 * 1024,
-            recv_cost: Duration::from_micros(2),
-            send_cost: Duration::from_micros(2),
-            cpu_jitter: Duration::from_micros(1),
+            reassembly_buffer_bytes: 256 * 1024,
+            reassembly_timeout: Duration::from_millis(30),
+            cost: HostCost::modern(),
             loss: LossModel::None,
             control_loss: 0.0,
             crashes: Vec::new(),
@@ -158,10 +312,83 @@ impl Default for Scenario {
 }
 
 impl Scenario {
-    /// Bytes a datagram of `udp_payload` bytes occupies on the wire (IP + UDP + Ethernet).
+    /// The paper's cluster (section 5): 30 receivers and a 2 MB (10^6)
+    /// object, 100 Mbit/s switched Ethernet with a 1500-byte MTU, and
+    /// [`HostCost::pentium3_650mhz`] hosts. Linux 2.2's defaults set the
+    /// buffers: a 64 KiB socket receive buffer (`rmem_default`, room for one
+    /// maximal datagram), a NIC queue of 100 frames (`txqueuelen`, ~150 KB)
+    /// that a sender waits on, and 256 KiB of reassembly memory
+    /// (`ipfrag_high_thresh`). The switch ports keep the default 256 KiB.
+    /// The paper's two cascaded switches are one switch here, and its
+    /// 2-round-trip buffer-management handshake is rmcast's offer/accept.
+    /// The protocol configuration is left at its default: set
+    /// `config.protocol`, `packet_size`, `window` and `poll_interval`.
+    #[must_use]
+    pub fn fsu_2004() -> Self {
+        Self {
+            receivers: 30,
+            object_size: 2_000_000,
+            socket_buffer_bytes: 64 * 1024,
+            uplink_queue_bytes: 100 * 1538,
+            reassembly_buffer_bytes: 256 * 1024,
+            cost: HostCost::pentium3_650mhz(),
+            ..Self::default()
+        }
+    }
+
+    /// IP payload bytes in every fragment but the last: the MTU less the IP
+    /// header, rounded down to a multiple of 8 (fragment offsets count
+    /// 8-byte units).
+    fn fragment_data(&self) -> usize {
+        (self.mtu.max(MIN_MTU) - IP_HEADER) & !7
+    }
+
+    /// IP fragments a datagram of `udp_payload` bytes travels as: 1 when
+    /// `udp_payload + 28 <= mtu`, else ⌈(udp_payload + 8) / fragment data⌉,
+    /// the fragment data being `mtu - 20` rounded down to a multiple of 8
+    /// (1480 for a 1500-byte MTU: a 65,507-byte datagram is 45 fragments).
+    #[must_use]
+    pub fn fragments(&self, udp_payload: usize) -> usize {
+        if udp_payload + UDP_HEADER + IP_HEADER <= self.mtu {
+            1
+        } else {
+            (udp_payload + UDP_HEADER).div_ceil(self.fragment_data())
+        }
+    }
+
+    /// IP payload bytes of fragment `index` (0-based) of a datagram of
+    /// `udp_payload` bytes (the first one carries the UDP header).
+    #[must_use]
+    pub fn fragment_ip_payload(&self, udp_payload: usize, index: usize) -> usize {
+        let k = self.fragments(udp_payload);
+        let total = udp_payload + UDP_HEADER;
+        if k == 1 {
+            return total;
+        }
+        let d = self.fragment_data();
+        if index + 1 < k {
+            d
+        } else {
+            total - d * (k - 1)
+        }
+    }
+
+    /// Bytes fragment `index` of a datagram of `udp_payload` bytes occupies
+    /// on the wire: its IP payload + 20 bytes of IP header (padded to the
+    /// Ethernet minimum) + the Ethernet overhead.
+    #[must_use]
+    pub fn frame_wire_bytes(&self, udp_payload: usize, index: usize) -> usize {
+        let ip = self.fragment_ip_payload(udp_payload, index) + IP_HEADER;
+        ip.max(MIN_ETHERNET_PAYLOAD) + self.ethernet_overhead_bytes
+    }
+
+    /// Bytes a datagram of `udp_payload` bytes occupies on the wire, all its
+    /// fragments together (IP + UDP + Ethernet).
     #[must_use]
     pub fn wire_bytes(&self, udp_payload: usize) -> usize {
-        udp_payload + 28 + self.ethernet_overhead_bytes
+        (0..self.fragments(udp_payload))
+            .map(|i| self.frame_wire_bytes(udp_payload, i))
+            .sum()
     }
 }
 
@@ -177,6 +404,39 @@ mod tests {
 
     #[test]
     fn wire_size_adds_ip_udp_and_ethernet() {
-        assert_eq!(Scenario::default().wire_bytes(1472), 1538);
+        let s = Scenario::default();
+        assert_eq!(s.wire_bytes(1472), 1538);
+        assert_eq!(s.fragments(1472), 1);
+        // Short packets are padded to Ethernet's 46-byte minimum payload.
+        assert_eq!(s.wire_bytes(10), 46 + 38);
+    }
+
+    #[test]
+    fn datagrams_over_the_mtu_fragment() {
+        let s = Scenario::default();
+        assert_eq!(s.fragments(1473), 2);
+        // ⌈(65507 + 8) / 1480⌉ = 45 fragments, the last with 395 bytes.
+        assert_eq!(s.fragments(65_507), 45);
+        assert_eq!(s.fragment_ip_payload(65_507, 0), 1480);
+        assert_eq!(s.fragment_ip_payload(65_507, 44), 65_515 - 44 * 1480);
+        assert_eq!(s.wire_bytes(65_507), 65_515 + 45 * (20 + 38));
+        // 8 KB packets: 6 fragments.
+        assert_eq!(s.fragments(8192), 6);
+        // Fragment data is a multiple of 8: a 1006-byte MTU carries 984.
+        let odd = Scenario {
+            mtu: 1006,
+            ..Scenario::default()
+        };
+        assert_eq!(odd.fragment_ip_payload(5000, 0), 984);
+        assert_eq!(odd.fragments(5000), 5008usize.div_ceil(984));
+    }
+
+    #[test]
+    fn host_cost_is_per_packet_plus_per_byte() {
+        let p3 = HostCost::pentium3_650mhz();
+        assert_eq!(p3.send_ns(0), 20_000);
+        assert_eq!(p3.send_ns(1472), 20_000 + 8_832);
+        assert_eq!(p3.recv_ns(50_000), 30_000 + 300_000);
+        assert_eq!(HostCost::modern().recv_ns(1000), 2_100);
     }
 }

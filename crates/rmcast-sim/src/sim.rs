@@ -57,7 +57,8 @@ enum Route {
     Host(u16),
 }
 
-/// A datagram in flight, shared by every copy the switch makes.
+/// A datagram in flight, shared by every copy the switch makes and every
+/// fragment of it.
 struct Slot {
     bytes: Vec<u8>,
     refs: u32,
@@ -65,6 +66,10 @@ struct Slot {
     route: Route,
     /// `None` for injected garbage.
     kind: Option<Kind>,
+    /// IP fragments it travels as.
+    frags: u16,
+    /// Unique per datagram of the run (the IP identification, never reused).
+    ip_id: u64,
 }
 
 /// Reusable datagram buffers, reference-counted by hand so a multicast to N
@@ -73,10 +78,13 @@ struct Slot {
 struct Pool {
     slots: Vec<Slot>,
     free: Vec<u32>,
+    next_ip_id: u64,
 }
 
 impl Pool {
     fn alloc(&mut self, bytes: &[u8], src: u16, route: Route, kind: Option<Kind>) -> u32 {
+        self.next_ip_id += 1;
+        let ip_id = self.next_ip_id;
         if let Some(id) = self.free.pop() {
             let s = &mut self.slots[id as usize];
             s.bytes.clear();
@@ -85,6 +93,8 @@ impl Pool {
             s.src = src;
             s.route = route;
             s.kind = kind;
+            s.frags = 1;
+            s.ip_id = ip_id;
             id
         } else {
             self.slots.push(Slot {
@@ -93,6 +103,8 @@ impl Pool {
                 src,
                 route,
                 kind,
+                frags: 1,
+                ip_id,
             });
             (self.slots.len() - 1) as u32
         }
@@ -114,12 +126,16 @@ impl Pool {
 
 #[derive(Clone, Copy, Debug)]
 enum Ev {
-    /// A datagram finished crossing a host's uplink and reaches the switch.
-    AtSwitch(u32),
-    /// A datagram finished crossing a switch port and reaches the host.
-    AtHost(u16, u32),
+    /// A frame (datagram, fragment index) finished crossing a host's uplink
+    /// and reaches the switch.
+    AtSwitch(u32, u16),
+    /// A frame (host, datagram, fragment index) finished crossing a switch
+    /// port and reaches the host.
+    AtHost(u16, u32, u16),
     /// The host's CPU is free to read its next datagram.
     Cpu(u16),
+    /// The host's uplink has room for the datagram it holds back.
+    Writable(u16),
     /// The host's protocol timer, with the generation that armed it.
     Timer(u16, u64),
     Crash(u16),
@@ -172,8 +188,7 @@ impl Link {
         }
     }
 
-    /// Queues a frame at `now`; returns when its last bit leaves, or `None` when dropped.
-    fn admit(&mut self, now: u64, wire: usize, rate_bits_per_s: u64) -> Option<u64> {
+    fn drain(&mut self, now: u64) {
         while let Some(&(finish, b)) = self.fifo.front() {
             if finish > now {
                 break;
@@ -181,6 +196,31 @@ impl Link {
             self.bytes -= b;
             self.fifo.pop_front();
         }
+    }
+
+    /// The earliest time from `now` at which `wire` more bytes fit, or
+    /// `None` if they never fit.
+    fn room_at(&mut self, now: u64, wire: usize) -> Option<u64> {
+        if wire > self.limit {
+            return None;
+        }
+        self.drain(now);
+        let mut bytes = self.bytes;
+        if bytes + wire <= self.limit {
+            return Some(now);
+        }
+        for &(finish, b) in &self.fifo {
+            bytes -= b;
+            if bytes + wire <= self.limit {
+                return Some(finish);
+            }
+        }
+        unreachable!("an empty queue has room for anything under its limit")
+    }
+
+    /// Queues a frame at `now`; returns when its last bit leaves, or `None` when dropped.
+    fn admit(&mut self, now: u64, wire: usize, rate_bits_per_s: u64) -> Option<u64> {
+        self.drain(now);
         if self.bytes + wire > self.limit {
             return None;
         }
@@ -213,8 +253,25 @@ struct RxApp {
     ended_at: Option<u64>,
     failure: Option<String>,
     data_lost: u64,
+    fragment_loss: u64,
     socket_overflow: u64,
     garbage_seen: u64,
+}
+
+/// A datagram being reassembled at a host. Holds one reference to its slot.
+struct Reasm {
+    ip_id: u64,
+    src: u16,
+    pkt: u32,
+    /// When its first fragment arrived.
+    first_at: u64,
+    /// Fragments arrived so far.
+    received: u16,
+    /// Fragment index expected next; fragments of one datagram arrive in
+    /// order (one FIFO path), so any other index means one was lost.
+    next: u16,
+    /// IP payload bytes held.
+    bytes: usize,
 }
 
 struct Host {
@@ -226,14 +283,23 @@ struct Host {
     port: Link,
     loss_rng: ChaCha8Rng,
     loss_bad: bool,
+    /// When the loss chain last stepped (virtual ns).
+    loss_at: u64,
     cpu_rng: ChaCha8Rng,
-    /// Data frames that reached this host's switch port so far.
+    /// Data frames (fragments count one each) that reached this host's switch port so far.
     data_frames: u64,
+    /// Incomplete datagrams, oldest first.
+    reasm: Vec<Reasm>,
+    reasm_bytes: usize,
     socket: VecDeque<u32>,
     socket_bytes: usize,
     max_socket_bytes: usize,
     cpu_free: u64,
     cpu_scheduled: bool,
+    /// A datagram waiting for room on the uplink (with `blocking_send`).
+    pending_send: Option<u32>,
+    /// When the scheduled `Writable` event fires, if one is.
+    writable_at: Option<u64>,
     timer_at: Option<u64>,
     timer_gen: u64,
     fires_at_same_instant: u32,
@@ -265,9 +331,8 @@ struct Sim<'s> {
     garbage_rng: ChaCha8Rng,
     garbage_injected: u64,
     control_rng: ChaCha8Rng,
-    send_cost: u64,
-    recv_cost: u64,
     cpu_jitter: u64,
+    reasm_timeout: u64,
     window: u32,
     log: SenderLog,
 }
@@ -281,16 +346,19 @@ fn nanos(d: Duration) -> u64 {
 pub(crate) fn run(sc: &Scenario) -> Result<RunReport, SimError> {
     let mut sim = match Sim::new(sc) {
         Ok(s) => s,
-        Err(e) => {
+        Err(failure) => {
             return Err(SimError {
                 seed: sc.seed,
                 scenario: Box::new(sc.clone()),
-                failure: Failure::Config(e),
+                failure,
                 snapshot: String::new(),
             });
         }
     };
-    match sim.run_loop().and_then(|()| sim.check_final()) {
+    match sim.run_loop().and_then(|()| {
+        sim.settle_reassembly();
+        sim.check_final()
+    }) {
         Ok(()) => Ok(sim.report()),
         Err(failure) => Err(SimError {
             seed: sc.seed,
@@ -302,7 +370,14 @@ pub(crate) fn run(sc: &Scenario) -> Result<RunReport, SimError> {
 }
 
 impl<'s> Sim<'s> {
-    fn new(sc: &'s Scenario) -> Result<Self, rmcast_proto::ConfigError> {
+    fn new(sc: &'s Scenario) -> Result<Self, Fail> {
+        if sc.mtu < crate::scenario::MIN_MTU {
+            return Err(Failure::Scenario(format!(
+                "mtu {} is below IPv4's minimum of {}",
+                sc.mtu,
+                crate::scenario::MIN_MTU
+            )));
+        }
         let mut master = ChaCha8Rng::seed_from_u64(sc.seed);
         let size = usize::try_from(sc.object_size).expect("object fits in memory");
         let mut object = vec![0u8; size];
@@ -318,7 +393,8 @@ impl<'s> Sim<'s> {
             name: "object.bin".into(),
             hash,
         };
-        let sender = Sender::new(config, session, isn, info, Instant::ZERO)?;
+        let sender =
+            Sender::new(config, session, isn, info, Instant::ZERO).map_err(Failure::Config)?;
         let n = usize::from(sc.receivers);
         let mut hosts = Vec::with_capacity(n + 1);
         let mut sender = Some(sender);
@@ -340,13 +416,18 @@ impl<'s> Sim<'s> {
                 port: Link::new(sc.port_queue_bytes),
                 loss_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
                 loss_bad: false,
+                loss_at: 0,
                 cpu_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
                 data_frames: 0,
+                reasm: Vec::new(),
+                reasm_bytes: 0,
                 socket: VecDeque::new(),
                 socket_bytes: 0,
                 max_socket_bytes: 0,
                 cpu_free: 0,
                 cpu_scheduled: false,
+                pending_send: None,
+                writable_at: None,
                 timer_at: None,
                 timer_gen: 0,
                 fires_at_same_instant: 0,
@@ -370,9 +451,8 @@ impl<'s> Sim<'s> {
             garbage_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
             garbage_injected: 0,
             control_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
-            send_cost: nanos(sc.send_cost),
-            recv_cost: nanos(sc.recv_cost),
-            cpu_jitter: nanos(sc.cpu_jitter),
+            cpu_jitter: nanos(sc.cost.jitter),
+            reasm_timeout: nanos(sc.reassembly_timeout),
             window,
             log: SenderLog {
                 failed_at: vec![None; n + 1],
@@ -418,9 +498,10 @@ impl<'s> Sim<'s> {
             self.now = at;
             self.events += 1;
             match ev {
-                Ev::AtSwitch(pkt) => self.at_switch(pkt),
-                Ev::AtHost(h, pkt) => self.at_host(usize::from(h), pkt),
+                Ev::AtSwitch(pkt, frag) => self.at_switch(pkt, frag),
+                Ev::AtHost(h, pkt, frag) => self.at_host(usize::from(h), pkt, frag),
                 Ev::Cpu(h) => self.cpu(usize::from(h))?,
+                Ev::Writable(h) => self.writable(usize::from(h))?,
                 Ev::Timer(h, generation) => self.timer(usize::from(h), generation)?,
                 Ev::Crash(h) => self.crash(usize::from(h)),
                 Ev::Garbage => self.garbage(),
@@ -442,13 +523,18 @@ impl<'s> Sim<'s> {
     }
 
     /// Drains a host's machine after an input at CPU time `now`: transmits
-    /// (each costing `send_cost`), events (and the application's reactions,
+    /// (each costing its [`crate::HostCost`] send cost, and waiting first
+    /// while the uplink is full if sends block), events (and the application's reactions,
     /// which may owe more transmits), then re-arms its timer. Returns the
     /// CPU time at which the host is free again.
     fn service(&mut self, h: usize, mut now: u64) -> Result<u64, Fail> {
         let mut sent = 0usize;
         loop {
             loop {
+                if !self.writable_now(h, now) {
+                    // Waiting for room on the uplink: no more sends for now.
+                    break;
+                }
                 let host = &mut self.hosts[h];
                 let at = Instant::from_nanos(now);
                 let t = match &mut host.machine {
@@ -481,7 +567,6 @@ impl<'s> Sim<'s> {
                         format!("host {h} emits datagrams without end"),
                     ));
                 }
-                now += self.send_cost;
                 let route = match t.dest {
                     Dest::Group => Some(Route::Group),
                     Dest::Unicast(addr) => {
@@ -489,6 +574,7 @@ impl<'s> Sim<'s> {
                     }
                 };
                 let Some(route) = route else {
+                    now += self.sc.cost.send_ns(t.len);
                     self.drops.no_route += 1;
                     continue;
                 };
@@ -496,6 +582,20 @@ impl<'s> Sim<'s> {
                 let pkt = self
                     .pool
                     .alloc(&host.buf[..t.len], h as u16, route, Some(t.kind));
+                self.pool.slots[pkt as usize].frags = self.frags(t.len);
+                if self.sc.blocking_send {
+                    let wire = self.sc.wire_bytes(t.len);
+                    if let Some(at) = self.hosts[h].uplink.room_at(now, wire)
+                        && at > now
+                    {
+                        // The socket is not writable: hold the datagram
+                        // and go on reading input until it is.
+                        self.hosts[h].pending_send = Some(pkt);
+                        self.arm_writable(h, at);
+                        break;
+                    }
+                }
+                now += self.sc.cost.send_ns(t.len);
                 self.uplink_send(h, now, pkt);
             }
             if !self.react(h, now)? {
@@ -574,7 +674,10 @@ impl<'s> Sim<'s> {
             Machine::Sender(s) => s.poll_timeout(),
             Machine::Receiver(r) => r.poll_timeout(),
         }
-        .map(|t| t.as_nanos().max(now));
+        .map(|t| t.as_nanos().max(now))
+        // A host waiting to send cannot act on an expiry before it may send
+        // (the machine's deadline may be "transmit now").
+        .map(|t| t.max(host.writable_at.unwrap_or(0)));
         if want == host.timer_at {
             return;
         }
@@ -621,26 +724,34 @@ impl<'s> Sim<'s> {
         Ok(())
     }
 
-    fn uplink_send(&mut self, h: usize, now: u64, pkt: u32) {
-        let wire = self
-            .sc
-            .wire_bytes(self.pool.slots[pkt as usize].bytes.len());
-        match self.hosts[h]
-            .uplink
-            .admit(now, wire, self.sc.link_rate_bits_per_s)
-        {
-            Some(finish) => {
-                let at = finish + nanos(self.sc.propagation_delay);
-                self.push(at, Ev::AtSwitch(pkt));
-            }
-            None => {
-                self.drops.uplink_overflow += 1;
-                self.pool.release(pkt);
-            }
-        }
+    fn frags(&self, udp_payload: usize) -> u16 {
+        u16::try_from(self.sc.fragments(udp_payload)).expect("at most 65,535 fragments")
     }
 
-    fn at_switch(&mut self, pkt: u32) {
+    /// Queues every fragment of a datagram (one reference held, given up
+    /// here) on host `h`'s uplink; each fragment that fits travels on.
+    fn uplink_send(&mut self, h: usize, now: u64, pkt: u32) {
+        let slot = &self.pool.slots[pkt as usize];
+        let (len, frags) = (slot.bytes.len(), slot.frags);
+        for frag in 0..frags {
+            let wire = self.sc.frame_wire_bytes(len, usize::from(frag));
+            match self.hosts[h]
+                .uplink
+                .admit(now, wire, self.sc.link_rate_bits_per_s)
+            {
+                Some(finish) => {
+                    let at = finish + nanos(self.sc.propagation_delay);
+                    self.pool.retain(pkt);
+                    self.push(at, Ev::AtSwitch(pkt, frag));
+                }
+                None => self.drops.uplink_overflow += 1,
+            }
+        }
+        self.pool.release(pkt);
+    }
+
+    /// Store-and-forward of one frame: copies it to every port it is for.
+    fn at_switch(&mut self, pkt: u32, frag: u16) {
         let slot = &self.pool.slots[pkt as usize];
         let (src, route) = (slot.src, slot.route);
         match route {
@@ -648,25 +759,28 @@ impl<'s> Sim<'s> {
                 for p in 1..self.hosts.len() {
                     if p != usize::from(src) {
                         self.pool.retain(pkt);
-                        self.port_send(p, pkt);
+                        self.port_send(p, pkt, frag);
                     }
                 }
             }
             Route::Host(d) => {
                 if d != src {
                     self.pool.retain(pkt);
-                    self.port_send(usize::from(d), pkt);
+                    self.port_send(usize::from(d), pkt, frag);
                 }
             }
         }
         self.pool.release(pkt);
     }
 
-    /// Queues a datagram (one reference held) on the switch port towards host `p`.
-    fn port_send(&mut self, p: usize, pkt: u32) {
+    /// Queues one frame (one reference held) on the switch port towards host
+    /// `p`; the loss models draw once per frame.
+    fn port_send(&mut self, p: usize, pkt: u32, frag: u16) {
         let now = self.now;
         let slot = &self.pool.slots[pkt as usize];
-        let wire = self.sc.wire_bytes(slot.bytes.len());
+        let wire = self
+            .sc
+            .frame_wire_bytes(slot.bytes.len(), usize::from(frag));
         let kind = slot.kind;
         let Some(finish) = self.hosts[p]
             .port
@@ -685,9 +799,16 @@ impl<'s> Sim<'s> {
             let host = &mut self.hosts[p];
             let frame = host.data_frames;
             host.data_frames += 1;
+            // The burst chain steps once per full-size frame time on the
+            // link, so a burst lasts a bounded time however sparse the
+            // traffic (a backed-off sender must not stretch it to seconds).
+            let frame_ns =
+                (self.sc.mtu as u64 + 38) * 8 * 1_000_000_000 / self.sc.link_rate_bits_per_s.max(1);
+            let steps = ((now.saturating_sub(host.loss_at)) / frame_ns.max(1)).max(1);
+            host.loss_at = now;
             let lost = match &self.sc.loss {
                 LossModel::Frames(frames) => frames.contains(&frame),
-                model => data_lost(model, &mut host.loss_rng, &mut host.loss_bad),
+                model => data_lost(model, &mut host.loss_rng, &mut host.loss_bad, steps),
             };
             if lost {
                 host.app.data_lost += 1;
@@ -706,18 +827,112 @@ impl<'s> Sim<'s> {
             return;
         }
         let at = finish + nanos(self.sc.propagation_delay);
-        self.push(at, Ev::AtHost(p as u16, pkt));
+        self.push(at, Ev::AtHost(p as u16, pkt, frag));
     }
 
-    fn at_host(&mut self, h: usize, pkt: u32) {
-        let now = self.now;
-        let len = self.pool.slots[pkt as usize].bytes.len();
-        let host = &mut self.hosts[h];
-        if host.crashed_at.is_some() {
-            self.drops.crashed_host += 1;
+    /// A frame reaches host `h` (one reference held): a whole datagram goes
+    /// to the socket, a fragment to reassembly.
+    fn at_host(&mut self, h: usize, pkt: u32, frag: u16) {
+        let slot = &self.pool.slots[pkt as usize];
+        let frags = slot.frags;
+        if self.hosts[h].crashed_at.is_some() {
+            if frag == 0 {
+                self.drops.crashed_host += 1;
+            }
             self.pool.release(pkt);
             return;
         }
+        if frags == 1 {
+            self.enqueue_socket(h, pkt);
+            return;
+        }
+        let (ip_id, src, len) = (slot.ip_id, slot.src, slot.bytes.len());
+        let now = self.now;
+        let timeout = self.reasm_timeout;
+        // Expired datagrams, and older ones from the same source (fragments
+        // of one source never overtake each other, so those are lost).
+        self.reasm_drop(h, |r| {
+            now.saturating_sub(r.first_at) >= timeout || (r.src == src && r.ip_id < ip_id)
+        });
+        let bytes = self.sc.fragment_ip_payload(len, usize::from(frag));
+        let limit = self.sc.reassembly_buffer_bytes;
+        if len + 8 > limit {
+            // Never fits in reassembly memory: lost, counted once.
+            if frag == 0 {
+                self.hosts[h].app.fragment_loss += 1;
+                self.drops.fragment_loss += 1;
+            }
+            self.pool.release(pkt);
+            return;
+        }
+        // Make room: drop the oldest incomplete datagrams other than this one.
+        while self.hosts[h].reasm_bytes + bytes > limit {
+            let host = &self.hosts[h];
+            let Some(oldest) = host.reasm.iter().position(|r| r.ip_id != ip_id) else {
+                break;
+            };
+            let victim = host.reasm[oldest].ip_id;
+            self.reasm_drop(h, |r| r.ip_id == victim);
+        }
+        let host = &mut self.hosts[h];
+        let i = match host.reasm.iter().position(|r| r.ip_id == ip_id) {
+            Some(i) => i,
+            None => {
+                self.pool.retain(pkt);
+                host.reasm.push(Reasm {
+                    ip_id,
+                    src,
+                    pkt,
+                    first_at: now,
+                    received: 0,
+                    next: 0,
+                    bytes: 0,
+                });
+                host.reasm.len() - 1
+            }
+        };
+        let r = &mut host.reasm[i];
+        debug_assert!(
+            frag >= r.next,
+            "fragments of one datagram overtook each other"
+        );
+        r.received += 1;
+        r.next = frag + 1;
+        r.bytes += bytes;
+        host.reasm_bytes += bytes;
+        if r.received == frags {
+            let r = host.reasm.remove(i);
+            host.reasm_bytes -= r.bytes;
+            // The reassembly's reference goes to the socket.
+            self.enqueue_socket(h, r.pkt);
+        }
+        self.pool.release(pkt);
+    }
+
+    /// Drops host `h`'s incomplete datagrams that match, counting each as
+    /// fragment loss.
+    fn reasm_drop(&mut self, h: usize, mut lost: impl FnMut(&Reasm) -> bool) {
+        let host = &mut self.hosts[h];
+        let mut k = 0;
+        while k < host.reasm.len() {
+            if lost(&host.reasm[k]) {
+                let r = host.reasm.remove(k);
+                host.reasm_bytes -= r.bytes;
+                host.app.fragment_loss += 1;
+                self.drops.fragment_loss += 1;
+                self.pool.release(r.pkt);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// A whole datagram (one reference held) enters host `h`'s socket
+    /// buffer, which counts UDP payload bytes, or is dropped if it is full.
+    fn enqueue_socket(&mut self, h: usize, pkt: u32) {
+        let now = self.now;
+        let len = self.pool.slots[pkt as usize].bytes.len();
+        let host = &mut self.hosts[h];
         if host.socket_bytes + len > self.sc.socket_buffer_bytes {
             self.drops.socket_overflow += 1;
             host.app.socket_overflow += 1;
@@ -734,9 +949,77 @@ impl<'s> Sim<'s> {
         }
     }
 
+    /// Whether host `h` may hand the machine's next datagram to its uplink
+    /// at `now`: always without `blocking_send`; else when nothing is held
+    /// back and the uplink has room for the largest datagram the host sends
+    /// (a socket is writable when a full-size send fits). If not, a
+    /// `Writable` event is armed for when it is.
+    fn writable_now(&mut self, h: usize, now: u64) -> bool {
+        if !self.sc.blocking_send {
+            return true;
+        }
+        if self.hosts[h].pending_send.is_some() {
+            return false;
+        }
+        let largest = if h == 0 {
+            self.sc.config.packet_size
+        } else {
+            self.sc.mtu.saturating_sub(28).max(1)
+        };
+        let need = self.sc.wire_bytes(largest);
+        match self.hosts[h].uplink.room_at(now, need) {
+            Some(at) if at > now => {
+                self.arm_writable(h, at);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    fn arm_writable(&mut self, h: usize, at: u64) {
+        let host = &mut self.hosts[h];
+        if host.writable_at.is_none() {
+            host.writable_at = Some(at);
+            self.push(at, Ev::Writable(h as u16));
+        }
+    }
+
+    /// The uplink has room again: send the held-back datagram, if any (its
+    /// send cost starts once the CPU is free), and let the machine go on.
+    fn writable(&mut self, h: usize) -> Result<(), Fail> {
+        let now = self.now;
+        let host = &mut self.hosts[h];
+        if host.crashed_at.is_some() {
+            return Ok(());
+        }
+        if host.cpu_free > now {
+            let at = host.cpu_free;
+            self.push(at, Ev::Writable(h as u16));
+            return Ok(());
+        }
+        host.writable_at = None;
+        let mut t = now;
+        if let Some(pkt) = host.pending_send.take() {
+            t += self
+                .sc
+                .cost
+                .send_ns(self.pool.slots[pkt as usize].bytes.len());
+            self.uplink_send(h, t, pkt);
+        }
+        let end = self.service(h, t)?;
+        self.hosts[h].cpu_free = end;
+        Ok(())
+    }
+
     fn cpu(&mut self, h: usize) -> Result<(), Fail> {
         let host = &mut self.hosts[h];
         if host.crashed_at.is_some() {
+            return Ok(());
+        }
+        if host.cpu_free > self.now {
+            // Busy (a timer or a send ran meanwhile): read when it frees up.
+            let at = host.cpu_free;
+            self.push(at, Ev::Cpu(h as u16));
             return Ok(());
         }
         let Some(pkt) = host.socket.pop_front() else {
@@ -751,7 +1034,7 @@ impl<'s> Sim<'s> {
         } else {
             0
         };
-        let t = self.now + self.recv_cost + jitter;
+        let t = self.now + self.sc.cost.recv_ns(slot.bytes.len()) + jitter;
         let from = if slot.src == INTRUDER {
             intruder_addr()
         } else {
@@ -791,6 +1074,13 @@ impl<'s> Sim<'s> {
         }
         host.crashed_at = Some(now);
         host.socket_bytes = 0;
+        host.reasm_bytes = 0;
+        for r in std::mem::take(&mut host.reasm) {
+            self.pool.release(r.pkt);
+        }
+        if let Some(pkt) = host.pending_send.take() {
+            self.pool.release(pkt);
+        }
         let queued: Vec<u32> = host.socket.drain(..).collect();
         for pkt in queued {
             self.drops.crashed_host += 1;
@@ -850,7 +1140,28 @@ impl<'s> Sim<'s> {
             Route::Group
         };
         let pkt = self.pool.alloc(&buf[..len], INTRUDER, route, None);
-        self.at_switch(pkt);
+        let frags = self.frags(len);
+        self.pool.slots[pkt as usize].frags = frags;
+        // Straight into the switch, every fragment at once (one reference each).
+        for _ in 1..frags {
+            self.pool.retain(pkt);
+        }
+        for frag in 0..frags {
+            self.at_switch(pkt, frag);
+        }
+    }
+
+    /// At the end of a run, counts the incomplete datagrams that are surely
+    /// lost (one fragment missing before the last one that arrived, or past
+    /// the reassembly timeout); the others were still in flight.
+    fn settle_reassembly(&mut self) {
+        let now = self.now;
+        let timeout = self.reasm_timeout;
+        for h in 0..self.hosts.len() {
+            self.reasm_drop(h, |r| {
+                r.received < r.next || now.saturating_sub(r.first_at) >= timeout
+            });
+        }
     }
 
     fn check_final(&mut self) -> Result<(), Fail> {
@@ -961,6 +1272,8 @@ impl<'s> Sim<'s> {
                     sender_failed_seconds: self.log.failed_at[i + 1].map(secs),
                     stats: r.stats().clone(),
                     data_lost: a.data_lost,
+                    data_frames: host.data_frames,
+                    fragment_loss: a.fragment_loss,
                     socket_overflow: a.socket_overflow,
                     garbage_seen: a.garbage_seen,
                 }
@@ -1105,7 +1418,9 @@ fn deliver(app: &mut RxApp, object: &[u8], chunk: DataChunk<'_>) -> Result<(), S
     Ok(())
 }
 
-fn data_lost(model: &LossModel, rng: &mut ChaCha8Rng, bad: &mut bool) -> bool {
+/// Draws one frame's fate; the Gilbert–Elliott chain first advances
+/// `steps` steps (closed form for a two-state chain).
+fn data_lost(model: &LossModel, rng: &mut ChaCha8Rng, bad: &mut bool, steps: u64) -> bool {
     match *model {
         LossModel::None | LossModel::Frames(_) => false,
         LossModel::Bernoulli(p) => p > 0.0 && rng.random::<f64>() < p,
@@ -1115,9 +1430,22 @@ fn data_lost(model: &LossModel, rng: &mut ChaCha8Rng, bad: &mut bool) -> bool {
             loss_in_bad,
             loss_in_good,
         } => {
-            let flip = if *bad { p_bad_to_good } else { p_good_to_bad };
-            if rng.random::<f64>() < flip {
-                *bad = !*bad;
+            if steps <= 1 {
+                let flip = if *bad { p_bad_to_good } else { p_good_to_bad };
+                if rng.random::<f64>() < flip {
+                    *bad = !*bad;
+                }
+            } else {
+                // P(bad after n steps) = π + (x₀ − π)·(1 − p_gb − p_bg)^n.
+                let total = p_good_to_bad + p_bad_to_good;
+                let stationary = if total > 0.0 {
+                    p_good_to_bad / total
+                } else {
+                    0.0
+                };
+                let decay = (1.0 - total).powi(steps.min(i32::MAX as u64) as i32);
+                let start = if *bad { 1.0 } else { 0.0 };
+                *bad = rng.random::<f64>() < stationary + (start - stationary) * decay;
             }
             let p = if *bad { loss_in_bad } else { loss_in_good };
             rng.random::<f64>() < p
@@ -1137,6 +1465,7 @@ fn foreign_packet(rng: &mut ChaCha8Rng, session: SessionId, buf: &mut [u8]) -> u
         let fb = Feedback {
             cumulative: seq,
             echo: seq,
+            aggregate: false,
             bitmap: &[],
         };
         let packet = Packet {
@@ -1171,6 +1500,7 @@ fn foreign_packet(rng: &mut ChaCha8Rng, session: SessionId, buf: &mut [u8]) -> u
         _ => Body::Welcome(Welcome {
             receiver_id: rng.next_u64(),
             rank: 0,
+            upstream: None,
         }),
     };
     Packet { header, body }.encode(buf).expect("fits")
@@ -1221,9 +1551,34 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(9);
         let mut bad = false;
         let lost = (0..200_000)
-            .filter(|_| data_lost(&model, &mut rng, &mut bad))
+            .filter(|_| data_lost(&model, &mut rng, &mut bad, 1))
             .count();
         let share = lost as f64 / 200_000.0;
         assert!((0.04..0.06).contains(&share), "lost {share}");
+    }
+
+    #[test]
+    fn a_long_silence_ends_a_burst_as_time_passes() {
+        // Bursts of ~5 frames: after 10,000 frame times in the bad state the
+        // chain has forgotten where it started and loses at its mean.
+        let model = LossModel::bursty(0.05, 5.0);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let lost = (0..20_000)
+            .filter(|_| {
+                let mut bad = true;
+                data_lost(&model, &mut rng, &mut bad, 10_000)
+            })
+            .count();
+        let share = lost as f64 / 20_000.0;
+        assert!((0.04..0.06).contains(&share), "lost {share}");
+        // One step later the same chain is still almost surely bad.
+        let mut bad = true;
+        let still = (0..1000)
+            .filter(|_| {
+                bad = true;
+                data_lost(&model, &mut rng, &mut bad, 1)
+            })
+            .count();
+        assert!(still > 700, "{still}");
     }
 }

@@ -169,7 +169,7 @@ fn socket_overflow_is_counted_and_repaired() {
     for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
         let mut s = scenario(protocol, 3, 500_000, LossModel::None, 11);
         s.socket_buffer_bytes = 16 * 1024;
-        s.recv_cost = Duration::from_micros(300);
+        s.cost.recv_per_packet = Duration::from_micros(300);
         let r = check(&s);
         assert!(r.drops.socket_overflow > 0, "{:?}", r.drops);
         assert!(r.max_socket_buffer_bytes <= 16 * 1024);

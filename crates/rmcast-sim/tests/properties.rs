@@ -42,7 +42,7 @@ proptest! {
         s.config.window = window;
         s.isn = isn;
         s.garbage_per_s = garbage;
-        s.cpu_jitter = Duration::from_micros(jitter_us);
+        s.cost.jitter = Duration::from_micros(jitter_us);
         let r = rmcast_sim::run(&s).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(r.outcome.verified(), usize::from(receivers));
         prop_assert_eq!(r.data_packets, size.div_ceil(PAYLOAD));
