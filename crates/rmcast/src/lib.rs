@@ -42,6 +42,7 @@
 mod demo;
 mod name;
 mod net;
+pub mod overlay;
 mod parse;
 mod receiver;
 mod sender;

@@ -1,0 +1,331 @@
+//! Blocking socket helpers with bounded waits, and the segment buffer pool.
+//!
+//! Every socket gets a short read and write timeout ([`TICK`]): a blocked
+//! call wakes up at least that often to look at the abort flag and at how
+//! long the peer has been stalled, so no thread ever waits forever.
+
+use super::wire::{FrameReader, Msg};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// Longest a blocked socket call or queue wait sleeps before looking at
+/// the abort flag again.
+pub(crate) const TICK: Duration = Duration::from_millis(100);
+
+/// Why moving bytes over a data connection stopped.
+#[derive(Debug)]
+pub(crate) enum XferError {
+    /// The local abort flag was raised.
+    Aborted,
+    /// The peer moved no byte for this long.
+    Stalled(Duration),
+    /// The connection closed early.
+    Closed,
+    /// A system call failed.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for XferError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Aborted => f.write_str("aborted"),
+            Self::Stalled(d) => write!(f, "no progress for {:.1} s", d.as_secs_f64()),
+            Self::Closed => f.write_str("connection closed mid-transfer"),
+            Self::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// Gives a stream the [`TICK`] timeouts and no Nagle delay.
+pub(crate) fn tune(s: &TcpStream) -> io::Result<()> {
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(TICK))?;
+    s.set_write_timeout(Some(TICK))?;
+    Ok(())
+}
+
+/// Writes all of `bytes`; fails when `abort` is raised or the peer takes
+/// no byte for `stall` (an inactivity timeout, not a total one).
+pub(crate) fn write_all(
+    s: &mut TcpStream,
+    mut bytes: &[u8],
+    abort: &AtomicBool,
+    stall: Duration,
+) -> Result<(), XferError> {
+    let mut last = Instant::now();
+    while !bytes.is_empty() {
+        if abort.load(Ordering::Relaxed) {
+            return Err(XferError::Aborted);
+        }
+        match s.write(bytes) {
+            Ok(0) => return Err(XferError::Closed),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                last = Instant::now();
+            }
+            Err(e) if is_timeout(&e) => {
+                if last.elapsed() >= stall {
+                    return Err(XferError::Stalled(last.elapsed()));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(XferError::Io(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf`; fails when `abort` is raised, the connection closes, or
+/// no byte arrives for `stall` (`None`: wait as long as the abort flag allows).
+pub(crate) fn read_exact(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    abort: &AtomicBool,
+    stall: Option<Duration>,
+) -> Result<(), XferError> {
+    let mut have = 0;
+    let mut last = Instant::now();
+    while have < buf.len() {
+        if abort.load(Ordering::Relaxed) {
+            return Err(XferError::Aborted);
+        }
+        match s.read(&mut buf[have..]) {
+            Ok(0) => return Err(XferError::Closed),
+            Ok(n) => {
+                have += n;
+                last = Instant::now();
+            }
+            Err(e) if is_timeout(&e) => {
+                if stall.is_some_and(|d| last.elapsed() >= d) {
+                    return Err(XferError::Stalled(last.elapsed()));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(XferError::Io(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Reads one control frame within `limit`.
+pub(crate) fn read_msg(
+    s: &mut TcpStream,
+    abort: &AtomicBool,
+    limit: Duration,
+) -> Result<Msg, XferError> {
+    let start = Instant::now();
+    let mut reader = FrameReader::default();
+    loop {
+        if abort.load(Ordering::Relaxed) {
+            return Err(XferError::Aborted);
+        }
+        match reader.read(s) {
+            Ok(Some(m)) => return Ok(m),
+            Ok(None) if start.elapsed() >= limit => {
+                return Err(XferError::Stalled(start.elapsed()));
+            }
+            Ok(None) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(XferError::Closed),
+            Err(e) => return Err(XferError::Io(e)),
+        }
+    }
+}
+
+/// Connects to `addr` within `limit`, then tunes the stream.
+pub(crate) fn connect(addr: SocketAddr, limit: Duration) -> io::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&addr, limit)?;
+    tune(&s)?;
+    Ok(s)
+}
+
+/// Sleeps `d` in [`TICK`] steps; false when `abort` was raised meanwhile.
+pub(crate) fn sleep_unless(abort: &AtomicBool, d: Duration) -> bool {
+    let end = Instant::now() + d;
+    loop {
+        if abort.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= end {
+            return true;
+        }
+        std::thread::sleep((end - now).min(TICK));
+    }
+}
+
+/// How [`control_reader`] starts the reason when the peer sent garbage.
+pub(crate) const MALFORMED: &str = "malformed control frame";
+
+/// Reads control frames from `s` until it closes, fails, or `stop` is
+/// raised, handing each (or the reason it ended) to `deliver`. Returns when
+/// `deliver` returns false (the consumer is gone).
+pub(crate) fn control_reader(
+    mut s: TcpStream,
+    stop: &AtomicBool,
+    mut deliver: impl FnMut(Result<Msg, String>) -> bool,
+) {
+    let mut reader = FrameReader::default();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        match reader.read(&mut s) {
+            Ok(Some(m)) => {
+                if !deliver(Ok(m)) {
+                    return;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let why = if e.kind() == io::ErrorKind::UnexpectedEof {
+                    "control connection closed".to_owned()
+                } else if e.kind() == io::ErrorKind::InvalidData {
+                    format!("{MALFORMED}: {e}")
+                } else {
+                    format!("control connection failed: {e}")
+                };
+                deliver(Err(why));
+                return;
+            }
+        }
+    }
+}
+
+/// Writes one control message, failing after `limit` without progress.
+pub(crate) fn send_msg(s: &mut TcpStream, m: &Msg, limit: Duration) -> Result<(), XferError> {
+    let never = AtomicBool::new(false);
+    write_all(s, &m.to_frame(), &never, limit)
+}
+
+/// A segment sitting in a pool slot, as passed between threads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seg {
+    /// Which pool (incoming stream) holds it.
+    pub(crate) pool: u32,
+    /// Pool slot holding the bytes.
+    pub(crate) slot: u32,
+    /// Segment index in the object.
+    pub(crate) index: u64,
+    /// Bytes in the segment.
+    pub(crate) len: u32,
+}
+
+/// A fixed set of segment buffers shared by a node's threads. A slot is
+/// filled by one reader, then read by the disk writer and the children it
+/// is forwarded to; the last of them to release it makes it free again.
+/// No allocation happens per segment; the pool bounds a node's memory.
+pub(crate) struct Pool {
+    slots: Vec<RwLock<Box<[u8]>>>,
+    refs: Vec<AtomicUsize>,
+    free: Mutex<Vec<u32>>,
+    freed: Condvar,
+}
+
+impl Pool {
+    /// A pool of `slots` buffers of `segment_size` bytes each.
+    pub(crate) fn new(slots: usize, segment_size: usize) -> Self {
+        Self {
+            slots: (0..slots)
+                .map(|_| RwLock::new(vec![0u8; segment_size].into_boxed_slice()))
+                .collect(),
+            refs: (0..slots).map(|_| AtomicUsize::new(0)).collect(),
+            free: Mutex::new((0..slots as u32).rev().collect()),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// Takes a free slot, waiting while none is; `None` once `abort` is raised.
+    pub(crate) fn acquire(&self, abort: &AtomicBool) -> Option<u32> {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if abort.load(Ordering::Relaxed) {
+                return None;
+            }
+            if let Some(slot) = free.pop() {
+                return Some(slot);
+            }
+            free = self
+                .freed
+                .wait_timeout(free, TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Sets how many holders must release `slot` before it is free.
+    pub(crate) fn share(&self, slot: u32, holders: usize) {
+        debug_assert!(holders > 0);
+        self.refs[slot as usize].store(holders, Ordering::Release);
+    }
+
+    /// One holder is done with `slot`.
+    pub(crate) fn release(&self, slot: u32) {
+        let before = self.refs[slot as usize].fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "slot {slot} released too often");
+        if before == 1 {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            free.push(slot);
+            self.freed.notify_one();
+        }
+    }
+
+    /// The buffer of `slot`, for filling (only its single owner may).
+    pub(crate) fn fill(&self, slot: u32) -> std::sync::RwLockWriteGuard<'_, Box<[u8]>> {
+        self.slots[slot as usize]
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The buffer of `slot`, for reading.
+    pub(crate) fn view(&self, slot: u32) -> std::sync::RwLockReadGuard<'_, Box<[u8]>> {
+        self.slots[slot as usize]
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Slots currently free (for tests).
+    #[cfg(test)]
+    pub(crate) fn free_slots(&self) -> usize {
+        self.free.lock().map(|f| f.len()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_slot_is_free_again_after_its_last_holder_releases_it() {
+        let pool = Pool::new(2, 16);
+        let abort = AtomicBool::new(false);
+        let a = pool.acquire(&abort).unwrap();
+        pool.fill(a)[0] = 7;
+        pool.share(a, 3);
+        assert_eq!(pool.free_slots(), 1);
+        pool.release(a);
+        pool.release(a);
+        assert_eq!(pool.free_slots(), 1);
+        assert_eq!(pool.view(a)[0], 7);
+        pool.release(a);
+        assert_eq!(pool.free_slots(), 2);
+    }
+
+    #[test]
+    fn exhausted_pool_gives_up_when_aborted() {
+        let pool = Pool::new(1, 4);
+        let abort = AtomicBool::new(false);
+        let _held = pool.acquire(&abort).unwrap();
+        abort.store(true, Ordering::Relaxed);
+        assert!(pool.acquire(&abort).is_none());
+    }
+}

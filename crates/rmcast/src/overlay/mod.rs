@@ -1,0 +1,192 @@
+//! Reliable multicast without IP multicast: TCP overlays with segmentation.
+//!
+//! The sender and the receivers build an overlay of TCP connections and
+//! relay the object along it, after Happe & Vinter, "Improving TCP/IP
+//! Multicasting with Message Segmentation". The shapes are described in
+//! [`topology`]: `tcp-direct` (the sender writes to everyone), `tcp-tree`
+//! and `tcp-binomial` (store-and-forward trees), `tcp-chain` (a pipeline
+//! through all receivers) and `tcp-bintree` (two pipelined binary trees fed
+//! alternate segments; at most four connections per process, path length
+//! `O(log n)`, nobody forwards more than the object).
+//!
+//! # Session
+//!
+//! 1. The sender listens on a control address ([`OverlaySendConfig::control`]).
+//!    Each receiver listens for data on an address of its own
+//!    ([`OverlayRecvConfig::listen`]), connects to the sender and registers
+//!    (its name and data address).
+//! 2. Once `receivers` registered (or `join_wait` passed: the session fails
+//!    and says how many came), the sender ranks them in registration order
+//!    (ranks `1..=n`), computes the [`Topology`] and sends each its
+//!    assignment: rank, parents, children, which segments flow on each
+//!    edge, and the object (name, size, BLAKE3 hash, segment size, session).
+//! 3. Each receiver prepares a hidden partial file (refusing unsafe names,
+//!    objects too large or without space) and answers Ready; when all are
+//!    ready the sender says Start, and every node opens its data
+//!    connections to its children (parent → child).
+//! 4. Data flows. Pipelined nodes (chain, bintree) forward segment `k`
+//!    while they receive `k+1` and write to disk, through a bounded pool of
+//!    segment buffers per incoming edge; store-and-forward nodes (tree,
+//!    binomial) forward only after the whole object arrived and verified.
+//! 5. Every receiver verifies the hash, renames the file into place, finishes
+//!    forwarding and reports Complete on the control connection.
+//!
+//! # Failures
+//!
+//! The control connections carry heartbeats both ways. A receiver whose
+//! control connection closes before it completed, or that stays silent for
+//! the inactivity timeout, fails the transfer with a message naming it
+//! (rank, name, address); the sender tells everybody else to abort and they
+//! delete their partial files. Every blocking socket call wakes at least
+//! every 100 ms, data connections that move no byte for the inactivity
+//! timeout fail, and every wait has a bound, so a transfer never hangs.
+//!
+//! This module is not the UDP multicast runtime (see [`crate::send_file`]);
+//! it shares its storage, name checks and reports.
+
+mod demo;
+mod io;
+mod receiver;
+mod sender;
+pub mod topology;
+mod wire;
+
+pub use demo::{OverlayDemoConfig, demo};
+pub use receiver::recv_to_dir;
+pub use sender::{OverlaySender, send_bytes, send_file};
+pub use topology::{Forwarding, OverlayShape, SegmentSet, Topology, parse_shape};
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// The sender's control address when none is given: 127.0.0.1:7701.
+pub const DEFAULT_CONTROL: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7701);
+/// Where a receiver listens for data when not told: loopback, any port.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+/// Segment size when none is given: 8 KiB, as in the paper.
+pub const DEFAULT_SEGMENT_SIZE: u32 = 8 << 10;
+/// Largest segment size accepted (16 MiB).
+pub const MAX_SEGMENT_SIZE: u32 = 16 << 20;
+/// How long a peer may stay silent (or a data connection still) by default.
+pub const DEFAULT_INACTIVITY: Duration = Duration::from_secs(5);
+/// Bytes of segment buffers per incoming data connection of a receiver.
+const POOL_BYTES_PER_STREAM: usize = 2 << 20;
+
+/// How to send one object over a TCP overlay.
+#[derive(Clone, Debug)]
+pub struct OverlaySendConfig {
+    /// The overlay to build.
+    pub shape: OverlayShape,
+    /// Address receivers register at (`127.0.0.1:7701`).
+    pub control: SocketAddr,
+    /// Receivers to wait for (at least 1).
+    pub receivers: u16,
+    /// Bytes per segment (1..=[`MAX_SEGMENT_SIZE`]; default 8 KiB).
+    pub segment_size: u32,
+    /// How long to wait for `receivers` to register.
+    pub join_wait: Duration,
+    /// A peer silent this long, or a data connection without progress this
+    /// long, fails the transfer (also sent to the receivers).
+    pub inactivity: Duration,
+    /// Name receivers store the object under; `None`: the file's name.
+    pub name: Option<String>,
+    /// Raise to stop: the sender aborts the session.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Test knob: limit each of the sender's data connections to this many
+    /// bytes per second (a stand-in for a slow link). `None` in production.
+    pub pace_bytes_per_s: Option<u64>,
+}
+
+impl Default for OverlaySendConfig {
+    fn default() -> Self {
+        Self {
+            shape: OverlayShape::Bintree,
+            control: DEFAULT_CONTROL,
+            receivers: 1,
+            segment_size: DEFAULT_SEGMENT_SIZE,
+            join_wait: Duration::from_secs(30),
+            inactivity: DEFAULT_INACTIVITY,
+            name: None,
+            cancel: None,
+            pace_bytes_per_s: None,
+        }
+    }
+}
+
+/// How to receive one object over a TCP overlay.
+#[derive(Clone, Debug)]
+pub struct OverlayRecvConfig {
+    /// The sender's control address (`127.0.0.1:7701`).
+    pub sender: SocketAddr,
+    /// Where to listen for data from parents (`127.0.0.1:0`: loopback, any
+    /// port). An unspecified address (`0.0.0.0`) is announced as the
+    /// address the control connection leaves from.
+    pub listen: SocketAddr,
+    /// Directory the object is stored in (created if missing).
+    pub out_dir: PathBuf,
+    /// Name shown in the sender's report and in failure messages.
+    pub name: String,
+    /// Keep trying to reach the sender this long (`None`: until cancelled).
+    pub connect_timeout: Option<Duration>,
+    /// The sender silent this long fails the transfer (before the sender's
+    /// own value arrives with the assignment).
+    pub inactivity: Duration,
+    /// Refuse objects larger than this many bytes.
+    pub max_bytes: Option<u64>,
+    /// Raise to stop: the receiver leaves and removes its partial file.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+impl Default for OverlayRecvConfig {
+    fn default() -> Self {
+        Self {
+            sender: DEFAULT_CONTROL,
+            listen: DEFAULT_LISTEN,
+            out_dir: PathBuf::from("."),
+            name: crate::default_receiver_name(),
+            connect_timeout: None,
+            inactivity: DEFAULT_INACTIVITY,
+            max_bytes: None,
+            cancel: None,
+        }
+    }
+}
+
+/// Segments in an object of `size` bytes.
+fn segment_count(size: u64, segment_size: u32) -> u64 {
+    size.div_ceil(u64::from(segment_size))
+}
+
+/// Bytes in segment `index`.
+fn segment_len(size: u64, segment_size: u32, index: u64) -> usize {
+    let start = index * u64::from(segment_size);
+    (size - start).min(u64::from(segment_size)) as usize
+}
+
+/// Buffers in one incoming stream's pool.
+fn pool_slots(segment_size: u32) -> usize {
+    (POOL_BYTES_PER_STREAM / segment_size as usize).clamp(4, 1024)
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> crate::Error {
+    let context = context.into();
+    move |source| crate::Error::Io { context, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_cover_the_object_exactly() {
+        for (size, seg) in [(0u64, 8u32), (1, 8), (8, 8), (9, 8), (17, 8), (100, 1)] {
+            let n = segment_count(size, seg);
+            let total: u64 = (0..n).map(|k| segment_len(size, seg, k) as u64).sum();
+            assert_eq!(total, size);
+            assert!((0..n).all(|k| segment_len(size, seg, k) > 0));
+        }
+    }
+}

@@ -1,0 +1,659 @@
+//! Who sends which segments to whom: the overlay shapes, without sockets.
+//!
+//! Nodes are numbered by rank: the sender is rank 0 ([`SENDER`]) and the
+//! receivers are ranks `1..=n`, in the order they registered. The object is
+//! cut into segments of a fixed size (the last one may be shorter); every
+//! edge of the overlay carries a [`SegmentSet`]: all segments, or only the
+//! even- or odd-numbered ones.
+//!
+//! The shapes follow Happe & Vinter, "Improving TCP/IP Multicasting with
+//! Message Segmentation":
+//!
+//! - [`OverlayShape::Direct`]: the sender writes the object to every receiver
+//!   over its own connection (MultiTCP). Multicast time `(n-1)b + d`: the
+//!   sender's link carries the object `n` times.
+//! - [`OverlayShape::Tree`]: a complete tree of constant fanout `f` with the
+//!   sender at the root (heap numbering: the children of `p` are
+//!   `f*p+1 ..= f*p+f`). Store-and-forward: a node forwards only once it holds
+//!   the whole object, to its children one after the other, so the time is
+//!   about `h(d + f b)` with `h = ⌊log_f n⌋`.
+//! - [`OverlayShape::Binomial`]: the binomial tree of the paper's Fig. 1b. In
+//!   step `k` every node `p < 2^k` that holds the object sends it to
+//!   `p + 2^k`; so the parent of `p` is `p` without its highest set bit and a
+//!   node serves its children in increasing `k` (largest subtree first).
+//!   Store-and-forward; `⌈log2(n+1)⌉` steps.
+//! - [`OverlayShape::Chain`]: the paper's "segmented seqtree", a pipeline
+//!   `0 → 1 → … → n`. Every node sends and receives the object at most once
+//!   and holds at most two connections, but the path is `n` hops long, which
+//!   costs `(n-1)(d + b_s)` of start-up delay for small objects.
+//! - [`OverlayShape::Bintree`]: the paper's "segmented bintree" (Fig. 3). Two
+//!   binary trees over all receivers; the sender feeds the even segments to
+//!   the root of tree A and the odd ones to the root of tree B. Tree A is
+//!   the heap over ranks `1, 2, …, n` (interior nodes `1..=⌊n/2⌋`), tree B
+//!   the heap over the same ranks in reverse order `n, n-1, …, 1` (interior
+//!   nodes `⌈n/2⌉+1..=n`). The interior sets are disjoint, so every
+//!   receiver is interior in at most one tree: it forwards at most two
+//!   children × half the segments = the message size (plus at most one
+//!   segment when the count is odd), and holds at most four connections
+//!   (one parent per tree, at most two children). The depth is
+//!   `⌊log2 n⌋ + 1` hops from the sender. The paper shows four connections
+//!   is the minimum for an `O(log n)` path under the "forward at most the
+//!   message size" constraint.
+//!
+//! Chain and bintree are pipelined (a node forwards segment `k` while it
+//! receives `k+1`); tree and binomial are the paper's unsegmented
+//! store-and-forward variants; direct never forwards.
+
+/// The sender's rank.
+pub const SENDER: u16 = 0;
+
+/// The overlay a transfer runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OverlayShape {
+    /// The sender writes the object to each receiver over its own connection.
+    Direct,
+    /// Store-and-forward tree of constant fanout with the sender at the root.
+    Tree {
+        /// Children per node (at least 1).
+        fanout: u32,
+    },
+    /// Store-and-forward binomial tree.
+    Binomial,
+    /// Pipelined chain through all receivers (segmented seqtree).
+    Chain,
+    /// Two pipelined binary trees fed alternate segments (segmented bintree).
+    Bintree,
+}
+
+/// How a node relays what it receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forwarding {
+    /// Segment by segment, while still receiving.
+    Pipelined,
+    /// Only once the whole object arrived and verified, one child after the other.
+    StoreAndForward,
+}
+
+impl OverlayShape {
+    /// The protocol name as the CLI and reports spell it, e.g. `"tcp-bintree"`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Direct => "tcp-direct",
+            Self::Tree { .. } => "tcp-tree",
+            Self::Binomial => "tcp-binomial",
+            Self::Chain => "tcp-chain",
+            Self::Bintree => "tcp-bintree",
+        }
+    }
+
+    /// How nodes of this shape relay the object.
+    #[must_use]
+    pub fn forwarding(self) -> Forwarding {
+        match self {
+            Self::Tree { .. } | Self::Binomial => Forwarding::StoreAndForward,
+            Self::Direct | Self::Chain | Self::Bintree => Forwarding::Pipelined,
+        }
+    }
+
+    pub(crate) fn code(self) -> (u8, u32) {
+        match self {
+            Self::Direct => (1, 0),
+            Self::Tree { fanout } => (2, fanout),
+            Self::Binomial => (3, 0),
+            Self::Chain => (4, 0),
+            Self::Bintree => (5, 0),
+        }
+    }
+
+    pub(crate) fn from_code(code: u8, fanout: u32) -> Option<Self> {
+        Some(match code {
+            1 => Self::Direct,
+            2 if fanout > 0 => Self::Tree { fanout },
+            3 => Self::Binomial,
+            4 => Self::Chain,
+            5 => Self::Bintree,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for OverlayShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tree { fanout } => write!(f, "tcp-tree (fanout {fanout})"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// Parses a protocol name of the CLI into a shape; `None` for other names
+/// (the UDP protocols) and for `tcp-tree` with a fanout of 0.
+#[must_use]
+pub fn parse_shape(protocol: &str, fanout: u32) -> Option<OverlayShape> {
+    Some(match protocol {
+        "tcp-direct" => OverlayShape::Direct,
+        "tcp-tree" if fanout > 0 => OverlayShape::Tree { fanout },
+        "tcp-binomial" => OverlayShape::Binomial,
+        "tcp-chain" => OverlayShape::Chain,
+        "tcp-bintree" => OverlayShape::Bintree,
+        _ => return None,
+    })
+}
+
+/// Which segments an edge carries, in increasing index order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SegmentSet {
+    /// Every segment.
+    All,
+    /// Segments 0, 2, 4, …
+    Even,
+    /// Segments 1, 3, 5, …
+    Odd,
+}
+
+impl SegmentSet {
+    /// True when segment `index` belongs to the set.
+    #[must_use]
+    pub fn contains(self, index: u64) -> bool {
+        match self {
+            Self::All => true,
+            Self::Even => index.is_multiple_of(2),
+            Self::Odd => index % 2 == 1,
+        }
+    }
+
+    /// How many of `total` segments belong to the set.
+    #[must_use]
+    pub fn count(self, total: u64) -> u64 {
+        match self {
+            Self::All => total,
+            Self::Even => total.div_ceil(2),
+            Self::Odd => total / 2,
+        }
+    }
+
+    /// The index of the `i`-th segment of the set.
+    #[must_use]
+    pub fn nth(self, i: u64) -> u64 {
+        match self {
+            Self::All => i,
+            Self::Even => 2 * i,
+            Self::Odd => 2 * i + 1,
+        }
+    }
+
+    /// True when every segment of `self` is in `other`.
+    #[must_use]
+    pub fn is_subset_of(self, other: Self) -> bool {
+        other == Self::All || self == other
+    }
+
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Self::All => 0,
+            Self::Even => 1,
+            Self::Odd => 2,
+        }
+    }
+
+    pub(crate) fn from_code(code: u8) -> Option<Self> {
+        Some(match code {
+            0 => Self::All,
+            1 => Self::Even,
+            2 => Self::Odd,
+            _ => return None,
+        })
+    }
+}
+
+/// One end of an edge as seen from a node: the peer and what flows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// The peer's rank.
+    pub peer: u16,
+    /// The segments that flow over the edge.
+    pub segments: SegmentSet,
+}
+
+/// A node's place in the overlay.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodePlan {
+    /// Where this node's segments come from (empty for the sender).
+    pub parents: Vec<Link>,
+    /// Where it sends segments, in the order it serves them.
+    pub children: Vec<Link>,
+}
+
+/// The whole overlay: one [`NodePlan`] per rank, the sender at index 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// The shape it was built from.
+    pub shape: OverlayShape,
+    /// Plans indexed by rank (`nodes[0]` is the sender).
+    pub nodes: Vec<NodePlan>,
+}
+
+impl Topology {
+    /// Builds the overlay of `shape` over `receivers` receivers (ranks
+    /// `1..=receivers`). A tree fanout of 0 is treated as 1.
+    #[must_use]
+    pub fn build(shape: OverlayShape, receivers: u16) -> Self {
+        let n = usize::from(receivers);
+        let mut t = Self {
+            shape,
+            nodes: vec![NodePlan::default(); n + 1],
+        };
+        match shape {
+            OverlayShape::Direct => {
+                for r in 1..=n {
+                    t.link(0, r, SegmentSet::All);
+                }
+            }
+            OverlayShape::Chain => {
+                for r in 1..=n {
+                    t.link(r - 1, r, SegmentSet::All);
+                }
+            }
+            OverlayShape::Tree { fanout } => {
+                let f = fanout.max(1) as usize;
+                for p in 0..=n {
+                    for c in (f * p + 1)..=(f * p + f) {
+                        if c > n {
+                            break;
+                        }
+                        t.link(p, c, SegmentSet::All);
+                    }
+                }
+            }
+            OverlayShape::Binomial => {
+                // Children in step order: p sends to p + 2^k for every
+                // 2^k > p, smallest k (largest subtree) first.
+                for p in 0..=n {
+                    let mut step = 1usize;
+                    while p + step <= n {
+                        if step > p {
+                            t.link(p, p + step, SegmentSet::All);
+                        }
+                        step *= 2;
+                    }
+                }
+            }
+            OverlayShape::Bintree => {
+                if n == 0 {
+                    return t;
+                }
+                if n == 1 {
+                    // Both trees are the single receiver: one connection.
+                    t.link(0, 1, SegmentSet::All);
+                    return t;
+                }
+                // Heap position h (1-based) of tree A is rank h; of tree B, rank n+1-h.
+                let a = |h: usize| h;
+                let b = |h: usize| n + 1 - h;
+                t.link(0, a(1), SegmentSet::Even);
+                t.link(0, b(1), SegmentSet::Odd);
+                for h in 2..=n {
+                    t.link(a(h / 2), a(h), SegmentSet::Even);
+                }
+                for h in 2..=n {
+                    t.link(b(h / 2), b(h), SegmentSet::Odd);
+                }
+            }
+        }
+        t
+    }
+
+    fn link(&mut self, from: usize, to: usize, segments: SegmentSet) {
+        let (f, t) = (from as u16, to as u16);
+        self.nodes[from].children.push(Link { peer: t, segments });
+        self.nodes[to].parents.push(Link { peer: f, segments });
+    }
+
+    /// Number of receivers.
+    #[must_use]
+    pub fn receivers(&self) -> u16 {
+        (self.nodes.len() - 1) as u16
+    }
+
+    /// The plan of `rank` (panics when out of range).
+    #[must_use]
+    pub fn node(&self, rank: u16) -> &NodePlan {
+        &self.nodes[usize::from(rank)]
+    }
+
+    /// TCP connections `rank` holds: one per parent and one per child.
+    #[must_use]
+    pub fn connections(&self, rank: u16) -> usize {
+        let n = self.node(rank);
+        n.parents.len() + n.children.len()
+    }
+
+    /// Segments `rank` sends for an object of `segments` segments.
+    #[must_use]
+    pub fn sent_segments(&self, rank: u16, segments: u64) -> u64 {
+        self.node(rank)
+            .children
+            .iter()
+            .map(|l| l.segments.count(segments))
+            .sum()
+    }
+
+    /// Longest path, in hops, from the sender to any receiver along edges
+    /// that carry a given segment (the propagation path length).
+    #[must_use]
+    pub fn depth(&self) -> usize {
+        let mut depth = 0;
+        for class in [SegmentSet::Even, SegmentSet::Odd] {
+            let probe = if class == SegmentSet::Even { 0 } else { 1 };
+            // Breadth-first from the sender along edges carrying `probe`.
+            let mut level = vec![SENDER];
+            let mut hops = 0;
+            let mut seen = vec![false; self.nodes.len()];
+            seen[0] = true;
+            while !level.is_empty() {
+                let mut next = Vec::new();
+                for &r in &level {
+                    for l in &self.node(r).children {
+                        if l.segments.contains(probe) && !seen[usize::from(l.peer)] {
+                            seen[usize::from(l.peer)] = true;
+                            next.push(l.peer);
+                        }
+                    }
+                }
+                if !next.is_empty() {
+                    hops += 1;
+                }
+                level = next;
+            }
+            depth = depth.max(hops);
+        }
+        depth
+    }
+
+    /// Checks the invariants the runtime relies on: edges are symmetric,
+    /// every receiver gets every segment from exactly one parent, every
+    /// child edge carries a subset of one parent edge (so a node forwards
+    /// only what one reader delivers, in order), and every receiver is
+    /// reachable from the sender.
+    pub fn check(&self) -> Result<(), String> {
+        if self.nodes.is_empty() || !self.nodes[0].parents.is_empty() {
+            return Err("the sender must exist and have no parents".into());
+        }
+        for (r, node) in self.nodes.iter().enumerate() {
+            for c in &node.children {
+                let back = self.nodes.get(usize::from(c.peer)).map(|n| {
+                    n.parents
+                        .iter()
+                        .filter(|p| usize::from(p.peer) == r && p.segments == c.segments)
+                        .count()
+                });
+                if back != Some(1) {
+                    return Err(format!("edge {r} -> {} is not mirrored", c.peer));
+                }
+                if c.peer == 0 || usize::from(c.peer) == r {
+                    return Err(format!("edge {r} -> {} is invalid", c.peer));
+                }
+            }
+            if r == 0 {
+                continue;
+            }
+            for probe in [0u64, 1] {
+                let from = node
+                    .parents
+                    .iter()
+                    .filter(|p| p.segments.contains(probe))
+                    .count();
+                if from != 1 {
+                    return Err(format!(
+                        "rank {r} gets segment class {probe} from {from} parents"
+                    ));
+                }
+            }
+            for c in &node.children {
+                if !node
+                    .parents
+                    .iter()
+                    .any(|p| c.segments.is_subset_of(p.segments))
+                {
+                    return Err(format!(
+                        "rank {r} forwards {:?} to {} but no single parent delivers it",
+                        c.segments, c.peer
+                    ));
+                }
+            }
+        }
+        // Reachability of both segment classes (no cycles feeding themselves).
+        let d = self.depth();
+        if d > self.nodes.len() {
+            return Err("depth exceeds the number of nodes".into());
+        }
+        for probe in [0u64, 1] {
+            let mut seen = vec![false; self.nodes.len()];
+            seen[0] = true;
+            let mut stack = vec![0usize];
+            while let Some(r) = stack.pop() {
+                for l in &self.nodes[r].children {
+                    let p = usize::from(l.peer);
+                    if l.segments.contains(probe) && !seen[p] {
+                        seen[p] = true;
+                        stack.push(p);
+                    }
+                }
+            }
+            if let Some(r) = seen.iter().position(|s| !s) {
+                return Err(format!("rank {r} never gets segment class {probe}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHAPES: [OverlayShape; 7] = [
+        OverlayShape::Direct,
+        OverlayShape::Tree { fanout: 1 },
+        OverlayShape::Tree { fanout: 2 },
+        OverlayShape::Tree { fanout: 3 },
+        OverlayShape::Binomial,
+        OverlayShape::Chain,
+        OverlayShape::Bintree,
+    ];
+
+    fn ceil_log2(x: usize) -> usize {
+        (usize::BITS - (x - 1).leading_zeros()) as usize
+    }
+
+    /// Delivers every segment of an object by simulating the edges and
+    /// counts how often each receiver gets each segment.
+    fn deliveries(t: &Topology, segments: u64) -> Vec<Vec<u32>> {
+        let n = t.nodes.len();
+        let mut got = vec![vec![0u32; segments as usize]; n];
+        for k in 0..segments {
+            let mut stack = vec![0usize];
+            while let Some(r) = stack.pop() {
+                for l in &t.nodes[r].children {
+                    if l.segments.contains(k) {
+                        got[usize::from(l.peer)][k as usize] += 1;
+                        stack.push(usize::from(l.peer));
+                    }
+                }
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn every_shape_delivers_every_segment_exactly_once_for_1_to_100_receivers() {
+        for shape in SHAPES {
+            for n in 1..=100u16 {
+                let t = Topology::build(shape, n);
+                t.check().unwrap_or_else(|e| panic!("{shape} n={n}: {e}"));
+                for segments in [0u64, 1, 2, 7, 8] {
+                    let got = deliveries(&t, segments);
+                    for (r, counts) in got.iter().enumerate().skip(1) {
+                        assert!(
+                            counts.iter().all(|&c| c == 1),
+                            "{shape} n={n} segments={segments}: rank {r} got {counts:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bintree_holds_at_most_four_connections_and_forwards_at_most_the_message() {
+        for n in 1..=100u16 {
+            let t = Topology::build(OverlayShape::Bintree, n);
+            for r in 0..=n {
+                assert!(t.connections(r) <= 4, "n={n} rank {r}");
+                for segments in [1u64, 2, 3, 100, 101] {
+                    // Each receiver forwards at most the message (plus one
+                    // segment when the even half is the larger one).
+                    let sent = t.sent_segments(r, segments);
+                    assert!(
+                        sent <= segments + 1,
+                        "n={n} rank {r} sends {sent}/{segments}"
+                    );
+                    if segments % 2 == 0 {
+                        assert!(sent <= segments, "n={n} rank {r}");
+                    }
+                }
+                let children = t.node(r).children.len();
+                assert!(children <= 2, "n={n} rank {r} has {children} children");
+            }
+            assert!(t.connections(0) <= 2);
+        }
+    }
+
+    #[test]
+    fn bintree_depth_is_logarithmic() {
+        for n in 1..=100usize {
+            let t = Topology::build(OverlayShape::Bintree, n as u16);
+            let log = (usize::BITS - 1 - n.leading_zeros()) as usize; // ⌊log2 n⌋
+            assert_eq!(t.depth(), log + 1, "n={n}");
+        }
+        assert!(Topology::build(OverlayShape::Bintree, 1000).depth() <= 10);
+    }
+
+    #[test]
+    fn bintree_interior_nodes_are_disjoint_between_the_two_trees() {
+        for n in 2..=100u16 {
+            let t = Topology::build(OverlayShape::Bintree, n);
+            for r in 1..=n {
+                let even = t
+                    .node(r)
+                    .children
+                    .iter()
+                    .any(|l| l.segments == SegmentSet::Even);
+                let odd = t
+                    .node(r)
+                    .children
+                    .iter()
+                    .any(|l| l.segments == SegmentSet::Odd);
+                assert!(!(even && odd), "n={n} rank {r} is interior in both trees");
+                assert_eq!(t.node(r).parents.len(), 2, "n={n} rank {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn chain_is_a_pipeline_through_all_receivers() {
+        for n in 1..=100u16 {
+            let t = Topology::build(OverlayShape::Chain, n);
+            assert_eq!(t.depth(), usize::from(n));
+            for r in 0..=n {
+                let plan = t.node(r);
+                let parent: Vec<u16> = plan.parents.iter().map(|l| l.peer).collect();
+                let child: Vec<u16> = plan.children.iter().map(|l| l.peer).collect();
+                assert_eq!(parent, if r == 0 { vec![] } else { vec![r - 1] });
+                assert_eq!(child, if r == n { vec![] } else { vec![r + 1] });
+                assert!(t.connections(r) <= 2);
+            }
+        }
+    }
+
+    #[test]
+    fn binomial_matches_the_papers_step_construction() {
+        // n+1 = 8 processes: 0 sends to 1, 2, 4; 1 to 3, 5; 2 to 6; 3 to 7.
+        let t = Topology::build(OverlayShape::Binomial, 7);
+        let kids = |r: u16| -> Vec<u16> { t.node(r).children.iter().map(|l| l.peer).collect() };
+        assert_eq!(kids(0), [1, 2, 4]);
+        assert_eq!(kids(1), [3, 5]);
+        assert_eq!(kids(2), [6]);
+        assert_eq!(kids(3), [7]);
+        assert!(kids(4).is_empty());
+        for n in 1..=100u16 {
+            let t = Topology::build(OverlayShape::Binomial, n);
+            // ⌈log2(n+1)⌉ steps, the sender busy in each; the longest
+            // path has as many hops as the rank with the most set bits.
+            let steps = ceil_log2(usize::from(n) + 1);
+            let hops = (1..=n).map(|r| r.count_ones() as usize).max().unwrap();
+            assert_eq!(t.depth(), hops, "n={n}");
+            assert!(hops <= steps);
+            assert_eq!(t.node(0).children.len(), steps, "n={n}");
+            for r in 1..=n {
+                let high = 1u16 << (15 - r.leading_zeros());
+                assert_eq!(t.node(r).parents[0].peer, r - high, "n={n} rank {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn fanout_tree_is_the_heap_of_that_fanout() {
+        for f in 1..=4u32 {
+            for n in 1..=100u16 {
+                let t = Topology::build(OverlayShape::Tree { fanout: f }, n);
+                for r in 1..=n {
+                    assert_eq!(u32::from(t.node(r).parents[0].peer), (u32::from(r) - 1) / f);
+                }
+                for r in 0..=n {
+                    assert!(t.node(r).children.len() <= f as usize);
+                }
+            }
+        }
+        assert_eq!(
+            Topology::build(OverlayShape::Tree { fanout: 2 }, 100).depth(),
+            6
+        );
+    }
+
+    #[test]
+    fn direct_has_the_sender_feed_everyone() {
+        for n in 1..=100u16 {
+            let t = Topology::build(OverlayShape::Direct, n);
+            assert_eq!(t.node(0).children.len(), usize::from(n));
+            assert_eq!(t.depth(), 1);
+        }
+    }
+
+    #[test]
+    fn shape_names_round_trip_through_the_parser() {
+        for shape in SHAPES {
+            let fanout = match shape {
+                OverlayShape::Tree { fanout } => fanout,
+                _ => 2,
+            };
+            assert_eq!(parse_shape(shape.name(), fanout), Some(shape));
+            let (code, f) = shape.code();
+            assert_eq!(OverlayShape::from_code(code, f), Some(shape));
+        }
+        assert_eq!(parse_shape("tcp-tree", 0), None);
+        assert_eq!(parse_shape("ack", 2), None);
+    }
+
+    #[test]
+    fn segment_sets_count_and_enumerate_consistently() {
+        for set in [SegmentSet::All, SegmentSet::Even, SegmentSet::Odd] {
+            for total in 0..20u64 {
+                let listed: Vec<u64> = (0..set.count(total)).map(|i| set.nth(i)).collect();
+                let expected: Vec<u64> = (0..total).filter(|&k| set.contains(k)).collect();
+                assert_eq!(listed, expected);
+            }
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! End-to-end overlay transfers over loopback TCP. Every session binds
+//! its own free ports, every test finishes within a bounded time.
+
+use rmcast::overlay::{
+    self, OverlayDemoConfig, OverlayRecvConfig, OverlaySendConfig, OverlaySender, OverlayShape,
+};
+use rmcast::{Error, RecvReport, SendReport};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Runs `f` on a thread and fails the test if it takes longer than `limit`.
+fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => v,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {limit:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("test thread panicked"),
+    }
+}
+
+fn loopback_any() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+fn send_config(shape: OverlayShape, receivers: u16) -> OverlaySendConfig {
+    OverlaySendConfig {
+        shape,
+        receivers,
+        control: loopback_any(),
+        join_wait: Duration::from_secs(10),
+        ..OverlaySendConfig::default()
+    }
+}
+
+fn demo_ok(shape: OverlayShape, receivers: u16, size: u64) {
+    let cfg = OverlayDemoConfig {
+        receivers,
+        size,
+        seed: size ^ u64::from(receivers),
+        send: send_config(shape, receivers),
+        keep_dir: None,
+    };
+    let report = overlay::demo(&cfg, None).expect("demo runs");
+    let what = format!("{shape} n={receivers} size={size}");
+    assert!(
+        report.send.ok,
+        "{what}: {:#?} {:#?}",
+        report.send, report.receivers
+    );
+    assert_eq!(report.send.verified, usize::from(receivers), "{what}");
+    assert_eq!(report.send.protocol, shape.name());
+    assert_eq!(report.send.retransmitted_packets, 0);
+    for r in &report.receivers {
+        let r = r.as_ref().unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(r.verified && r.bytes == size, "{what}");
+    }
+    assert!(report.all_files_match, "{what}");
+}
+
+/// Every receiver count of the issue with the small sizes (empty, one
+/// byte, one segment ± 1), plus 10 MB with 7 and 16 receivers.
+fn matrix(shape: OverlayShape) {
+    let seg = u64::from(overlay::DEFAULT_SEGMENT_SIZE);
+    bounded(Duration::from_secs(60), move || {
+        for n in [1u16, 2, 7, 16] {
+            for size in [0, 1, seg - 1, seg, seg + 1] {
+                demo_ok(shape, n, size);
+            }
+        }
+        demo_ok(shape, 7, 10_000_000);
+        demo_ok(shape, 16, 10_000_000);
+    });
+}
+
+#[test]
+fn direct_delivers_every_size_to_every_receiver_count() {
+    matrix(OverlayShape::Direct);
+}
+
+#[test]
+fn fanout_tree_delivers_every_size_to_every_receiver_count() {
+    matrix(OverlayShape::Tree { fanout: 2 });
+}
+
+#[test]
+fn binomial_delivers_every_size_to_every_receiver_count() {
+    matrix(OverlayShape::Binomial);
+}
+
+#[test]
+fn chain_delivers_every_size_to_every_receiver_count() {
+    matrix(OverlayShape::Chain);
+}
+
+#[test]
+fn bintree_delivers_every_size_to_every_receiver_count() {
+    matrix(OverlayShape::Bintree);
+}
+
+#[test]
+fn odd_segment_sizes_and_wide_trees_deliver() {
+    bounded(Duration::from_secs(30), || {
+        for shape in [
+            OverlayShape::Bintree,
+            OverlayShape::Chain,
+            OverlayShape::Tree { fanout: 5 },
+        ] {
+            let mut cfg = OverlayDemoConfig {
+                receivers: 5,
+                size: 300_001,
+                send: send_config(shape, 5),
+                ..OverlayDemoConfig::default()
+            };
+            cfg.send.segment_size = 1000;
+            let r = overlay::demo(&cfg, None).unwrap();
+            assert!(r.send.ok && r.all_files_match, "{shape}: {:#?}", r.send);
+            assert_eq!(r.send.data_packets, shape_sender_segments(shape, 301));
+        }
+    });
+}
+
+fn shape_sender_segments(shape: OverlayShape, segments: u64) -> u64 {
+    overlay::Topology::build(shape, 5).sent_segments(0, segments)
+}
+
+/// Starts `names.len()` receiver threads registering at `control`.
+fn spawn_receivers(
+    control: SocketAddr,
+    root: &Path,
+    names: &[&str],
+    tweak: impl Fn(&mut OverlayRecvConfig),
+) -> Vec<std::thread::JoinHandle<Result<RecvReport, Error>>> {
+    names
+        .iter()
+        .map(|name| {
+            let mut rc = OverlayRecvConfig {
+                sender: control,
+                out_dir: root.join(name),
+                name: (*name).to_owned(),
+                connect_timeout: Some(Duration::from_secs(10)),
+                ..OverlayRecvConfig::default()
+            };
+            tweak(&mut rc);
+            std::thread::spawn(move || overlay::recv_to_dir(&rc, None))
+        })
+        .collect()
+}
+
+#[test]
+fn too_few_receivers_fail_after_join_wait_saying_how_many_came() {
+    let (report, results) = bounded(Duration::from_secs(20), || {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = send_config(OverlayShape::Bintree, 3);
+        cfg.join_wait = Duration::from_secs(1);
+        let sender = OverlaySender::bind(&cfg).unwrap();
+        let handles = spawn_receivers(
+            sender.local_addr().unwrap(),
+            dir.path(),
+            &["lonely"],
+            |_| {},
+        );
+        let report = sender.send_bytes("x.bin", b"hello", None).unwrap();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (report, results)
+    });
+    assert!(!report.ok);
+    let error = report.error.unwrap();
+    assert!(error.contains("only 1 of 3"), "{error}");
+    assert!(error.contains("lonely"), "{error}");
+    assert!(matches!(&results[0], Err(Error::Failed(t)) if t.contains("only 1 of 3")));
+}
+
+#[test]
+fn a_refusing_receiver_fails_the_transfer_by_name_and_the_others_keep_nothing() {
+    let (report, results, dir) = bounded(Duration::from_secs(20), || {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = send_config(OverlayShape::Chain, 3);
+        let sender = OverlaySender::bind(&cfg).unwrap();
+        let control = sender.local_addr().unwrap();
+        let mut handles = spawn_receivers(control, dir.path(), &["a", "b"], |_| {});
+        handles.extend(spawn_receivers(control, dir.path(), &["picky"], |rc| {
+            rc.max_bytes = Some(10);
+        }));
+        let report = sender.send_bytes("big.bin", &[7u8; 1000], None).unwrap();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (report, results, dir)
+    });
+    assert!(!report.ok);
+    let error = report.error.unwrap();
+    assert!(
+        error.contains("\"picky\"") && error.contains("refused"),
+        "{error}"
+    );
+    assert!(matches!(&results[2], Err(Error::Refused(_))));
+    for (r, name) in results.iter().zip(["a", "b"]) {
+        assert!(r.is_err(), "{name} should have been aborted");
+        assert_eq!(std::fs::read_dir(dir.path().join(name)).unwrap().count(), 0);
+    }
+}
+
+#[test]
+fn garbage_on_the_control_port_does_not_disturb_the_session() {
+    let report = bounded(Duration::from_secs(20), || {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = send_config(OverlayShape::Bintree, 2);
+        let sender = OverlaySender::bind(&cfg).unwrap();
+        let control = sender.local_addr().unwrap();
+        let mut junk = std::net::TcpStream::connect(control).unwrap();
+        std::io::Write::write_all(&mut junk, b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let _silent = std::net::TcpStream::connect(control).unwrap();
+        let handles = spawn_receivers(control, dir.path(), &["r1", "r2"], |_| {});
+        let report = sender.send_bytes("g.bin", &[1u8; 50_000], None).unwrap();
+        for h in handles {
+            h.join().unwrap().unwrap();
+        }
+        report
+    });
+    assert!(report.ok, "{report:#?}");
+    assert!(report.stats.malformed >= 1);
+}
+
+/// When run with `RMCAST_OVERLAY_CHILD=control;dir;name` this test is a
+/// receiver in its own process, for the kill test; otherwise it does nothing.
+#[test]
+fn overlay_receiver_child_process() {
+    let Ok(spec) = std::env::var("RMCAST_OVERLAY_CHILD") else {
+        return;
+    };
+    let mut parts = spec.split(';');
+    let (control, dir, name) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
+    let rc = OverlayRecvConfig {
+        sender: control.parse().unwrap(),
+        out_dir: dir.into(),
+        name: name.into(),
+        connect_timeout: Some(Duration::from_secs(10)),
+        ..OverlayRecvConfig::default()
+    };
+    let _ = overlay::recv_to_dir(&rc, None);
+}
+
+/// Kills a receiver process mid-transfer: the sender must fail within a
+/// bounded time, naming it, and the other receivers must remove their
+/// partial files.
+fn killed_receiver_fails_the_transfer_naming_it(shape: OverlayShape) {
+    let limit = Duration::from_secs(20);
+    let (report, results, dir, kill_to_report) = bounded(limit, move || {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = send_config(shape, 4);
+        // 16 MiB at 4 MiB/s per connection: about 4 s, so the kill lands mid-transfer.
+        cfg.pace_bytes_per_s = Some(4 << 20);
+        let sender = OverlaySender::bind(&cfg).unwrap();
+        let control = sender.local_addr().unwrap();
+        let mut handles = spawn_receivers(control, dir.path(), &["first"], |_| {});
+        std::thread::sleep(Duration::from_millis(200));
+        let victim_dir = dir.path().join("victim");
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "overlay_receiver_child_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                "RMCAST_OVERLAY_CHILD",
+                format!("{control};{};victim", victim_dir.display()),
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        handles.extend(spawn_receivers(
+            control,
+            dir.path(),
+            &["third", "fourth"],
+            |_| {},
+        ));
+        let (ptx, prx) = mpsc::channel();
+        let sending = std::thread::spawn(move || {
+            let data = vec![0x5au8; 16 << 20];
+            let mut seen = false;
+            let mut cb = |p: rmcast::Progress| {
+                if p.phase == "sending" && p.done_bytes > 0 && !seen {
+                    seen = true;
+                    let _ = ptx.send(());
+                }
+            };
+            sender.send_bytes("big.bin", &data, Some(&mut cb))
+        });
+        prx.recv_timeout(Duration::from_secs(10))
+            .expect("the transfer started");
+        std::thread::sleep(Duration::from_millis(500));
+        child.kill().unwrap();
+        let killed = Instant::now();
+        let _ = child.wait();
+        let report: SendReport = sending.join().unwrap().unwrap();
+        let kill_to_report = killed.elapsed();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (report, results, dir, kill_to_report)
+    });
+    assert!(!report.ok);
+    let error = report.error.clone().unwrap();
+    assert!(error.contains("\"victim\""), "{shape}: {error}");
+    // Its control connection closing ("died") or the data connection to it
+    // breaking ("stopped taking data"), whichever the sender saw first.
+    assert!(
+        error.contains("died") || error.contains("stopped taking data"),
+        "{shape}: {error}"
+    );
+    assert!(
+        kill_to_report < Duration::from_secs(8),
+        "{shape}: took {kill_to_report:?}"
+    );
+    let victim = report.members.iter().find(|m| m.name == "victim").unwrap();
+    assert!(!victim.verified);
+    for (r, name) in results.iter().zip(["first", "third", "fourth"]) {
+        match r {
+            Err(Error::Failed(text)) => assert!(text.contains("victim"), "{name}: {text}"),
+            other => panic!("{shape}: {name} should have failed: {other:?}"),
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path().join(name))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{shape}: {name} kept {left:?}");
+    }
+}
+
+#[test]
+fn killed_receiver_in_a_chain_fails_the_transfer_naming_it() {
+    killed_receiver_fails_the_transfer_naming_it(OverlayShape::Chain);
+}
+
+#[test]
+fn killed_receiver_in_a_bintree_fails_the_transfer_naming_it() {
+    killed_receiver_fails_the_transfer_naming_it(OverlayShape::Bintree);
+}
