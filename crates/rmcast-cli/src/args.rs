@@ -51,16 +51,41 @@ pub enum Protocol {
     Ring,
     /// Acks relayed along chains of --tree-height receivers (or a binary tree).
     Tree,
+    /// No multicast: the sender writes to every receiver over TCP (MultiTCP).
+    TcpDirect,
+    /// No multicast: store-and-forward TCP tree of --fanout children per node.
+    TcpTree,
+    /// No multicast: store-and-forward binomial tree over TCP.
+    TcpBinomial,
+    /// No multicast: a pipelined TCP chain through all receivers.
+    TcpChain,
+    /// No multicast: two pipelined binary TCP trees fed alternate segments.
+    TcpBintree,
 }
 
-impl From<Protocol> for rmcast::ProtocolId {
-    fn from(p: Protocol) -> Self {
-        match p {
+impl Protocol {
+    /// The UDP multicast protocol, or `None` for a TCP overlay.
+    pub fn multicast(self) -> Option<rmcast::ProtocolId> {
+        Some(match self {
             Protocol::Ack => rmcast::ProtocolId::Ack,
             Protocol::NakPoll => rmcast::ProtocolId::NakPoll,
             Protocol::Ring => rmcast::ProtocolId::Ring,
             Protocol::Tree => rmcast::ProtocolId::Tree,
-        }
+            _ => return None,
+        })
+    }
+
+    /// The TCP overlay shape, or `None` for a multicast protocol.
+    pub fn overlay(self, fanout: u32) -> Option<rmcast::overlay::OverlayShape> {
+        use rmcast::overlay::OverlayShape as S;
+        Some(match self {
+            Protocol::TcpDirect => S::Direct,
+            Protocol::TcpTree => S::Tree { fanout },
+            Protocol::TcpBinomial => S::Binomial,
+            Protocol::TcpChain => S::Chain,
+            Protocol::TcpBintree => S::Bintree,
+            _ => return None,
+        })
     }
 }
 
@@ -116,6 +141,15 @@ pub struct CommonArgs {
     /// How lost packets are resent.
     #[arg(long, value_enum, default_value_t = RepairArg::Selective)]
     pub repair: RepairArg,
+    /// tcp-*: object bytes per segment relayed along the overlay.
+    #[arg(long, default_value = "8KiB", value_parser = parse_size, value_name = "BYTES")]
+    pub segment_size: u64,
+    /// tcp-tree: children per node.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub fanout: u32,
+    /// tcp-*: address the sender accepts receiver registrations on.
+    #[arg(long, default_value = "127.0.0.1:7701", value_name = "ADDR:PORT")]
+    pub control: std::net::SocketAddr,
     /// Initial retransmission timeout (doubles while nothing moves).
     #[arg(long, default_value = "50ms", value_name = "DURATION")]
     pub rto: HumanDuration,
@@ -142,7 +176,10 @@ pub struct CommonArgs {
 impl CommonArgs {
     /// Copies the protocol knobs into an engine configuration.
     pub fn apply(&self, proto: &mut rmcast::SenderConfig) -> Result<()> {
-        proto.protocol = self.protocol.into();
+        if self.protocol.multicast().is_none() {
+            return self.check_overlay_flags();
+        }
+        proto.protocol = self.protocol.multicast().expect("multicast protocol");
         proto.packet_size = self.packet_size;
         proto.window = self.window;
         proto.poll_interval = self.poll_interval;
@@ -169,6 +206,39 @@ impl CommonArgs {
             bail!("--tree-height and --tree-shape apply to --protocol tree only");
         }
         proto.validate()?;
+        Ok(())
+    }
+
+    /// The overlay sender's configuration for a `tcp-*` protocol.
+    pub fn overlay(&self) -> Option<rmcast::overlay::OverlaySendConfig> {
+        let shape = self.protocol.overlay(self.fanout)?;
+        Some(rmcast::overlay::OverlaySendConfig {
+            shape,
+            control: self.control,
+            segment_size: self.segment_size as u32,
+            inactivity: self.peer_timeout.0,
+            ..rmcast::overlay::OverlaySendConfig::default()
+        })
+    }
+
+    pub fn check_overlay_flags(&self) -> Result<()> {
+        if self.segment_size == 0 || self.segment_size > 16 << 20 {
+            bail!(
+                "segment size {} is outside 1 byte..16 MiB",
+                self.segment_size
+            );
+        }
+        let udp_only = [
+            "--loss",
+            "--rate",
+            "--window",
+            "--poll-interval",
+            "--repair",
+            "--tree-",
+        ];
+        if let Some(flag) = std::env::args().find(|a| udp_only.iter().any(|f| a.starts_with(f))) {
+            bail!("{flag} applies to the UDP multicast protocols, not to --protocol tcp-*");
+        }
         Ok(())
     }
 
@@ -208,6 +278,13 @@ pub struct RecvArgs {
     /// Name shown in the sender's report [default: HOST:PID].
     #[arg(long)]
     pub name: Option<String>,
+    /// Receive over a TCP overlay (tcp-* protocols): register with the
+    /// sender's control address instead of joining a multicast group.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub sender: Option<std::net::SocketAddr>,
+    /// tcp-*: address to accept data connections on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
     /// Give up if no session is announced within this time [default: wait forever].
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<HumanDuration>,

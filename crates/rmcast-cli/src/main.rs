@@ -99,13 +99,20 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     if !a.file.is_file() {
         bail!("{} is not a readable file", a.file.display());
     }
-    let mut cfg = send_config(&a.common, cancel)?;
+    let mut cfg = send_config(&a.common, cancel.clone())?;
     cfg.proto.receivers = a.receivers;
     cfg.proto.join_wait = a.wait.0;
     let bar = progress_bar(a.common.json, "send");
     let mut progress = progress_fn(&bar);
-    let report = rmcast::send_file(&a.file, &cfg, Some(&mut progress))
-        .with_context(|| format!("sending {}", a.file.display()))?;
+    let report = if let Some(mut ov) = a.common.overlay() {
+        ov.receivers = a.receivers;
+        ov.join_wait = a.wait.0;
+        ov.cancel = Some(cancel);
+        rmcast::overlay::send_file(&a.file, &ov, Some(&mut progress))
+    } else {
+        rmcast::send_file(&a.file, &cfg, Some(&mut progress))
+    }
+    .with_context(|| format!("sending {}", a.file.display()))?;
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
@@ -132,7 +139,22 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     }
     let bar = progress_bar(a.json, "recv");
     let mut progress = progress_fn(&bar);
-    let result = rmcast::recv_to_dir(&cfg, Some(&mut progress));
+    let result = match a.sender {
+        Some(sender) => {
+            let ov = rmcast::overlay::OverlayRecvConfig {
+                sender,
+                listen: a.listen,
+                out_dir: cfg.out_dir.clone(),
+                name: cfg.name.clone(),
+                connect_timeout: cfg.listen_timeout,
+                inactivity: cfg.sender_timeout,
+                cancel: cfg.cancel.clone(),
+                ..rmcast::overlay::OverlayRecvConfig::default()
+            };
+            rmcast::overlay::recv_to_dir(&ov, Some(&mut progress))
+        }
+        None => rmcast::recv_to_dir(&cfg, Some(&mut progress)),
+    };
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
@@ -149,6 +171,28 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
 }
 
 fn demo(a: DemoArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
+    if let Some(mut ov) = a.common.overlay() {
+        a.common.check_overlay_flags()?;
+        ov.cancel = Some(cancel);
+        if !std::env::args().any(|x| x.starts_with("--control")) {
+            ov.control = "127.0.0.1:0".parse().expect("address");
+        }
+        let cfg = rmcast::overlay::OverlayDemoConfig {
+            receivers: a.receivers,
+            size: a.size,
+            seed: a.common.seed,
+            send: ov,
+            keep_dir: a.keep.clone(),
+        };
+        let bar = progress_bar(a.common.json, "demo");
+        let mut progress = progress_fn(&bar);
+        let report = rmcast::overlay::demo(&cfg, Some(&mut progress))?;
+        if let Some(bar) = &bar {
+            bar.finish_and_clear();
+        }
+        report::print_send(&report.send, a.common.json, Some(&report));
+        return Ok(report.send.ok && report.all_files_match);
+    }
     let mut send = send_config(&a.common, cancel)?;
     send.proto.receivers = a.receivers;
     // The demo picks a free random port unless one was given explicitly.

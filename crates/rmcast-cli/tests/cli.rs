@@ -431,3 +431,99 @@ fn bad_input_gets_a_clear_message() {
         );
     }
 }
+
+#[test]
+fn every_tcp_overlay_verifies_through_the_cli() {
+    for protocol in [
+        "tcp-direct",
+        "tcp-tree",
+        "tcp-binomial",
+        "tcp-chain",
+        "tcp-bintree",
+    ] {
+        let p = Proc::spawn(
+            protocol,
+            rmcast().args([
+                "demo",
+                "--receivers",
+                "5",
+                "--size",
+                "1MB",
+                "--protocol",
+                protocol,
+                "--json",
+            ]),
+        );
+        let (code, out, err) = p.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "{protocol}: {err}");
+        let v = json(&out);
+        assert_eq!(v["verified"], 5, "{protocol}: {v}");
+        assert_eq!(v["protocol"], protocol);
+    }
+}
+
+#[test]
+fn a_tcp_chain_names_a_receiver_process_killed_mid_transfer() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "big.bin", 64 << 20);
+    let control = {
+        // A free port for the control listener.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let outs: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("out{k}"))).collect();
+    let mut receivers: Vec<Option<Proc>> = (0..3)
+        .map(|k| {
+            let mut cmd = rmcast();
+            cmd.args([
+                "recv",
+                "--json",
+                "--sender",
+                &control,
+                "--name",
+                &format!("t{k}"),
+                "--out",
+            ])
+            .arg(&outs[k])
+            .args(["--timeout", "20s", "--sender-timeout", "3s"]);
+            Some(Proc::spawn(&format!("t{k}"), &mut cmd))
+        })
+        .collect();
+    let sender = Proc::spawn(
+        "sender",
+        rmcast()
+            .arg("send")
+            .arg(&file)
+            .args([
+                "--protocol",
+                "tcp-chain",
+                "--receivers",
+                "3",
+                "--control",
+                &control,
+            ])
+            .args(["--peer-timeout", "2s", "--json"]),
+    );
+    let start = Instant::now();
+    while !entries(&outs[1]).iter().any(|n| n.contains("rmcast-part")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "t1 never started receiving"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(receivers[1].take()); // SIGKILL by PID
+    let (code, out, err) = sender.wait(Duration::from_secs(20));
+    assert_eq!(code, 1, "{err}");
+    let v = json(&out);
+    assert_eq!(v["ok"], false);
+    let text = v.to_string();
+    assert!(text.contains("t1"), "the dead node is named: {v}");
+    for k in [0, 2] {
+        let _ = receivers[k].take().unwrap().wait(Duration::from_secs(20));
+        assert!(
+            !entries(&outs[k]).iter().any(|n| n.contains("rmcast-part")),
+            "t{k} left a part file"
+        );
+    }
+}
