@@ -127,13 +127,13 @@ pub struct CommonArgs {
     #[arg(long, default_value_t = 1472, value_name = "BYTES")]
     pub packet_size: usize,
     /// Packets in flight before waiting for acknowledgements.
-    #[arg(long, default_value_t = 128, value_name = "PACKETS")]
+    #[arg(long, default_value_t = 512, value_name = "PACKETS")]
     pub window: u32,
     /// nak-poll: packets between polls [default: 85 % of the window].
     #[arg(long, value_name = "PACKETS")]
     pub poll_interval: Option<u32>,
     /// tree: receivers per chain (H); 1 behaves like ack.
-    #[arg(long, default_value_t = 6, value_name = "H")]
+    #[arg(long, default_value_t = 10, value_name = "H")]
     pub tree_height: u16,
     /// tree: flat chains or a binary tree.
     #[arg(long, value_enum, default_value_t = ShapeArg::Flat)]

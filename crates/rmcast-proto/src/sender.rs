@@ -4,8 +4,8 @@
 use crate::{Dest, FeedbackPolicy, Instant, Pacer, PayloadSource, Transmit, TreeShape};
 use rmcast_wire::{
     Body, Bye, DATA_HEADER_LEN, Feedback, HASH_LEN, Header, Hello, Kind, MAX_DATAGRAM,
-    MAX_RECEIVERS, Offer, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, Seq,
-    SessionId, Status, Welcome, encode_data_header,
+    MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED,
+    Seq, SessionId, Status, Welcome, encode_data_header,
 };
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -70,7 +70,7 @@ impl Default for SenderConfig {
             protocol: ProtocolId::NakPoll,
             receivers: 1,
             packet_size: 1472,
-            window: 128,
+            window: 512,
             poll_interval: None,
             rto: Duration::from_millis(50),
             rto_max: Duration::from_millis(800),
@@ -81,7 +81,7 @@ impl Default for SenderConfig {
             rate_bits_per_s: None,
             test_loss_ppm: 0,
             repair: Repair::Selective,
-            tree_height: 6,
+            tree_height: 10,
             tree_shape: TreeShape::Flat,
         }
     }
@@ -172,7 +172,8 @@ impl SenderConfig {
                 })
             }
             ProtocolId::Tree => {
-                if self.tree_height == 0 || self.tree_height > 0x7FFF {
+                let flat = self.tree_shape == TreeShape::Flat;
+                if flat && self.tree_height == 0 || self.tree_height > 0x7FFF {
                     return Err(ConfigError::TreeHeight(self.tree_height));
                 }
                 Ok(FeedbackPolicy::Tree {
@@ -422,6 +423,9 @@ pub struct Sender {
     last_activity: Instant,
     /// Data transmissions so far (numbers `Lack::sent_no`).
     transmissions: u64,
+    /// Tree: a member failed, so relayed acks no longer cover its subtree
+    /// nor its ancestors; every poll goes directly to the sender from now on.
+    relay_broken: bool,
     /// Next resend of the phase's multicast control packet (Hello, Offer, Close, Bye).
     control_at: Instant,
     control_due: bool,
@@ -473,6 +477,7 @@ impl Sender {
             stall_poll: None,
             last_activity: now,
             transmissions: 0,
+            relay_broken: false,
             policy,
             session,
             isn,
@@ -853,11 +858,18 @@ impl Sender {
                 };
                 // The receivers that lacked it say at once that they hold
                 // it now: the window may wait on exactly this packet, and
-                // the policy's next poll may lie beyond the window.
+                // the policy's next poll may lie beyond the window. An
+                // intact tree reports through its relays instead: a direct
+                // answer from all N to every multicast repair is an
+                // implosion, and its bitmaps trigger more repairs.
+                let poll = match dest {
+                    Dest::Group if self.policy.relays() && !self.relay_broken => POLL_ALL,
+                    _ => POLL_DIRECT,
+                };
                 return Some(NextData {
                     index,
                     dest,
-                    poll: POLL_DIRECT,
+                    poll,
                     why: Why::Repair,
                 });
             }
@@ -872,7 +884,10 @@ impl Sender {
         let poll = if index < self.high && index == self.base {
             POLL_DIRECT
         } else {
-            self.policy.poll_for(index, self.packets)
+            match self.policy.poll_for(index, self.packets) {
+                POLL_ALL if self.relay_broken => POLL_DIRECT,
+                poll => poll,
+            }
         };
         Some(NextData {
             index,
@@ -1184,6 +1199,10 @@ impl Sender {
         if m.state == MemberState::Failed {
             return;
         }
+        // Its parent waits for it forever and its children report to a dead
+        // address: fall back to direct acknowledgements (the ack protocol's
+        // cost) rather than crawl one stall poll per RTO.
+        self.relay_broken |= self.policy.relays();
         m.state = MemberState::Failed;
         self.events.push_back(SenderEvent::MemberFailed {
             rank: i as u16,

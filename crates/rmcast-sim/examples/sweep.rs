@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 const HELP: &str = "\
 sweep: run a grid of rmcast-sim scenarios and rank them by goodput
@@ -35,6 +36,9 @@ Every list is comma-separated; the grid is their cross product.
   --tree-height LIST       tree: chain length H of the flat tree [6]
   --tree-shape LIST        tree: flat, binary                    [flat]
   --repair LIST            selective, gbn                        [selective]
+  --suppress LIST          min. time between two sends of one packet on NAKs,
+                           counted from its last send (us, ms, s) [5ms]
+  --rto LIST               initial retransmission timeout (us, ms, s) [50ms]
   --receivers LIST         N                                     [30]
   --size LIST              object size (B, KB, MB = 10^3, 10^6; KiB, MiB) [2MB]
   --rate LIST              link rate (bit/s; suffixes kbit, mbit, gbit) [100mbit]
@@ -57,6 +61,8 @@ struct Grid {
     heights: Vec<u16>,
     shapes: Vec<TreeShape>,
     repairs: Vec<Repair>,
+    suppress: Vec<Duration>,
+    rtos: Vec<Duration>,
     receivers: Vec<u16>,
     sizes: Vec<u64>,
     rates: Vec<u64>,
@@ -80,6 +86,8 @@ struct Cell {
     /// Tree only.
     tree: Option<(u16, TreeShape)>,
     repair: Repair,
+    suppress: Duration,
+    rto: Duration,
     receivers: u16,
     size: u64,
     rate: u64,
@@ -172,6 +180,8 @@ fn scenario(grid: &Grid, cell: &Cell, seed: u64) -> Scenario {
         window: cell.window,
         poll_interval: cell.poll,
         repair: cell.repair,
+        suppress: cell.suppress,
+        rto: cell.rto,
         ..SenderConfig::default()
     };
     if let Some((height, shape)) = cell.tree {
@@ -224,7 +234,12 @@ fn cells(g: &Grid) -> Vec<Cell> {
                 };
                 for &poll in &polls {
                     for &tree in &trees {
-                        for &repair in &g.repairs {
+                        for (&repair, &suppress, &rto) in g
+                            .repairs
+                            .iter()
+                            .flat_map(|r| g.suppress.iter().map(move |s| (r, s)))
+                            .flat_map(|(r, s)| g.rtos.iter().map(move |t| (r, s, t)))
+                        {
                             for &receivers in &g.receivers {
                                 for &size in &g.sizes {
                                     for &rate in &g.rates {
@@ -237,6 +252,8 @@ fn cells(g: &Grid) -> Vec<Cell> {
                                                     poll,
                                                     tree,
                                                     repair,
+                                                    suppress,
+                                                    rto,
                                                     receivers,
                                                     size,
                                                     rate,
@@ -326,6 +343,8 @@ fn table(rows: &[Row], csv: bool) -> String {
         "poll",
         "tree",
         "repair",
+        "suppress_ms",
+        "rto_ms",
         "N",
         "size",
         "rate_mbit",
@@ -392,6 +411,8 @@ fn table(rows: &[Row], csv: bool) -> String {
                     Repair::GoBackN => "gbn".into(),
                     Repair::Selective => "selective".into(),
                 },
+                format!("{}", c.suppress.as_secs_f64() * 1e3),
+                format!("{}", c.rto.as_secs_f64() * 1e3),
                 c.receivers.to_string(),
                 c.size.to_string(),
                 format!("{}", c.rate as f64 / 1e6),
@@ -422,6 +443,8 @@ fn parse(args: &[String]) -> Result<Grid, String> {
         heights: vec![6],
         shapes: vec![TreeShape::Flat],
         repairs: vec![Repair::Selective],
+        suppress: vec![SenderConfig::default().suppress],
+        rtos: vec![SenderConfig::default().rto],
         receivers: vec![30],
         sizes: vec![2_000_000],
         rates: vec![100_000_000],
@@ -458,6 +481,8 @@ fn parse(args: &[String]) -> Result<Grid, String> {
             "--tree-height" => g.heights = list(v, parse_num)?,
             "--tree-shape" => g.shapes = list(v, parse_shape)?,
             "--repair" => g.repairs = list(v, parse_repair)?,
+            "--suppress" => g.suppress = list(v, parse_duration)?,
+            "--rto" => g.rtos = list(v, parse_duration)?,
             "--receivers" => g.receivers = list(v, parse_num)?,
             "--size" => g.sizes = list(v, parse_bytes)?,
             "--rate" => g.rates = list(v, parse_rate)?,
@@ -552,6 +577,23 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
     };
     let n: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
     Ok((n * mult).round() as u64)
+}
+
+/// `500us`, `5ms`, `0.5ms`, `1s` (a plain number is milliseconds).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let lower = s.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(lower.len());
+    let (num, unit) = lower.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "us" | "µs" => 1e-6,
+        "" | "ms" => 1e-3,
+        "s" => 1.0,
+        u => return Err(format!("unknown time unit {u:?} in {s:?}")),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?}"))?;
+    Ok(Duration::from_secs_f64(n * scale))
 }
 
 /// `100mbit`, `1gbit`, `512kbit` or plain bits per second.

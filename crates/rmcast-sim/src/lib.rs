@@ -33,7 +33,9 @@
 //! wrong bytes), that without crashes the sender's outcome is ok, that the
 //! sender's outstanding packets never exceed its window, that queues and
 //! socket buffers stayed within their limits, and that the sender finished
-//! before the time limit. A failing run returns a [`SimError`] whose
+//! before the time limit (the outstanding count is checked after every step
+//! of the sender; [`Scenario::trace_outstanding`] records it over the run
+//! in [`RunReport::outstanding_trace`]). A failing run returns a [`SimError`] whose
 //! `Display` names the seed, the machines' state and the whole scenario.
 //!
 //! # What it does not model (yet)
@@ -52,7 +54,7 @@ mod report;
 mod scenario;
 mod sim;
 
-pub use report::{Drops, Failure, ReceiverReport, RunReport, SimError};
+pub use report::{Drops, Failure, OutstandingSample, ReceiverReport, RunReport, SimError};
 pub use scenario::{Crash, HostCost, LossModel, MIN_MTU, Scenario};
 pub use sim::host_addr;
 

@@ -66,6 +66,21 @@ pub struct ReceiverReport {
     pub garbage_seen: u64,
 }
 
+/// The sender's buffer at one moment: recorded after each step of its
+/// machine (a datagram handled, a timer, a datagram sent) whenever either
+/// number changed, when [`crate::Scenario::trace_outstanding`] is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutstandingSample {
+    /// Virtual time, nanoseconds.
+    pub at_ns: u64,
+    /// Data packets transmitted for the first time so far (the sender's
+    /// highest index + 1).
+    pub sent: u32,
+    /// `Sender::outstanding()`: packets sent and not yet acknowledged by
+    /// every live receiver; the window's base is `sent - outstanding`.
+    pub outstanding: u32,
+}
+
 /// The measurements of a run that passed every invariant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunReport {
@@ -109,6 +124,12 @@ pub struct RunReport {
     pub max_uplink_queue_bytes: usize,
     /// Events the simulator processed.
     pub events: u64,
+    /// Largest `Sender::outstanding()` seen after any step of the sender
+    /// during the data phase (the simulator checks it never exceeds the window).
+    pub max_outstanding: u32,
+    /// The sender's outstanding packets over the run (empty unless
+    /// [`crate::Scenario::trace_outstanding`]).
+    pub outstanding_trace: Vec<OutstandingSample>,
 }
 
 /// Why a run failed.

@@ -280,6 +280,10 @@ pub struct Scenario {
     pub seed: u64,
     /// Virtual time by which the sender must have finished.
     pub time_limit: Duration,
+    /// Record [`crate::RunReport::outstanding_trace`]: the sender's
+    /// outstanding packets after every step of its machine (off by default;
+    /// it costs memory proportional to the object's packets).
+    pub trace_outstanding: bool,
 }
 
 impl Default for Scenario {
@@ -307,6 +311,7 @@ impl Default for Scenario {
             garbage_per_s: 0.0,
             seed: 1,
             time_limit: Duration::from_secs(600),
+            trace_outstanding: false,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! state machines.
 
 use crate::report::{dur, secs};
-use crate::{Drops, Failure, LossModel, ReceiverReport, RunReport, Scenario, SimError};
+use crate::{
+    Drops, Failure, LossModel, OutstandingSample, ReceiverReport, RunReport, Scenario, SimError,
+};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rmcast_proto::{
@@ -335,6 +337,8 @@ struct Sim<'s> {
     reasm_timeout: u64,
     window: u32,
     log: SenderLog,
+    max_outstanding: u32,
+    outstanding_trace: Vec<OutstandingSample>,
 }
 
 type Fail = Failure;
@@ -458,6 +462,8 @@ impl<'s> Sim<'s> {
                 failed_at: vec![None; n + 1],
                 ..SenderLog::default()
             },
+            max_outstanding: 0,
+            outstanding_trace: Vec::new(),
         };
         for c in &sc.crashes {
             if (1..=sc.receivers).contains(&c.receiver) {
@@ -529,6 +535,10 @@ impl<'s> Sim<'s> {
     /// CPU time at which the host is free again.
     fn service(&mut self, h: usize, mut now: u64) -> Result<u64, Fail> {
         let mut sent = 0usize;
+        if h == 0 {
+            // The datagram or timer just handled may have moved the window.
+            self.observe_sender(now)?;
+        }
         loop {
             loop {
                 if !self.writable_now(h, now) {
@@ -538,27 +548,12 @@ impl<'s> Sim<'s> {
                 let host = &mut self.hosts[h];
                 let at = Instant::from_nanos(now);
                 let t = match &mut host.machine {
-                    Machine::Sender(s) => {
-                        let t = s.poll_transmit(at, &self.object, &mut host.buf);
-                        // Once every byte is acknowledged (or every receiver
-                        // failed) nothing is outstanding; `outstanding()`
-                        // itself underflows then (proto bug, see
-                        // tests/proto_findings.rs), so it is not asked.
-                        let done = s.acked_bytes() >= self.sc.object_size;
-                        if !done && s.outstanding() > self.window {
-                            return Err(Failure::Invariant {
-                                at: dur(now),
-                                what: format!(
-                                    "sender has {} packets outstanding, window is {}",
-                                    s.outstanding(),
-                                    self.window
-                                ),
-                            });
-                        }
-                        t
-                    }
+                    Machine::Sender(s) => s.poll_transmit(at, &self.object, &mut host.buf),
                     Machine::Receiver(r) => r.poll_transmit(at, &mut host.buf),
                 };
+                if h == 0 {
+                    self.observe_sender(now)?;
+                }
                 let Some(t) = t else { break };
                 sent += 1;
                 if sent > TRANSMIT_BOUND {
@@ -604,6 +599,43 @@ impl<'s> Sim<'s> {
         }
         self.arm_timer(h, now);
         Ok(now)
+    }
+
+    /// Checks the sender's buffer after a step of its machine: never more
+    /// packets outstanding than the window; records the trace when asked.
+    fn observe_sender(&mut self, now: u64) -> Result<(), Fail> {
+        let Machine::Sender(s) = &self.hosts[0].machine else {
+            unreachable!("host 0 is the sender");
+        };
+        // Once every byte is acknowledged (or every receiver failed) nothing
+        // is outstanding; `outstanding()` used to underflow then (see
+        // tests/proto_findings.rs), so it is not asked.
+        if s.acked_bytes() >= self.sc.object_size {
+            return Ok(());
+        }
+        let outstanding = s.outstanding();
+        if outstanding > self.window {
+            return Err(Failure::Invariant {
+                at: dur(now),
+                what: format!(
+                    "sender has {outstanding} packets outstanding, window is {}",
+                    self.window
+                ),
+            });
+        }
+        self.max_outstanding = self.max_outstanding.max(outstanding);
+        if self.sc.trace_outstanding {
+            let sent = u32::try_from(s.stats().data_packets).unwrap_or(u32::MAX);
+            let last = self.outstanding_trace.last();
+            if last.is_none_or(|l| (l.sent, l.outstanding) != (sent, outstanding)) {
+                self.outstanding_trace.push(OutstandingSample {
+                    at_ns: now,
+                    sent,
+                    outstanding,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Handles the machine's events; returns whether any arrived.
@@ -1323,6 +1355,8 @@ impl<'s> Sim<'s> {
                 .max()
                 .unwrap_or(0),
             events: self.events,
+            max_outstanding: self.max_outstanding,
+            outstanding_trace: self.outstanding_trace.clone(),
         }
     }
 

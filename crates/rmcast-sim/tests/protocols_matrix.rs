@@ -1,0 +1,423 @@
+//! The simulator matrix of the foundation issue for the ring and tree
+//! protocols (issue #3): receivers 1, 2, 8, 32 × loss 0, 1 %, 10 %, bursty ×
+//! object sizes 0, 1, one packet, one packet + 1, a window − 1, a window,
+//! a window + 1 packets, and a large object, for the ring and the tree
+//! (flat H = 1, 3, N and binary), each with selective repeat and Go-back-N.
+//! Every cell is checked against the simulator's invariants (exact bytes,
+//! nothing delivered twice, outstanding ≤ window, bounded queues, the run
+//! ends) with a fixed seed, plus per-repair-mode and loss-free checks.
+//!
+//! The large object is 10 MB in one loss column per (variant, repair) at
+//! N = 8 and 32, rotating over the losses so that every (protocol, repair,
+//! loss) triple has a 10 MB cell somewhere; every other cell sends 300 KB
+//! (about 210 packets, several windows). Set `RMCAST_SIM_FULL=1` to send
+//! 10 MB in every cell (about 10× the runtime).
+
+mod common;
+
+use common::*;
+use rmcast_proto::{ProtocolId, Repair, SenderConfig, TreeShape};
+use rmcast_sim::{LossModel, RunReport, Scenario};
+use std::time::Duration;
+
+const RECEIVERS: [u16; 4] = [1, 2, 8, 32];
+const TEN_MB: u64 = 10_000_000;
+const SMALL_LARGE: u64 = 300_000;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Loss {
+    None,
+    OnePercent,
+    TenPercent,
+    Bursty,
+}
+
+const LOSSES: [Loss; 4] = [Loss::None, Loss::OnePercent, Loss::TenPercent, Loss::Bursty];
+
+impl Loss {
+    fn model(self) -> LossModel {
+        match self {
+            Loss::None => LossModel::None,
+            Loss::OnePercent => LossModel::Bernoulli(0.01),
+            Loss::TenPercent => LossModel::Bernoulli(0.10),
+            // About 3 % of packets, in bursts of 4 on average (as tests/matrix.rs).
+            Loss::Bursty => LossModel::bursty(0.03, 4.0),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Variant {
+    Ring,
+    /// Flat tree of height 1 (every receiver a root: the ack protocol's traffic).
+    Flat1,
+    /// Flat tree of height 3.
+    Flat3,
+    /// Flat tree of height N (one chain).
+    FlatN,
+    /// Binary tree.
+    Binary,
+}
+
+const VARIANTS: [Variant; 5] = [
+    Variant::Ring,
+    Variant::Flat1,
+    Variant::Flat3,
+    Variant::FlatN,
+    Variant::Binary,
+];
+
+impl Variant {
+    /// The ring needs a window above N: max(32, N + 1).
+    fn window(self, n: u16) -> u32 {
+        match self {
+            Variant::Ring => WINDOW.max(u32::from(n) + 1),
+            _ => WINDOW,
+        }
+    }
+
+    fn config(self, n: u16, repair: Repair) -> SenderConfig {
+        let (protocol, height, shape) = match self {
+            Variant::Ring => (ProtocolId::Ring, 6, TreeShape::Flat),
+            Variant::Flat1 => (ProtocolId::Tree, 1, TreeShape::Flat),
+            Variant::Flat3 => (ProtocolId::Tree, 3, TreeShape::Flat),
+            Variant::FlatN => (ProtocolId::Tree, n, TreeShape::Flat),
+            // The height is ignored by the binary shape (but must be ≥ 1).
+            Variant::Binary => (ProtocolId::Tree, 1, TreeShape::Binary),
+        };
+        SenderConfig {
+            protocol,
+            packet_size: PACKET,
+            window: self.window(n),
+            repair,
+            tree_height: height,
+            tree_shape: shape,
+            ..SenderConfig::default()
+        }
+    }
+}
+
+fn full() -> bool {
+    std::env::var("RMCAST_SIM_FULL").is_ok_and(|v| v == "1")
+}
+
+/// The object sizes of one cell: the edges around a packet and a window,
+/// then the large object (see the module docs for which cells get 10 MB).
+fn sizes(variant: Variant, repair: Repair, n: u16, loss: Loss) -> Vec<u64> {
+    let w = u64::from(variant.window(n));
+    let vi = VARIANTS.iter().position(|&v| v == variant).expect("listed");
+    let ri = usize::from(repair == Repair::GoBackN);
+    let ten_mb_loss = LOSSES[(2 * vi + ri) % LOSSES.len()];
+    let large = if full() || (loss == ten_mb_loss && n >= 8) {
+        TEN_MB
+    } else {
+        SMALL_LARGE
+    };
+    vec![
+        0,
+        1,
+        PAYLOAD,
+        PAYLOAD + 1,
+        (w - 1) * PAYLOAD,
+        w * PAYLOAD,
+        (w + 1) * PAYLOAD,
+        large,
+    ]
+}
+
+fn scenario_for(
+    variant: Variant,
+    repair: Repair,
+    n: u16,
+    size: u64,
+    loss: Loss,
+    seed: u64,
+) -> Scenario {
+    Scenario {
+        receivers: n,
+        object_size: size,
+        config: variant.config(n, repair),
+        loss: loss.model(),
+        seed,
+        time_limit: Duration::from_secs(300),
+        ..Scenario::default()
+    }
+}
+
+fn check_cell(
+    variant: Variant,
+    repair: Repair,
+    n: u16,
+    size: u64,
+    loss: Loss,
+    seed: u64,
+    r: &RunReport,
+) {
+    let cell = format!("{variant:?} {repair:?} {loss:?} n={n} size={size} seed={seed}");
+    let packets = size.div_ceil(PAYLOAD);
+    assert_eq!(r.data_packets, packets, "first transmissions, {cell}");
+    assert_eq!(r.outcome.verified(), usize::from(n), "{cell}");
+    assert!(r.outcome.ok, "{cell}");
+    assert!(r.receivers.iter().all(|x| x.hash_ok), "{cell}");
+    assert!(r.max_outstanding <= variant.window(n), "{cell}");
+    match repair {
+        // Go-back-N never sends a selective repair...
+        Repair::GoBackN => assert_eq!(
+            r.sender.unicast_repairs + r.sender.multicast_repairs,
+            0,
+            "{cell}: {:?}",
+            r.sender
+        ),
+        // ... and selective repeat never rewinds.
+        Repair::Selective => assert_eq!(r.sender.rewinds, 0, "{cell}: {:?}", r.sender),
+    }
+    if loss == Loss::None {
+        assert_eq!(r.retransmitted_packets, 0, "no loss, no repair, {cell}");
+        assert_eq!(r.sender.timeouts, 0, "no loss, no timeout, {cell}");
+        assert_eq!(r.sender.naks, 0, "no loss, no nak, {cell}");
+        let n64 = u64::from(n);
+        if packets > 0 {
+            match variant {
+                // One ack per packet, the last packet acked by all.
+                Variant::Ring => assert_eq!(r.feedback_sent, packets - 1 + n64, "{cell}"),
+                // Every receiver reports each packet at most once (to its
+                // parent). Fewer when a receiver's Complete, sent straight
+                // to the sender once it verified the object, overtakes the
+                // relay chain and the Byes end the session first (a short
+                // object down a long chain).
+                _ => {
+                    assert!(
+                        r.feedback_sent <= packets * n64,
+                        "{cell}: {}",
+                        r.feedback_sent
+                    );
+                    if packets > 4 * u64::from(variant.window(n)) {
+                        assert!(
+                            r.feedback_sent >= packets * n64 * 9 / 10,
+                            "{cell}: {}",
+                            r.feedback_sent
+                        );
+                    }
+                }
+            }
+        }
+        if variant == Variant::Flat1 {
+            // Height 1: every receiver is a root, so the sender hears all N.
+            assert_eq!(r.sender.acks, packets * n64, "{cell}");
+        }
+    }
+}
+
+fn matrix(variant: Variant, repair: Repair, loss: Loss) {
+    let started = std::time::Instant::now();
+    let vi = VARIANTS.iter().position(|&v| v == variant).expect("listed") as u64;
+    let li = LOSSES.iter().position(|&l| l == loss).expect("listed") as u64;
+    for (i, &n) in RECEIVERS.iter().enumerate() {
+        for (j, size) in sizes(variant, repair, n, loss).into_iter().enumerate() {
+            let seed = 3000
+                + 1000 * vi
+                + 200 * li
+                + 100 * u64::from(repair == Repair::GoBackN)
+                + 10 * i as u64
+                + j as u64;
+            let s = scenario_for(variant, repair, n, size, loss, seed);
+            let r = check(&s);
+            if size >= SMALL_LARGE {
+                eprintln!(
+                    "{variant:?} {repair:?} {loss:?} n={n} size={size} seed={seed}: {:.3} s, \
+                     {:.1} Mbit/s, {} rtx ({} unicast, {} multicast repairs, {} rewinds), \
+                     {} timeouts, {:.2} feedback/data at the sender, {:.2} sent",
+                    r.seconds,
+                    r.goodput_mbit_s,
+                    r.retransmitted_packets,
+                    r.sender.unicast_repairs,
+                    r.sender.multicast_repairs,
+                    r.sender.rewinds,
+                    r.sender.timeouts,
+                    r.feedback_per_data,
+                    r.feedback_sent as f64 / r.data_packets.max(1) as f64,
+                );
+            }
+            check_cell(variant, repair, n, size, loss, seed, &r);
+        }
+    }
+    eprintln!("{variant:?} {repair:?} {loss:?}: {:?}", started.elapsed());
+}
+
+macro_rules! cells {
+    ($($name:ident: $variant:ident, $repair:ident, $loss:ident;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                matrix(Variant::$variant, Repair::$repair, Loss::$loss);
+            }
+        )*
+    };
+}
+
+cells! {
+    ring_selective_no_loss: Ring, Selective, None;
+    ring_selective_one_percent: Ring, Selective, OnePercent;
+    ring_selective_ten_percent: Ring, Selective, TenPercent;
+    ring_selective_bursty: Ring, Selective, Bursty;
+    ring_gbn_no_loss: Ring, GoBackN, None;
+    ring_gbn_one_percent: Ring, GoBackN, OnePercent;
+    ring_gbn_ten_percent: Ring, GoBackN, TenPercent;
+    ring_gbn_bursty: Ring, GoBackN, Bursty;
+    tree_h1_selective_no_loss: Flat1, Selective, None;
+    tree_h1_selective_one_percent: Flat1, Selective, OnePercent;
+    tree_h1_selective_ten_percent: Flat1, Selective, TenPercent;
+    tree_h1_selective_bursty: Flat1, Selective, Bursty;
+    tree_h1_gbn_no_loss: Flat1, GoBackN, None;
+    tree_h1_gbn_one_percent: Flat1, GoBackN, OnePercent;
+    tree_h1_gbn_ten_percent: Flat1, GoBackN, TenPercent;
+    tree_h1_gbn_bursty: Flat1, GoBackN, Bursty;
+    tree_h3_selective_no_loss: Flat3, Selective, None;
+    tree_h3_selective_one_percent: Flat3, Selective, OnePercent;
+    tree_h3_selective_ten_percent: Flat3, Selective, TenPercent;
+    tree_h3_selective_bursty: Flat3, Selective, Bursty;
+    tree_h3_gbn_no_loss: Flat3, GoBackN, None;
+    tree_h3_gbn_one_percent: Flat3, GoBackN, OnePercent;
+    tree_h3_gbn_ten_percent: Flat3, GoBackN, TenPercent;
+    tree_h3_gbn_bursty: Flat3, GoBackN, Bursty;
+    tree_hn_selective_no_loss: FlatN, Selective, None;
+    tree_hn_selective_one_percent: FlatN, Selective, OnePercent;
+    tree_hn_selective_ten_percent: FlatN, Selective, TenPercent;
+    tree_hn_selective_bursty: FlatN, Selective, Bursty;
+    tree_hn_gbn_no_loss: FlatN, GoBackN, None;
+    tree_hn_gbn_one_percent: FlatN, GoBackN, OnePercent;
+    tree_hn_gbn_ten_percent: FlatN, GoBackN, TenPercent;
+    tree_hn_gbn_bursty: FlatN, GoBackN, Bursty;
+    tree_binary_selective_no_loss: Binary, Selective, None;
+    tree_binary_selective_one_percent: Binary, Selective, OnePercent;
+    tree_binary_selective_ten_percent: Binary, Selective, TenPercent;
+    tree_binary_selective_bursty: Binary, Selective, Bursty;
+    tree_binary_gbn_no_loss: Binary, GoBackN, None;
+    tree_binary_gbn_one_percent: Binary, GoBackN, OnePercent;
+    tree_binary_gbn_ten_percent: Binary, GoBackN, TenPercent;
+    tree_binary_gbn_bursty: Binary, GoBackN, Bursty;
+}
+
+// ---------------------------------------------------------------------------
+// Failure detection in the ring and the tree.
+
+/// One receiver of 8 crashes 60 ms into a 3 MB transfer (peer_timeout 1 s).
+fn crash_run(variant: Variant, repair: Repair) -> (RunReport, f64, f64) {
+    let mut s = scenario_for(variant, repair, 8, 3_000_000, Loss::None, 7);
+    s.config.peer_timeout = Duration::from_secs(1);
+    s.crashes = vec![rmcast_sim::Crash {
+        receiver: 1,
+        at: Duration::from_millis(60),
+    }];
+    let r = check(&s);
+    let failed_at = r.receivers[0]
+        .sender_failed_seconds
+        .expect("the crashed receiver was failed");
+    let last_data = r
+        .receivers
+        .iter()
+        .filter_map(|x| x.all_data_seconds)
+        .fold(0.0, f64::max);
+    eprintln!(
+        "{variant:?} {repair:?}: host 1 (rank {:?}) crashed at 0.060 s, failed at {failed_at:.3} s, \
+         last receiver complete at {last_data:.3} s ({:.3} s after the failure), {} timeouts",
+        r.receivers[0].rank,
+        last_data - failed_at,
+        r.sender.timeouts
+    );
+    (r, failed_at, last_data)
+}
+
+/// A crashed receiver is found by the stall poll (`POLL_DIRECT`, answered by
+/// every live receiver straight to the sender, tree members included), removed
+/// after peer_timeout (+ the RTO backoff), and everyone else verifies: in the
+/// ring and in every tree shape, with both repair modes.
+#[test]
+fn crashed_receiver_is_removed_in_ring_and_tree() {
+    for variant in VARIANTS {
+        for repair in [Repair::Selective, Repair::GoBackN] {
+            let (r, failed_at, _) = crash_run(variant, repair);
+            assert!(!r.outcome.ok);
+            assert_eq!(r.outcome.verified(), 7, "{variant:?} {repair:?}");
+            // Detected within peer_timeout + 2 × rto_max of the crash.
+            assert!(failed_at <= 0.06 + 1.0 + 1.6, "{variant:?}: {failed_at}");
+        }
+    }
+}
+
+/// After the removal, the ring runs at full speed again: the remaining
+/// ~2.5 MB take under 0.5 s (about 0.19 s at 100 Mbit/s).
+#[test]
+fn ring_recovers_its_rate_after_a_member_fails() {
+    for repair in [Repair::Selective, Repair::GoBackN] {
+        let (_, failed_at, last_data) = crash_run(Variant::Ring, repair);
+        assert!(last_data - failed_at < 0.5, "{repair:?}");
+    }
+}
+
+/// Proto bug: in the tree, a removed member's ancestors never learn of the
+/// removal. `Receiver::aggregate` (crates/rmcast-proto/src/receiver.rs)
+/// still takes the minimum over the dead child's last reported cumulative
+/// index, so the parent's aggregate, and every ancestor's up to its root,
+/// freezes; the sender hears that whole chain only through the answers to
+/// its stall polls, so every window waits for a retransmission timeout:
+/// the remaining ~2.5 MB take ~2.5 s (≈ 54 RTOs of 50 ms, one 32-packet
+/// window each, ~8 Mbit/s) instead of ~0.2 s, even when the dead member is
+/// a leaf. Seed 7, N = 8, flat H = 3 (host 1 has rank 2, a leaf of chain
+/// 0-1-2), 3 MB, crash at 60 ms, peer_timeout 1 s; the same for H = N,
+/// the binary tree and Go-back-N. The transfer still completes correctly
+/// (previous test); this pins the rate.
+#[test]
+fn tree_recovers_its_rate_after_a_member_fails() {
+    for variant in [Variant::Flat3, Variant::FlatN, Variant::Binary] {
+        for repair in [Repair::Selective, Repair::GoBackN] {
+            let (_, failed_at, last_data) = crash_run(variant, repair);
+            assert!(
+                last_data - failed_at < 0.5,
+                "{variant:?} {repair:?}: {:.3} s after the failure",
+                last_data - failed_at
+            );
+        }
+    }
+}
+
+/// Proto bug (performance): the tree with selective repeat under 1 % loss
+/// and a large window collapses into an acknowledgement storm. Every
+/// selective repair carries `POLL_DIRECT` (crates/rmcast-proto/src/sender.rs,
+/// `next_data`, "The receivers that lacked it say at once..."), and a
+/// multicast repair reaches all N receivers, so each one makes all N answer
+/// the sender directly with a bitmap, bypassing the tree. Those N bitmaps
+/// each report every packet their sender still lacks, which pushes more
+/// packets to "lacked by two or more" and hence to multicast repair, which
+/// polls everyone again. Seed 1, N = 30, flat H = 6, window 128, 1472-byte
+/// packets, 4 MB, Bernoulli 1 %, 100 Mbit/s: 26.7 Mbit/s with 4497
+/// multicast repairs (2763 data packets), 137 k acks at the sender (~50 per
+/// data packet, ~N per multicast repair; Table 2 says N / H = 5) and 1994
+/// drops on the sender's saturated switch port; the ring at the same
+/// settings reaches 52.7 Mbit/s with 21 multicast repairs, and the same
+/// tree with window 32 reaches 43.9. A repair need only poll the receivers
+/// that lacked the packet (the unicast case does), or tree members could
+/// answer a repair's poll through their parent.
+#[test]
+#[ignore = "open: tree (H=2..6) + selective resends ~3x the lost copies at 1 % loss (seed 1: 4004 resends for 1298 losses, 34 Mbit/s vs ring 54); H=1 and H=N are fine"]
+fn tree_selective_repair_does_not_storm_under_loss() {
+    let run = |protocol: ProtocolId| {
+        let mut s = common::scenario(protocol, 30, 4_000_000, LossModel::Bernoulli(0.01), 1);
+        s.config.window = 128;
+        s.config.tree_height = 6;
+        s.config.repair = Repair::Selective;
+        check(&s)
+    };
+    let ring = run(ProtocolId::Ring);
+    let tree = run(ProtocolId::Tree);
+    eprintln!(
+        "ring {:.1} Mbit/s, tree {:.1} Mbit/s\nring: {:?}\ntree: {:?}",
+        ring.goodput_mbit_s, tree.goodput_mbit_s, ring.sender, tree.sender
+    );
+    assert!(
+        tree.feedback_per_data <= 2.0 * 30.0 / 6.0,
+        "tree sender receives {:.1} acks per data packet",
+        tree.feedback_per_data
+    );
+    assert!(tree.goodput_mbit_s >= 0.75 * ring.goodput_mbit_s);
+}
