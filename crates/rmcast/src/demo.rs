@@ -70,7 +70,7 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 /// Writes `size` pseudo-random bytes from `seed` to `path`.
-fn write_object(path: &Path, size: u64, seed: u64) -> Result<(), Error> {
+pub(crate) fn write_object(path: &Path, size: u64, seed: u64) -> Result<(), Error> {
     let file = File::create(path).map_err(io(format!("cannot create {}", path.display())))?;
     let mut w = BufWriter::new(file);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -89,7 +89,7 @@ fn write_object(path: &Path, size: u64, seed: u64) -> Result<(), Error> {
 }
 
 /// True when the two files hold the same bytes.
-fn same_contents(a: &Path, b: &Path) -> std::io::Result<bool> {
+pub(crate) fn same_contents(a: &Path, b: &Path) -> std::io::Result<bool> {
     let (mut fa, mut fb) = (File::open(a)?, File::open(b)?);
     if fa.metadata()?.len() != fb.metadata()?.len() {
         return Ok(false);
@@ -107,6 +107,23 @@ fn same_contents(a: &Path, b: &Path) -> std::io::Result<bool> {
     }
 }
 
+/// The demo's working directory: `keep` if given (created), else a
+/// temporary one removed when the returned guard drops.
+pub(crate) fn work_dir(
+    keep: Option<&Path>,
+    prefix: &str,
+) -> Result<(PathBuf, Option<tempfile::TempDir>), Error> {
+    if let Some(d) = keep {
+        std::fs::create_dir_all(d).map_err(io(format!("cannot create {}", d.display())))?;
+        return Ok((d.to_path_buf(), None));
+    }
+    let temp = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(io("cannot create a temporary directory".into()))?;
+    Ok((temp.path().to_path_buf(), Some(temp)))
+}
+
 /// Runs one sender and `cfg.receivers` receiver threads on loopback: writes a
 /// pseudo-random object of `cfg.size` bytes, sends it, and compares every
 /// received file with it byte for byte. The working directory is removed
@@ -119,20 +136,7 @@ pub fn demo(
         return Err(Error::Invalid("a demo needs at least one receiver".into()));
     }
     crate::check_loss(cfg.loss)?;
-    let temp;
-    let dir: PathBuf = match &cfg.keep_dir {
-        Some(d) => {
-            std::fs::create_dir_all(d).map_err(io(format!("cannot create {}", d.display())))?;
-            d.clone()
-        }
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("rmcast-demo-")
-                .tempdir()
-                .map_err(io("cannot create a temporary directory".into()))?;
-            temp.path().to_path_buf()
-        }
-    };
+    let (dir, _temp) = work_dir(cfg.keep_dir.as_deref(), "rmcast-demo-")?;
     let object = dir.join("object.bin");
     write_object(&object, cfg.size, cfg.seed)?;
 

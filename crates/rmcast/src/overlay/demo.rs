@@ -2,13 +2,10 @@
 //! byte-for-byte check of every received copy.
 
 use super::{OverlayRecvConfig, OverlaySendConfig, OverlaySender, io_err, recv_to_dir};
+use crate::demo::{same_contents, work_dir, write_object};
 use crate::{DemoReport, Error, Progress, RecvReport};
-use rand::rngs::StdRng;
-use rand::{RngCore, SeedableRng};
-use std::fs::File;
-use std::io::{BufWriter, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -45,43 +42,6 @@ impl Default for OverlayDemoConfig {
     }
 }
 
-/// Writes `size` pseudo-random bytes from `seed` to `path`.
-fn write_object(path: &Path, size: u64, seed: u64) -> Result<(), Error> {
-    let file = File::create(path).map_err(io_err(format!("cannot create {}", path.display())))?;
-    let mut w = BufWriter::new(file);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut chunk = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(chunk.len() as u64) as usize;
-        rng.fill_bytes(&mut chunk[..n]);
-        w.write_all(&chunk[..n])
-            .map_err(io_err(format!("cannot write {}", path.display())))?;
-        left -= n as u64;
-    }
-    w.flush()
-        .map_err(io_err(format!("cannot write {}", path.display())))
-}
-
-/// True when the two files hold the same bytes.
-fn same_contents(a: &Path, b: &Path) -> std::io::Result<bool> {
-    let (mut fa, mut fb) = (File::open(a)?, File::open(b)?);
-    if fa.metadata()?.len() != fb.metadata()?.len() {
-        return Ok(false);
-    }
-    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
-    loop {
-        let n = fa.read(&mut ba)?;
-        if n == 0 {
-            return Ok(true);
-        }
-        fb.read_exact(&mut bb[..n])?;
-        if ba[..n] != bb[..n] {
-            return Ok(false);
-        }
-    }
-}
-
 /// Runs one overlay sender and `cfg.receivers` receiver threads on
 /// loopback: writes a pseudo-random object of `cfg.size` bytes, sends it,
 /// and compares every received file with it byte for byte. The working
@@ -93,20 +53,7 @@ pub fn demo(
     if cfg.receivers == 0 {
         return Err(Error::Invalid("a demo needs at least one receiver".into()));
     }
-    let temp;
-    let dir: PathBuf = match &cfg.keep_dir {
-        Some(d) => {
-            std::fs::create_dir_all(d).map_err(io_err(format!("cannot create {}", d.display())))?;
-            d.clone()
-        }
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("rmcast-overlay-demo-")
-                .tempdir()
-                .map_err(io_err("cannot create a temporary directory"))?;
-            temp.path().to_path_buf()
-        }
-    };
+    let (dir, _temp) = work_dir(cfg.keep_dir.as_deref(), "rmcast-overlay-demo-")?;
     let object = dir.join("object.bin");
     write_object(&object, cfg.size, cfg.seed)?;
 
@@ -151,7 +98,7 @@ pub fn demo(
         all_files_match &= match r {
             Ok(RecvReport {
                 path: Some(path), ..
-            }) => same_contents(&object, path).unwrap_or(false),
+            }) => same_contents(&object, path.as_ref()).unwrap_or(false),
             _ => false,
         };
     }
