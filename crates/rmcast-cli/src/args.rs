@@ -38,6 +38,9 @@ pub enum Command {
     Recv(RecvArgs),
     /// Run a sender and N receivers on loopback in one process and report.
     Demo(DemoArgs),
+    /// Measurement lab: network-namespace testbeds, scenario runs against
+    /// peer tools (udpcast, uftp, NORM, TCP), failure detection, reports.
+    Lab(rmcast_lab::LabArgs),
 }
 
 /// Reliability protocol.

@@ -15,6 +15,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
+    if let Command::Lab(a) = cli.command {
+        // The lab installs its own signal handling (it must tear down its
+        // namespaces on Ctrl-C).
+        return match rmcast_lab::run(a) {
+            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            Err(e) => {
+                eprintln!("rmcast lab: error: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let cancel = Arc::new(AtomicBool::new(false));
     {
         let cancel = cancel.clone();
@@ -29,6 +40,7 @@ fn main() -> ExitCode {
         Command::Send(a) => send(a, cancel),
         Command::Recv(a) => recv(a, cancel),
         Command::Demo(a) => demo(a, cancel),
+        Command::Lab(_) => unreachable!("handled above"),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

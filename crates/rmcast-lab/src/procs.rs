@@ -1,0 +1,227 @@
+//! Processes the runner starts: spawned into their own process group with
+//! a parent-death signal, reaped with `wait4` (exit status and CPU time),
+//! and only ever killed by their own PID.
+
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exit {
+    /// exit(code).
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+/// A finished process.
+#[derive(Clone, Copy, Debug)]
+pub struct Ended {
+    /// When the runner saw it end.
+    pub at: Instant,
+    /// Exit code or signal.
+    pub exit: Exit,
+    /// User CPU seconds (wait4 rusage).
+    pub user_s: f64,
+    /// System CPU seconds.
+    pub sys_s: f64,
+}
+
+/// A process the runner started.
+pub struct Proc {
+    /// Label, e.g. `h3 udp-receiver`.
+    pub label: String,
+    /// Host index (0 = sender).
+    pub host: usize,
+    /// The PID (of the tool itself: `ip netns exec` execs it).
+    pub pid: i32,
+    /// When it was started.
+    pub started: Instant,
+    /// Set once reaped.
+    pub ended: Option<Ended>,
+    /// Whether the runner killed it (and why).
+    pub killed_by_us: Option<String>,
+    /// Its stdout file.
+    pub stdout: PathBuf,
+    /// Its stderr file.
+    pub stderr: PathBuf,
+}
+
+impl Proc {
+    /// Spawns `cmd` with stdin from /dev/null and stdout/stderr into files.
+    pub fn spawn(mut cmd: Command, label: String, host: usize, dir: &Path) -> Result<Proc> {
+        let base = label.replace([' ', '/'], "_");
+        let stdout = dir.join(format!("{base}.stdout"));
+        let stderr = dir.join(format!("{base}.stderr"));
+        cmd.stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout)?)
+            .stderr(std::fs::File::create(&stderr)?);
+        use std::os::unix::process::CommandExt;
+        // Own process group: a Ctrl-C at the terminal reaches only the runner,
+        // which then stops everything in order.
+        cmd.process_group(0);
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                // If the runner dies (even by SIGKILL), its tools die with it.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {label} ({:?})", cmd.get_program()))?;
+        let pid = child.id() as i32;
+        drop(child); // reaped by wait4 below, not by std
+        Ok(Proc {
+            label,
+            host,
+            pid,
+            started: Instant::now(),
+            ended: None,
+            killed_by_us: None,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Reaps the process if it ended; true once it has.
+    pub fn poll(&mut self) -> bool {
+        if self.ended.is_some() {
+            return true;
+        }
+        let mut status: libc::c_int = 0;
+        // SAFETY: zeroed rusage is a valid out-parameter.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: pid is our child; status and ru are valid pointers.
+        let r = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == self.pid {
+            let exit = if libc::WIFSIGNALED(status) {
+                Exit::Signal(libc::WTERMSIG(status))
+            } else {
+                Exit::Code(libc::WEXITSTATUS(status))
+            };
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            self.ended = Some(Ended {
+                at: Instant::now(),
+                exit,
+                user_s: secs(ru.ru_utime),
+                sys_s: secs(ru.ru_stime),
+            });
+            true
+        } else if r < 0 {
+            // ECHILD: not ours any more; record it as gone.
+            self.ended = Some(Ended {
+                at: Instant::now(),
+                exit: Exit::Code(-1),
+                user_s: 0.0,
+                sys_s: 0.0,
+            });
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Sends `sig` to this PID (only while it has not been reaped) and notes why.
+    pub fn kill(&mut self, sig: libc::c_int, why: &str) {
+        if self.poll() {
+            return;
+        }
+        if self.killed_by_us.is_none() {
+            self.killed_by_us = Some(why.to_string());
+        }
+        // SAFETY: the PID is our unreaped child, so it cannot have been reused.
+        unsafe { libc::kill(self.pid, sig) };
+    }
+
+    /// Sends a signal without marking the process as killed (fault injection: SIGSTOP).
+    pub fn signal(&self, sig: libc::c_int) {
+        if self.ended.is_none() {
+            // SAFETY: as in `kill`.
+            unsafe { libc::kill(self.pid, sig) };
+        }
+    }
+
+    /// Kills with SIGKILL and waits (bounded) until reaped.
+    pub fn kill_and_reap(&mut self, why: &str) {
+        self.kill(libc::SIGKILL, why);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.poll() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The process state letter from /proc (R, S, D, T for stopped, Z).
+    pub fn state(&self) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        stat.rsplit_once(") ")?.1.chars().next()
+    }
+
+    /// Bytes written so far (/proc/PID/io `wchar`), for progress detection.
+    pub fn wchar(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/io", self.pid))
+            .ok()
+            .and_then(|t| {
+                t.lines().find_map(|l| {
+                    l.strip_prefix("wchar: ")
+                        .and_then(|n| n.trim().parse().ok())
+                })
+            })
+            .unwrap_or(0)
+    }
+
+    /// CPU seconds (user + system), once ended.
+    pub fn cpu_s(&self) -> Option<f64> {
+        self.ended.map(|e| e.user_s + e.sys_s)
+    }
+
+    /// The last `n` bytes of stderr, lossily decoded.
+    pub fn stderr_tail(&self, n: usize) -> String {
+        tail(&self.stderr, n)
+    }
+}
+
+/// The last `n` bytes of a file, lossily decoded and trimmed.
+pub fn tail(path: &Path, n: usize) -> String {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let start = bytes.len().saturating_sub(n);
+    String::from_utf8_lossy(&bytes[start..]).trim().to_string()
+}
+
+/// Every process of one run; kills and reaps the rest when dropped.
+#[derive(Default)]
+pub struct ProcSet {
+    /// The processes, receivers first, sender last.
+    pub procs: Vec<Proc>,
+}
+
+impl ProcSet {
+    /// Reaps whatever ended; true when all have.
+    pub fn poll_all(&mut self) -> bool {
+        let mut all = true;
+        for p in &mut self.procs {
+            all &= p.poll();
+        }
+        all
+    }
+
+    /// SIGKILLs every process still running (by PID) and reaps it.
+    pub fn kill_all(&mut self, why: &str) {
+        for p in &mut self.procs {
+            p.kill(libc::SIGKILL, why);
+        }
+        for p in &mut self.procs {
+            p.kill_and_reap(why);
+        }
+    }
+}
+
+impl Drop for ProcSet {
+    fn drop(&mut self) {
+        self.kill_all("runner stopped");
+    }
+}

@@ -1,0 +1,745 @@
+//! Runs a scenario: one testbed per (rate, receivers), then every size,
+//! loss, tool and repeat on it. Each run starts the receivers, then the
+//! sender, watches them, and judges the run as the Grid paper's harness
+//! does: deadlock/livelock (no progress for `stall_s`), crash (signal or
+//! nonzero exit), wrong or missing file (BLAKE3), performance failure (not
+//! done by the time 1 % of the expected goodput would have finished). A
+//! failed run is killed by PID and recorded with its reasons; the runner
+//! goes on with the next.
+
+use crate::metrics::{self, ProcRecord, RunRecord};
+use crate::peers::{self, Completion, Plan};
+use crate::procs::{Exit, Proc, ProcSet};
+use crate::scenario::{Scenario, TestbedKind, Tool};
+use crate::signals;
+use crate::testbed::{Local, Netns, NetnsSpec, Testbed};
+use crate::units;
+use anyhow::{Context, Result};
+use std::io::Write as _;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How to run.
+pub struct RunOptions {
+    /// Output directory.
+    pub out: PathBuf,
+    /// The rmcast binary.
+    pub rmcast: PathBuf,
+    /// How to call this program's hidden subcommands.
+    pub self_cmd: Vec<String>,
+    /// Only these tools (empty: all).
+    pub only: Vec<String>,
+    /// Override the receiver counts (empty: the scenario's).
+    pub receivers: Vec<u16>,
+    /// Override the repeats.
+    pub repeats: Option<u32>,
+}
+
+/// What a scenario run did.
+pub struct Summary {
+    /// Runs attempted (unavailable tools included).
+    pub runs: usize,
+    /// Runs that succeeded.
+    pub succeeded: usize,
+}
+
+/// The expected goodput when the link is unshaped (loopback or `none`).
+const UNSHAPED_EXPECTED_BPS: f64 = 1e9;
+
+/// Runs every point of the scenario; writes runs.* and points.* into `out`.
+pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
+    std::fs::create_dir_all(opts.out.join("objects"))?;
+    std::fs::create_dir_all(opts.out.join("runs"))?;
+    std::fs::write(opts.out.join("scenario.toml"), toml::to_string(sc)?)?;
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(opts.out.join("testbeds.txt"))?;
+    let mut jsonl = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(opts.out.join("runs.jsonl"))?;
+    let tools: Vec<&Tool> = sc
+        .tools
+        .iter()
+        .filter(|t| opts.only.is_empty() || opts.only.contains(&t.name))
+        .collect();
+    if tools.is_empty() {
+        anyhow::bail!("no tool of the scenario matches --only {:?}", opts.only);
+    }
+    let receivers = if opts.receivers.is_empty() {
+        sc.receivers.clone()
+    } else {
+        opts.receivers.clone()
+    };
+    let repeats = opts.repeats.unwrap_or(sc.repeats);
+    let mut records = metrics::load_runs(&opts.out).unwrap_or_default();
+    let mut seq = records.len();
+    let (mut runs, mut ok) = (0, 0);
+    for rate in &sc.rates {
+        let rate_bits_per_s = units::parse_rate_opt(rate).map_err(anyhow::Error::msg)?;
+        for &n in &receivers {
+            signals::check()?;
+            let mut tb = match sc.testbed {
+                TestbedKind::Local => Testbed::Local(Local::new(n)),
+                TestbedKind::Netns => Testbed::Netns(Netns::create(&NetnsSpec {
+                    receivers: n,
+                    rate_bits_per_s,
+                    mtu: sc.mtu,
+                })?),
+            };
+            writeln!(log, "{}", tb.describe())?;
+            eprintln!(
+                "rmcast-lab: {}",
+                tb.describe().lines().next().unwrap_or_default()
+            );
+            for size_text in &sc.sizes {
+                let size = units::parse_size(size_text).map_err(anyhow::Error::msg)?;
+                let object = make_object(&opts.out.join("objects"), size)?;
+                for &loss in &sc.loss {
+                    tb.set_loss(loss)?;
+                    for tool in &tools {
+                        for repeat in 0..repeats {
+                            signals::check()?;
+                            let point = Point {
+                                tool,
+                                n: n as usize,
+                                size,
+                                rate_bits_per_s,
+                                loss,
+                                repeat,
+                                seq,
+                            };
+                            let rec = run_one(sc, opts, &tb, &point, &object)?;
+                            seq += 1;
+                            runs += 1;
+                            ok += usize::from(rec.status == "ok");
+                            eprintln!("rmcast-lab: {}", rec.one_line());
+                            writeln!(jsonl, "{}", serde_json::to_string(&rec)?)?;
+                            records.push(rec);
+                            metrics::write_all(&opts.out, &records)?;
+                        }
+                    }
+                }
+            }
+            tb.teardown().context("removing the testbed")?;
+        }
+    }
+    Ok(Summary {
+        runs,
+        succeeded: ok,
+    })
+}
+
+/// One point of the sweep.
+struct Point<'a> {
+    tool: &'a Tool,
+    n: usize,
+    size: u64,
+    rate_bits_per_s: Option<u64>,
+    loss: f64,
+    repeat: u32,
+    seq: usize,
+}
+
+/// A deterministic pseudo-random object of `size` bytes (BLAKE3 XOF), cached.
+fn make_object(dir: &Path, size: u64) -> Result<PathBuf> {
+    let path = dir.join(format!("object-{size}.bin"));
+    if path.metadata().map(|m| m.len() == size).unwrap_or(false) {
+        return Ok(path);
+    }
+    let mut xof = blake3::Hasher::new_derive_key("rmcast-lab object")
+        .update(&size.to_le_bytes())
+        .finalize_xof();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let k = left.min(buf.len() as u64) as usize;
+        xof.fill(&mut buf[..k]);
+        f.write_all(&buf[..k])?;
+        left -= k as u64;
+    }
+    f.flush()?;
+    Ok(path)
+}
+
+fn hash_file(path: &Path) -> Result<blake3::Hash> {
+    let mut h = blake3::Hasher::new();
+    h.update_reader(std::fs::File::open(path)?)?;
+    Ok(h.finalize())
+}
+
+/// Bytes allocated under a directory (st_blocks, so sparse preallocation does not count).
+fn allocated_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => allocated_bytes(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// The received file: the largest visible regular file under `dir`.
+fn find_output(dir: &Path) -> Option<PathBuf> {
+    let mut best: Option<(u64, PathBuf)> = None;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let hidden = e.file_name().to_string_lossy().starts_with('.');
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(p),
+                Ok(m)
+                    if m.is_file()
+                        && !hidden
+                        && best.as_ref().is_none_or(|(s, _)| m.len() > *s) =>
+                {
+                    best = Some((m.len(), p));
+                }
+                _ => {}
+            }
+        }
+    }
+    best.map(|(_, p)| p)
+}
+
+fn exit_text(e: Exit) -> String {
+    match e {
+        Exit::Code(c) => format!("exit status {c}"),
+        Exit::Signal(s) => format!("signal {s}"),
+    }
+}
+
+fn last_line(text: &str) -> String {
+    let l = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    l.chars().take(300).collect()
+}
+
+fn run_one(
+    sc: &Scenario,
+    opts: &RunOptions,
+    tb: &Testbed,
+    pt: &Point,
+    object: &Path,
+) -> Result<RunRecord> {
+    let rate_text = units::fmt_rate(pt.rate_bits_per_s);
+    let dir_name = format!(
+        "{:04}-{}-n{}-{}-{}-l{}-r{}",
+        pt.seq,
+        pt.tool.name,
+        pt.n,
+        units::fmt_size(pt.size),
+        rate_text,
+        pt.loss,
+        pt.repeat
+    );
+    let run_dir = opts.out.join("runs").join(&dir_name);
+    std::fs::create_dir_all(&run_dir)?;
+    let out_dirs: Vec<PathBuf> = (0..=pt.n).map(|i| run_dir.join(format!("h{i}"))).collect();
+    for d in &out_dirs[1..] {
+        std::fs::create_dir_all(d)?;
+    }
+    let expected_bps = pt
+        .rate_bits_per_s
+        .map_or(UNSHAPED_EXPECTED_BPS, |r| r as f64);
+    // Performance failure: not done when 1 % of the expected goodput would have been.
+    let limit_s = (sc.startup_s + pt.size as f64 * 8.0 / (0.01 * expected_bps)).min(sc.max_run_s);
+    // Ports differ per run (and per process for loopback runs side by side).
+    let port = 20000 + 2 * ((pt.seq as u32 * 7 + std::process::id() * 131) % 10000) as u16;
+    let group = Ipv4Addr::new(239, 77, 1 + (pt.seq % 200) as u8, 1);
+    let ctx = peers::Ctx {
+        tb,
+        n: pt.n,
+        object,
+        size: pt.size,
+        out_dirs: &out_dirs,
+        run_dir: &run_dir,
+        group,
+        port,
+        rate_bits_per_s: pt.rate_bits_per_s,
+        tool_loss: if tb.is_netns() { 0.0 } else { pt.loss },
+        rmcast: &opts.rmcast,
+        self_cmd: &opts.self_cmd,
+        limit_s,
+    };
+    let mut rec = RunRecord {
+        seq: pt.seq,
+        tool: pt.tool.name.clone(),
+        kind: format!("{:?}", pt.tool.kind).to_lowercase(),
+        testbed: if tb.is_netns() {
+            "netns".into()
+        } else {
+            "local".into()
+        },
+        receivers: pt.n,
+        served_receivers: pt.n,
+        size_bytes: pt.size,
+        rate: rate_text,
+        loss: pt.loss,
+        mtu: sc.mtu,
+        repeat: pt.repeat,
+        expected_mbps: expected_bps / 1e6,
+        dir: format!("runs/{dir_name}"),
+        ..RunRecord::default()
+    };
+    let plan = match peers::plan(pt.tool, &ctx) {
+        Ok(p) => p,
+        Err(why) => {
+            rec.status = "unavailable".into();
+            rec.reasons.push(why);
+            return Ok(rec);
+        }
+    };
+    rec.served_receivers = plan.served;
+    let hosts = pt.n + 1;
+    let before = tb.counters(hosts)?;
+    let shaper_before = tb.shaper_drops()?;
+    let loss_before = tb.loss_drops()?;
+    let mut set = ProcSet::default();
+    let watch = watch_run(sc, tb, &plan, &run_dir, &out_dirs, &mut set, limit_s);
+    let watch = match watch {
+        Ok(w) => w,
+        Err(e) => {
+            set.kill_all("runner error");
+            if signals::interrupted() {
+                return Err(e);
+            }
+            Watch {
+                reasons: vec![format!("runner: {e:#}")],
+                ..Watch::default()
+            }
+        }
+    };
+    set.kill_all("run over");
+    let after = tb.counters(hosts)?;
+    rec.shaper_drops = tb.shaper_drops()?.saturating_sub(shaper_before);
+    rec.loss_drops = tb.loss_drops()?.saturating_sub(loss_before);
+    let mut reasons = watch.reasons;
+
+    // Judge every process.
+    let sender_idx = set.procs.len().saturating_sub(1);
+    for (k, p) in set.procs.iter().enumerate() {
+        let is_sender = k == sender_idx && watch.sender_started;
+        let daemon = plan.daemon_status.is_some() && !is_sender;
+        let Some(end) = p.ended else { continue };
+        match (end.exit, &p.killed_by_us) {
+            (_, Some(why)) if why == "daemon finished" || why == "run over" => {}
+            (_, Some(_)) => {} // the detector already gave the reason
+            (Exit::Code(0), None) => {}
+            (Exit::Code(c), None) => reasons.push(format!(
+                "{} failed ({}): {}",
+                p.label,
+                exit_text(Exit::Code(c)),
+                last_line(&p.stderr_tail(2000))
+            )),
+            (Exit::Signal(s), None) => reasons.push(format!(
+                "{} crashed ({})",
+                p.label,
+                exit_text(Exit::Signal(s))
+            )),
+        }
+        let _ = daemon;
+    }
+    if let Some((status, needle)) = &plan.daemon_status {
+        for (i, f) in status.iter().enumerate() {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            if !text.contains(needle) {
+                reasons.push(format!(
+                    "h{} never reported completion in {}",
+                    i + 1,
+                    f.display()
+                ));
+            } else if let Some(line) = text.lines().find(|l| l.starts_with(needle))
+                && !line.contains(";1;")
+                && line.to_ascii_lowercase().contains("fail")
+            {
+                reasons.push(format!("h{} reported: {line}", i + 1));
+            }
+        }
+    }
+
+    // Fault injection: corrupt one received file before verification.
+    if let Some(k) = sc.inject.corrupt_receiver
+        && (1..=pt.n).contains(&k)
+        && let Some(f) = find_output(&out_dirs[k])
+    {
+        corrupt(&f)?;
+    }
+    // Integrity: every receiver must hold a byte-identical copy.
+    if plan.verify {
+        let want = hash_file(object)?;
+        for (i, d) in out_dirs.iter().enumerate().skip(1) {
+            match find_output(d) {
+                None => reasons.push(format!("h{i}: no output file")),
+                Some(f) => {
+                    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                    if len != pt.size {
+                        reasons.push(format!("h{i}: wrong size {len} (want {})", pt.size));
+                    } else if hash_file(&f)? != want {
+                        reasons.push(format!(
+                            "h{i}: content differs from the original (BLAKE3 mismatch)"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    // Timing.
+    let sender = set.procs.get(sender_idx).filter(|_| watch.sender_started);
+    let secs = sender.and_then(|s| {
+        let t0 = s.started;
+        match plan.completion {
+            Completion::SenderExit => s.ended.map(|e| e.at.duration_since(t0)),
+            Completion::AllExit => set
+                .procs
+                .iter()
+                .map(|p| p.ended.map(|e| e.at.saturating_duration_since(t0)))
+                .collect::<Option<Vec<_>>>()
+                .and_then(|v| v.into_iter().max()),
+        }
+        .map(|d| d.as_secs_f64())
+    });
+    if reasons.is_empty()
+        && let Some(secs) = secs
+    {
+        let g = pt.size as f64 * 8.0 / secs / 1e6;
+        if g < 0.01 * rec.expected_mbps {
+            reasons.push(format!(
+                "performance failure: goodput {g:.3} Mbit/s < 1 % of expected {:.0} Mbit/s",
+                rec.expected_mbps
+            ));
+        }
+    }
+    if let Some(secs) = secs.filter(|_| reasons.is_empty()) {
+        rec.seconds = Some(secs);
+        rec.goodput_mbps = Some(pt.size as f64 * 8.0 / secs / 1e6);
+    }
+
+    // Traffic and CPU.
+    let delta: Vec<_> = after.iter().zip(&before).map(|(a, b)| a.since(b)).collect();
+    rec.tx_bytes_total = delta.iter().map(|d| d.tx_bytes).sum();
+    rec.rx_bytes_total = delta.iter().map(|d| d.rx_bytes).sum();
+    rec.tx_packets_total = delta.iter().map(|d| d.tx_packets).sum();
+    rec.sender_tx_bytes = delta[0].tx_bytes;
+    rec.sender_tx_packets = delta[0].tx_packets;
+    rec.receivers_tx_packets = delta.iter().skip(1).map(|d| d.tx_packets).sum();
+    rec.overhead_bytes = rec.tx_bytes_total as i64 - pt.size as i64;
+    rec.cost = (rec.tx_bytes_total + rec.rx_bytes_total) as f64 / pt.size as f64;
+    if tb.is_netns() && rec.sender_tx_packets > 0 {
+        rec.feedback_per_data_packet =
+            Some(rec.receivers_tx_packets as f64 / rec.sender_tx_packets as f64);
+    }
+    let gb = pt.size as f64 / 1e9;
+    if let Some(s) = sender {
+        rec.cpu_sender_s = s.cpu_s();
+        rec.cpu_sender_s_per_gb = s.cpu_s().map(|c| c / gb);
+        match pt.tool.kind {
+            crate::scenario::ToolKind::Rmcast => parse_rmcast_json(&mut rec, &s.stdout),
+            crate::scenario::ToolKind::Iperf3 if rec.goodput_mbps.is_some() => {
+                parse_iperf3_json(&mut rec, &s.stdout)
+            }
+            _ => {}
+        }
+    }
+    let recv_cpu: Vec<f64> = set.procs[..sender_idx.min(set.procs.len())]
+        .iter()
+        .filter_map(Proc::cpu_s)
+        .collect();
+    if !recv_cpu.is_empty() {
+        let mean = recv_cpu.iter().sum::<f64>() / recv_cpu.len() as f64;
+        rec.cpu_receiver_s_mean = Some(mean);
+        rec.cpu_receiver_s_per_gb = Some(mean / gb);
+        rec.cpu_receiver_s_max = recv_cpu.iter().copied().reduce(f64::max);
+    }
+    if rec.shaper_drops > 0 {
+        reasons.push(format!(
+            "warning: the tbf shaper dropped {} packets (its limit is too small for this tool's socket buffer)",
+            rec.shaper_drops
+        ));
+    }
+    rec.procs = set
+        .procs
+        .iter()
+        .map(|p| ProcRecord {
+            label: p.label.clone(),
+            host: p.host,
+            pid: p.pid,
+            exit: p.ended.map(|e| e.exit),
+            killed_by_us: p.killed_by_us.clone(),
+            cpu_user_s: p.ended.map_or(0.0, |e| e.user_s),
+            cpu_sys_s: p.ended.map_or(0.0, |e| e.sys_s),
+            stderr_tail: p.stderr_tail(400),
+        })
+        .collect();
+    rec.status = if reasons.iter().all(|r| r.starts_with("warning:")) {
+        "ok".into()
+    } else {
+        "failed".into()
+    };
+    rec.reasons = reasons;
+    // Received copies are verified; keep only logs (30 × 20 MB per run adds up).
+    for d in &out_dirs[1..] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    Ok(rec)
+}
+
+fn corrupt(path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let mut b = [0u8; 1];
+    let at = f.metadata()?.len() / 2;
+    f.read_at(&mut b, at)?;
+    b[0] ^= 0xff;
+    f.write_at(&b, at)?;
+    Ok(())
+}
+
+/// iperf3's client exits once it has *written* the bytes, and the server's
+/// close discards what is still in flight, so the lab's clock overstates
+/// its goodput: take the receiver-side figure iperf3 measured instead.
+fn parse_iperf3_json(rec: &mut RunRecord, stdout: &Path) {
+    let text = std::fs::read_to_string(stdout).unwrap_or_default();
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return;
+    };
+    let recv = &v["end"]["sum_received"];
+    if let (Some(bps), Some(secs)) = (recv["bits_per_second"].as_f64(), recv["seconds"].as_f64()) {
+        rec.tool_goodput_mbps = rec.goodput_mbps;
+        rec.goodput_mbps = Some(bps / 1e6);
+        rec.seconds = Some(secs);
+    }
+}
+
+fn parse_rmcast_json(rec: &mut RunRecord, stdout: &Path) {
+    let text = std::fs::read_to_string(stdout).unwrap_or_default();
+    let Some(v) = text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    else {
+        return;
+    };
+    rec.control_per_data_packet = v["control_per_data_packet"].as_f64();
+    rec.retransmitted_packets = v["retransmitted_packets"].as_u64();
+    rec.data_packets = v["data_packets"].as_u64();
+    rec.tool_goodput_mbps = v["goodput_mbps"].as_f64();
+}
+
+/// What the watcher saw.
+#[derive(Default)]
+struct Watch {
+    reasons: Vec<String>,
+    sender_started: bool,
+}
+
+/// Starts the receivers, then the sender, and watches until all are done
+/// or a failure is detected.
+fn watch_run(
+    sc: &Scenario,
+    tb: &Testbed,
+    plan: &Plan,
+    run_dir: &Path,
+    out_dirs: &[PathBuf],
+    set: &mut ProcSet,
+    limit_s: f64,
+) -> Result<Watch> {
+    let mut w = Watch::default();
+    for r in &plan.receivers {
+        let cmd = tb.command(r.host, &r.program, &r.args);
+        set.procs.push(Proc::spawn(
+            cmd,
+            format!("h{} {}", r.host, base(&r.program, &r.args)),
+            r.host,
+            run_dir,
+        )?);
+    }
+    let n_recv = set.procs.len();
+    let settle_until = Instant::now() + Duration::from_secs_f64(plan.settle_s);
+    while Instant::now() < settle_until {
+        signals::check()?;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    set.poll_all();
+    if set.procs.iter().any(|p| p.ended.is_some()) {
+        w.reasons
+            .push("a receiver ended before the sender started".into());
+        return Ok(w);
+    }
+    let s = &plan.sender;
+    let cmd = tb.command(s.host, &s.program, &s.args);
+    set.procs.push(Proc::spawn(
+        cmd,
+        format!("h0 {} (sender)", base(&s.program, &s.args)),
+        0,
+        run_dir,
+    )?);
+    w.sender_started = true;
+    let t0 = Instant::now();
+    let hard = t0 + Duration::from_secs_f64(limit_s);
+    let stall = Duration::from_secs_f64(sc.stall_s);
+    let grace = Duration::from_secs_f64(sc.grace_s);
+    let mut last_progress = t0;
+    let mut progress = 0u64;
+    let mut next_probe = t0;
+    let mut stopped = false;
+    let mut daemons_done = vec![false; n_recv];
+    loop {
+        signals::check()?;
+        let now = Instant::now();
+        let all_ended = set.poll_all();
+        if all_ended {
+            break;
+        }
+        // Fault injection: stall one receiver.
+        if let Some(k) = sc.inject.stop_receiver
+            && !stopped
+            && now >= t0 + Duration::from_secs_f64(sc.inject.stop_after_s)
+            && (1..=n_recv).contains(&k)
+        {
+            set.procs[k - 1].signal(libc::SIGSTOP);
+            stopped = true;
+        }
+        if now >= next_probe {
+            next_probe = now + Duration::from_millis(250);
+            let p: u64 = out_dirs[1..]
+                .iter()
+                .map(|d| allocated_bytes(d))
+                .sum::<u64>()
+                + set
+                    .procs
+                    .iter()
+                    .filter(|p| p.ended.is_none())
+                    .map(Proc::wchar)
+                    .sum::<u64>();
+            if p != progress {
+                progress = p;
+                last_progress = now;
+            }
+            if let Some((status, needle)) = &plan.daemon_status {
+                for (i, f) in status.iter().enumerate() {
+                    if !daemons_done[i]
+                        && std::fs::read_to_string(f).is_ok_and(|t| t.contains(needle))
+                    {
+                        daemons_done[i] = true;
+                    }
+                }
+            }
+        }
+        let sender = &set.procs[n_recv];
+        let sender_end = sender.ended.map(|e| e.at);
+        let receivers_ended = set.procs[..n_recv].iter().all(|p| p.ended.is_some());
+        if let Some(end) = sender_end {
+            if plan.daemon_status.is_some() && daemons_done.iter().all(|&d| d) {
+                for p in &mut set.procs[..n_recv] {
+                    p.kill(libc::SIGTERM, "daemon finished");
+                }
+                wait_reaped(set, Duration::from_secs(2));
+                break;
+            }
+            if receivers_ended {
+                break;
+            }
+            let failed = !matches!(set.procs[n_recv].ended.map(|e| e.exit), Some(Exit::Code(0)));
+            let wait = if failed {
+                grace.min(Duration::from_secs(3))
+            } else {
+                grace
+            };
+            if now.duration_since(end) > wait {
+                for (k, p) in set.procs[..n_recv].iter_mut().enumerate() {
+                    if p.ended.is_none() {
+                        let state = p
+                            .state()
+                            .map(|c| format!(" (process state {c})"))
+                            .unwrap_or_default();
+                        let why = if plan.daemon_status.is_some() && daemons_done[k] {
+                            "daemon finished".to_string()
+                        } else {
+                            format!(
+                                "{} did not finish within {:.0} s after the sender ended{state}",
+                                p.label,
+                                wait.as_secs_f64()
+                            )
+                        };
+                        if why != "daemon finished" {
+                            w.reasons.push(why.clone());
+                        }
+                        p.kill(libc::SIGKILL, &why);
+                    }
+                }
+                wait_reaped(set, Duration::from_secs(2));
+                break;
+            }
+        }
+        if now >= hard {
+            let why = format!(
+                "performance failure: not finished after {limit_s:.0} s (goodput below 1 % of expected, or the {:.0} s cap)",
+                sc.max_run_s
+            );
+            w.reasons.push(why.clone());
+            set.kill_all(&why);
+            break;
+        }
+        if now.duration_since(last_progress) > stall {
+            let states: Vec<String> = set
+                .procs
+                .iter()
+                .filter(|p| p.ended.is_none())
+                .map(|p| format!("{} state {}", p.label, p.state().unwrap_or('?')))
+                .collect();
+            let why = format!(
+                "deadlock/livelock: no progress for {:.0} s (receivers' files and writes unchanged); still running: {}",
+                stall.as_secs_f64(),
+                states.join(", ")
+            );
+            w.reasons.push(why.clone());
+            set.kill_all(&why);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(w)
+}
+
+fn wait_reaped(set: &mut ProcSet, within: Duration) {
+    let deadline = Instant::now() + within;
+    while !set.poll_all() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A short label for a process: the program name, or the hidden subcommand.
+fn base(program: &str, args: &[String]) -> String {
+    let name = Path::new(program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.starts_with("rmcast")
+        && let Some(sub) = args.iter().find(|a| {
+            matches!(
+                a.as_str(),
+                "send" | "recv" | "norm-send" | "norm-recv" | "tcp-send" | "tcp-recv"
+            )
+        })
+    {
+        return format!("{name} {sub}");
+    }
+    name
+}

@@ -1,0 +1,254 @@
+//! Scenario files (TOML): the tools, their parameters, and the sweep.
+//!
+//! ```toml
+//! name = "smoke"
+//! testbed = "netns"          # or "local" (loopback, no root)
+//! receivers = [3]
+//! sizes = ["4MiB"]
+//! rates = ["100mbit"]        # per-host egress (tc tbf); "none" = unshaped
+//! loss = [0.01]              # random loss on each receiver's input
+//! repeats = 1
+//!
+//! [[tools]]
+//! name = "rmcast-nak-poll"
+//! kind = "rmcast"
+//! protocol = "nak-poll"
+//! ```
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Which testbed a scenario runs on.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TestbedKind {
+    /// Network namespaces on a bridge (root).
+    Netns,
+    /// Loopback (no root; rmcast and MultiTCP only).
+    Local,
+}
+
+/// The kind of file transfer tool.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolKind {
+    /// rmcast send/recv.
+    Rmcast,
+    /// udpcast: udp-sender / udp-receiver.
+    Udpcast,
+    /// uftp / uftpd.
+    Uftp,
+    /// NORM (libnorm) through the lab's own file driver.
+    Norm,
+    /// One TCP connection from the sender to each receiver.
+    Multitcp,
+    /// One iperf3 TCP flow to h1: the point-to-point ceiling (unverified).
+    Iperf3,
+}
+
+/// One tool under test.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tool {
+    /// Name in results and plots (unique in the scenario).
+    pub name: String,
+    /// What it is.
+    pub kind: ToolKind,
+    /// rmcast: --protocol (ack, nak-poll, ring, tree).
+    #[serde(default)]
+    pub protocol: Option<String>,
+    /// Sending rate as a fraction of the link rate (default 0.95; NORM 0.93).
+    #[serde(default)]
+    pub rate_fraction: Option<f64>,
+    /// Extra sender arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra receiver arguments.
+    #[serde(default)]
+    pub recv_args: Vec<String>,
+}
+
+/// Deliberate faults, to prove the failure detector (tests use these).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inject {
+    /// SIGSTOP this receiver (1..N) `stop_after_s` after the sender starts.
+    #[serde(default)]
+    pub stop_receiver: Option<usize>,
+    /// Seconds after the sender's start.
+    #[serde(default)]
+    pub stop_after_s: f64,
+    /// Flip a byte of this receiver's output file before verification.
+    #[serde(default)]
+    pub corrupt_receiver: Option<usize>,
+}
+
+/// A scenario: every combination of receivers × sizes × rates × loss × tools × repeats is a run.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name, for the report.
+    pub name: String,
+    /// Testbed kind.
+    #[serde(default = "default_testbed")]
+    pub testbed: TestbedKind,
+    /// Receiver counts.
+    pub receivers: Vec<u16>,
+    /// Object sizes (`4MiB`, `20MB`).
+    pub sizes: Vec<String>,
+    /// Per-host egress rates (`100mbit`, `1gbit`, `none`).
+    #[serde(default = "default_rates")]
+    pub rates: Vec<String>,
+    /// Loss probabilities on the receivers' input.
+    #[serde(default = "default_loss")]
+    pub loss: Vec<f64>,
+    /// Repeats per point.
+    #[serde(default = "default_repeats")]
+    pub repeats: u32,
+    /// veth MTU (9000 = jumbo).
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// Deadlock/livelock: no receiver progress for this long fails the run.
+    #[serde(default = "default_stall_s")]
+    pub stall_s: f64,
+    /// Start-up allowance added to the 1 %-of-expected-goodput time limit.
+    #[serde(default = "default_startup_s")]
+    pub startup_s: f64,
+    /// Hard cap on one run, seconds.
+    #[serde(default = "default_max_run_s")]
+    pub max_run_s: f64,
+    /// Seconds receivers get to exit after the sender finished.
+    #[serde(default = "default_grace_s")]
+    pub grace_s: f64,
+    /// Faults to inject (tests).
+    #[serde(default)]
+    pub inject: Inject,
+    /// The tools.
+    pub tools: Vec<Tool>,
+}
+
+fn default_testbed() -> TestbedKind {
+    TestbedKind::Netns
+}
+fn default_rates() -> Vec<String> {
+    vec!["100mbit".into()]
+}
+fn default_loss() -> Vec<f64> {
+    vec![0.0]
+}
+fn default_repeats() -> u32 {
+    1
+}
+fn default_mtu() -> u32 {
+    1500
+}
+fn default_stall_s() -> f64 {
+    15.0
+}
+fn default_startup_s() -> f64 {
+    10.0
+}
+fn default_max_run_s() -> f64 {
+    600.0
+}
+fn default_grace_s() -> f64 {
+    8.0
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Scenario::parse(&text)
+    }
+
+    /// Parses and checks scenario text.
+    pub fn parse(text: &str) -> Result<Scenario> {
+        let s: Scenario = toml::from_str(text).context("invalid scenario TOML")?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.receivers.is_empty() || self.receivers.iter().any(|&n| n == 0 || n > 250) {
+            bail!("receivers must list counts in 1..=250");
+        }
+        for s in &self.sizes {
+            crate::units::parse_size(s).map_err(anyhow::Error::msg)?;
+        }
+        if self.sizes.is_empty()
+            || self.rates.is_empty()
+            || self.loss.is_empty()
+            || self.tools.is_empty()
+        {
+            bail!("sizes, rates, loss and tools must not be empty");
+        }
+        for r in &self.rates {
+            crate::units::parse_rate_opt(r).map_err(anyhow::Error::msg)?;
+        }
+        if self.loss.iter().any(|p| !(0.0..1.0).contains(p)) {
+            bail!("loss probabilities must be in 0..1");
+        }
+        if self.repeats == 0 {
+            bail!("repeats must be at least 1");
+        }
+        let mut names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            bail!("tool names must be unique");
+        }
+        for t in &self.tools {
+            if t.kind == ToolKind::Rmcast {
+                match t.protocol.as_deref() {
+                    None | Some("ack" | "nak-poll" | "ring" | "tree") => {}
+                    Some(p) => bail!("tool {}: unknown rmcast protocol {p}", t.name),
+                }
+            } else if t.protocol.is_some() {
+                bail!(
+                    "tool {}: `protocol` applies to kind = \"rmcast\" only",
+                    t.name
+                );
+            }
+            if let Some(f) = t.rate_fraction
+                && !(0.01..=1.0).contains(&f)
+            {
+                bail!("tool {}: rate_fraction must be in 0.01..=1", t.name);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_scenarios_parse() {
+        for f in ["smoke.toml", "peers-100mbit.toml", "local-quick.toml"] {
+            let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../lab/scenarios")
+                .join(f);
+            Scenario::load(&p).unwrap_or_else(|e| panic!("{f}: {e:#}"));
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_protocols_are_refused() {
+        let base = "name='x'\nreceivers=[1]\nsizes=['1MiB']\n";
+        assert!(
+            Scenario::parse(&format!(
+                "{base}bogus=1\n[[tools]]\nname='a'\nkind='rmcast'\n"
+            ))
+            .is_err()
+        );
+        let e = Scenario::parse(&format!(
+            "{base}[[tools]]\nname='a'\nkind='rmcast'\nprotocol='fast'\n"
+        ))
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("unknown rmcast protocol"));
+        assert!(Scenario::parse(&format!("{base}[[tools]]\nname='a'\nkind='uftp'\n")).is_ok());
+    }
+}
