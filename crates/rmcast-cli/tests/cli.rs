@@ -403,6 +403,91 @@ fn send_gives_up_naming_how_many_receivers_came() {
     assert_eq!(code, 1, "the receiver hears the abort and fails");
 }
 
+/// The end-of-session debug line of the port called `socket`:
+/// (datagrams sent, send calls, GSO on, datagrams received, receive calls, GRO on).
+fn port_counts(stderr: &str, socket: &str) -> Vec<(u64, u64, bool, u64, u64, bool)> {
+    let key = format!("{socket}: sent ");
+    stderr
+        .lines()
+        .filter_map(|line| {
+            let rest = &line[line.find(&key)? + key.len()..];
+            let words: Vec<&str> = rest
+                .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ',')
+                .filter(|w| !w.is_empty())
+                .collect();
+            // N datagrams in M calls GSO b received N datagrams in M calls GRO b
+            Some((
+                words[0].parse().ok()?,
+                words[3].parse().ok()?,
+                words[6] == "true",
+                words[8].parse().ok()?,
+                words[11].parse().ok()?,
+                words[14] == "true",
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn demo_verifies_with_batched_io_and_with_each_fallback_forced() {
+    for (no_gso, no_gro) in [(false, false), (true, false), (false, true), (true, true)] {
+        let what = format!("RMCAST_NO_GSO={no_gso} RMCAST_NO_GRO={no_gro}");
+        let mut cmd = rmcast();
+        cmd.args([
+            "demo",
+            "--receivers",
+            "3",
+            "--size",
+            "4MiB",
+            "--loss",
+            "0.02",
+            "--json",
+        ])
+        .env("RMCAST_LOG", "rmcast::net=debug")
+        .env("NO_COLOR", "1")
+        .env_remove("RMCAST_NO_GSO")
+        .env_remove("RMCAST_NO_GRO");
+        if no_gso {
+            cmd.env("RMCAST_NO_GSO", "1");
+        }
+        if no_gro {
+            cmd.env("RMCAST_NO_GRO", "1");
+        }
+        let (code, out, err) = Proc::spawn(&what, &mut cmd).wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "{what}: {err}");
+        let v = json(&out);
+        assert_eq!(v["verified"], 3, "{what}: {v}");
+        assert_eq!(v["all_files_match"], true, "{what}: {v}");
+
+        let sender = port_counts(&err, "sender socket");
+        assert_eq!(sender.len(), 1, "{what}: {err}");
+        let (sent, send_calls, gso, ..) = sender[0];
+        if no_gso {
+            assert!(!gso, "{what}: GSO must be off");
+        }
+        // GSO or sendmmsg: an unpaced window leaves in far fewer calls.
+        assert!(
+            send_calls * 4 < sent,
+            "{what}: {sent} datagrams in {send_calls} calls"
+        );
+        let groups = port_counts(&err, "multicast socket");
+        assert_eq!(groups.len(), 3, "{what}: {err}");
+        for (.., received, recv_calls, gro) in groups {
+            if no_gro {
+                assert!(!gro, "{what}: GRO must be off");
+            }
+            assert!(received > 0 && recv_calls <= received, "{what}");
+            if gso && gro {
+                // GSO batches arrive whole: several datagrams per call.
+                assert!(
+                    recv_calls * 4 < received,
+                    "{what}: {received} datagrams in {recv_calls} calls"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_input_gets_a_clear_message() {
     let cases: &[(&[&str], &str)] = &[

@@ -22,8 +22,13 @@
 //! (called at most about ten times a second).
 //!
 //! It is not the protocol (see `rmcast-proto`), not the packet format (see
-//! `rmcast-wire`) and not the command line (see `rmcast-cli`). It sends one
-//! datagram per system call; no batching (sendmmsg/GSO) yet.
+//! `rmcast-wire`) and not the command line (see `rmcast-cli`).
+//!
+//! I/O is batched on Linux: consecutive data packets to one destination
+//! leave in one UDP GSO send (`UDP_SEGMENT`), or one `sendmmsg` where GSO
+//! is refused, and sockets are read with `recvmmsg` and `UDP_GRO`, each
+//! coalesced buffer split back into datagrams before the machine sees them.
+//! `RMCAST_NO_GSO=1` and `RMCAST_NO_GRO=1` force the fallbacks.
 //!
 //! ```no_run
 //! use rmcast::{RecvConfig, SendConfig, recv_to_vec, send_bytes};
@@ -39,6 +44,7 @@
 
 #![warn(missing_docs)]
 
+mod batch;
 mod demo;
 mod name;
 mod net;
@@ -47,6 +53,7 @@ mod parse;
 mod receiver;
 mod sender;
 mod storage;
+mod udp;
 
 pub use demo::{DemoConfig, DemoReport, demo, random_group};
 pub use name::safe_relative_path;

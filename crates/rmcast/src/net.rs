@@ -1,6 +1,8 @@
 //! Sockets, the clock and the non-blocking send path shared by both drivers.
 
 use crate::Error;
+use crate::batch::{GSO_MAX_SEGMENTS, Pushed, TxBatch, gro_split};
+use crate::udp::{self, RxRing};
 use mio::net::UdpSocket;
 use mio::{Interest, Poll, Token};
 use rmcast_proto::Instant;
@@ -221,71 +223,214 @@ impl ErrorLog {
     }
 }
 
-/// A non-blocking socket registered with a poll, with the datagram that
-/// could not be sent yet (the bytes stay in the caller's transmit buffer).
+/// A datagram a producer wrote into the slot [`Port::transmit`] lent it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Outgoing {
+    /// Where it goes.
+    pub(crate) to: SocketAddr,
+    /// Its length: the slot's first `len` bytes.
+    pub(crate) len: usize,
+    /// Whether it may share a GSO batch (data packets; control packets go alone).
+    pub(crate) batchable: bool,
+}
+
+/// How a port moves datagrams through the kernel.
+#[derive(Clone, Copy, Debug)]
+struct Offload {
+    /// Batches go out as one `sendmsg` with `UDP_SEGMENT`.
+    gso: bool,
+    /// The kernel hands over coalesced buffers with their segment size.
+    gro: bool,
+    /// `sendmmsg`/`recvmmsg` are there (always, since Linux 3.0).
+    mmsg: bool,
+}
+
+/// System calls and datagrams, for the end-of-session debug line.
+#[derive(Debug, Default)]
+struct IoCounts {
+    send_calls: u64,
+    sent: u64,
+    recv_calls: u64,
+    received: u64,
+}
+
+/// Set once some port has logged that GSO does not work here.
+static GSO_FALLBACK_LOGGED: AtomicBool = AtomicBool::new(false);
+
+/// A non-blocking socket registered with a poll, with batched I/O: data
+/// datagrams to one destination leave in GSO batches (or `sendmmsg`), and
+/// `recvmmsg` reads several (GRO-coalesced) buffers per call. What could
+/// not be sent yet stays in the port's batch until the socket is writable.
 pub(crate) struct Port {
     pub(crate) socket: UdpSocket,
     token: Token,
     writable_armed: bool,
-    /// Destination and length of `tx_buf[..len]` waiting for writability.
-    pub(crate) pending: Option<(SocketAddr, usize)>,
+    tx: TxBatch,
+    rx: RxRing,
+    offload: Offload,
+    counts: IoCounts,
     errors: ErrorLog,
     name: &'static str,
 }
 
 impl Port {
-    /// Registers `socket` for readability under `token`.
+    /// Registers `socket` for readability under `token`, with `rx_slots`
+    /// receive buffers of 64 KiB, and turns on the offloads the kernel has
+    /// (unless `RMCAST_NO_GSO` / `RMCAST_NO_GRO` say no).
     pub(crate) fn new(
         poll: &Poll,
         mut socket: UdpSocket,
         token: Token,
         name: &'static str,
+        rx_slots: usize,
     ) -> Result<Self, Error> {
         poll.registry()
             .register(&mut socket, token, Interest::READABLE)
             .map_err(io_err(format!("cannot register the {name} socket")))?;
+        let fd = socket.as_raw_fd();
+        let gso = if udp::env_flag("RMCAST_NO_GSO") {
+            tracing::debug!("{name}: GSO off (RMCAST_NO_GSO); sending with sendmmsg");
+            false
+        } else {
+            udp::gso_supported(fd)
+        };
+        let gro = if udp::env_flag("RMCAST_NO_GRO") {
+            tracing::debug!("{name}: GRO off (RMCAST_NO_GRO)");
+            false
+        } else {
+            udp::enable_gro(fd)
+        };
+        tracing::debug!("{name}: GSO {gso}, GRO {gro}");
         Ok(Self {
             socket,
             token,
             writable_armed: false,
-            pending: None,
+            tx: TxBatch::new(GSO_MAX_SEGMENTS),
+            rx: RxRing::new(rx_slots),
+            offload: Offload {
+                gso,
+                gro,
+                mmsg: true,
+            },
+            counts: IoCounts::default(),
             errors: ErrorLog::default(),
             name,
         })
     }
 
-    /// Sends `bytes` to `to`. Returns false when the socket is full: the
-    /// datagram is then remembered as pending and must be retried from
-    /// the same buffer with [`Port::retry`].
-    pub(crate) fn send(&mut self, bytes: &[u8], to: SocketAddr) -> bool {
-        debug_assert!(self.pending.is_none());
+    /// True while datagrams wait for the socket to take them.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.tx.is_empty()
+    }
+
+    /// Sends what is still waiting, then asks `next` for datagrams (each
+    /// written into the slot it is lent) and sends them in batches, until
+    /// `next` has none, the socket is full, or [`TX_BURST`] were produced.
+    /// Returns true when it stopped at that bound (more may be ready).
+    pub(crate) fn transmit(&mut self, mut next: impl FnMut(&mut [u8]) -> Option<Outgoing>) -> bool {
+        let mut produced = 0;
         loop {
-            match self.socket.send_to(bytes, to) {
-                Ok(_) => return true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.pending = Some((to, bytes.len()));
+            if produced == TX_BURST {
+                self.flush();
+                return true;
+            }
+            let Some(slot) = self.tx.slot() else {
+                // A datagram waits behind the batch: the batch goes first.
+                if !self.send_batch() {
                     return false;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.errors.record(self.name, &e);
-                    return true;
+                continue;
+            };
+            let Some(out) = next(slot) else {
+                self.flush();
+                return false;
+            };
+            produced += 1;
+            match self.tx.push(out.to, out.len, out.batchable) {
+                Pushed::Joined => {}
+                Pushed::Full | Pushed::Behind => {
+                    if !self.send_batch() {
+                        return false;
+                    }
                 }
             }
         }
     }
 
-    /// Retries the pending datagram held in `tx_buf`; true when none is left.
-    pub(crate) fn retry(&mut self, tx_buf: &[u8]) -> bool {
-        match self.pending.take() {
-            None => true,
-            Some((to, len)) => self.send(&tx_buf[..len], to),
+    /// Sends everything queued; false when the socket is full.
+    fn flush(&mut self) -> bool {
+        while !self.tx.is_empty() {
+            if !self.send_batch() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Sends the current batch (not the datagram behind it); false when the
+    /// socket is full. Errors other than a full socket are logged and the
+    /// datagrams counted as lost: the protocol repairs losses anyway.
+    fn send_batch(&mut self) -> bool {
+        let fd = self.socket.as_raw_fd();
+        loop {
+            let Some((to, bytes, segment)) = self.tx.unsent() else {
+                return true;
+            };
+            let count = self.tx.unsent_count();
+            let to = SockAddr::from(to);
+            // A GSO send is all or nothing; the others fail on their first datagram.
+            let all_or_nothing = count > 1 && self.offload.gso;
+            let result = if count == 1 {
+                udp::send_one(fd, &to, bytes).map(|()| 1)
+            } else if self.offload.gso {
+                match udp::send_gso(fd, &to, bytes, segment) {
+                    Err(e) if udp::is_gso_refusal(&e) => {
+                        self.offload.gso = false;
+                        if !GSO_FALLBACK_LOGGED.swap(true, Ordering::Relaxed) {
+                            tracing::warn!(
+                                "{}: UDP GSO refused ({e}); sending with sendmmsg instead",
+                                self.name
+                            );
+                        }
+                        continue;
+                    }
+                    r => r.map(|()| count),
+                }
+            } else if self.offload.mmsg {
+                match udp::send_mmsg(fd, &to, bytes, segment) {
+                    Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                        self.offload.mmsg = false;
+                        continue;
+                    }
+                    r => r,
+                }
+            } else {
+                udp::send_one(fd, &to, &bytes[..segment]).map(|()| 1)
+            };
+            match result {
+                Ok(sent) => {
+                    self.counts.send_calls += 1;
+                    self.counts.sent += sent as u64;
+                    if self.tx.advance(sent) {
+                        return true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.errors.record(self.name, &e);
+                    let lost = if all_or_nothing { count } else { 1 };
+                    if self.tx.advance(lost) {
+                        return true;
+                    }
+                }
+            }
         }
     }
 
-    /// Asks for a writability wake-up exactly while a datagram is pending.
+    /// Asks for a writability wake-up exactly while datagrams are pending.
     pub(crate) fn update_interest(&mut self, poll: &Poll) -> Result<(), Error> {
-        let want = self.pending.is_some();
+        let want = self.has_pending();
         if want != self.writable_armed {
             let interest = if want {
                 Interest::READABLE | Interest::WRITABLE
@@ -303,32 +448,169 @@ impl Port {
         Ok(())
     }
 
-    /// Receives up to [`RX_BURST`] datagrams into `buf`, handing each to
-    /// `f`. Returns true when it stopped at the bound with more possibly
-    /// waiting (the caller must not sleep before draining again).
-    pub(crate) fn drain(&mut self, buf: &mut [u8], mut f: impl FnMut(SocketAddr, &[u8])) -> bool {
-        for _ in 0..RX_BURST {
-            match self.socket.recv_from(buf) {
-                Ok((n, from)) => f(from, &buf[..n]),
+    /// Receives up to about [`RX_BURST`] datagrams, handing each to `f`
+    /// (GRO buffers are split back into their datagrams). Returns true when
+    /// it stopped at the bound with more possibly waiting (the caller must
+    /// not sleep before draining again).
+    pub(crate) fn drain(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> bool {
+        let fd = self.socket.as_raw_fd();
+        let mut handled = 0;
+        while handled < RX_BURST {
+            match udp::recv_mmsg(fd, &mut self.rx, self.offload.mmsg) {
+                Ok(filled) => {
+                    self.counts.recv_calls += 1;
+                    for i in 0..filled {
+                        let (bytes, meta) = self.rx.get(i);
+                        if meta.truncated {
+                            let e = io::Error::other(format!(
+                                "a received buffer of {} bytes was cut off; dropped",
+                                meta.len
+                            ));
+                            self.errors.record(self.name, &e);
+                            handled += 1;
+                            continue;
+                        }
+                        let Some(from) = meta.from else {
+                            handled += 1;
+                            continue;
+                        };
+                        for range in gro_split(bytes.len(), meta.stride) {
+                            f(from, &bytes[range]);
+                            handled += 1;
+                            self.counts.received += 1;
+                        }
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => self.errors.record(self.name, &e),
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) && self.offload.mmsg => {
+                    self.offload.mmsg = false;
+                }
+                Err(e) => {
+                    self.errors.record(self.name, &e);
+                    handled += 1;
+                }
             }
         }
         true
     }
 }
 
-/// Waits for socket readiness for at most `wait`; interruptions count as wake-ups.
-pub(crate) fn wait(poll: &mut Poll, events: &mut mio::Events, wait: Duration) -> Result<(), Error> {
-    match poll.poll(events, Some(wait)) {
+impl Drop for Port {
+    fn drop(&mut self) {
+        let c = &self.counts;
+        tracing::debug!(
+            "{}: sent {} datagrams in {} calls (GSO {}), received {} datagrams in {} calls (GRO {})",
+            self.name,
+            c.sent,
+            c.send_calls,
+            self.offload.gso,
+            c.received,
+            c.recv_calls,
+            self.offload.gro
+        );
+    }
+}
+
+/// Waits shorter than this go through the [`Alarm`]: epoll counts its
+/// timeout in whole milliseconds (mio rounds up), which would cap a paced
+/// sender at one pacer bucket per millisecond.
+const PRECISE_BELOW: Duration = Duration::from_millis(10);
+
+/// A one-shot `timerfd` registered with the poll, for wake-ups with
+/// microsecond precision.
+pub(crate) struct Alarm {
+    fd: std::os::fd::OwnedFd,
+    token: Token,
+}
+
+impl Alarm {
+    /// A disarmed alarm that wakes `poll` under `token`.
+    pub(crate) fn new(poll: &Poll, token: Token) -> Result<Self, Error> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain system call; the descriptor is owned below.
+        let raw = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if raw < 0 {
+            return Err(Error::Io {
+                context: "cannot create a timer".into(),
+                source: io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: `raw` is a fresh descriptor nobody else owns.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        poll.registry()
+            .register(
+                &mut mio::unix::SourceFd(&fd.as_raw_fd()),
+                token,
+                Interest::READABLE,
+            )
+            .map_err(io_err("cannot register the timer"))?;
+        Ok(Self { fd, token })
+    }
+
+    /// Fires once, `after` from now (replacing any earlier setting).
+    fn set(&self, after: Duration) {
+        let after = after.max(Duration::from_nanos(1));
+        // SAFETY: an all-zero itimerspec is a valid (disarming) one.
+        let mut spec: libc::itimerspec = unsafe { std::mem::zeroed() };
+        spec.it_value.tv_sec = after.as_secs() as libc::time_t;
+        spec.it_value.tv_nsec = after.subsec_nanos() as _;
+        // SAFETY: a valid timerfd and a valid itimerspec; no old value wanted.
+        unsafe {
+            libc::timerfd_settime(
+                self.fd.as_raw_fd(),
+                0,
+                &raw const spec,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Consumes an expiry, so the descriptor is quiet until the next one.
+    fn clear(&self) {
+        let mut ticks = 0u64;
+        // SAFETY: reads at most 8 bytes into `ticks`; EAGAIN when not expired.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), (&raw mut ticks).cast(), 8) };
+    }
+}
+
+/// Waits for socket readiness for at most `wait`; interruptions count as
+/// wake-ups. With an alarm, short waits end on time rather than on the
+/// next millisecond.
+pub(crate) fn wait(
+    poll: &mut Poll,
+    events: &mut mio::Events,
+    alarm: Option<&Alarm>,
+    wait: Duration,
+) -> Result<(), Error> {
+    let mut timeout = wait;
+    if let Some(a) = alarm
+        && !wait.is_zero()
+        && wait < PRECISE_BELOW
+    {
+        a.set(wait);
+        // The alarm ends the wait; the timeout is only a backstop.
+        timeout = wait + Duration::from_millis(1);
+    }
+    let result = match poll.poll(events, Some(timeout)) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
         Err(e) => Err(Error::Io {
             context: "cannot wait for socket events".into(),
             source: e,
         }),
+    };
+    if let Some(a) = alarm
+        && events.iter().any(|e| e.token() == a.token)
+    {
+        a.clear();
     }
+    result
 }
 
 /// Invokes a progress callback at most ten times a second (and always for

@@ -1,14 +1,14 @@
 //! The receiving driver: a multicast and a unicast socket, one `mio` loop,
 //! one `rmcast_proto::Receiver`, and the object's storage.
 
-use crate::net::{self, Clock, MAX_WAIT, Port, TX_BURST, Ticker};
+use crate::net::{self, Clock, MAX_WAIT, Outgoing, Port, Ticker};
 use crate::storage::{Sink, Target, prepare};
 use crate::{Error, Progress, RecvConfig, RecvReport, check_group, check_loss, goodput_mbps};
 use mio::{Events, Poll, Token};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rmcast_proto::{
-    Dest, Instant, Kind, MAX_DATAGRAM, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, Status,
+    Dest, Instant, Kind, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, Status,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -245,9 +245,11 @@ fn run(
         source,
     })?;
     let group_socket = net::group_socket(cfg.group, cfg.iface, cfg.socket_buffer_bytes)?;
-    let mut group_port = Port::new(&poll, group_socket, Token(0), "multicast socket")?;
+    // Data arrives here, GRO-coalesced where the kernel can.
+    let mut group_port = Port::new(&poll, group_socket, Token(0), "multicast socket", 16)?;
     let feedback = net::feedback_socket(cfg.iface, cfg.ttl, cfg.socket_buffer_bytes)?;
-    let mut unicast = Port::new(&poll, feedback, Token(1), "feedback socket")?;
+    // Control packets and the odd unicast repair.
+    let mut unicast = Port::new(&poll, feedback, Token(1), "feedback socket", 8)?;
     let group = SocketAddr::V4(cfg.group);
 
     let clock = Clock;
@@ -279,8 +281,6 @@ fn run(
     };
     tracing::info!("{:?} listening on {group} via {}", cfg.name, cfg.iface);
 
-    let mut tx_buf = vec![0u8; MAX_DATAGRAM];
-    let mut rx_buf = vec![0u8; MAX_DATAGRAM];
     let mut events = Events::with_capacity(16);
     let mut ticker = Ticker::new();
     let mut linger_until: Option<Instant> = None;
@@ -305,24 +305,20 @@ fn run(
             }
         }
 
-        let mut tx_more = false;
-        if unicast.retry(&tx_buf) {
-            let mut sent = 0;
-            while let Some(t) = d.machine.poll_transmit(now, &mut tx_buf) {
-                let to = match t.dest {
-                    Dest::Group => group,
-                    Dest::Unicast(a) => a,
-                };
-                if !unicast.send(&tx_buf[..t.len], to) {
-                    break;
-                }
-                sent += 1;
-                if sent == TX_BURST {
-                    tx_more = true;
-                    break;
-                }
-            }
-        }
+        let mut tx_more = unicast.transmit(|buf| {
+            let t = d.machine.poll_transmit(now, buf)?;
+            let to = match t.dest {
+                Dest::Group => group,
+                Dest::Unicast(a) => a,
+            };
+            // Feedback batches too: after a GRO burst the machine owes
+            // one ack per packet, all to the sender and of one size.
+            Some(Outgoing {
+                to,
+                len: t.len,
+                batchable: matches!(t.kind, Kind::Data | Kind::Ack | Kind::Nak),
+            })
+        });
         // Transmit first (the ack for the last packet must not wait for the
         // hash), then react; a reaction's datagram goes on the next pass,
         // at once rather than after the next arrival.
@@ -339,7 +335,7 @@ fn run(
             linger_until = Some(now + LINGER);
         }
         if let Some(until) = linger_until {
-            if now >= until && unicast.pending.is_none() {
+            if now >= until && !unicast.has_pending() {
                 break;
             }
             if now.saturating_since(until) > LINGER {
@@ -366,13 +362,13 @@ fn run(
         if rx_backlog || tx_more {
             wait = Duration::ZERO;
         }
-        net::wait(&mut poll, &mut events, wait)?;
+        net::wait(&mut poll, &mut events, None, wait)?;
 
         let now = clock.now();
-        let more_group = group_port.drain(&mut rx_buf, |from, bytes| {
+        let more_group = group_port.drain(|from, bytes| {
             d.on_datagram(now, from, bytes);
         });
-        let more_unicast = unicast.drain(&mut rx_buf, |from, bytes| {
+        let more_unicast = unicast.drain(|from, bytes| {
             d.on_datagram(now, from, bytes);
         });
         rx_backlog = more_group || more_unicast;

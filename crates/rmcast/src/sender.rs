@@ -1,11 +1,11 @@
 //! The sending driver: one socket, one `mio` loop, one `rmcast_proto::Sender`.
 
-use crate::net::{self, Clock, MAX_WAIT, Port, TX_BURST, Ticker};
+use crate::net::{self, Clock, MAX_WAIT, Outgoing, Port, Ticker};
 use crate::{
     Error, Progress, SendConfig, SendReport, check_group, check_loss, goodput_mbps, protocol_name,
 };
 use mio::{Events, Poll, Token};
-use rmcast_proto::{Dest, Instant, MAX_DATAGRAM, ObjectInfo, Sender, SenderEvent, Seq, SessionId};
+use rmcast_proto::{Dest, Instant, Kind, ObjectInfo, Sender, SenderEvent, Seq, SessionId};
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -77,6 +77,19 @@ pub fn send_bytes(
     run(name, data, cfg, progress)
 }
 
+/// How much later than the machine asks a paced sender wakes up: about
+/// half the pacer's bucket (16 packets) later, so that each wake-up sends a
+/// GSO batch of several packets rather than one, while a late wake-up still
+/// loses no tokens to a full bucket. Capped so that timers stay timely.
+fn pace_slack(rate_bits_per_s: Option<u64>, packet_size: usize) -> Duration {
+    const SLACK_PACKETS: u64 = 7;
+    const SLACK_MAX: Duration = Duration::from_millis(2);
+    rate_bits_per_s.map_or(Duration::ZERO, |rate| {
+        let packet_ns = (packet_size as u64 * 8).saturating_mul(1_000_000_000) / rate.max(1);
+        Duration::from_nanos(SLACK_PACKETS.saturating_mul(packet_ns)).min(SLACK_MAX)
+    })
+}
+
 fn run(
     name: &str,
     data: &[u8],
@@ -91,6 +104,7 @@ fn run(
     }
     proto.validate()?;
     let protocol = protocol_name(proto.protocol).to_owned();
+    let pace_slack = pace_slack(proto.rate_bits_per_s, proto.packet_size);
     let wanted = proto.receivers;
 
     let mut hasher = blake3::Hasher::new();
@@ -108,8 +122,10 @@ fn run(
     })?;
     let socket = net::sender_socket(cfg.iface, cfg.ttl, cfg.socket_buffer_bytes)?;
     let local = socket.local_addr().ok();
-    let mut port = Port::new(&poll, socket, Token(0), "sender socket")?;
+    // Feedback from many receivers arrives in bursts: read many per call.
+    let mut port = Port::new(&poll, socket, Token(0), "sender socket", 32)?;
     let group = SocketAddr::V4(cfg.group);
+    let alarm = net::Alarm::new(&poll, Token(1))?;
 
     let clock = Clock;
     let session = SessionId(rand::random());
@@ -123,8 +139,6 @@ fn run(
     );
 
     let source: &[u8] = data;
-    let mut tx_buf = vec![0u8; MAX_DATAGRAM];
-    let mut rx_buf = vec![0u8; MAX_DATAGRAM];
     let mut events = Events::with_capacity(16);
     let mut ticker = Ticker::new();
     let mut first_announce: Option<Instant> = None;
@@ -144,26 +158,20 @@ fn run(
             break;
         }
 
-        // Send what the machine has, unless the socket is still full.
-        let mut tx_more = false;
-        if port.retry(&tx_buf) {
-            let mut sent = 0;
-            while let Some(t) = sender.poll_transmit(now, source, &mut tx_buf) {
-                first_announce.get_or_insert(now);
-                let to = match t.dest {
-                    Dest::Group => group,
-                    Dest::Unicast(a) => a,
-                };
-                if !port.send(&tx_buf[..t.len], to) {
-                    break;
-                }
-                sent += 1;
-                if sent == TX_BURST {
-                    tx_more = true;
-                    break;
-                }
-            }
-        }
+        // Send what is still queued, then what the machine has, in batches.
+        let tx_more = port.transmit(|buf| {
+            let t = sender.poll_transmit(now, source, buf)?;
+            first_announce.get_or_insert(now);
+            let to = match t.dest {
+                Dest::Group => group,
+                Dest::Unicast(a) => a,
+            };
+            Some(Outgoing {
+                to,
+                len: t.len,
+                batchable: t.kind == Kind::Data,
+            })
+        });
 
         let mut finished = false;
         while let Some(e) = sender.poll_event() {
@@ -210,15 +218,18 @@ fn run(
         port.update_interest(&poll)?;
         let mut wait = sender
             .poll_timeout()
-            .map_or(MAX_WAIT, |t| t.saturating_since(now))
+            .map_or(MAX_WAIT, |t| match t.saturating_since(now) {
+                Duration::ZERO => Duration::ZERO,
+                d => d + pace_slack,
+            })
             .min(MAX_WAIT);
         if rx_backlog || tx_more {
             wait = Duration::ZERO;
         }
-        net::wait(&mut poll, &mut events, wait)?;
+        net::wait(&mut poll, &mut events, Some(&alarm), wait)?;
 
         let now = clock.now();
-        rx_backlog = port.drain(&mut rx_buf, |from, bytes| {
+        rx_backlog = port.drain(|from, bytes| {
             sender.handle_datagram(now, from, bytes);
         });
         if sender.poll_timeout().is_some_and(|t| now >= t) {
