@@ -1,58 +1,24 @@
 //! Sizes and rates as people write them: `4MiB`, `20MB`, `100mbit`, `none`.
 
-/// Parses a byte count: `1000001`, `64KiB`, `4MiB`, `1GiB`, `20MB`, `1kB`.
+/// Parses a byte count with the CLI's rules (`rmcast::parse_size`:
+/// `4MiB`, `4M` and `4k` are binary, `20MB` and `1kB` decimal), so a size
+/// means the same in a scenario file and on the command line.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid size `{s}`: expected e.g. 4MiB, 20MB, 1000001"))?;
-    let scale: f64 = match unit.trim() {
-        "" | "B" | "b" => 1.0,
-        "k" | "kB" | "KB" => 1e3,
-        "M" | "MB" => 1e6,
-        "G" | "GB" => 1e9,
-        "K" | "KiB" => 1024.0,
-        "Mi" | "MiB" => 1024.0 * 1024.0,
-        "Gi" | "GiB" => 1024.0 * 1024.0 * 1024.0,
-        other => return Err(format!("invalid size unit `{other}` in `{s}`")),
-    };
-    let bytes = value * scale;
-    if !(1.0..=1e13).contains(&bytes) {
-        return Err(format!("size `{s}` is out of range"));
+    let bytes = rmcast::parse_size(s)?;
+    if bytes == 0 || bytes > 10_000_000_000_000 {
+        return Err(format!("size `{s}` is out of range (1 B to 10 TB)"));
     }
-    Ok(bytes.round() as u64)
+    Ok(bytes)
 }
 
-/// Parses a rate in bits per second: `100mbit`, `1gbit`, `500kbit`, `90000000`.
+/// Parses a rate in bits per second with the CLI's rules
+/// (`rmcast::parse_rate`: `100mbit`, `1gbit`, `500kbit`, `90000000`).
 pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid rate `{s}`: expected e.g. 100mbit, 1gbit, none"))?;
-    let scale = match unit.trim() {
-        "" | "bit" => 1e0,
-        "k" | "kbit" => 1e3,
-        "m" | "mbit" => 1e6,
-        "g" | "gbit" => 1e9,
-        other => {
-            return Err(format!(
-                "invalid rate unit `{other}` in `{s}` (use kbit, mbit, gbit)"
-            ));
-        }
-    };
-    let r = value * scale;
-    if !(1e3..=1e12).contains(&r) {
-        return Err(format!("rate `{s}` is out of range"));
+    let r = rmcast::parse_rate(s)?;
+    if !(1_000..=1_000_000_000_000).contains(&r) {
+        return Err(format!("rate `{s}` is out of range (1kbit to 1000gbit)"));
     }
-    Ok(r.round() as u64)
+    Ok(r)
 }
 
 /// Parses a rate or `none` (no shaping).
