@@ -93,3 +93,16 @@ impl PayloadSource for Vec<u8> {
 /// Size of the buffer a driver must pass to `poll_transmit`: the largest
 /// UDP datagram over IPv4.
 pub const MAX_DATAGRAM: usize = rmcast_wire::MAX_DATAGRAM;
+
+/// `s` cut to at most `max` bytes at a character boundary (text fields on
+/// the wire hold at most 255 bytes).
+pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

@@ -1,7 +1,7 @@
 //! The receiver's state machine: join a session, answer the offer, take
 //! data in any order, acknowledge as polled, NAK gaps, confirm the hash.
 
-use crate::{Children, Dest, FeedbackPolicy, Instant, Transmit};
+use crate::{Children, Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
 use rmcast_wire::{
     Body, Complete, Feedback, HASH_LEN, Header, Join, Kind, Leave, OfferReply, POLL_ALL,
     POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, Seq, SessionId, Status,
@@ -211,11 +211,7 @@ impl Receiver {
     /// A receiver listening for a session, starting at `now`.
     #[must_use]
     pub fn new(mut config: ReceiverConfig, now: Instant) -> Self {
-        let mut end = config.name.len().min(255);
-        while !config.name.is_char_boundary(end) {
-            end -= 1;
-        }
-        config.name.truncate(end);
+        config.name = truncate_utf8(&config.name, 255).to_owned();
         Self {
             config,
             phase: Phase::Listening,
@@ -791,10 +787,7 @@ fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Tr
     Some(Transmit { dest, len, kind })
 }
 
+/// A text field's value: at most 255 bytes, cut at a character boundary.
 fn truncate(text: &str) -> String {
-    let mut end = text.len().min(255);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+    truncate_utf8(text, 255).to_owned()
 }

@@ -1,7 +1,9 @@
 //! The sender's state machine: admission, buffer handshake, windowed data
 //! with Go-back-N repair, and the close handshake.
 
-use crate::{Dest, FeedbackPolicy, Instant, Pacer, PayloadSource, Transmit, TreeShape};
+use crate::{
+    Dest, FeedbackPolicy, Instant, Pacer, PayloadSource, Transmit, TreeShape, truncate_utf8,
+};
 use rmcast_wire::{
     Body, Bye, DATA_HEADER_LEN, Feedback, HASH_LEN, Header, Hello, Kind, MAX_DATAGRAM,
     MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED,
@@ -1346,15 +1348,4 @@ fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Tr
     let kind = body.kind();
     let len = Packet { header, body }.encode(buf).ok()?;
     Some(Transmit { dest, len, kind })
-}
-
-fn truncate_utf8(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
