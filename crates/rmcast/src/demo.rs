@@ -1,6 +1,7 @@
 //! One sender and N receiver threads over loopback, with a byte-for-byte
 //! check of every received copy.
 
+use crate::net::io_err;
 use crate::{Error, Progress, RecvConfig, RecvReport, SendConfig, SendReport, recv_to_dir};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
@@ -65,13 +66,9 @@ pub fn random_group() -> SocketAddrV4 {
     )
 }
 
-fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
-    move |source| Error::Io { context, source }
-}
-
 /// Writes `size` pseudo-random bytes from `seed` to `path`.
 pub(crate) fn write_object(path: &Path, size: u64, seed: u64) -> Result<(), Error> {
-    let file = File::create(path).map_err(io(format!("cannot create {}", path.display())))?;
+    let file = File::create(path).map_err(io_err(format!("cannot create {}", path.display())))?;
     let mut w = BufWriter::new(file);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut chunk = vec![0u8; 1 << 20];
@@ -80,11 +77,11 @@ pub(crate) fn write_object(path: &Path, size: u64, seed: u64) -> Result<(), Erro
         let n = left.min(chunk.len() as u64) as usize;
         rng.fill_bytes(&mut chunk[..n]);
         w.write_all(&chunk[..n])
-            .map_err(io(format!("cannot write {}", path.display())))?;
+            .map_err(io_err(format!("cannot write {}", path.display())))?;
         left -= n as u64;
     }
     w.flush()
-        .map_err(io(format!("cannot write {}", path.display())))?;
+        .map_err(io_err(format!("cannot write {}", path.display())))?;
     Ok(())
 }
 
@@ -114,13 +111,13 @@ pub(crate) fn work_dir(
     prefix: &str,
 ) -> Result<(PathBuf, Option<tempfile::TempDir>), Error> {
     if let Some(d) = keep {
-        std::fs::create_dir_all(d).map_err(io(format!("cannot create {}", d.display())))?;
+        std::fs::create_dir_all(d).map_err(io_err(format!("cannot create {}", d.display())))?;
         return Ok((d.to_path_buf(), None));
     }
     let temp = tempfile::Builder::new()
         .prefix(prefix)
         .tempdir()
-        .map_err(io("cannot create a temporary directory".into()))?;
+        .map_err(io_err("cannot create a temporary directory"))?;
     Ok((temp.path().to_path_buf(), Some(temp)))
 }
 
@@ -162,7 +159,7 @@ pub fn demo(
             std::thread::Builder::new()
                 .name(format!("rmcast-recv-{i}"))
                 .spawn(move || recv_to_dir(&rc, None).map_err(|e| e.to_string()))
-                .map_err(io("cannot start a receiver thread".into()))
+                .map_err(io_err("cannot start a receiver thread"))
         })
         .collect::<Result<_, _>>()?;
 

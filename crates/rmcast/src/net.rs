@@ -45,7 +45,8 @@ pub(crate) fn is_cancelled(flag: Option<&std::sync::Arc<AtomicBool>>) -> bool {
     flag.is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
-fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+/// Wraps an I/O error with what was being done, for a message a human can act on.
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
     let context = context.into();
     move |source| Error::Io { context, source }
 }

@@ -171,10 +171,7 @@ fn pool_slots(segment_size: u32) -> usize {
     (POOL_BYTES_PER_STREAM / segment_size as usize).clamp(4, 1024)
 }
 
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> crate::Error {
-    let context = context.into();
-    move |source| crate::Error::Io { context, source }
-}
+use crate::net::io_err;
 
 #[cfg(test)]
 mod tests {
