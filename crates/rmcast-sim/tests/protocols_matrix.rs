@@ -399,7 +399,6 @@ fn tree_recovers_its_rate_after_a_member_fails() {
 /// that lacked the packet (the unicast case does), or tree members could
 /// answer a repair's poll through their parent.
 #[test]
-#[ignore = "open: tree (H=2..6) + selective resends ~3x the lost copies at 1 % loss (seed 1: 4004 resends for 1298 losses, 34 Mbit/s vs ring 54); H=1 and H=N are fine"]
 fn tree_selective_repair_does_not_storm_under_loss() {
     let run = |protocol: ProtocolId| {
         let mut s = common::scenario(protocol, 30, 4_000_000, LossModel::Bernoulli(0.01), 1);
