@@ -227,7 +227,12 @@ mod tests {
 
     #[test]
     fn the_shipped_scenarios_parse() {
-        for f in ["smoke.toml", "peers-100mbit.toml", "local-quick.toml"] {
+        for f in [
+            "smoke.toml",
+            "peers-100mbit.toml",
+            "local-quick.toml",
+            "fastpath.toml",
+        ] {
             let p = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../../lab/scenarios")
                 .join(f);
