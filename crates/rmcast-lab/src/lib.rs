@@ -24,6 +24,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod signals;
+pub mod suite;
 pub mod testbed;
 pub mod units;
 
