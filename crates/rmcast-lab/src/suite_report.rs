@@ -193,18 +193,30 @@ fn section(
             e.size.as_ref().map(|s| s.text()).unwrap_or_default()
         ),
     };
+    let mut wheres = Vec::new();
+    if e.backends.contains(&Backend::Lab) {
+        wheres.push(format!(
+            "lab: {} testbed, {} repeat(s)",
+            format!("{:?}", e.testbed).to_lowercase(),
+            e.repeats
+        ));
+    }
+    if e.backends.contains(&Backend::Sim) {
+        wheres.push(format!(
+            "sim: {} hosts, {} seed(s)",
+            format!("{:?}", e.preset).to_lowercase(),
+            e.seeds
+        ));
+    }
     let _ = writeln!(
         md,
-        "x = {}, y = {}; {setup}, {} links, loss {}, MTU {}; lab: {:?} testbed, {} repeat(s); sim: {:?} hosts, {} seed(s).\n",
+        "x = {}, y = {}; {setup}, {} links, loss {}, MTU {}; {}.\n",
         e.x_label(),
         e.metric.name(),
         e.rates.first().map_or("?", String::as_str),
         e.loss,
         e.mtu,
-        e.testbed,
-        e.repeats,
-        e.preset,
-        e.seeds
+        wheres.join("; ")
     );
     if let Some(n) = &e.lab_note {
         let _ = writeln!(md, "*Note:* {}\n", n.trim());
