@@ -149,7 +149,7 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
     pub only_experiment: Vec<String>,
     /// Suites: simulator seeds per point (overrides the suite's `seeds`).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub seeds: Option<u32>,
 }
 
@@ -277,7 +277,16 @@ fn run_suite_command(a: RunArgs) -> Result<i32> {
     if !a.receivers.is_empty() {
         bail!("--receivers applies to scenarios; a suite sets its receivers per experiment");
     }
-    let suite = suite::Suite::load(&a.scenario, a.quick)?;
+    let mut suite = suite::Suite::load(&a.scenario, a.quick)?;
+    // Overrides are part of the suite as run (DIR/suite.toml, the report).
+    for e in &mut suite.experiment {
+        if let Some(s) = a.seeds {
+            e.seeds = s;
+        }
+        if let Some(r) = a.repeats {
+            e.repeats = r;
+        }
+    }
     let backends = match a.backend.unwrap_or(BackendArg::Lab) {
         BackendArg::Lab => vec![suite::Backend::Lab],
         BackendArg::Sim => vec![suite::Backend::Sim],

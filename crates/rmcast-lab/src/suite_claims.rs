@@ -55,6 +55,8 @@ pub fn num(v: f64) -> String {
     let a = v.abs();
     if a != 0.0 && !(1e-3..1e7).contains(&a) {
         format!("{v:.3e}")
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
     } else if a >= 100.0 {
         format!("{v:.1}")
     } else if a >= 1.0 {
@@ -415,5 +417,6 @@ mod tests {
         assert_eq!(num(1234.56), "1234.6");
         assert_eq!(num(0.0123), "0.0123");
         assert_eq!(num(2e9), "2.000e9");
+        assert_eq!(num(1e6), "1000000");
     }
 }

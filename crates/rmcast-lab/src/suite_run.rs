@@ -941,6 +941,7 @@ pub fn run_sim(e: &Experiment, series: &[&Series], seeds: u32) -> Vec<SuitePoint
         }
     });
     let results = results.into_inner().expect("threads joined");
+    let series_of = |name: &str| series.iter().find(|s| s.name == name);
     for (c, (series, x, sc)) in cells.iter().enumerate() {
         let mut pt = SuitePoint::new(e, Backend::Sim, series, x);
         let mine: Vec<&Outcome> = jobs
@@ -977,6 +978,10 @@ pub fn run_sim(e: &Experiment, series: &[&Series], seeds: u32) -> Vec<SuitePoint
             for err in errors {
                 pt = pt.failed(err);
             }
+        }
+        if series_of(series).is_some_and(|s| !s.recv_args.is_empty()) {
+            pt.reasons
+                .push("note: recv_args are not simulated (ignored)".into());
         }
         eprintln!(
             "rmcast-lab: sim {} {} x={} N={}: {} {} ({} of {} seeds ok, {:.1} s)",
