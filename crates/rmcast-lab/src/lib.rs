@@ -24,6 +24,10 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod signals;
+pub mod suite;
+pub mod suite_claims;
+pub mod suite_report;
+pub mod suite_run;
 pub mod testbed;
 pub mod units;
 
@@ -55,9 +59,9 @@ pub enum LabCommand {
     Down(DownArgs),
     /// List lab testbeds, their namespaces, and whether their owner still runs.
     Status,
-    /// Run a scenario (TOML) and write runs/points as CSV and JSON into --out.
+    /// Run a scenario or a reproduction suite (TOML) and write runs/points as CSV and JSON into --out.
     Run(RunArgs),
-    /// Write report.md and SVG plots from a run directory.
+    /// Write report.md and SVG plots from a run or suite directory.
     Report(ReportArgs),
     /// Internal: NORM file sender (used by the NORM peer driver).
     #[command(hide = true)]
@@ -100,10 +104,21 @@ pub struct DownArgs {
     pub all: bool,
 }
 
+/// Where a suite runs (`--backend`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendArg {
+    /// The testbed (netns or local), real processes.
+    Lab,
+    /// The simulator, rmcast's UDP protocols at any group size.
+    Sim,
+    /// Both.
+    Both,
+}
+
 /// `lab run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Scenario file (TOML).
+    /// Scenario or suite file (TOML; a file with [[experiment]] is a suite, see docs/suites.md).
     pub scenario: PathBuf,
     /// Output directory (created; results are added to it).
     #[arg(long, short = 'o')]
@@ -124,6 +139,18 @@ pub struct RunArgs {
     /// Write report.md after the run.
     #[arg(long)]
     pub report: bool,
+    /// Suites: run the quick variant (every [experiment.quick] applied).
+    #[arg(long)]
+    pub quick: bool,
+    /// Suites: where to run [default: lab].
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
+    /// Suites: run only these experiments (ids, comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    pub only_experiment: Vec<String>,
+    /// Suites: simulator seeds per point (overrides the suite's `seeds`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub seeds: Option<u32>,
 }
 
 /// `lab report`.
@@ -131,6 +158,10 @@ pub struct RunArgs {
 pub struct ReportArgs {
     /// A directory written by `lab run`.
     pub dir: PathBuf,
+    /// Suites: write the report here instead of DIR/report.md, its plots
+    /// into `<PATH without .md>/` (linked relatively).
+    #[arg(long, value_name = "PATH")]
+    pub to: Option<PathBuf>,
 }
 
 /// Runs the lab with a full argv (program name first); returns the exit code.
@@ -180,6 +211,18 @@ pub fn run(args: LabArgs) -> Result<i32> {
         }
         LabCommand::Run(a) => {
             signals::install();
+            let text = std::fs::read_to_string(&a.scenario)
+                .with_context(|| format!("cannot read {}", a.scenario.display()))?;
+            if suite::is_suite(&text) {
+                return run_suite_command(a);
+            }
+            if a.quick || a.backend.is_some() || !a.only_experiment.is_empty() || a.seeds.is_some()
+            {
+                bail!(
+                    "--quick, --backend, --only-experiment and --seeds apply to suites (files with [[experiment]]); {} is a scenario",
+                    a.scenario.display()
+                );
+            }
             let scenario = scenario::Scenario::load(&a.scenario)
                 .with_context(|| format!("scenario {}", a.scenario.display()))?;
             let rmcast = resolve_rmcast(a.rmcast.as_deref())?;
@@ -208,7 +251,17 @@ pub fn run(args: LabArgs) -> Result<i32> {
             })
         }
         LabCommand::Report(a) => {
-            let path = report::write_report(&a.dir)?;
+            let path = if a.dir.join(suite_run::POINTS_FILE).is_file() {
+                suite_report::write_report(&a.dir, a.to.as_deref())?
+            } else if a.to.is_some() {
+                bail!(
+                    "--to applies to suite directories; {} has no {}",
+                    a.dir.display(),
+                    suite_run::POINTS_FILE
+                );
+            } else {
+                report::write_report(&a.dir)?
+            };
             eprintln!("rmcast-lab: wrote {}", path.display());
             Ok(0)
         }
@@ -217,6 +270,72 @@ pub fn run(args: LabArgs) -> Result<i32> {
         LabCommand::TcpSend(a) => peers::tcp_send(&a),
         LabCommand::TcpRecv(a) => peers::tcp_recv(&a),
     }
+}
+
+/// `lab run SUITE`: runs a reproduction suite; exit 0 when every point succeeded.
+fn run_suite_command(a: RunArgs) -> Result<i32> {
+    if !a.receivers.is_empty() {
+        bail!("--receivers applies to scenarios; a suite sets its receivers per experiment");
+    }
+    let mut suite = suite::Suite::load(&a.scenario, a.quick)?;
+    // Overrides are part of the suite as run (DIR/suite.toml, the report).
+    for e in &mut suite.experiment {
+        if let Some(s) = a.seeds {
+            e.seeds = s;
+        }
+        if let Some(r) = a.repeats {
+            e.repeats = r;
+        }
+    }
+    let backends = match a.backend.unwrap_or(BackendArg::Lab) {
+        BackendArg::Lab => vec![suite::Backend::Lab],
+        BackendArg::Sim => vec![suite::Backend::Sim],
+        BackendArg::Both => vec![suite::Backend::Lab, suite::Backend::Sim],
+    };
+    let rmcast = if backends.contains(&suite::Backend::Lab) {
+        Some(resolve_rmcast(a.rmcast.as_deref())?)
+    } else {
+        None
+    };
+    let opts = suite_run::SuiteOptions {
+        out: a.out.clone(),
+        backends,
+        only_experiments: a.only_experiment,
+        only_series: a.only,
+        rmcast,
+        self_cmd: self_command()?,
+        repeats: a.repeats,
+        seeds: a.seeds,
+        quick: a.quick,
+        command: command_line(),
+    };
+    let summary = suite_run::run_suite(&suite, &opts)?;
+    if a.report {
+        let path = suite_report::write_report(&a.out, None)?;
+        eprintln!("rmcast-lab: wrote {}", path.display());
+    }
+    eprintln!(
+        "rmcast-lab: suite {}: {} points, {} failed; results in {}",
+        suite.name,
+        summary.points,
+        summary.failed,
+        a.out.display()
+    );
+    Ok(if summary.failed == 0 { 0 } else { 1 })
+}
+
+/// This process's command line, shell-quoted where needed (for the report).
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// How to invoke this program's hidden subcommands: `rmcast-lab` itself,

@@ -171,7 +171,7 @@ impl Scenario {
         Ok(s)
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.receivers.is_empty() || self.receivers.iter().any(|&n| n == 0 || n > 250) {
             bail!("receivers must list counts in 1..=250");
         }
