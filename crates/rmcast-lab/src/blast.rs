@@ -324,7 +324,9 @@ fn send(a: &BlastSendArgs) -> Result<SendReport> {
     while r.sent < count {
         if let Some(iv) = interval {
             let due = start + iv * slot;
-            if stop_at.is_some_and(|s| due >= s) || due >= hard {
+            // A sender that falls behind its schedule still stops on time.
+            let now = Instant::now();
+            if stop_at.is_some_and(|s| due >= s || now >= s) || now >= hard {
                 break;
             }
             wait_until(due);
