@@ -185,11 +185,12 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                 s("--protocol"),
                 protocol,
             ];
+            // TCP overlays pace themselves (rmcast refuses --rate for them).
+            if let Some(r) = paced.filter(|_| overlay_control.is_none()) {
+                args.extend([s("--rate"), s(r)]);
+            }
             if let Some(ctl) = overlay_control {
                 args.extend([s("--control"), ctl]);
-            }
-            if let Some(r) = paced {
-                args.extend([s("--rate"), s(r)]);
             }
             args.extend(tool.args.iter().cloned());
             Plan {

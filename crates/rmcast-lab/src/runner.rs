@@ -427,9 +427,11 @@ fn run_one(
     if blast {
         read_blast_reports(&mut rec, &run_dir, pt.n, &mut reasons);
     }
+    // Within the start-up allowance nothing is a performance failure: a
+    // 1-byte object (a latency measurement) has no meaningful goodput.
     if reasons.is_empty()
         && !blast
-        && let Some(secs) = secs
+        && let Some(secs) = secs.filter(|&t| t > sc.startup_s)
     {
         let g = pt.size as f64 * 8.0 / secs / 1e6;
         if g < 0.01 * rec.expected_mbps {
