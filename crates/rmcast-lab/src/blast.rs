@@ -731,6 +731,40 @@ mod tests {
     }
 
     #[test]
+    fn the_suites_blast_series_plan_at_every_x() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lab/suites");
+        let mut checked = 0;
+        for f in ["fsu.toml", "grid.toml", "segmentation.toml", "hunt.toml"] {
+            let text = std::fs::read_to_string(dir.join(f)).unwrap();
+            let v: toml::Value = toml::from_str(&text).unwrap_or_else(|e| panic!("{f}: {e}"));
+            for e in v["experiment"].as_array().unwrap() {
+                let values = e.get("values").and_then(|x| x.as_array()).cloned();
+                for sr in e["series"].as_array().unwrap() {
+                    if sr["kind"].as_str() != Some("blast") {
+                        continue;
+                    }
+                    let raw: Vec<String> = sr
+                        .get("args")
+                        .and_then(|a| a.as_array())
+                        .map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+                        .unwrap_or_default();
+                    for x in values.iter().flatten() {
+                        let x = match x {
+                            toml::Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        let args: Vec<String> = raw.iter().map(|a| a.replace("{x}", &x)).collect();
+                        plan_numbers(&args, 1_000_000, Some(95_000_000))
+                            .unwrap_or_else(|e| panic!("{f} {}: {e}", sr["name"]));
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked >= 20, "only {checked} blast points");
+    }
+
+    #[test]
     fn loopback_blast_is_received_by_two_receivers() {
         // Root namespace: loopback only (IP_MULTICAST_IF 127.0.0.1, TTL 1).
         let port = 31000 + (std::process::id() % 2000) as u16 * 2;
