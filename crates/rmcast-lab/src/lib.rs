@@ -17,6 +17,7 @@
 //! [`LabArgs`] + [`run`] to mount the lab as a subcommand of another clap
 //! CLI.
 
+pub mod blast;
 pub mod metrics;
 pub mod peers;
 pub mod procs;
@@ -75,6 +76,12 @@ pub enum LabCommand {
     /// Internal: MultiTCP receiver.
     #[command(hide = true)]
     TcpRecv(peers::TcpRecvArgs),
+    /// Internal: raw UDP multicast sender, no flow control (blast tool).
+    #[command(hide = true)]
+    BlastSend(blast::BlastSendArgs),
+    /// Internal: blast receiver (counts what arrived, reports JSON).
+    #[command(hide = true)]
+    BlastRecv(blast::BlastRecvArgs),
 }
 
 /// `lab up`.
@@ -269,6 +276,8 @@ pub fn run(args: LabArgs) -> Result<i32> {
         LabCommand::NormRecv(a) => peers::norm_recv(&a),
         LabCommand::TcpSend(a) => peers::tcp_send(&a),
         LabCommand::TcpRecv(a) => peers::tcp_recv(&a),
+        LabCommand::BlastSend(a) => blast::blast_send(&a),
+        LabCommand::BlastRecv(a) => blast::blast_recv(&a),
     }
 }
 

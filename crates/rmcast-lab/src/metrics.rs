@@ -113,6 +113,15 @@ pub struct RunRecord {
     pub shaper_drops: u64,
     /// Packets the loss rules dropped during the run.
     pub loss_drops: u64,
+    /// blast: mean over receivers of 1 − received / sent.
+    #[serde(default)]
+    pub loss_mean: Option<f64>,
+    /// blast: the worst receiver's loss.
+    #[serde(default)]
+    pub loss_max: Option<f64>,
+    /// blast: datagrams per second the sender achieved.
+    #[serde(default)]
+    pub offered_pps: Option<f64>,
     /// Every process.
     pub procs: Vec<ProcRecord>,
     /// Its directory (logs), relative to the output directory.
@@ -218,6 +227,15 @@ pub struct PointRecord {
     pub cpu_sender_s_per_gb: Option<Spread>,
     /// Mean receiver CPU s/GB.
     pub cpu_receiver_s_per_gb: Option<Spread>,
+    /// blast: mean per-receiver loss.
+    #[serde(default)]
+    pub loss_mean: Option<Spread>,
+    /// blast: worst receiver's loss.
+    #[serde(default)]
+    pub loss_max: Option<Spread>,
+    /// blast: achieved sending rate, datagrams/s.
+    #[serde(default)]
+    pub offered_pps: Option<Spread>,
     /// Shaper drops over all runs (should be 0).
     pub shaper_drops: u64,
     /// Distinct failure reasons (first few).
@@ -283,6 +301,9 @@ pub fn points(runs: &[RunRecord]) -> Vec<PointRecord> {
                 feedback_per_data_packet: col(&|r| r.feedback_per_data_packet),
                 cpu_sender_s_per_gb: col(&|r| r.cpu_sender_s_per_gb),
                 cpu_receiver_s_per_gb: col(&|r| r.cpu_receiver_s_per_gb),
+                loss_mean: col(&|r| r.loss_mean),
+                loss_max: col(&|r| r.loss_max),
+                offered_pps: col(&|r| r.offered_pps),
                 shaper_drops: rs.iter().map(|r| r.shaper_drops).sum(),
                 reasons,
             }
@@ -339,7 +360,7 @@ pub fn write_all(dir: &Path, runs: &[RunRecord]) -> Result<()> {
         "seq,tool,kind,testbed,receivers,served_receivers,size_bytes,rate,loss,mtu,repeat,status,seconds,goodput_mbps,\
          tx_bytes_total,rx_bytes_total,overhead_bytes,cost,control_per_data_packet,feedback_per_data_packet,\
          retransmitted_packets,cpu_sender_s,cpu_sender_s_per_gb,cpu_receiver_s_mean,cpu_receiver_s_per_gb,\
-         shaper_drops,loss_drops,reasons,dir\n",
+         shaper_drops,loss_drops,loss_mean,loss_max,offered_pps,reasons,dir\n",
     );
     for r in runs {
         let row = [
@@ -371,6 +392,9 @@ pub fn write_all(dir: &Path, runs: &[RunRecord]) -> Result<()> {
             opt(r.cpu_receiver_s_per_gb),
             r.shaper_drops.to_string(),
             r.loss_drops.to_string(),
+            opt(r.loss_mean),
+            opt(r.loss_max),
+            opt(r.offered_pps),
             r.reasons.join(" | "),
             r.dir.clone(),
         ];
@@ -392,7 +416,9 @@ pub fn write_all(dir: &Path, runs: &[RunRecord]) -> Result<()> {
          control_per_data_median,control_per_data_min,control_per_data_max,\
          feedback_per_data_median,feedback_per_data_min,feedback_per_data_max,\
          cpu_sender_s_per_gb_median,cpu_sender_s_per_gb_min,cpu_sender_s_per_gb_max,\
-         cpu_receiver_s_per_gb_median,cpu_receiver_s_per_gb_min,cpu_receiver_s_per_gb_max,shaper_drops,reasons\n",
+         cpu_receiver_s_per_gb_median,cpu_receiver_s_per_gb_min,cpu_receiver_s_per_gb_max,\
+         loss_mean_median,loss_mean_min,loss_mean_max,loss_max_median,loss_max_min,loss_max_max,\
+         offered_pps_median,offered_pps_min,offered_pps_max,shaper_drops,reasons\n",
     );
     for p in &pts {
         let mut row = vec![
@@ -417,6 +443,9 @@ pub fn write_all(dir: &Path, runs: &[RunRecord]) -> Result<()> {
             p.feedback_per_data_packet,
             p.cpu_sender_s_per_gb,
             p.cpu_receiver_s_per_gb,
+            p.loss_mean,
+            p.loss_max,
+            p.offered_pps,
         ] {
             row.extend(sp(s));
         }

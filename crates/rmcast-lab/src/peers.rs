@@ -129,6 +129,11 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                 ));
             }
             let rm = c.rmcast.display().to_string();
+            let protocol = tool.protocol.clone().unwrap_or_else(|| s("nak-poll"));
+            // tcp-* overlays: the sender's control address is h0's, port + 1.
+            let overlay_control = protocol
+                .starts_with("tcp-")
+                .then(|| format!("{}:{}", addr(0), c.port + 1));
             let recv = receivers
                 .map(|i| {
                     let mut args = vec![
@@ -147,6 +152,15 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                     ];
                     if c.tool_loss > 0.0 {
                         args.extend([s("--loss"), s(c.tool_loss), s("--seed"), s(i)]);
+                    }
+                    if let Some(ctl) = &overlay_control {
+                        // TCP overlay: register with the sender, accept data on any port.
+                        args.extend([
+                            s("--sender"),
+                            ctl.clone(),
+                            s("--listen"),
+                            format!("{}:0", addr(i)),
+                        ]);
                     }
                     args.extend(tool.recv_args.iter().cloned());
                     ProcSpec {
@@ -169,10 +183,14 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                 s("--wait"),
                 s("30s"),
                 s("--protocol"),
-                tool.protocol.clone().unwrap_or_else(|| s("nak-poll")),
+                protocol,
             ];
-            if let Some(r) = paced {
+            // TCP overlays pace themselves (rmcast refuses --rate for them).
+            if let Some(r) = paced.filter(|_| overlay_control.is_none()) {
                 args.extend([s("--rate"), s(r)]);
+            }
+            if let Some(ctl) = overlay_control {
+                args.extend([s("--control"), ctl]);
             }
             args.extend(tool.args.iter().cloned());
             Plan {
@@ -448,6 +466,69 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                 settle_s: 0.3,
             }
         }
+        ToolKind::Blast => {
+            let (dgram, added_pps, count) = crate::blast::plan_numbers(&tool.args, c.size, paced)?;
+            let me = &c.self_cmd[0];
+            let prefix: Vec<String> = c.self_cmd[1..].to_vec();
+            let recv = receivers
+                .map(|i| {
+                    let mut args = prefix.clone();
+                    args.extend([
+                        s("blast-recv"),
+                        s("--group"),
+                        group.clone(),
+                        s("--iface"),
+                        s(addr(i)),
+                        s("--timeout"),
+                        s(c.limit_s.ceil()),
+                        s("--report"),
+                        blast_report(c.run_dir, i).display().to_string(),
+                    ]);
+                    args.extend(tool.recv_args.iter().cloned());
+                    ProcSpec {
+                        host: i,
+                        program: me.clone(),
+                        args,
+                    }
+                })
+                .collect();
+            let mut args = prefix;
+            args.extend([
+                s("blast-send"),
+                s("--group"),
+                group,
+                s("--iface"),
+                s(addr(0)),
+                s("--ttl"),
+                s(1),
+                s("--timeout"),
+                s(c.limit_s.ceil()),
+                s("--report"),
+                blast_report(c.run_dir, 0).display().to_string(),
+                s("--size"),
+                s(dgram),
+            ]);
+            if let Some(pps) = added_pps {
+                args.extend([s("--pps"), format!("{pps:.1}")]);
+            }
+            if let Some(n) = count {
+                args.extend([s("--count"), s(n)]);
+            }
+            args.extend(strip_flag(&tool.args, "--size"));
+            Plan {
+                receivers: recv,
+                sender: ProcSpec {
+                    host: 0,
+                    program: me.clone(),
+                    args,
+                },
+                daemon_status: None,
+                completion: Completion::AllExit,
+                verify: false,
+                served: c.n,
+                settle_s: 0.3,
+            }
+        }
         ToolKind::Iperf3 => {
             require(&["iperf3"], "iperf3")?;
             let server = vec![s("-s"), s("-1"), s("-B"), s(addr(1)), s("-p"), s(c.port)];
@@ -481,6 +562,28 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
         }
     };
     Ok(plan)
+}
+
+/// Where blast host `i` (0 = sender) writes its JSON report.
+pub fn blast_report(run_dir: &Path, i: usize) -> PathBuf {
+    run_dir.join(format!("h{i}.blast.json"))
+}
+
+/// `args` without `flag` and its value (`--flag V` or `--flag=V`).
+fn strip_flag(args: &[String], flag: &str) -> Vec<String> {
+    let eq = format!("{flag}=");
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+        } else if a == flag {
+            skip = true;
+        } else if !a.starts_with(&eq) {
+            out.push(a.clone());
+        }
+    }
+    out
 }
 
 /// Whether the NORM driver was compiled in (libnorm-dev present at build time).

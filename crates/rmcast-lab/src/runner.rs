@@ -10,7 +10,7 @@
 use crate::metrics::{self, ProcRecord, RunRecord};
 use crate::peers::{self, Completion, Plan};
 use crate::procs::{Exit, Proc, ProcSet};
-use crate::scenario::{Scenario, TestbedKind, Tool};
+use crate::scenario::{Scenario, TestbedKind, Tool, ToolKind};
 use crate::signals;
 use crate::testbed::{Local, Netns, NetnsSpec, Testbed};
 use crate::units;
@@ -255,7 +255,18 @@ fn run_one(
         .rate_bits_per_s
         .map_or(UNSHAPED_EXPECTED_BPS, |r| r as f64);
     // Performance failure: not done when 1 % of the expected goodput would have been.
-    let limit_s = (sc.startup_s + pt.size as f64 * 8.0 / (0.01 * expected_bps)).min(sc.max_run_s);
+    // A paced blast takes as long as its schedule: allow twice that.
+    let limit_s = match pt.tool.kind {
+        ToolKind::Blast => crate::blast::planned_seconds(
+            &pt.tool.args,
+            pt.size,
+            blast_pace(pt.tool, pt.rate_bits_per_s),
+        )
+        .map(|t| sc.startup_s + 2.0 * t),
+        _ => None,
+    }
+    .unwrap_or(sc.startup_s + pt.size as f64 * 8.0 / (0.01 * expected_bps))
+    .min(sc.max_run_s);
     // Ports differ per run (and per process for loopback runs side by side).
     let port = 20000 + 2 * ((pt.seq as u32 * 7 + std::process::id() * 131) % 10000) as u16;
     let group = Ipv4Addr::new(239, 77, 1 + (pt.seq % 200) as u8, 1);
@@ -412,8 +423,15 @@ fn run_one(
         }
         .map(|d| d.as_secs_f64())
     });
+    let blast = pt.tool.kind == ToolKind::Blast;
+    if blast {
+        read_blast_reports(&mut rec, &run_dir, pt.n, &mut reasons);
+    }
+    // Within the start-up allowance nothing is a performance failure: a
+    // 1-byte object (a latency measurement) has no meaningful goodput.
     if reasons.is_empty()
-        && let Some(secs) = secs
+        && !blast
+        && let Some(secs) = secs.filter(|&t| t > sc.startup_s)
     {
         let g = pt.size as f64 * 8.0 / secs / 1e6;
         if g < 0.01 * rec.expected_mbps {
@@ -423,7 +441,7 @@ fn run_one(
             ));
         }
     }
-    if let Some(secs) = secs.filter(|_| reasons.is_empty()) {
+    if let Some(secs) = secs.filter(|_| reasons.is_empty() && !blast) {
         rec.seconds = Some(secs);
         rec.goodput_mbps = Some(pt.size as f64 * 8.0 / secs / 1e6);
     }
@@ -447,8 +465,8 @@ fn run_one(
         rec.cpu_sender_s = s.cpu_s();
         rec.cpu_sender_s_per_gb = s.cpu_s().map(|c| c / gb);
         match pt.tool.kind {
-            crate::scenario::ToolKind::Rmcast => parse_rmcast_json(&mut rec, &s.stdout),
-            crate::scenario::ToolKind::Iperf3 if rec.goodput_mbps.is_some() => {
+            ToolKind::Rmcast => parse_rmcast_json(&mut rec, &s.stdout),
+            ToolKind::Iperf3 if rec.goodput_mbps.is_some() => {
                 parse_iperf3_json(&mut rec, &s.stdout)
             }
             _ => {}
@@ -495,6 +513,60 @@ fn run_one(
         let _ = std::fs::remove_dir_all(d);
     }
     Ok(rec)
+}
+
+/// The pace a blast gets from the link when its arguments name none
+/// (as [`peers::plan`] computes it).
+fn blast_pace(tool: &Tool, rate_bits_per_s: Option<u64>) -> Option<u64> {
+    rate_bits_per_s.map(|r| (r as f64 * tool.rate_fraction.unwrap_or(0.95)) as u64)
+}
+
+/// Reads the blast reports: loss per receiver against what the sender says
+/// it sent (its count is authoritative; a receiver's own count of the end
+/// marker is the fallback), the offered rate, and the received goodput.
+fn read_blast_reports(rec: &mut RunRecord, run_dir: &Path, n: usize, reasons: &mut Vec<String>) {
+    use crate::blast::{RecvReport, SendReport, read_report};
+    let sender: Option<SendReport> = read_report(&peers::blast_report(run_dir, 0));
+    match &sender {
+        None => reasons.push("h0: no blast-send report".into()),
+        Some(s) => {
+            rec.offered_pps = Some(s.pps);
+            if s.seconds > 0.0 {
+                rec.seconds = Some(s.seconds);
+            }
+            if s.errors > 0 {
+                reasons.push(format!(
+                    "warning: the sender's socket refused {} datagrams ({} ENOBUFS, {} EAGAIN)",
+                    s.errors, s.enobufs, s.eagain
+                ));
+            }
+        }
+    }
+    let mut losses = Vec::new();
+    let mut goodput = Vec::new();
+    for i in 1..=n {
+        let Some(r) = read_report::<RecvReport>(&peers::blast_report(run_dir, i)) else {
+            reasons.push(format!("h{i}: no blast-recv report"));
+            continue;
+        };
+        let expected = sender.as_ref().map_or(r.expected, |s| s.sent);
+        if expected == 0 {
+            reasons.push(format!("h{i}: the sender sent nothing"));
+            continue;
+        }
+        if !r.end_seen {
+            reasons.push(format!(
+                "warning: h{i} saw no end marker (stopped when idle)"
+            ));
+        }
+        losses.push((1.0 - r.received as f64 / expected as f64).clamp(0.0, 1.0));
+        goodput.push(r.bytes_per_s * 8.0 / 1e6);
+    }
+    if losses.len() == n && n > 0 {
+        rec.loss_mean = Some(losses.iter().sum::<f64>() / n as f64);
+        rec.loss_max = losses.iter().copied().reduce(f64::max);
+        rec.goodput_mbps = Some(goodput.iter().sum::<f64>() / n as f64);
+    }
 }
 
 fn corrupt(path: &Path) -> Result<()> {
@@ -735,7 +807,14 @@ fn base(program: &str, args: &[String]) -> String {
         && let Some(sub) = args.iter().find(|a| {
             matches!(
                 a.as_str(),
-                "send" | "recv" | "norm-send" | "norm-recv" | "tcp-send" | "tcp-recv"
+                "send"
+                    | "recv"
+                    | "norm-send"
+                    | "norm-recv"
+                    | "tcp-send"
+                    | "tcp-recv"
+                    | "blast-send"
+                    | "blast-recv"
             )
         })
     {

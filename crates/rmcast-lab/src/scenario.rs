@@ -45,6 +45,8 @@ pub enum ToolKind {
     Multitcp,
     /// One iperf3 TCP flow to h1: the point-to-point ceiling (unverified).
     Iperf3,
+    /// Raw UDP multicast, no flow control: per-receiver loss (unverified).
+    Blast,
 }
 
 /// One tool under test.
@@ -55,7 +57,7 @@ pub struct Tool {
     pub name: String,
     /// What it is.
     pub kind: ToolKind,
-    /// rmcast: --protocol (ack, nak-poll, ring, tree).
+    /// rmcast: --protocol (ack, nak-poll, ring, tree, or a tcp-* overlay).
     #[serde(default)]
     pub protocol: Option<String>,
     /// Sending rate as a fraction of the link rate (default 0.95; NORM 0.93).
@@ -202,7 +204,11 @@ impl Scenario {
         for t in &self.tools {
             if t.kind == ToolKind::Rmcast {
                 match t.protocol.as_deref() {
-                    None | Some("ack" | "nak-poll" | "ring" | "tree") => {}
+                    None
+                    | Some(
+                        "ack" | "nak-poll" | "ring" | "tree" | "tcp-direct" | "tcp-tree"
+                        | "tcp-binomial" | "tcp-chain" | "tcp-bintree",
+                    ) => {}
                     Some(p) => bail!("tool {}: unknown rmcast protocol {p}", t.name),
                 }
             } else if t.protocol.is_some() {
@@ -210,6 +216,10 @@ impl Scenario {
                     "tool {}: `protocol` applies to kind = \"rmcast\" only",
                     t.name
                 );
+            }
+            if t.kind == ToolKind::Blast {
+                crate::blast::plan_numbers(&t.args, 1, None)
+                    .map_err(|e| anyhow::anyhow!("tool {}: {e}", t.name))?;
             }
             if let Some(f) = t.rate_fraction
                 && !(0.01..=1.0).contains(&f)
@@ -232,6 +242,7 @@ mod tests {
             "peers-100mbit.toml",
             "local-quick.toml",
             "fastpath.toml",
+            "blast-smoke.toml",
         ] {
             let p = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../../lab/scenarios")

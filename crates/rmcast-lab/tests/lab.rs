@@ -370,6 +370,57 @@ fn netns_smoke_three_receivers_all_tools_succeed_and_nothing_remains() {
     assert_nothing_left(&out, &testbed_ids(&out));
 }
 
+#[test]
+fn netns_blast_smoke_every_receiver_reports_and_nothing_remains() {
+    let _one = NETNS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(why) = netns_enabled() {
+        return skip(&why);
+    }
+    let Some(rmcast) = rmcast_bin() else {
+        return skip("no rmcast binary");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let smoke = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lab/scenarios/blast-smoke.toml");
+    let o = lab(
+        &[
+            "run",
+            smoke.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &rmcast,
+    );
+    eprintln!("{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "blast-smoke failed");
+    let r = runs(&out);
+    assert_eq!(r.len(), 2);
+    for run in &r {
+        assert_eq!(run["status"], "ok", "{run}");
+        assert_eq!(run["kind"], "blast", "{run}");
+        let pps = run["offered_pps"].as_f64().unwrap();
+        let want = if run["tool"] == "blast-2k" {
+            2000.0
+        } else {
+            10000.0
+        };
+        assert!(
+            (pps / want - 1.0).abs() < 0.1,
+            "paced at {pps}, want {want}: {run}"
+        );
+        // Far below any receive limit: at most a trace of loss.
+        assert!(run["loss_max"].as_f64().unwrap() < 0.05, "{run}");
+        assert!(run["loss_mean"].as_f64().unwrap() <= run["loss_max"].as_f64().unwrap());
+        let reports = std::fs::read_dir(out.join(run["dir"].as_str().unwrap()))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".blast.json"))
+            .count();
+        assert_eq!(reports, 3, "sender and both receivers report: {run}");
+    }
+    assert_nothing_left(&out, &testbed_ids(&out));
+}
+
 /// The scenario text with only the `[[tools]]` block named `tool`.
 fn only_tool(scenario: &str, tool: &str) -> String {
     let mut blocks = scenario.split("[[tools]]");
