@@ -240,6 +240,12 @@ pub(crate) struct Outgoing {
 struct Offload {
     /// Batches go out as one `sendmsg` with `UDP_SEGMENT`.
     gso: bool,
+    /// Largest segment a GSO send may carry: a segment that does not fit in
+    /// one frame of the path (an IP-fragmented datagram, e.g. the FSU
+    /// paper's 8 KB packets on a 1500-byte MTU) makes the kernel refuse the
+    /// whole batch with `EMSGSIZE`; such segments then go by `sendmmsg`,
+    /// which fragments them. Learned from the first refusal.
+    gso_max_segment: usize,
     /// The kernel hands over coalesced buffers with their segment size.
     gro: bool,
     /// `sendmmsg`/`recvmmsg` are there (always, since Linux 3.0).
@@ -310,6 +316,7 @@ impl Port {
             rx: RxRing::new(rx_slots),
             offload: Offload {
                 gso,
+                gso_max_segment: usize::MAX,
                 gro,
                 mmsg: true,
             },
@@ -379,12 +386,21 @@ impl Port {
             };
             let count = self.tx.unsent_count();
             let to = SockAddr::from(to);
+            let gso = self.offload.gso && segment <= self.offload.gso_max_segment;
             // A GSO send is all or nothing; the others fail on their first datagram.
-            let all_or_nothing = count > 1 && self.offload.gso;
+            let all_or_nothing = count > 1 && gso;
             let result = if count == 1 {
                 udp::send_one(fd, &to, bytes).map(|()| 1)
-            } else if self.offload.gso {
+            } else if gso {
                 match udp::send_gso(fd, &to, bytes, segment) {
+                    Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
+                        tracing::debug!(
+                            "{}: GSO refused {segment}-byte segments ({e}); sending them with sendmmsg",
+                            self.name
+                        );
+                        self.offload.gso_max_segment = segment - 1;
+                        continue;
+                    }
                     Err(e) if udp::is_gso_refusal(&e) => {
                         self.offload.gso = false;
                         if !GSO_FALLBACK_LOGGED.swap(true, Ordering::Relaxed) {
