@@ -322,22 +322,30 @@ pub fn write_points(dir: &Path, points: &[SuitePoint]) -> Result<()> {
 
 /// The scenario runner's tool kind for a series kind, or why the runner
 /// cannot run it yet. The one place to add a kind the runner learns.
-pub fn lab_tool_kind(kind: SeriesKind) -> Result<ToolKind, String> {
-    Ok(match kind {
+pub fn lab_tool_kind(kind: SeriesKind) -> ToolKind {
+    match kind {
         SeriesKind::Rmcast => ToolKind::Rmcast,
         SeriesKind::Udpcast => ToolKind::Udpcast,
         SeriesKind::Uftp => ToolKind::Uftp,
         SeriesKind::Norm => ToolKind::Norm,
         SeriesKind::Multitcp => ToolKind::Multitcp,
         SeriesKind::Iperf3 => ToolKind::Iperf3,
-        SeriesKind::Blast => {
-            return Err("not supported: the lab's scenario runner has no `blast` tool yet".into());
-        }
-    })
+        SeriesKind::Blast => ToolKind::Blast,
+    }
 }
 
 /// rmcast protocols the lab's scenario runner starts.
-const LAB_PROTOCOLS: [&str; 4] = ["ack", "nak-poll", "ring", "tree"];
+const LAB_PROTOCOLS: [&str; 9] = [
+    "ack",
+    "nak-poll",
+    "ring",
+    "tree",
+    "tcp-direct",
+    "tcp-tree",
+    "tcp-binomial",
+    "tcp-chain",
+    "tcp-bintree",
+];
 
 /// Replaces `{x}` in every argument.
 fn substitute(args: &[String], x: Option<&XValue>) -> Vec<String> {
@@ -401,7 +409,7 @@ pub fn lab_sender_args(args: &[String]) -> Result<Vec<String>, String> {
 
 /// The scenario tool for a series at one x, or why the lab cannot run it.
 fn lab_tool(s: &Series, name: String, x: Option<&XValue>) -> Result<Tool, String> {
-    let kind = lab_tool_kind(s.kind)?;
+    let kind = lab_tool_kind(s.kind);
     if let Some(p) = s.protocol.as_deref()
         && !LAB_PROTOCOLS.contains(&p)
     {
@@ -441,7 +449,7 @@ fn tool_name(series: &str, x: Option<&XValue>) -> String {
 }
 
 /// One metric of a lab point, or why the lab cannot measure it.
-fn lab_metric(m: Metric, p: &PointRecord) -> Result<Option<Spread>, String> {
+fn lab_metric(m: Metric, p: &PointRecord) -> Option<Spread> {
     let scale = |s: Option<Spread>, k: f64| {
         s.map(|s| Spread {
             median: s.median * k,
@@ -449,7 +457,7 @@ fn lab_metric(m: Metric, p: &PointRecord) -> Result<Option<Spread>, String> {
             max: s.max * k,
         })
     };
-    Ok(match m {
+    match m {
         Metric::GoodputMbps => p.goodput_mbps,
         Metric::Seconds => p.seconds,
         Metric::LatencyMs => scale(p.seconds, 1e3),
@@ -461,13 +469,9 @@ fn lab_metric(m: Metric, p: &PointRecord) -> Result<Option<Spread>, String> {
         Metric::OverheadRatio => scale(p.overhead_bytes, 1.0 / p.size_bytes.max(1) as f64),
         Metric::ControlPerData => p.control_per_data_packet,
         Metric::CpuSenderSPerGb => p.cpu_sender_s_per_gb,
-        Metric::Loss | Metric::LossMax => {
-            return Err(format!(
-                "the lab's scenario runner does not measure `{}` yet (blast)",
-                m.name()
-            ));
-        }
-    })
+        Metric::Loss => p.loss_mean,
+        Metric::LossMax => p.loss_max,
+    }
 }
 
 fn run_lab(
@@ -610,29 +614,25 @@ fn lab_point(e: &Experiment, series: &str, x: &XValue, p: &PointRecord) -> Suite
     pt.runs = p.runs;
     pt.n = p.successes;
     let tried = p.runs - p.unavailable;
-    match lab_metric(e.metric, p) {
-        Err(why) => pt = pt.failed(why),
-        Ok(spread) => {
-            pt = pt.with_spread(spread);
-            pt.reasons = p.reasons.clone();
-            if e.metric == Metric::SuccessRate {
-                pt.n = tried;
-                if tried == 0 {
-                    pt.ok = false;
-                    pt.status = "failed".into();
-                }
-            } else if p.successes < p.runs || pt.y.is_none() {
-                pt.ok = false;
-                pt.status = "failed".into();
-                if pt.reasons.is_empty() {
-                    pt.reasons.push(format!(
-                        "{} of {} runs succeeded; `{}` not measured",
-                        p.successes,
-                        p.runs,
-                        e.metric.name()
-                    ));
-                }
-            }
+    let spread = lab_metric(e.metric, p);
+    pt = pt.with_spread(spread);
+    pt.reasons = p.reasons.clone();
+    if e.metric == Metric::SuccessRate {
+        pt.n = tried;
+        if tried == 0 {
+            pt.ok = false;
+            pt.status = "failed".into();
+        }
+    } else if p.successes < p.runs || pt.y.is_none() {
+        pt.ok = false;
+        pt.status = "failed".into();
+        if pt.reasons.is_empty() {
+            pt.reasons.push(format!(
+                "{} of {} runs succeeded; `{}` not measured",
+                p.successes,
+                p.runs,
+                e.metric.name()
+            ));
         }
     }
     pt
@@ -1121,10 +1121,9 @@ mod tests {
     }
 
     #[test]
-    fn blast_maps_to_a_clear_not_supported() {
-        let e = lab_tool_kind(SeriesKind::Blast).unwrap_err();
-        assert!(e.starts_with("not supported"), "{e}");
-        assert_eq!(lab_tool_kind(SeriesKind::Norm), Ok(ToolKind::Norm));
+    fn every_series_kind_maps_to_a_lab_tool() {
+        assert_eq!(lab_tool_kind(SeriesKind::Blast), ToolKind::Blast);
+        assert_eq!(lab_tool_kind(SeriesKind::Norm), ToolKind::Norm);
     }
 
     #[test]
