@@ -94,9 +94,16 @@ pub enum ErrorSignal {
 pub enum HuntStep {
     /// A fixed unit (the thesis: one 40 µs clock unit).
     Fixed(Duration),
-    /// `spacing / divisor`: increases multiply the rate by about
-    /// `1 + 1/divisor`, so the controller crosses decades of rate in a
-    /// bounded number of steps.
+    /// `spacing / divisor` for back-offs. Increases hunt for the spacing
+    /// of the last error: before any error they remove `spacing /
+    /// divisor` (the rate grows geometrically, crossing decades in a
+    /// bounded number of steps); above the last error's spacing they remove
+    /// half the distance to it (a binary search back to the rate that last
+    /// worked); at or below it they probe with a fine step of `spacing / (8
+    /// × divisor)`, so the rate creeps over the group's capacity slowly and
+    /// the slowest member's buffer overflows by a packet or two, not by a
+    /// burst. After each quiet decrease period the last error's spacing
+    /// moves half way to the spacing that proved quiet.
     Proportional {
         /// Divisor of the current spacing (at least 1).
         divisor: u32,
@@ -263,6 +270,9 @@ pub struct RateController {
     last_backoff_at: Option<Instant>,
     /// The allowance held a packet back since the spacing last changed.
     limited: bool,
+    /// The spacing when the last run of errors began (the rate that was
+    /// too fast), for the proportional step's search.
+    error_spacing_ns: Option<u64>,
     stats: RateStats,
 }
 
@@ -289,6 +299,7 @@ impl RateController {
             group: 1,
             last_backoff_at: None,
             limited: false,
+            error_spacing_ns: None,
             stats: RateStats::default(),
         };
         c.increase_at = Some(now + c.increase_timer());
@@ -405,6 +416,23 @@ impl RateController {
         }
     }
 
+    /// What Increase/I removes from the spacing (see [`HuntStep`]).
+    fn increase_ns(&self) -> u64 {
+        let HuntStep::Proportional { divisor } = self.params.step else {
+            return self.unit_ns();
+        };
+        let divisor = u64::from(divisor.max(1));
+        let coarse = (self.spacing_ns / divisor).max(1);
+        let fine = (self.spacing_ns / (8 * divisor)).max(1);
+        match self.error_spacing_ns {
+            None => coarse,
+            Some(err) if self.spacing_ns > err.saturating_add(fine) => {
+                ((self.spacing_ns - err) / 2).max(fine)
+            }
+            Some(_) => fine,
+        }
+    }
+
     fn min_ns(&self) -> u64 {
         ns(self.params.min_spacing).max(MIN_SPACING_NS)
     }
@@ -422,7 +450,7 @@ impl RateController {
                     // Table 4.1, Increase/I: shorten the spacing (it must
                     // stay positive), stay in Increase, set another timer.
                     if self.limited || !self.params.increase_only_when_limited {
-                        let unit = self.unit_ns();
+                        let unit = self.increase_ns();
                         self.spacing_ns = self.spacing_ns.saturating_sub(unit).max(self.min_ns());
                         self.stats.increases += 1;
                     }
@@ -436,6 +464,13 @@ impl RateController {
                     // goes back to one, the increase timer starts, and the
                     // state is Increase.
                     self.backoff = 1;
+                    // The errors were reported a feedback delay late, so the
+                    // spacing at the first of them was faster than the
+                    // group could take, and the spacing now is slower than
+                    // it needed: the search aims half way between.
+                    if let Some(err) = self.error_spacing_ns.as_mut() {
+                        *err = err.midpoint(self.spacing_ns);
+                    }
                     self.state = HuntState::Increase;
                     self.decrease_at = None;
                     self.increase_at = Some(now + self.increase_timer());
@@ -452,6 +487,9 @@ impl RateController {
         if self.is_stale(now, signal) {
             self.stats.stale_errors += 1;
             return false;
+        }
+        if self.state == HuntState::Increase {
+            self.error_spacing_ns = Some(self.spacing_ns);
         }
         // Table 4.1, Increase/E and Decrease/E: the spacing grows by twice
         // the last increase, and the decrease timer (re)starts.
@@ -476,9 +514,11 @@ impl RateController {
             return false;
         };
         match signal {
-            // The packet went out before the spacing last grew: its loss
-            // says nothing about the current spacing.
-            ErrorSignal::Exp { sent_at } => sent_at < last,
+            // The packet went out before the spacing last grew, or so soon
+            // after that it met the queue the old spacing had built (a
+            // back-off reaches the slowest member's buffer about one RTT
+            // later): its loss says nothing about the current spacing.
+            ErrorSignal::Exp { sent_at } => sent_at < last + self.rtt,
             // The runtime reports each failed send call; a burst of them
             // is one event per round trip.
             ErrorSignal::SendFailure => now < last + self.rtt,
@@ -656,13 +696,15 @@ mod tests {
         ));
         assert_eq!(c.spacing(), after);
         assert_eq!(c.stats().stale_errors, 1);
-        // Lost after it: a fresh error, Decrease/E.
-        assert!(c.on_error(
-            at(12 * MS),
-            ErrorSignal::Exp {
-                sent_at: at(10 * MS)
-            }
-        ));
+        // Sent after it but within one RTT (1 ms, the initial estimate): it
+        // met the queue the old spacing built.
+        let exp = |ms: u64| ErrorSignal::Exp {
+            sent_at: at(ms * MS),
+        };
+        assert!(!c.on_error(at(12 * MS), exp(10)));
+        assert_eq!(c.stats().stale_errors, 2);
+        // Sent an RTT after it: a fresh error, Decrease/E.
+        assert!(c.on_error(at(12 * MS), exp(11)));
         assert!(c.spacing() > after);
         // Timeouts always count.
         assert!(c.on_error(at(12 * MS), ErrorSignal::Last));

@@ -470,6 +470,9 @@ pub struct Sender {
     control_due: bool,
     phase_since: Instant,
     pacing: Pacing,
+    /// The last data packet `poll_transmit` chose was held back by the
+    /// pacing allowance (so the allowance's deadline is a wake-up).
+    pace_blocked: bool,
     unicast: VecDeque<(SocketAddr, u64, u16, Option<SocketAddrV4>)>,
     events: VecDeque<SenderEvent>,
     outcome: Option<Outcome>,
@@ -535,6 +538,7 @@ impl Sender {
             control_due: true,
             phase_since: now,
             pacing,
+            pace_blocked: false,
             unicast: VecDeque::new(),
             events: VecDeque::new(),
             outcome: None,
@@ -644,12 +648,17 @@ impl Sender {
             if let Some(index) = self.deferred_rewind {
                 t = t.min(self.sent_at[self.slot(index)] + self.config.suppress);
             }
-            if let Some(&index) = self.repairs.front() {
+            // A repair the allowance holds back waits for the allowance
+            // (below), not for its own suppression deadline, now past.
+            if !self.pace_blocked
+                && let Some(&index) = self.repairs.front()
+            {
                 t = t.min(self.sent_at[self.slot(index)] + self.config.suppress);
             }
-            let data_waiting =
-                self.stall_poll.is_some() || self.can_send_data() || !self.repairs.is_empty();
-            if data_waiting {
+            // Only a packet the allowance held back waits for it; asking
+            // otherwise would return a past deadline for a packet that
+            // waits on something else (the window, a repair's suppression).
+            if self.pace_blocked {
                 match &self.pacing {
                     Pacing::Off => {}
                     Pacing::Fixed(p) => t = t.min(p.ready_at(self.config.packet_size)),
@@ -847,6 +856,7 @@ impl Sender {
             self.control_due = false;
             return self.multicast_control(now, header, buf);
         }
+        self.pace_blocked = false;
         if self.phase == Phase::Sending
             && let Some(next) = self.next_data(now)
         {
@@ -860,6 +870,7 @@ impl Sender {
                     c.try_take(now)
                 }
             };
+            self.pace_blocked = !allowed;
             if !allowed {
                 return None;
             }
