@@ -101,6 +101,21 @@ pub enum RepairArg {
     GoBackN,
 }
 
+/// How the sender limits the rate at which data enters the network.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateControlArg {
+    /// Hunt's send-rate flow control: start at --rate (default 500
+    /// packets/s), shorten the spacing between packets while no receiver
+    /// reports a loss, back off (doubling the step on each loss in a row)
+    /// when one does, and settle just below what the slowest receiver can
+    /// take in. For groups whose slowest member, not the wire, limits.
+    Hunt,
+    /// A constant --rate (a token bucket); without --rate, unpaced.
+    Fixed,
+    /// No pacing: the window alone limits the sender; --rate is refused.
+    Off,
+}
+
 /// Shape of the tree protocol's acknowledgement tree.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShapeArg {
@@ -163,8 +178,15 @@ pub struct CommonArgs {
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     pub peer_timeout: HumanDuration,
     /// Pace data at this rate (e.g. 90mbit, 1gbit) [default: unpaced, window-limited].
+    /// Under --rate-control fixed the constant rate; under hunt the rate it
+    /// starts at before it adapts.
     #[arg(long, value_parser = parse_rate)]
     pub rate: Option<u64>,
+    /// How the data rate is limited: hunt adapts it to the slowest
+    /// receiver (losses slow it down, quiet periods speed it up), fixed
+    /// holds --rate, off sends as fast as the window allows.
+    #[arg(long, value_enum, default_value_t = RateControlArg::Fixed, value_name = "MODE")]
+    pub rate_control: RateControlArg,
     /// TESTING: every receiver drops incoming data packets with probability P (0..1).
     #[arg(long, value_name = "P", value_parser = parse_probability)]
     pub loss: Option<f64>,
@@ -191,6 +213,15 @@ impl CommonArgs {
         proto.suppress = self.suppress.0;
         proto.peer_timeout = self.peer_timeout.0;
         proto.rate_bits_per_s = self.rate;
+        proto.rate_control = match self.rate_control {
+            // Fixed without --rate is today's unpaced default.
+            RateControlArg::Fixed => None,
+            RateControlArg::Hunt => Some(rmcast::RateControl::Hunt(rmcast::HuntParams::default())),
+            RateControlArg::Off if self.rate.is_some() => {
+                bail!("--rate-control off sends unpaced; drop --rate or use --rate-control fixed")
+            }
+            RateControlArg::Off => Some(rmcast::RateControl::Off),
+        };
         proto.tree_height = self.tree_height;
         proto.tree_shape = match self.tree_shape {
             ShapeArg::Flat => rmcast::TreeShape::Flat,
@@ -234,6 +265,7 @@ impl CommonArgs {
         let udp_only = [
             "--loss",
             "--rate",
+            "--rate-control",
             "--window",
             "--poll-interval",
             "--repair",

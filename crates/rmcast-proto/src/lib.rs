@@ -34,12 +34,17 @@
 
 mod pacer;
 mod policy;
+mod rate;
 mod receiver;
 mod sender;
 mod time;
 
 pub use pacer::Pacer;
 pub use policy::{Children, FeedbackPolicy, TreeShape};
+pub use rate::{
+    AdaptiveTimers, ErrorSignal, HuntParams, HuntState, HuntStep, HuntTimers, RateControl,
+    RateController, RateStats,
+};
 pub use receiver::{DataChunk, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats};
 pub use rmcast_wire::{HASH_LEN, Kind, ProtocolId, Seq, SessionId, Status};
 pub use sender::{

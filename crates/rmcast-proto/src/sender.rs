@@ -2,7 +2,8 @@
 //! with Go-back-N repair, and the close handshake.
 
 use crate::{
-    Dest, FeedbackPolicy, Instant, Pacer, PayloadSource, Transmit, TreeShape, truncate_utf8,
+    Dest, ErrorSignal, FeedbackPolicy, Instant, Pacer, PayloadSource, RateControl, RateController,
+    Transmit, TreeShape, truncate_utf8,
 };
 use rmcast_wire::{
     Body, Bye, DATA_HEADER_LEN, Feedback, HASH_LEN, Header, Hello, Kind, MAX_DATAGRAM,
@@ -42,7 +43,14 @@ pub struct SenderConfig {
     /// Period of the session announcement while waiting for receivers.
     pub hello_interval: Duration,
     /// Data pacing in bits per second (UDP payload bytes); `None`: window-limited.
+    /// With `rate_control` unset this is today's fixed rate; under
+    /// [`RateControl::Hunt`] it is the rate the controller starts at.
     pub rate_bits_per_s: Option<u64>,
+    /// How the data rate is limited; `None` (the default) keeps the
+    /// behaviour from before rate control existed: [`RateControl::Fixed`]
+    /// at `rate_bits_per_s` if set, else [`RateControl::Off`]. See
+    /// [`SenderConfig::rate_control`].
+    pub rate_control: Option<RateControl>,
     /// Test knob sent in the offer: receivers drop this many data packets
     /// per million (`--loss`). Zero in production.
     pub test_loss_ppm: u32,
@@ -81,6 +89,7 @@ impl Default for SenderConfig {
             join_wait: Duration::from_secs(30),
             hello_interval: Duration::from_millis(100),
             rate_bits_per_s: None,
+            rate_control: None,
             test_loss_ppm: 0,
             repair: Repair::Selective,
             tree_height: 10,
@@ -184,6 +193,24 @@ impl SenderConfig {
                     receivers: self.receivers,
                 })
             }
+        }
+    }
+
+    /// The rate control in effect: `rate_control` if set, else a fixed rate
+    /// at `rate_bits_per_s`, else none. A Hunt controller given a
+    /// `rate_bits_per_s` starts at that rate.
+    #[must_use]
+    pub fn rate_control(&self) -> RateControl {
+        match (&self.rate_control, self.rate_bits_per_s) {
+            (Some(RateControl::Hunt(p)), Some(bits)) => {
+                let pps = bits as f64 / 8.0 / self.packet_size.max(1) as f64;
+                RateControl::Hunt(p.clone().starting_at(pps))
+            }
+            (Some(rc), _) => rc.clone(),
+            (None, Some(bits)) => RateControl::Fixed {
+                bytes_per_s: bits / 8,
+            },
+            (None, None) => RateControl::Off,
         }
     }
 
@@ -379,6 +406,14 @@ enum Why {
     Window,
 }
 
+/// How data packets are paced, built from [`RateControl`].
+#[derive(Clone, Debug)]
+enum Pacing {
+    Off,
+    Fixed(Pacer),
+    Hunt(Box<RateController>),
+}
+
 /// Byes sent at the end (multicast, unacknowledged, so repeated).
 /// Smallest pacer bucket: one full UDP GSO batch.
 const PACER_BURST_BYTES: u64 = 65_000;
@@ -434,7 +469,10 @@ pub struct Sender {
     control_at: Instant,
     control_due: bool,
     phase_since: Instant,
-    pacer: Option<Pacer>,
+    pacing: Pacing,
+    /// The last data packet `poll_transmit` chose was held back by the
+    /// pacing allowance (so the allowance's deadline is a wake-up).
+    pace_blocked: bool,
     unicast: VecDeque<(SocketAddr, u64, u16, Option<SocketAddrV4>)>,
     events: VecDeque<SenderEvent>,
     outcome: Option<Outcome>,
@@ -466,19 +504,13 @@ impl Sender {
                 size: object.size,
                 payload: payload_size,
             })?;
-        let pacer = config.rate_bits_per_s.map(|rate| {
-            // A burst of one full UDP GSO batch (65,000 bytes: 44 packets of
-            // 1472) or 16 packets if larger: the runtime sends a burst in one
-            // system call, and a 16-packet bucket held only 188 µs of tokens
-            // at 1 Gbit/s, so a sender that woke every ~300 µs lost tokens
-            // (paced 1 Gbit/s reached ~530 Mbit/s). Shapers downstream need
-            // a burst at least this large (the lab's tbf has 256 kB).
-            Pacer::new(
-                rate,
-                PACER_BURST_BYTES.max(16 * config.packet_size as u64),
-                now,
-            )
-        });
+        let pacing = match config.rate_control() {
+            RateControl::Off => Pacing::Off,
+            RateControl::Fixed { bytes_per_s } => {
+                Pacing::Fixed(fixed_pacer(&config, bytes_per_s, now))
+            }
+            RateControl::Hunt(params) => Pacing::Hunt(Box::new(RateController::new(params, now))),
+        };
         Ok(Self {
             sent_at: vec![Instant::ZERO; config.window as usize],
             rto: config.rto,
@@ -505,7 +537,8 @@ impl Sender {
             control_at: now,
             control_due: true,
             phase_since: now,
-            pacer,
+            pacing,
+            pace_blocked: false,
             unicast: VecDeque::new(),
             events: VecDeque::new(),
             outcome: None,
@@ -544,6 +577,22 @@ impl Sender {
     #[must_use]
     pub fn outstanding(&self) -> u32 {
         self.high.saturating_sub(self.base)
+    }
+
+    /// Hunt's rate controller, when [`RateControl::Hunt`] is in effect.
+    #[must_use]
+    pub fn rate(&self) -> Option<&RateController> {
+        match &self.pacing {
+            Pacing::Hunt(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The runtime could not send a datagram (`ENOBUFS`, `EAGAIN`): under
+    /// Hunt's rate control this is an error signal like a lost packet (the
+    /// protocol repairs the datagram itself as any other loss).
+    pub fn on_send_error(&mut self, now: Instant) {
+        self.rate_error(now, ErrorSignal::SendFailure);
     }
 
     /// Receivers registered so far.
@@ -599,13 +648,27 @@ impl Sender {
             if let Some(index) = self.deferred_rewind {
                 t = t.min(self.sent_at[self.slot(index)] + self.config.suppress);
             }
-            if let Some(&index) = self.repairs.front() {
+            // A repair the allowance holds back waits for the allowance
+            // (below), not for its own suppression deadline, now past.
+            if !self.pace_blocked
+                && let Some(&index) = self.repairs.front()
+            {
                 t = t.min(self.sent_at[self.slot(index)] + self.config.suppress);
             }
-            let data_waiting =
-                self.stall_poll.is_some() || self.can_send_data() || !self.repairs.is_empty();
-            if data_waiting && let Some(p) = &self.pacer {
-                t = t.min(p.ready_at(self.config.packet_size));
+            // Only a packet the allowance held back waits for it; asking
+            // otherwise would return a past deadline for a packet that
+            // waits on something else (the window, a repair's suppression).
+            if self.pace_blocked {
+                match &self.pacing {
+                    Pacing::Off => {}
+                    Pacing::Fixed(p) => t = t.min(p.ready_at(self.config.packet_size)),
+                    Pacing::Hunt(c) => {
+                        t = t.min(c.ready_at());
+                        if let Some(d) = c.next_deadline() {
+                            t = t.min(d);
+                        }
+                    }
+                }
             }
         }
         (t != NEVER).then_some(t)
@@ -645,6 +708,9 @@ impl Sender {
                 }
             }
             Phase::Sending => {
+                if let Pacing::Hunt(c) = &mut self.pacing {
+                    c.on_timer(now);
+                }
                 self.drop_stale_repairs();
                 if let Some(index) = self.deferred_rewind
                     && now >= self.sent_at[self.slot(index)] + self.config.suppress
@@ -656,6 +722,8 @@ impl Sender {
                 }
                 if self.rto_deadline().is_some_and(|d| now >= d) {
                     self.stats.timeouts += 1;
+                    // Hunt's LAST: an acknowledgement timeout is an error.
+                    self.rate_error(now, ErrorSignal::Last);
                     self.stall_since.get_or_insert(now);
                     self.check_peers(now);
                     if self.phase == Phase::Sending && self.base < self.high {
@@ -788,14 +856,22 @@ impl Sender {
             self.control_due = false;
             return self.multicast_control(now, header, buf);
         }
+        self.pace_blocked = false;
         if self.phase == Phase::Sending
             && let Some(next) = self.next_data(now)
         {
             let index = next.index;
             let len = self.datagram_len(index);
-            if let Some(p) = &mut self.pacer
-                && !p.try_take(now, len)
-            {
+            let allowed = match &mut self.pacing {
+                Pacing::Off => true,
+                Pacing::Fixed(p) => p.try_take(now, len),
+                Pacing::Hunt(c) => {
+                    c.on_timer(now);
+                    c.try_take(now)
+                }
+            };
+            self.pace_blocked = !allowed;
+            if !allowed {
                 return None;
             }
             let seq = self.isn.add(index);
@@ -934,31 +1010,65 @@ impl Sender {
     /// Selective repeat: a receiver's feedback names as lost every packet
     /// sent before the packet it echoes that is not in its bitmap (a LAN
     /// keeps datagrams in order, so those are not in flight any more).
-    fn note_missing(&mut self, rank: u16, cumulative: u32, f: &Feedback<'_>) {
+    /// Returns the latest transmission time among the packets it newly
+    /// marks missing for this receiver, if any.
+    fn note_missing(&mut self, rank: u16, cumulative: u32, f: &Feedback<'_>) -> Option<Instant> {
         let echo = f.echo.since(self.isn);
         if echo < self.base || echo >= self.high {
-            return; // stale, or not ours: nothing to infer
+            return None; // stale, or not ours: nothing to infer
         }
         let echo_slot = self.slot(echo);
         // In order and nothing resent: the receiver holds everything sent
         // before the echo. This is the common case; it costs no scan.
         if f.bitmap.is_empty() && cumulative > echo && !self.lack[echo_slot].resent {
-            return;
+            return None;
         }
         let echo_sent = self.lack[echo_slot].sent_no;
+        let mut newest: Option<Instant> = None;
         for index in cumulative.max(self.base)..self.high {
             let w = self.slot(index);
             if self.lack[w].sent_no >= echo_sent || f.holds(self.isn.add(index)) {
                 continue;
             }
             let lack = &mut self.lack[w];
-            if lack.count == 0 {
+            let new = if lack.count == 0 {
                 lack.count = 1;
                 lack.rank = rank;
                 self.repairs.push_back(index);
+                true
             } else if lack.rank != rank {
                 lack.count = lack.count.saturating_add(1);
+                true
+            } else {
+                false
+            };
+            if new {
+                newest = newest.max(Some(self.sent_at[w]));
             }
+        }
+        newest
+    }
+
+    /// Feeds Hunt's controller an RTT sample: the time since the echoed
+    /// packet went out, if it went out once (Karn: a resent packet's echo
+    /// is ambiguous).
+    fn rtt_sample(&mut self, now: Instant, f: &Feedback<'_>) {
+        let Pacing::Hunt(c) = &mut self.pacing else {
+            return;
+        };
+        let echo = f.echo.since(self.isn);
+        if echo < self.base || echo >= self.high {
+            return;
+        }
+        let w = (echo % self.config.window) as usize;
+        if !self.lack[w].resent {
+            c.on_rtt_sample(now.saturating_since(self.sent_at[w]));
+        }
+    }
+
+    fn rate_error(&mut self, now: Instant, signal: ErrorSignal) {
+        if let Pacing::Hunt(c) = &mut self.pacing {
+            c.on_error(now, signal);
         }
     }
 
@@ -1095,6 +1205,7 @@ impl Sender {
         if !self.members[i].in_data() {
             return;
         }
+        self.rtt_sample(now, f);
         let mut advanced = false;
         if f.aggregate && self.policy.relays() {
             // A tree root speaks for its whole subtree.
@@ -1119,13 +1230,19 @@ impl Sender {
         }
         match self.config.repair {
             Repair::Selective => {
-                if !f.aggregate {
-                    self.note_missing(rank, cumulative, f);
+                if !f.aggregate
+                    && let Some(sent_at) = self.note_missing(rank, cumulative, f)
+                {
+                    // Hunt's EXP: a member lacks a packet it was not known
+                    // to lack.
+                    self.rate_error(now, ErrorSignal::Exp { sent_at });
                 }
             }
             Repair::GoBackN => {
                 if nak && cumulative < self.next && cumulative >= self.base {
                     let w = self.slot(cumulative);
+                    let sent_at = self.sent_at[w];
+                    self.rate_error(now, ErrorSignal::Exp { sent_at });
                     if now.saturating_since(self.sent_at[w]) >= self.config.suppress {
                         self.rewind(cumulative);
                     } else {
@@ -1291,6 +1408,10 @@ impl Sender {
         for m in &mut self.members {
             m.last_heard = now;
         }
+        let live = self.members.iter().filter(|m| m.in_data()).count();
+        if let Pacing::Hunt(c) = &mut self.pacing {
+            c.set_group_size(u16::try_from(live).unwrap_or(u16::MAX));
+        }
         // An empty object needs no data; a full window of nothing is done.
         self.advance_base(now);
     }
@@ -1342,6 +1463,20 @@ impl Sender {
         });
         self.events.push_back(SenderEvent::Finished);
     }
+}
+
+/// The token bucket of [`RateControl::Fixed`]. A burst of one full UDP GSO
+/// batch (65,000 bytes: 44 packets of 1472) or 16 packets if larger: the
+/// runtime sends a burst in one system call, and a 16-packet bucket held
+/// only 188 µs of tokens at 1 Gbit/s, so a sender that woke every ~300 µs
+/// lost tokens (paced 1 Gbit/s reached ~530 Mbit/s). Shapers downstream
+/// need a burst at least this large (the lab's tbf has 256 kB).
+fn fixed_pacer(config: &SenderConfig, bytes_per_s: u64, now: Instant) -> Pacer {
+    Pacer::new(
+        bytes_per_s.saturating_mul(8),
+        PACER_BURST_BYTES.max(16 * config.packet_size as u64),
+        now,
+    )
 }
 
 fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Transmit> {

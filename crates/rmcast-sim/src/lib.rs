@@ -54,7 +54,9 @@ mod report;
 mod scenario;
 mod sim;
 
-pub use report::{Drops, Failure, OutstandingSample, ReceiverReport, RunReport, SimError};
+pub use report::{
+    Drops, Failure, OutstandingSample, RateSample, ReceiverReport, RunReport, SimError,
+};
 pub use scenario::{Crash, HostCost, LossModel, MIN_MTU, Scenario};
 pub use sim::host_addr;
 

@@ -81,6 +81,22 @@ pub struct OutstandingSample {
     pub outstanding: u32,
 }
 
+/// The sender's Hunt rate controller at one moment: recorded whenever its
+/// spacing or state changed, when [`crate::Scenario::trace_rate`] is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateSample {
+    /// Virtual time, nanoseconds.
+    pub at_ns: u64,
+    /// Minimum spacing between data packets, nanoseconds.
+    pub spacing_ns: u64,
+    /// Whether the controller is in its Decrease state.
+    pub decrease: bool,
+    /// Data packets transmitted for the first time so far.
+    pub sent: u64,
+    /// The controller's RTT estimate (the slowest member's), nanoseconds.
+    pub rtt_ns: u64,
+}
+
 /// The measurements of a run that passed every invariant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunReport {
@@ -130,6 +146,8 @@ pub struct RunReport {
     /// The sender's outstanding packets over the run (empty unless
     /// [`crate::Scenario::trace_outstanding`]).
     pub outstanding_trace: Vec<OutstandingSample>,
+    /// The sender's spacing over the run (see [`crate::Scenario::trace_rate`]).
+    pub rate_trace: Vec<RateSample>,
 }
 
 /// Why a run failed.

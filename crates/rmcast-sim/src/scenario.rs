@@ -266,8 +266,13 @@ pub struct Scenario {
     pub reassembly_buffer_bytes: usize,
     /// An incomplete datagram is dropped this long after its first fragment arrived.
     pub reassembly_timeout: Duration,
-    /// CPU cost of sending and receiving datagrams, for every host.
+    /// CPU cost of sending and receiving datagrams, for every host not in
+    /// `receiver_costs`.
     pub cost: HostCost,
+    /// Per-receiver overrides of `cost` (host number 1..=N, its cost): a
+    /// slower receiver takes fewer packets per second (its capacity is
+    /// about 1 / `recv_ns(packet)`).
+    pub receiver_costs: Vec<(u16, HostCost)>,
     /// Loss of data frames (every fragment draws separately) on each receiver's switch port.
     pub loss: LossModel,
     /// Loss probability of each receiver-to-sender frame on the sender's switch port.
@@ -284,6 +289,9 @@ pub struct Scenario {
     /// outstanding packets after every step of its machine (off by default;
     /// it costs memory proportional to the object's packets).
     pub trace_outstanding: bool,
+    /// Record [`crate::RunReport::rate_trace`]: the sender's Hunt spacing
+    /// whenever it changes (only under `RateControl::Hunt`).
+    pub trace_rate: bool,
 }
 
 impl Default for Scenario {
@@ -305,6 +313,7 @@ impl Default for Scenario {
             reassembly_buffer_bytes: 256 * 1024,
             reassembly_timeout: Duration::from_millis(30),
             cost: HostCost::modern(),
+            receiver_costs: Vec::new(),
             loss: LossModel::None,
             control_loss: 0.0,
             crashes: Vec::new(),
@@ -312,6 +321,7 @@ impl Default for Scenario {
             seed: 1,
             time_limit: Duration::from_secs(600),
             trace_outstanding: false,
+            trace_rate: false,
         }
     }
 }
@@ -385,6 +395,16 @@ impl Scenario {
     pub fn frame_wire_bytes(&self, udp_payload: usize, index: usize) -> usize {
         let ip = self.fragment_ip_payload(udp_payload, index) + IP_HEADER;
         ip.max(MIN_ETHERNET_PAYLOAD) + self.ethernet_overhead_bytes
+    }
+
+    /// The CPU cost of host `h` (0 is the sender).
+    #[must_use]
+    pub fn cost_of(&self, h: usize) -> &HostCost {
+        self.receiver_costs
+            .iter()
+            .rev()
+            .find(|(r, _)| usize::from(*r) == h && h > 0)
+            .map_or(&self.cost, |(_, c)| c)
     }
 
     /// Bytes a datagram of `udp_payload` bytes occupies on the wire, all its

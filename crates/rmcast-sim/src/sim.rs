@@ -3,7 +3,8 @@
 
 use crate::report::{dur, secs};
 use crate::{
-    Drops, Failure, LossModel, OutstandingSample, ReceiverReport, RunReport, Scenario, SimError,
+    Drops, Failure, LossModel, OutstandingSample, RateSample, ReceiverReport, RunReport, Scenario,
+    SimError,
 };
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -339,6 +340,7 @@ struct Sim<'s> {
     log: SenderLog,
     max_outstanding: u32,
     outstanding_trace: Vec<OutstandingSample>,
+    rate_trace: Vec<RateSample>,
 }
 
 type Fail = Failure;
@@ -464,6 +466,7 @@ impl<'s> Sim<'s> {
             },
             max_outstanding: 0,
             outstanding_trace: Vec::new(),
+            rate_trace: Vec::new(),
         };
         for c in &sc.crashes {
             if (1..=sc.receivers).contains(&c.receiver) {
@@ -569,7 +572,7 @@ impl<'s> Sim<'s> {
                     }
                 };
                 let Some(route) = route else {
-                    now += self.sc.cost.send_ns(t.len);
+                    now += self.sc.cost_of(h).send_ns(t.len);
                     self.drops.no_route += 1;
                     continue;
                 };
@@ -590,7 +593,7 @@ impl<'s> Sim<'s> {
                         break;
                     }
                 }
-                now += self.sc.cost.send_ns(t.len);
+                now += self.sc.cost_of(h).send_ns(t.len);
                 self.uplink_send(h, now, pkt);
             }
             if !self.react(h, now)? {
@@ -607,6 +610,22 @@ impl<'s> Sim<'s> {
         let Machine::Sender(s) = &self.hosts[0].machine else {
             unreachable!("host 0 is the sender");
         };
+        if self.sc.trace_rate
+            && let Some(c) = s.rate()
+        {
+            let spacing_ns = u64::try_from(c.spacing().as_nanos()).unwrap_or(u64::MAX);
+            let decrease = c.state() == rmcast_proto::HuntState::Decrease;
+            let last = self.rate_trace.last();
+            if last.is_none_or(|l| (l.spacing_ns, l.decrease) != (spacing_ns, decrease)) {
+                self.rate_trace.push(RateSample {
+                    at_ns: now,
+                    spacing_ns,
+                    decrease,
+                    sent: s.stats().data_packets,
+                    rtt_ns: u64::try_from(c.rtt().as_nanos()).unwrap_or(u64::MAX),
+                });
+            }
+        }
         // Once every byte is acknowledged (or every receiver failed) nothing
         // is outstanding; `outstanding()` used to underflow then (see
         // tests/proto_findings.rs), so it is not asked.
@@ -1034,7 +1053,7 @@ impl<'s> Sim<'s> {
         if let Some(pkt) = host.pending_send.take() {
             t += self
                 .sc
-                .cost
+                .cost_of(h)
                 .send_ns(self.pool.slots[pkt as usize].bytes.len());
             self.uplink_send(h, t, pkt);
         }
@@ -1066,7 +1085,7 @@ impl<'s> Sim<'s> {
         } else {
             0
         };
-        let t = self.now + self.sc.cost.recv_ns(slot.bytes.len()) + jitter;
+        let t = self.now + self.sc.cost_of(h).recv_ns(slot.bytes.len()) + jitter;
         let from = if slot.src == INTRUDER {
             intruder_addr()
         } else {
@@ -1357,6 +1376,7 @@ impl<'s> Sim<'s> {
             events: self.events,
             max_outstanding: self.max_outstanding,
             outstanding_trace: self.outstanding_trace.clone(),
+            rate_trace: self.rate_trace.clone(),
         }
     }
 

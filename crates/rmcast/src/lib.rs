@@ -60,8 +60,8 @@ pub use name::safe_relative_path;
 pub use parse::{parse_rate, parse_size};
 pub use receiver::{recv_to_dir, recv_to_vec};
 pub use rmcast_proto::{
-    ConfigError, HASH_LEN, MemberOutcome, ProtocolId, ReceiverStats, Repair, SenderConfig,
-    SenderStats, SessionId, Status, TreeShape,
+    ConfigError, HASH_LEN, HuntParams, MemberOutcome, ProtocolId, RateControl, ReceiverStats,
+    Repair, SenderConfig, SenderStats, SessionId, Status, TreeShape,
 };
 pub use sender::{send_bytes, send_file};
 

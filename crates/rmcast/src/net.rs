@@ -257,6 +257,9 @@ struct Offload {
 struct IoCounts {
     send_calls: u64,
     sent: u64,
+    /// Sends the kernel refused for lack of room (`EAGAIN`, `ENOBUFS`) since
+    /// the driver last asked ([`Port::take_send_failures`]).
+    send_failures: u64,
     recv_calls: u64,
     received: u64,
 }
@@ -432,9 +435,17 @@ impl Port {
                         return true;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Back pressure: the host cannot take datagrams as fast
+                    // as the machine makes them (a rate-control error signal).
+                    self.counts.send_failures += 1;
+                    return false;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
+                    if e.raw_os_error() == Some(libc::ENOBUFS) {
+                        self.counts.send_failures += 1;
+                    }
                     self.errors.record(self.name, &e);
                     let lost = if all_or_nothing { count } else { 1 };
                     if self.tx.advance(lost) {
@@ -443,6 +454,12 @@ impl Port {
                 }
             }
         }
+    }
+
+    /// Send calls refused for lack of room (`EAGAIN`, `ENOBUFS`) since the
+    /// last call; the sender feeds them to its rate control.
+    pub(crate) fn take_send_failures(&mut self) -> u64 {
+        std::mem::take(&mut self.counts.send_failures)
     }
 
     /// Asks for a writability wake-up exactly while datagrams are pending.

@@ -172,6 +172,10 @@ fn run(
                 batchable: t.kind == Kind::Data,
             })
         });
+        if port.take_send_failures() > 0 {
+            // ENOBUFS / EAGAIN: Hunt's rate control backs off (no-op otherwise).
+            sender.on_send_error(now);
+        }
 
         let mut finished = false;
         while let Some(e) = sender.poll_event() {
