@@ -361,3 +361,73 @@ fn netns_the_quick_suite_runs_on_the_testbed_with_lab_verdicts() {
         assert!(report.contains(line), "missing {line:?} in:\n{report}");
     }
 }
+
+/// The repository root (two levels above this crate).
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Issue 6's "done": every shipped suite's quick variant runs on the
+/// testbed and the simulator, every point succeeds, and the report gives a
+/// verdict for every claim on every backend it ran.
+#[test]
+fn netns_every_shipped_suite_passes_its_quick_variant() {
+    let rmcast = match netns_ready() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    let suites = repo_root().join("lab/suites");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&suites)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4, "suites: {names:?}");
+    for suite in names {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let started = std::time::Instant::now();
+        let o = Command::new(LAB)
+            .args([
+                "run",
+                suite.to_str().unwrap(),
+                "--backend",
+                "both",
+                "--quick",
+            ])
+            .args(["--out", out.to_str().unwrap(), "--report", "--rmcast"])
+            .arg(&rmcast)
+            .output()
+            .unwrap();
+        eprintln!(
+            "{}: exit {:?} in {:.0} s",
+            suite.display(),
+            o.status.code(),
+            started.elapsed().as_secs_f64()
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}: {}",
+            suite.display(),
+            text(&o)
+        );
+        let pts = points(&out);
+        assert!(!pts.is_empty(), "{}: no points", suite.display());
+        let failed: Vec<_> = pts.iter().filter(|p| p["status"] == "failed").collect();
+        assert!(failed.is_empty(), "{}: {failed:#?}", suite.display());
+        let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(
+            report.contains("**holds**") || report.contains("**does not hold**"),
+            "{}: no verdict in the report:\n{report}",
+            suite.display()
+        );
+    }
+}
