@@ -518,3 +518,52 @@ fn a_run_stopped_by_ctrl_c_leaves_no_namespace_or_process() {
 fn a_run_killed_outright_leaves_no_process_and_lab_down_removes_the_rest() {
     start_and_signal(libc::SIGKILL);
 }
+
+/// Datagrams larger than one frame (the FSU paper's 8 KB packets on a
+/// 1500-byte MTU) travel as IP fragments. A GSO batch of them is refused
+/// with EMSGSIZE; the runtime used to count every such batch as lost and
+/// repair it (684 resends for 245 packets). With no loss configured there
+/// must be no resend at all.
+#[test]
+fn netns_fragmented_datagrams_cross_the_lan_without_resends() {
+    let _one = NETNS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(why) = netns_enabled() {
+        return skip(&why);
+    }
+    let Some(rmcast) = rmcast_bin() else {
+        return skip("no rmcast binary");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let sc = scenario(
+        dir.path(),
+        r#"
+name = "fragments"
+testbed = "netns"
+receivers = [2]
+sizes = ["2MB"]
+rates = ["100mbit"]
+loss = [0.0]
+repeats = 1
+stall_s = 15
+max_run_s = 60
+
+[[tools]]
+name = "nak-8k"
+kind = "rmcast"
+protocol = "nak-poll"
+args = ["--packet-size", "8192", "--window", "50", "--poll-interval", "43"]
+"#,
+    );
+    let o = lab(
+        &["run", sc.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &rmcast,
+    );
+    eprintln!("{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "the run failed");
+    let r = runs(&out);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0]["status"], "ok", "{}", r[0]);
+    assert_eq!(r[0]["retransmitted_packets"], 0, "{}", r[0]);
+    assert_nothing_left(&out, &testbed_ids(&out));
+}
