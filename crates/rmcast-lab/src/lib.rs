@@ -163,10 +163,14 @@ pub struct RunArgs {
 /// `lab report`.
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// A directory written by `lab run`.
-    pub dir: PathBuf,
+    /// A directory written by `lab run` (several suite directories with --to:
+    /// one index of every claim's verdict, one report per suite beside it).
+    #[arg(required = true, num_args = 1..)]
+    pub dirs: Vec<PathBuf>,
     /// Suites: write the report here instead of DIR/report.md, its plots
-    /// into `<PATH without .md>/` (linked relatively).
+    /// into `<PATH without .md>/` (linked relatively). With several
+    /// directories, PATH is the index and each suite's report goes to
+    /// `<PATH without .md>/<suite>.md`.
     #[arg(long, value_name = "PATH")]
     pub to: Option<PathBuf>,
 }
@@ -258,16 +262,25 @@ pub fn run(args: LabArgs) -> Result<i32> {
             })
         }
         LabCommand::Report(a) => {
-            let path = if a.dir.join(suite_run::POINTS_FILE).is_file() {
-                suite_report::write_report(&a.dir, a.to.as_deref())?
+            if a.dirs.len() > 1 {
+                let Some(to) = a.to.as_deref() else {
+                    bail!("several directories need --to PATH (the index to write)");
+                };
+                let path = suite_report::write_index(&a.dirs, to)?;
+                eprintln!("rmcast-lab: wrote {}", path.display());
+                return Ok(0);
+            }
+            let dir = &a.dirs[0];
+            let path = if dir.join(suite_run::POINTS_FILE).is_file() {
+                suite_report::write_report(dir, a.to.as_deref())?
             } else if a.to.is_some() {
                 bail!(
                     "--to applies to suite directories; {} has no {}",
-                    a.dir.display(),
+                    dir.display(),
                     suite_run::POINTS_FILE
                 );
             } else {
-                report::write_report(&a.dir)?
+                report::write_report(dir)?
             };
             eprintln!("rmcast-lab: wrote {}", path.display());
             Ok(0)

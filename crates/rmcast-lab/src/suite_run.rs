@@ -640,6 +640,13 @@ fn lab_point(e: &Experiment, series: &str, x: &XValue, p: &PointRecord) -> Suite
 
 // ---------------------------------------------------------------- sim
 
+/// Whether `backend` can measure the series at all (its own `backends`,
+/// and for the simulator: one of rmcast's UDP protocols).
+pub fn series_runs_on(s: &Series, backend: Backend) -> bool {
+    s.backends.as_ref().is_none_or(|b| b.contains(&backend))
+        && (backend != Backend::Sim || sim_protocol(s).is_some())
+}
+
 /// rmcast's UDP protocols, the ones the simulator drives.
 fn sim_protocol(s: &Series) -> Option<ProtocolId> {
     if s.kind != SeriesKind::Rmcast {
