@@ -1178,8 +1178,11 @@ fn arb_rate_body() -> impl Strategy<Value = Body<'static>> {
                 messages,
             })
         ),
-        (any::<u32>(), proptest::option::of((1..=u64::MAX, any::<u16>()))).prop_map(
-            |(epoch, set)| Body::RateSync(RateSync {
+        (
+            any::<u32>(),
+            proptest::option::of((1..=u64::MAX, any::<u16>()))
+        )
+            .prop_map(|(epoch, set)| Body::RateSync(RateSync {
                 epoch,
                 op: set.map_or(RateSyncOp::Request, |(spacing_ns, members)| {
                     RateSyncOp::Set {
@@ -1187,8 +1190,7 @@ fn arb_rate_body() -> impl Strategy<Value = Body<'static>> {
                         members,
                     }
                 }),
-            })
-        ),
+            })),
     ]
 }
 
