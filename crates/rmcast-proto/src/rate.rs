@@ -279,6 +279,8 @@ pub struct RateController {
     /// The spacing when the last run of errors began (the rate that was
     /// too fast), for the proportional step's search.
     error_spacing_ns: Option<u64>,
+    /// Senders sharing the group's burst ([`RateController::set_senders`]).
+    burst_share: u32,
     stats: RateStats,
 }
 
@@ -306,6 +308,7 @@ impl RateController {
             last_backoff_at: None,
             limited: false,
             error_spacing_ns: None,
+            burst_share: 1,
             stats: RateStats::default(),
         };
         c.increase_at = Some(now + c.increase_timer());
@@ -550,8 +553,10 @@ impl RateController {
         if let Some(err) = self.error_spacing_ns.as_mut() {
             *err = spacing_ns;
         }
-        // A slower allowance must not owe the time of the faster one.
-        self.tat = self.tat.min(now + Duration::from_nanos(spacing_ns));
+        // The new rate starts now, with neither debt nor credit: a credit
+        // would let every sender of the group burst at once.
+        let credit = spacing_ns.saturating_mul(u64::from(self.burst() - 1));
+        self.tat = now + Duration::from_nanos(credit);
         self.increase_at = Some(now + self.increase_timer());
         self.stats.resyncs += 1;
         debug_assert!(self.invariants_hold());
@@ -569,14 +574,27 @@ impl RateController {
     /// When the allowance next permits a packet.
     #[must_use]
     pub fn ready_at(&self) -> Instant {
-        let slack = self
-            .spacing_ns
-            .saturating_mul(u64::from(self.params.burst_packets.max(1) - 1));
+        let slack = self.spacing_ns.saturating_mul(u64::from(self.burst() - 1));
         Instant::from_nanos(self.tat.as_nanos().saturating_sub(slack))
     }
 
+    /// Packets the allowance lets go back to back: `burst_packets` shared
+    /// among the group's senders (at least one each).
+    #[must_use]
+    pub fn burst(&self) -> u32 {
+        (self.params.burst_packets.max(1) / self.burst_share).max(1)
+    }
+
+    /// Sets how many senders share the group (and so its slowest member's
+    /// socket buffer): the burst allowance is divided among them, so that
+    /// the senders' bursts together stay `burst_packets` long when they
+    /// all resume at once (after a common back-off or a resynchronisation).
+    pub fn set_senders(&mut self, senders: u16) {
+        self.burst_share = u32::from(senders.max(1));
+    }
+
     /// Whether a packet may go now; if so its allowance is taken. Up to
-    /// `burst_packets` go back to back after a pause, one per spacing on
+    /// [`RateController::burst`] go back to back after a pause, one per spacing on
     /// average.
     pub fn try_take(&mut self, now: Instant) -> bool {
         if now < self.ready_at() {

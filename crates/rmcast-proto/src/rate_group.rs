@@ -166,6 +166,19 @@ impl RateGroup {
         self.peers.len()
     }
 
+    /// The senders of the group not leaving, this one included (while it
+    /// is not leaving itself).
+    #[must_use]
+    pub fn senders(&self) -> u16 {
+        let others = self
+            .peers
+            .iter()
+            .filter(|p| p.phase != RatePhase::Leaving)
+            .count();
+        let me = usize::from(self.phase != RatePhase::Leaving);
+        u16::try_from(others + me).unwrap_or(u16::MAX).max(1)
+    }
+
     /// Whether this member leads the resynchronisation: it is not leaving
     /// and its session id is the lowest among the senders not leaving.
     #[must_use]

@@ -1154,6 +1154,9 @@ impl Sender {
         if let Some(spacing) = self.group.as_mut().and_then(|g| g.step(now, own)) {
             self.adopt_rate(now, spacing);
         }
+        if let (Some(g), Pacing::Hunt(c)) = (&self.group, &mut self.pacing) {
+            c.set_senders(g.senders());
+        }
     }
 
     fn adopt_rate(&mut self, now: Instant, spacing: Duration) {
