@@ -35,6 +35,7 @@
 mod pacer;
 mod policy;
 mod rate;
+mod rate_group;
 mod receiver;
 mod sender;
 mod time;
@@ -45,6 +46,7 @@ pub use rate::{
     AdaptiveTimers, ErrorSignal, HuntParams, HuntState, HuntStep, HuntTimers, RateControl,
     RateController, RateStats,
 };
+pub use rate_group::{MAX_PEERS, OwnRate, RateGroup, RateGroupConfig, RateGroupStats};
 pub use receiver::{DataChunk, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats};
 pub use rmcast_wire::{HASH_LEN, Kind, ProtocolId, Seq, SessionId, Status};
 pub use sender::{

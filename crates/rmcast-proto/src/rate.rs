@@ -86,6 +86,10 @@ pub enum ErrorSignal {
     /// The runtime could not send (`ENOBUFS`, `EAGAIN`): the host itself
     /// is the bottleneck.
     SendFailure,
+    /// Another sender's stream had an error (a multicast `RateNak` of
+    /// another session, EXP or LAST): the group shares the slowest
+    /// member's capacity, so every sender backs off.
+    Group,
 }
 
 /// The spacing unit: how much an increase removes and a back-off adds
@@ -245,6 +249,8 @@ pub struct RateStats {
     pub stale_errors: u64,
     /// Decrease-timer expiries (Decrease/D).
     pub recoveries: u64,
+    /// Rate resynchronisations adopted ([`RateController::resync`]).
+    pub resyncs: u64,
 }
 
 /// Largest back-off multiplier (2^20 units); the spacing cap binds long before.
@@ -273,6 +279,8 @@ pub struct RateController {
     /// The spacing when the last run of errors began (the rate that was
     /// too fast), for the proportional step's search.
     error_spacing_ns: Option<u64>,
+    /// Senders sharing the group's burst ([`RateController::set_senders`]).
+    burst_share: u32,
     stats: RateStats,
 }
 
@@ -300,6 +308,7 @@ impl RateController {
             last_backoff_at: None,
             limited: false,
             error_spacing_ns: None,
+            burst_share: 1,
             stats: RateStats::default(),
         };
         c.increase_at = Some(now + c.increase_timer());
@@ -520,11 +529,37 @@ impl RateController {
             // later): its loss says nothing about the current spacing.
             ErrorSignal::Exp { sent_at } => sent_at < last + self.rtt,
             // The runtime reports each failed send call; a burst of them
-            // is one event per round trip.
-            ErrorSignal::SendFailure => now < last + self.rtt,
+            // is one event per round trip. Likewise the group's NACKs: one
+            // overflow at a member shows as gaps in every sender's stream
+            // and as NACKs from every member that saw them.
+            ErrorSignal::SendFailure | ErrorSignal::Group => now < last + self.rtt,
             // A timeout is rare and always news.
             ErrorSignal::Last => false,
         }
+    }
+
+    /// Adopts `spacing` as the new initial rate (the group leader's rate
+    /// resynchronisation, thesis section 4.6.5): the Increase state, a
+    /// multiplier of one and a fresh increase timer. A search that had
+    /// found an error spacing goes on from the new spacing with fine
+    /// probes; one still climbing from its start keeps climbing.
+    pub fn resync(&mut self, now: Instant, spacing: Duration) {
+        let spacing_ns = ns(spacing).clamp(self.min_ns(), self.max_ns());
+        self.spacing_ns = spacing_ns;
+        self.state = HuntState::Increase;
+        self.backoff = 1;
+        self.decrease_at = None;
+        self.limited = false;
+        if let Some(err) = self.error_spacing_ns.as_mut() {
+            *err = spacing_ns;
+        }
+        // The new rate starts now, with neither debt nor credit: a credit
+        // would let every sender of the group burst at once.
+        let credit = spacing_ns.saturating_mul(u64::from(self.burst() - 1));
+        self.tat = now + Duration::from_nanos(credit);
+        self.increase_at = Some(now + self.increase_timer());
+        self.stats.resyncs += 1;
+        debug_assert!(self.invariants_hold());
     }
 
     fn invariants_hold(&self) -> bool {
@@ -539,14 +574,27 @@ impl RateController {
     /// When the allowance next permits a packet.
     #[must_use]
     pub fn ready_at(&self) -> Instant {
-        let slack = self
-            .spacing_ns
-            .saturating_mul(u64::from(self.params.burst_packets.max(1) - 1));
+        let slack = self.spacing_ns.saturating_mul(u64::from(self.burst() - 1));
         Instant::from_nanos(self.tat.as_nanos().saturating_sub(slack))
     }
 
+    /// Packets the allowance lets go back to back: `burst_packets` shared
+    /// among the group's senders (at least one each).
+    #[must_use]
+    pub fn burst(&self) -> u32 {
+        (self.params.burst_packets.max(1) / self.burst_share).max(1)
+    }
+
+    /// Sets how many senders share the group (and so its slowest member's
+    /// socket buffer): the burst allowance is divided among them, so that
+    /// the senders' bursts together stay `burst_packets` long when they
+    /// all resume at once (after a common back-off or a resynchronisation).
+    pub fn set_senders(&mut self, senders: u16) {
+        self.burst_share = u32::from(senders.max(1));
+    }
+
     /// Whether a packet may go now; if so its allowance is taken. Up to
-    /// `burst_packets` go back to back after a pause, one per spacing on
+    /// [`RateController::burst`] go back to back after a pause, one per spacing on
     /// average.
     pub fn try_take(&mut self, now: Instant) -> bool {
         if now < self.ready_at() {
@@ -711,6 +759,69 @@ mod tests {
     }
 
     #[test]
+    fn resync_adopts_the_spacing_in_increase_with_multiplier_one() {
+        let mut c = thesis(at(0));
+        c.on_error(at(MS), ErrorSignal::Last);
+        c.on_error(at(2 * MS), ErrorSignal::Last);
+        assert_eq!(c.state(), HuntState::Decrease);
+        assert_eq!(c.backoff(), 4);
+        c.resync(at(3 * MS), Duration::from_micros(1500));
+        assert_eq!(c.state(), HuntState::Increase);
+        assert_eq!(c.backoff(), 1);
+        assert_eq!(c.spacing(), Duration::from_micros(1500));
+        // A fresh increase timer from now; the decrease timer is gone.
+        assert_eq!(c.next_deadline(), Some(at(23 * MS)));
+        c.on_timer(at(23 * MS));
+        assert_eq!(c.spacing(), Duration::from_micros(1460));
+        assert_eq!(c.stats().resyncs, 1);
+        // The next error starts the doubling afresh: +2 units.
+        c.on_error(at(24 * MS), ErrorSignal::Last);
+        assert_eq!(c.spacing(), Duration::from_micros(1540));
+    }
+
+    #[test]
+    fn resync_clamps_to_the_spacing_bounds() {
+        let mut c = thesis(at(0));
+        c.resync(at(0), Duration::ZERO);
+        assert_eq!(c.spacing(), Duration::from_micros(40));
+        c.resync(at(0), Duration::from_secs(10));
+        assert_eq!(c.spacing(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn resync_keeps_the_search_fine_once_an_error_was_seen() {
+        let p = HuntParams {
+            initial_spacing: Duration::from_micros(256),
+            ..HuntParams::adaptive()
+        };
+        // Still climbing: the coarse step (1/32).
+        let mut fresh = RateController::new(p.clone(), at(0));
+        fresh.resync(at(0), Duration::from_micros(512));
+        fresh.try_take(at(0));
+        while fresh.try_take(at(0)) {}
+        fresh.on_timer(fresh.next_deadline().unwrap());
+        assert_eq!(fresh.spacing(), Duration::from_micros(512 - 16));
+        // After an error: the fine probe (1/256) from the new spacing.
+        let mut seen = RateController::new(p, at(0));
+        seen.on_error(at(0), ErrorSignal::Last);
+        seen.resync(at(0), Duration::from_micros(512));
+        while seen.try_take(at(0)) {}
+        seen.on_timer(seen.next_deadline().unwrap());
+        assert_eq!(seen.spacing(), Duration::from_micros(512 - 2));
+    }
+
+    #[test]
+    fn group_errors_back_off_once_per_round_trip() {
+        let mut c = RateController::new(HuntParams::adaptive(), at(0));
+        assert!(c.on_error(at(10 * MS), ErrorSignal::Group));
+        // The initial RTT estimate is 1 ms: NACKs of the same overflow.
+        assert!(!c.on_error(at(10 * MS + 500 * US), ErrorSignal::Group));
+        assert_eq!(c.stats().stale_errors, 1);
+        assert!(c.on_error(at(11 * MS), ErrorSignal::Group));
+        assert_eq!(c.stats().backoffs, 2);
+    }
+
+    #[test]
     fn thesis_variant_acts_on_every_error() {
         let mut c = thesis(at(0));
         c.on_error(
@@ -804,6 +915,8 @@ mod tests {
         Exp(u64),
         Last(u64),
         SendFailure(u64),
+        Group(u64),
+        Resync(u64),
         Rtt(u64),
         Take(u64),
     }
@@ -814,6 +927,8 @@ mod tests {
             (0..50 * MS).prop_map(Op::Exp),
             (0..50 * MS).prop_map(Op::Last),
             (0..50 * MS).prop_map(Op::SendFailure),
+            (0..50 * MS).prop_map(Op::Group),
+            (0..20 * MS).prop_map(Op::Resync),
             (0..100 * MS).prop_map(Op::Rtt),
             (0..MS).prop_map(Op::Take),
         ]
@@ -862,6 +977,8 @@ mod tests {
                     Op::Exp(back) => { c.on_error(at(now), ErrorSignal::Exp { sent_at: at(now.saturating_sub(back)) }); }
                     Op::Last(dt) => { now += dt; c.on_error(at(now), ErrorSignal::Last); }
                     Op::SendFailure(dt) => { now += dt; c.on_error(at(now), ErrorSignal::SendFailure); }
+                    Op::Group(dt) => { now += dt; c.on_error(at(now), ErrorSignal::Group); }
+                    Op::Resync(s) => c.resync(at(now), Duration::from_nanos(s)),
                     Op::Rtt(r) => c.on_rtt_sample(Duration::from_nanos(r)),
                     Op::Take(dt) => { now += dt; c.try_take(at(now)); }
                 }

@@ -4,7 +4,8 @@
 use crate::{Children, Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
 use rmcast_wire::{
     Body, Complete, Feedback, HASH_LEN, Header, Join, Kind, Leave, OfferReply, POLL_ALL,
-    POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, Seq, SessionId, Status,
+    POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak, RateNakKind, Seq,
+    SessionId, Status,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -27,6 +28,12 @@ pub struct ReceiverConfig {
     pub listen_timeout: Option<Duration>,
     /// Minimum spacing of NAKs that repeat the same gap.
     pub nak_interval: Duration,
+    /// Hunt's multicast NACK (several senders on one group): on a new gap
+    /// in the sender's stream, also multicast an EXP `RateNak` to the
+    /// group, so that every sender backs off; at most one per this
+    /// interval, counting those other members sent about the same sender.
+    /// `None` (the default): feedback goes to the sender only.
+    pub rate_nak_interval: Option<Duration>,
 }
 
 impl Default for ReceiverConfig {
@@ -39,6 +46,7 @@ impl Default for ReceiverConfig {
             sender_timeout: Duration::from_secs(10),
             listen_timeout: None,
             nak_interval: Duration::from_millis(5),
+            rate_nak_interval: None,
         }
     }
 }
@@ -114,6 +122,11 @@ pub struct ReceiverStats {
     pub acks: u64,
     /// Naks sent.
     pub naks: u64,
+    /// EXP `RateNak`s multicast to the group.
+    pub rate_naks: u64,
+    /// `RateNak`s about this session heard from other members (each
+    /// suppresses this receiver's own for an interval).
+    pub rate_naks_heard: u64,
     /// Datagrams that failed to decode.
     pub malformed: u64,
     /// Well-formed datagrams of another session or role.
@@ -200,6 +213,10 @@ pub struct Receiver {
     /// Scratch for the bitmap of held packets sent with feedback.
     bitmap: Vec<u8>,
     last_nak: Option<(Instant, u32)>,
+    /// An EXP `RateNak` owed to the group: the first message missing.
+    rate_nak_owed: Option<Seq>,
+    /// When this session's last `RateNak` was sent or heard.
+    last_rate_nak: Option<Instant>,
     reply_owed: bool,
     complete_owed: bool,
     leave_owed: Option<String>,
@@ -238,6 +255,8 @@ impl Receiver {
             aggregate_owed: 0,
             bitmap: Vec::new(),
             last_nak: None,
+            rate_nak_owed: None,
+            last_rate_nak: None,
             reply_owed: false,
             complete_owed: false,
             leave_owed: None,
@@ -411,6 +430,18 @@ impl Receiver {
                 return None;
             }
         };
+        if let Body::RateNak(_) = packet.body {
+            // The group's NACKs: another member's about our sender
+            // suppresses ours for a while; the rest is the senders' business.
+            if packet.header.session == self.session
+                && packet.header.rank != RANK_SENDER
+                && self.phase != Phase::Listening
+            {
+                self.stats.rate_naks_heard += 1;
+                self.last_rate_nak = Some(now);
+            }
+            return None;
+        }
         if packet.header.rank != RANK_SENDER {
             if let Body::Ack(f) = packet.body
                 && f.aggregate
@@ -524,6 +555,8 @@ impl Receiver {
                 }
                 None
             }
+            // The senders' rate resynchronisation: not ours to act on.
+            Body::RateReport(_) | Body::RateSync(_) => None,
             Body::Bye(b) => {
                 if self.phase == Phase::Confirmed {
                     self.phase = Phase::Done;
@@ -591,6 +624,14 @@ impl Receiver {
                 self.nak_owed = true;
                 self.nak_echo = seq;
                 self.last_nak = Some((now, cumulative));
+                if let Some(interval) = self.config.rate_nak_interval
+                    && self
+                        .last_rate_nak
+                        .is_none_or(|at| now.saturating_since(at) >= interval)
+                {
+                    self.rate_nak_owed = Some(t.isn.add(cumulative));
+                    self.last_rate_nak = Some(now);
+                }
             }
         }
         if polled {
@@ -690,6 +731,14 @@ impl Receiver {
                 Body::Ack(feedback)
             };
             return emit(to, header, body, buf);
+        }
+        if let Some(seq) = self.rate_nak_owed.take() {
+            self.stats.rate_naks += 1;
+            let body = Body::RateNak(RateNak {
+                kind: RateNakKind::Exp,
+                seq,
+            });
+            return emit(Dest::Group, header, body, buf);
         }
         if self.aggregate_owed > 0 {
             // Spread the pending advance over the acks owed, so each relayed

@@ -1,6 +1,7 @@
 //! The sender's state machine: admission, buffer handshake, windowed data
 //! with Go-back-N repair, and the close handshake.
 
+use crate::rate_group::{OwnRate, RateGroup, RateGroupConfig};
 use crate::{
     Dest, ErrorSignal, FeedbackPolicy, Instant, Pacer, PayloadSource, RateControl, RateController,
     Transmit, TreeShape, truncate_utf8,
@@ -8,7 +9,7 @@ use crate::{
 use rmcast_wire::{
     Body, Bye, DATA_HEADER_LEN, Feedback, HASH_LEN, Header, Hello, Kind, MAX_DATAGRAM,
     MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED,
-    Seq, SessionId, Status, Welcome, encode_data_header,
+    RatePhase, Seq, SessionId, Status, Welcome, encode_data_header,
 };
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -51,6 +52,12 @@ pub struct SenderConfig {
     /// at `rate_bits_per_s` if set, else [`RateControl::Off`]. See
     /// [`SenderConfig::rate_control`].
     pub rate_control: Option<RateControl>,
+    /// Several senders on one group (only under [`RateControl::Hunt`]):
+    /// take part in the group's membership and rate resynchronisation
+    /// (`RateReport`, `RateSync`) and multicast a LAST `RateNak` on each
+    /// acknowledgement timeout. `None` (the default): a lone sender. Under
+    /// Hunt a sender backs off on other sessions' `RateNak`s either way.
+    pub rate_group: Option<RateGroupConfig>,
     /// Test knob sent in the offer: receivers drop this many data packets
     /// per million (`--loss`). Zero in production.
     pub test_loss_ppm: u32,
@@ -90,6 +97,7 @@ impl Default for SenderConfig {
             hello_interval: Duration::from_millis(100),
             rate_bits_per_s: None,
             rate_control: None,
+            rate_group: None,
             test_loss_ppm: 0,
             repair: Repair::Selective,
             tree_height: 10,
@@ -338,6 +346,13 @@ pub struct SenderStats {
     pub unicast_repairs: u64,
     /// Selective repairs multicast to the group.
     pub multicast_repairs: u64,
+    /// `RateNak`s of other senders' sessions heard (each an
+    /// [`ErrorSignal::Group`] for the rate controller).
+    pub group_naks: u64,
+    /// Other group rate-control packets heard (`RateReport`, `RateSync`).
+    pub group_packets: u64,
+    /// Group rate-control packets sent (`RateNak` LAST, `RateReport`, `RateSync`).
+    pub group_sent: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -470,6 +485,8 @@ pub struct Sender {
     control_due: bool,
     phase_since: Instant,
     pacing: Pacing,
+    /// The group's membership and rate resynchronisation (several senders).
+    group: Option<RateGroup>,
     /// The last data packet `poll_transmit` chose was held back by the
     /// pacing allowance (so the allowance's deadline is a wake-up).
     pace_blocked: bool,
@@ -511,6 +528,10 @@ impl Sender {
             }
             RateControl::Hunt(params) => Pacing::Hunt(Box::new(RateController::new(params, now))),
         };
+        let group = match (&pacing, &config.rate_group) {
+            (Pacing::Hunt(_), Some(g)) => Some(RateGroup::new(g.clone(), session, now)),
+            _ => None,
+        };
         Ok(Self {
             sent_at: vec![Instant::ZERO; config.window as usize],
             rto: config.rto,
@@ -538,6 +559,7 @@ impl Sender {
             control_due: true,
             phase_since: now,
             pacing,
+            group,
             pace_blocked: false,
             unicast: VecDeque::new(),
             events: VecDeque::new(),
@@ -586,6 +608,13 @@ impl Sender {
             Pacing::Hunt(c) => Some(c),
             _ => None,
         }
+    }
+
+    /// The group's rate resynchronisation, when [`SenderConfig::rate_group`]
+    /// is set under Hunt.
+    #[must_use]
+    pub fn rate_group(&self) -> Option<&RateGroup> {
+        self.group.as_ref()
     }
 
     /// The runtime could not send a datagram (`ENOBUFS`, `EAGAIN`): under
@@ -641,6 +670,9 @@ impl Sender {
             Phase::Joining => self.control_at.min(self.started + self.config.join_wait),
             _ => self.control_at,
         };
+        if let Some(d) = self.group.as_ref().and_then(RateGroup::next_deadline) {
+            t = t.min(d);
+        }
         if self.phase == Phase::Sending {
             if let Some(deadline) = self.rto_deadline() {
                 t = t.min(deadline);
@@ -676,6 +708,9 @@ impl Sender {
 
     /// Processes expired timers.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.phase != Phase::Done {
+            self.group_step(now);
+        }
         match self.phase {
             Phase::Done => {}
             Phase::Joining => {
@@ -722,8 +757,13 @@ impl Sender {
                 }
                 if self.rto_deadline().is_some_and(|d| now >= d) {
                     self.stats.timeouts += 1;
-                    // Hunt's LAST: an acknowledgement timeout is an error.
+                    // Hunt's LAST: an acknowledgement timeout is an error,
+                    // multicast so that every sender of the group backs off.
                     self.rate_error(now, ErrorSignal::Last);
+                    let oldest = self.isn.add(self.base);
+                    if let Some(g) = &mut self.group {
+                        g.note_timeout(oldest);
+                    }
                     self.stall_since.get_or_insert(now);
                     self.check_peers(now);
                     if self.phase == Phase::Sending && self.base < self.high {
@@ -757,6 +797,13 @@ impl Sender {
                 return;
             }
         };
+        if matches!(
+            packet.body,
+            Body::RateNak(_) | Body::RateReport(_) | Body::RateSync(_)
+        ) {
+            self.on_group_packet(now, packet.header, &packet.body);
+            return;
+        }
         if packet.header.session != self.session || packet.header.rank == RANK_SENDER {
             self.stats.foreign += 1;
             return;
@@ -851,6 +898,12 @@ impl Sender {
             });
             self.stats.control_sent += 1;
             return emit(Dest::Unicast(to), header, body, buf);
+        }
+        if let Some(own) = self.own_rate()
+            && let Some(body) = self.group.as_mut().and_then(|g| g.poll_transmit(own))
+        {
+            self.stats.group_sent += 1;
+            return emit(Dest::Group, header, body, buf);
         }
         if self.control_due {
             self.control_due = false;
@@ -1064,6 +1117,63 @@ impl Sender {
         if !self.lack[w].resent {
             c.on_rtt_sample(now.saturating_since(self.sent_at[w]));
         }
+    }
+
+    /// A group-scoped rate-control packet, of any session.
+    fn on_group_packet(&mut self, now: Instant, header: Header, body: &Body<'_>) {
+        if header.session == self.session {
+            // Our own stream's errors reach us as feedback already, and
+            // our own reports and syncs looped back are nothing new.
+            return;
+        }
+        if let Body::RateNak(_) = body {
+            if matches!(self.pacing, Pacing::Hunt(_)) && self.phase == Phase::Sending {
+                self.stats.group_naks += 1;
+                self.rate_error(now, ErrorSignal::Group);
+            }
+            return;
+        }
+        self.stats.group_packets += 1;
+        let Some(own) = self.own_rate() else {
+            return;
+        };
+        let Some(g) = &mut self.group else {
+            return;
+        };
+        if let Some(spacing) = g.handle(now, header.session, body, own) {
+            self.adopt_rate(now, spacing);
+        }
+        self.group_step(now);
+    }
+
+    /// Runs the group machine's timers; adopts a rate a round produced.
+    fn group_step(&mut self, now: Instant) {
+        let Some(own) = self.own_rate() else {
+            return;
+        };
+        if let Some(spacing) = self.group.as_mut().and_then(|g| g.step(now, own)) {
+            self.adopt_rate(now, spacing);
+        }
+        if let (Some(g), Pacing::Hunt(c)) = (&self.group, &mut self.pacing) {
+            c.set_senders(g.senders());
+        }
+    }
+
+    fn adopt_rate(&mut self, now: Instant, spacing: Duration) {
+        if let Pacing::Hunt(c) = &mut self.pacing {
+            c.resync(now, spacing);
+        }
+    }
+
+    /// What the group machine needs to know about this sender.
+    fn own_rate(&self) -> Option<OwnRate> {
+        let Pacing::Hunt(c) = &self.pacing else {
+            return None;
+        };
+        Some(OwnRate {
+            spacing_ns: u64::try_from(c.spacing().as_nanos()).unwrap_or(u64::MAX),
+            transmissions: self.transmissions,
+        })
     }
 
     fn rate_error(&mut self, now: Instant, signal: ErrorSignal) {
@@ -1418,6 +1528,15 @@ impl Sender {
 
     fn enter(&mut self, phase: Phase, now: Instant) {
         self.phase = phase;
+        if let Some(g) = &mut self.group {
+            // The data phase is the group's business; after it this
+            // sender's share of the rate goes to the others.
+            g.set_phase(match phase {
+                Phase::Joining | Phase::Offering => RatePhase::Idle,
+                Phase::Sending => RatePhase::Sending,
+                _ => RatePhase::Leaving,
+            });
+        }
         self.phase_since = now;
         self.rto = self.config.rto;
         self.control_due = matches!(phase, Phase::Offering | Phase::Closing);

@@ -805,3 +805,108 @@ fn a_leave_after_verifying_keeps_the_receiver_verified() {
     assert!(net.sender.outcome().unwrap().ok);
     assert!(net.sender.poll_event().is_none());
 }
+
+impl Net {
+    /// Runs until `done(sender)` holds (or the sender finishes).
+    fn run_until(&mut self, limit: Duration, done: impl Fn(&Sender) -> bool) {
+        let end = Instant::ZERO + limit;
+        self.flush();
+        while !self.sender.is_finished() && !done(&self.sender) {
+            let t = self.next_deadline().expect("something to do");
+            assert!(t <= end, "not reached within {limit:?}");
+            self.now = self.now.max(t);
+            while self.flights.front().is_some_and(|f| f.0 <= self.now) {
+                let (_, from, to, bytes) = self.flights.pop_front().unwrap();
+                self.deliver(from, to, &bytes);
+            }
+            if self.sender.poll_timeout().is_some_and(|d| d <= self.now) {
+                self.sender.handle_timeout(self.now);
+            }
+            self.flush();
+        }
+    }
+}
+
+fn group_packet(session: u64, rank: u16, body: Body<'_>) -> Vec<u8> {
+    let mut buf = vec![0u8; 64];
+    let header = rmcast_wire::Header::new(SessionId(session), rank);
+    let n = Packet { header, body }.encode(&mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn hunt_sender_backs_off_on_another_sessions_rate_nak_only() {
+    use rmcast_proto::{HuntParams, RateControl};
+    use rmcast_wire::{RateNak, RateNakKind};
+    let cfg = SenderConfig {
+        rate_control: Some(RateControl::Hunt(HuntParams::thesis())),
+        ..config(ProtocolId::NakPoll, 1)
+    };
+    let mut net = Net::new(cfg, 1, 100_000, Seq(1));
+    net.run_until(Duration::from_secs(5), |s| s.stats().data_packets > 10);
+    let before = net.sender.rate().unwrap().stats().backoffs;
+    let spacing = net.sender.rate().unwrap().spacing();
+    let nak = |session| {
+        group_packet(
+            session,
+            0,
+            Body::RateNak(RateNak {
+                kind: RateNakKind::Exp,
+                seq: Seq(5),
+            }),
+        )
+    };
+    // About our own stream: the unicast feedback covers it.
+    net.sender
+        .handle_datagram(net.now, receiver_addr(0), &nak(42));
+    assert_eq!(net.sender.rate().unwrap().stats().backoffs, before);
+    // About another sender's: the whole group backs off.
+    net.sender
+        .handle_datagram(net.now, receiver_addr(0), &nak(7));
+    assert_eq!(net.sender.rate().unwrap().stats().backoffs, before + 1);
+    assert!(net.sender.rate().unwrap().spacing() > spacing);
+    assert_eq!(net.sender.stats().group_naks, 1);
+    assert_eq!(net.sender.stats().foreign, 0);
+}
+
+#[test]
+fn group_sender_adopts_the_leaders_rate_and_reports_its_own() {
+    use rmcast_proto::{HuntParams, RateControl, RateGroupConfig};
+    use rmcast_wire::{RateSync, RateSyncOp};
+    let cfg = SenderConfig {
+        rate_control: Some(RateControl::Hunt(HuntParams::adaptive())),
+        rate_group: Some(RateGroupConfig::default()),
+        ..config(ProtocolId::NakPoll, 1)
+    };
+    let mut net = Net::new(cfg, 1, 100_000, Seq(1));
+    net.run_until(Duration::from_secs(5), |s| s.stats().data_packets > 10);
+    assert!(net.sent_kinds.contains(&Kind::RateReport), "heartbeats");
+    // Session 7 < 42 leads: its set is adopted.
+    let set = group_packet(
+        7,
+        rmcast_wire::RANK_SENDER,
+        Body::RateSync(RateSync {
+            epoch: 3,
+            op: RateSyncOp::Set {
+                spacing_ns: 250_000,
+                members: 2,
+            },
+        }),
+    );
+    net.sender
+        .handle_datagram(net.now, "10.0.0.9:4000".parse().unwrap(), &set);
+    let c = net.sender.rate().unwrap();
+    assert_eq!(c.spacing(), Duration::from_micros(250));
+    assert_eq!(c.stats().resyncs, 1);
+    assert_eq!(net.sender.rate_group().unwrap().applied_epoch(), 3);
+    // It finishes, and says it leaves.
+    net.run(Duration::from_secs(20));
+    net.assert_all_verified();
+    let reports = net
+        .sent_kinds
+        .iter()
+        .filter(|k| **k == Kind::RateReport)
+        .count();
+    assert!(reports >= 2, "{reports}");
+}

@@ -5,7 +5,11 @@
 //! # What it models
 //!
 //! Host 0 runs [`rmcast_proto::Sender`], hosts 1..=N each run a
-//! [`rmcast_proto::Receiver`]; host `h` has the fake address
+//! [`rmcast_proto::Receiver`]. With [`Scenario::senders`] = S > 1, hosts
+//! 0..S each run a sender (own session, object, sequence space and rate
+//! state) to the same group, hosts S..S+N are the receivers, each running
+//! one receiver machine per session and demultiplexing datagrams by session
+//! id, and the senders hear the group's multicast too. Host `h` has the fake address
 //! `10.0.{(h+1)>>8}.{(h+1)&255}:5000`. Every host has an uplink into one
 //! switch, and the switch has one output port per host. Every uplink and
 //! port is a FIFO transmitter with a rate and a drop-tail queue in wire bytes
@@ -28,8 +32,8 @@
 //! seed, and events are ordered by (time, insertion counter), so a seed
 //! replays a run exactly.
 //!
-//! After every run it checks that every receiver the sender reports verified
-//! holds exactly the bytes sent, that nothing was delivered twice (or with
+//! After every run it checks, per sender, that every receiver the sender reports verified
+//! holds exactly the bytes that sender sent, that nothing was delivered twice (or with
 //! wrong bytes), that without crashes the sender's outcome is ok, that the
 //! sender's outstanding packets never exceed its window, that queues and
 //! socket buffers stayed within their limits, and that the sender finished
@@ -55,7 +59,8 @@ mod scenario;
 mod sim;
 
 pub use report::{
-    Drops, Failure, OutstandingSample, RateSample, ReceiverReport, RunReport, SimError,
+    Drops, Failure, OutstandingSample, RateSample, ReceiverReport, RunReport, SenderReport,
+    SimError,
 };
 pub use scenario::{Crash, HostCost, LossModel, MIN_MTU, Scenario};
 pub use sim::host_addr;

@@ -1,7 +1,9 @@
 //! What a run produces: a report on success, an error that replays on failure.
 
 use crate::Scenario;
-use rmcast_proto::{ConfigError, Outcome, ReceiverStats, SenderStats};
+use rmcast_proto::{
+    ConfigError, Outcome, RateGroupStats, RateStats, ReceiverStats, SenderStats, SessionId,
+};
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -147,6 +149,36 @@ pub struct RunReport {
     /// [`crate::Scenario::trace_outstanding`]).
     pub outstanding_trace: Vec<OutstandingSample>,
     /// The sender's spacing over the run (see [`crate::Scenario::trace_rate`]).
+    pub rate_trace: Vec<RateSample>,
+    /// Every sender (host 0..S), sender 0 included; the fields above are
+    /// sender 0's, and its traces are there, not repeated here.
+    pub senders: Vec<SenderReport>,
+}
+
+/// How one sender of a (multi-sender) run fared.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SenderReport {
+    /// Host number, 0..S.
+    pub host: u16,
+    /// Its session.
+    pub session: SessionId,
+    /// Virtual seconds until it finished.
+    pub seconds: f64,
+    /// Its counters.
+    pub stats: SenderStats,
+    /// Its verdict.
+    pub outcome: Outcome,
+    /// Its Hunt controller's counters, under Hunt.
+    pub rate: Option<RateStats>,
+    /// Its group machine's counters, with `SenderConfig::rate_group`.
+    pub group: Option<RateGroupStats>,
+    /// Largest outstanding count seen.
+    pub max_outstanding: u32,
+    /// Its outstanding packets over the run (empty for sender 0, whose
+    /// trace is [`RunReport::outstanding_trace`]).
+    pub outstanding_trace: Vec<OutstandingSample>,
+    /// Its spacing over the run (empty for sender 0, see
+    /// [`RunReport::rate_trace`]).
     pub rate_trace: Vec<RateSample>,
 }
 

@@ -69,7 +69,7 @@ impl LossModel {
     }
 }
 
-/// Receiver `receiver` (1..=N, named `r{receiver}`) stops dead at virtual time `at`.
+/// Receiver `receiver` (1..=N, named `r{receiver}`; host S-1+receiver) stops dead at virtual time `at`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Crash {
     /// The receiver's host number, 1..=N.
@@ -229,7 +229,14 @@ const MIN_ETHERNET_PAYLOAD: usize = 46;
 /// if every fragment arrived (see [`Scenario::fragments`]).
 #[derive(Clone, Debug)]
 pub struct Scenario {
-    /// Number of receivers (hosts 1..=N; host 0 is the sender). Overrides `config.receivers`.
+    /// Number of senders (hosts 0..S), each with its own session, object
+    /// (`object_size` bytes, its own content) and rate state, all to one
+    /// group; every receiver runs one receiver machine per sender. At
+    /// least 1 (the default: the single-sender model, where the sender
+    /// is no member of its group).
+    pub senders: u16,
+    /// Number of receivers (hosts S..S+N, named `r1`..`rN`; with one
+    /// sender hosts 1..=N). Overrides `config.receivers`.
     pub receivers: u16,
     /// Size of the object sent, in bytes (pseudo-random content from the seed).
     pub object_size: u64,
@@ -269,7 +276,7 @@ pub struct Scenario {
     /// CPU cost of sending and receiving datagrams, for every host not in
     /// `receiver_costs`.
     pub cost: HostCost,
-    /// Per-receiver overrides of `cost` (host number 1..=N, its cost): a
+    /// Per-receiver overrides of `cost` (receiver number 1..=N, its cost): a
     /// slower receiver takes fewer packets per second (its capacity is
     /// about 1 / `recv_ns(packet)`).
     pub receiver_costs: Vec<(u16, HostCost)>,
@@ -297,6 +304,7 @@ pub struct Scenario {
 impl Default for Scenario {
     fn default() -> Self {
         Self {
+            senders: 1,
             receivers: 1,
             object_size: 1 << 20,
             config: SenderConfig::default(),
@@ -397,13 +405,18 @@ impl Scenario {
         ip.max(MIN_ETHERNET_PAYLOAD) + self.ethernet_overhead_bytes
     }
 
-    /// The CPU cost of host `h` (0 is the sender).
+    /// The CPU cost of host `h` (hosts 0..S are the senders; receiver
+    /// `k` of `receiver_costs` is host S-1+k).
     #[must_use]
     pub fn cost_of(&self, h: usize) -> &HostCost {
+        let senders = usize::from(self.senders.max(1));
+        let Some(k) = (h + 1).checked_sub(senders).filter(|_| h >= senders) else {
+            return &self.cost;
+        };
         self.receiver_costs
             .iter()
             .rev()
-            .find(|(r, _)| usize::from(*r) == h && h > 0)
+            .find(|(r, _)| usize::from(*r) == k)
             .map_or(&self.cost, |(_, c)| c)
     }
 

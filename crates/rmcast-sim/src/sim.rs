@@ -4,16 +4,16 @@
 use crate::report::{dur, secs};
 use crate::{
     Drops, Failure, LossModel, OutstandingSample, RateSample, ReceiverReport, RunReport, Scenario,
-    SimError,
+    SenderReport, SimError,
 };
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rmcast_proto::{
     DataChunk, Dest, Instant, Kind, MAX_DATAGRAM, ObjectInfo, Receiver, ReceiverConfig,
-    ReceiverEvent, Sender, SenderEvent, Seq, SessionId, Status,
+    ReceiverEvent, ReceiverStats, Sender, SenderEvent, Seq, SessionId, Status,
 };
 use rmcast_wire::{
-    Body, Bye, Data, Feedback, Header, Offer, Packet, ProtocolId, RANK_SENDER, Welcome,
+    Body, Bye, Data, Feedback, Header, Offer, Packet, ProtocolId, RANK_SENDER, Welcome, peek_header,
 };
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -240,10 +240,20 @@ impl Link {
 
 enum Machine {
     Sender(Box<Sender>),
-    Receiver(Box<Receiver>),
+    /// One receiver machine per sender session, demultiplexed by session id.
+    Receivers(Vec<Rx>),
 }
 
-/// A receiver host's application: the object buffer and the delivery ledger.
+/// One receiver machine and its application, for one sender's session.
+struct Rx {
+    machine: Box<Receiver>,
+    /// Index of the sender (and its session and object).
+    sender: usize,
+    app: RxApp,
+}
+
+/// A receiver's application for one session: the object buffer and the
+/// delivery ledger.
 #[derive(Default)]
 struct RxApp {
     data: Vec<u8>,
@@ -255,6 +265,11 @@ struct RxApp {
     all_data_at: Option<u64>,
     ended_at: Option<u64>,
     failure: Option<String>,
+}
+
+/// What happened to a host's input, whatever session it belonged to.
+#[derive(Default)]
+struct HostCounters {
     data_lost: u64,
     fragment_loss: u64,
     socket_overflow: u64,
@@ -308,22 +323,35 @@ struct Host {
     fires_at_same_instant: u32,
     last_fire: u64,
     crashed_at: Option<u64>,
-    app: RxApp,
+    counters: HostCounters,
 }
 
 #[derive(Default)]
 struct SenderLog {
+    /// When each sender finished.
+    finished: Vec<Option<u64>>,
+    /// When the last sender finished, once all have.
     finished_at: Option<u64>,
-    /// When the sender failed each host (by host number).
+    /// When a sender first failed each receiver (by receiver number 1..=N).
     failed_at: Vec<Option<u64>>,
     last_verdict_at: u64,
 }
 
-struct Sim<'s> {
-    sc: &'s Scenario,
+/// Per sender: its session, object and what the run recorded of it.
+struct SenderSide {
+    session: SessionId,
     object: Vec<u8>,
     hash: [u8; 32],
-    session: SessionId,
+    max_outstanding: u32,
+    outstanding_trace: Vec<OutstandingSample>,
+    rate_trace: Vec<RateSample>,
+}
+
+struct Sim<'s> {
+    sc: &'s Scenario,
+    /// Number of senders (hosts 0..S).
+    senders: usize,
+    sides: Vec<SenderSide>,
     hosts: Vec<Host>,
     pool: Pool,
     heap: BinaryHeap<Scheduled>,
@@ -338,9 +366,6 @@ struct Sim<'s> {
     reasm_timeout: u64,
     window: u32,
     log: SenderLog,
-    max_outstanding: u32,
-    outstanding_trace: Vec<OutstandingSample>,
-    rate_trace: Vec<RateSample>,
 }
 
 type Fail = Failure;
@@ -384,36 +409,83 @@ impl<'s> Sim<'s> {
                 crate::scenario::MIN_MTU
             )));
         }
+        if sc.senders == 0 {
+            return Err(Failure::Scenario("a run needs at least one sender".into()));
+        }
         let mut master = ChaCha8Rng::seed_from_u64(sc.seed);
         let size = usize::try_from(sc.object_size).expect("object fits in memory");
-        let mut object = vec![0u8; size];
-        ChaCha8Rng::seed_from_u64(master.next_u64()).fill_bytes(&mut object);
-        let hash = *blake3::hash(&object).as_bytes();
-        let session = SessionId(master.next_u64());
-        let isn = Seq(sc.isn.unwrap_or_else(|| master.next_u32()));
         let mut config = sc.config.clone();
         config.receivers = sc.receivers;
         let window = config.window;
-        let info = ObjectInfo {
-            size: sc.object_size,
-            name: "object.bin".into(),
-            hash,
-        };
-        let sender =
-            Sender::new(config, session, isn, info, Instant::ZERO).map_err(Failure::Config)?;
-        let n = usize::from(sc.receivers);
-        let mut hosts = Vec::with_capacity(n + 1);
-        let mut sender = Some(sender);
-        for h in 0..=n {
-            let machine = if let Some(s) = sender.take() {
-                Machine::Sender(Box::new(s))
+        let senders = usize::from(sc.senders);
+        // Sender 0 draws first and alone when S = 1, so single-sender runs
+        // replay exactly as before several senders existed.
+        let mut sides: Vec<SenderSide> = Vec::with_capacity(senders);
+        let mut machines = Vec::with_capacity(senders);
+        for k in 0..senders {
+            let mut object = vec![0u8; size];
+            ChaCha8Rng::seed_from_u64(master.next_u64()).fill_bytes(&mut object);
+            let hash = *blake3::hash(&object).as_bytes();
+            let mut session = SessionId(master.next_u64());
+            while sides.iter().any(|x| x.session == session) {
+                session = SessionId(master.next_u64());
+            }
+            let isn = Seq(sc.isn.unwrap_or_else(|| master.next_u32()));
+            let info = ObjectInfo {
+                size: sc.object_size,
+                name: format!("object{k}.bin"),
+                hash,
+            };
+            let info = if senders == 1 {
+                ObjectInfo {
+                    name: "object.bin".into(),
+                    ..info
+                }
             } else {
-                let rc = ReceiverConfig {
-                    receiver_id: master.next_u64(),
-                    name: format!("r{h}"),
-                    ..sc.receiver.clone()
-                };
-                Machine::Receiver(Box::new(Receiver::new(rc, Instant::ZERO)))
+                info
+            };
+            let sender = Sender::new(config.clone(), session, isn, info, Instant::ZERO)
+                .map_err(Failure::Config)?;
+            machines.push(Machine::Sender(Box::new(sender)));
+            sides.push(SenderSide {
+                session,
+                object,
+                hash,
+                max_outstanding: 0,
+                outstanding_trace: Vec::new(),
+                rate_trace: Vec::new(),
+            });
+        }
+        let n = usize::from(sc.receivers);
+        let mut hosts = Vec::with_capacity(n + senders);
+        let mut machines = machines.into_iter();
+        for h in 0..n + senders {
+            let machine = if let Some(m) = machines.next() {
+                m
+            } else {
+                let k = h + 1 - senders;
+                let rxs = sides
+                    .iter()
+                    .enumerate()
+                    .map(|(i, side)| {
+                        let rc = ReceiverConfig {
+                            receiver_id: master.next_u64(),
+                            name: format!("r{k}"),
+                            session: if senders > 1 {
+                                Some(side.session)
+                            } else {
+                                sc.receiver.session
+                            },
+                            ..sc.receiver.clone()
+                        };
+                        Rx {
+                            machine: Box::new(Receiver::new(rc, Instant::ZERO)),
+                            sender: i,
+                            app: RxApp::default(),
+                        }
+                    })
+                    .collect();
+                Machine::Receivers(rxs)
             };
             hosts.push(Host {
                 machine,
@@ -439,14 +511,13 @@ impl<'s> Sim<'s> {
                 fires_at_same_instant: 0,
                 last_fire: 0,
                 crashed_at: None,
-                app: RxApp::default(),
+                counters: HostCounters::default(),
             });
         }
         let mut sim = Sim {
             sc,
-            object,
-            hash,
-            session,
+            senders,
+            sides,
             hosts,
             pool: Pool::default(),
             heap: BinaryHeap::new(),
@@ -461,16 +532,15 @@ impl<'s> Sim<'s> {
             reasm_timeout: nanos(sc.reassembly_timeout),
             window,
             log: SenderLog {
+                finished: vec![None; senders],
                 failed_at: vec![None; n + 1],
                 ..SenderLog::default()
             },
-            max_outstanding: 0,
-            outstanding_trace: Vec::new(),
-            rate_trace: Vec::new(),
         };
         for c in &sc.crashes {
             if (1..=sc.receivers).contains(&c.receiver) {
-                sim.push(nanos(c.at), Ev::Crash(c.receiver));
+                let host = usize::from(c.receiver) + senders - 1;
+                sim.push(nanos(c.at), Ev::Crash(host as u16));
             }
         }
         if sc.garbage_per_s > 0.0 {
@@ -526,8 +596,9 @@ impl<'s> Sim<'s> {
     }
 
     fn all_receivers_ended(&self) -> bool {
-        self.hosts[1..].iter().all(|h| {
-            h.crashed_at.is_some() || matches!(&h.machine, Machine::Receiver(r) if r.is_finished())
+        self.hosts[self.senders..].iter().all(|h| {
+            h.crashed_at.is_some()
+                || matches!(&h.machine, Machine::Receivers(rxs) if rxs.iter().all(|r| r.machine.is_finished()))
         })
     }
 
@@ -538,9 +609,10 @@ impl<'s> Sim<'s> {
     /// CPU time at which the host is free again.
     fn service(&mut self, h: usize, mut now: u64) -> Result<u64, Fail> {
         let mut sent = 0usize;
-        if h == 0 {
+        let is_sender = h < self.senders;
+        if is_sender {
             // The datagram or timer just handled may have moved the window.
-            self.observe_sender(now)?;
+            self.observe_sender(h, now)?;
         }
         loop {
             loop {
@@ -551,11 +623,13 @@ impl<'s> Sim<'s> {
                 let host = &mut self.hosts[h];
                 let at = Instant::from_nanos(now);
                 let t = match &mut host.machine {
-                    Machine::Sender(s) => s.poll_transmit(at, &self.object, &mut host.buf),
-                    Machine::Receiver(r) => r.poll_transmit(at, &mut host.buf),
+                    Machine::Sender(s) => s.poll_transmit(at, &self.sides[h].object, &mut host.buf),
+                    Machine::Receivers(rxs) => rxs
+                        .iter_mut()
+                        .find_map(|r| r.machine.poll_transmit(at, &mut host.buf)),
                 };
-                if h == 0 {
-                    self.observe_sender(now)?;
+                if is_sender {
+                    self.observe_sender(h, now)?;
                 }
                 let Some(t) = t else { break };
                 sent += 1;
@@ -606,18 +680,19 @@ impl<'s> Sim<'s> {
 
     /// Checks the sender's buffer after a step of its machine: never more
     /// packets outstanding than the window; records the trace when asked.
-    fn observe_sender(&mut self, now: u64) -> Result<(), Fail> {
-        let Machine::Sender(s) = &self.hosts[0].machine else {
-            unreachable!("host 0 is the sender");
+    fn observe_sender(&mut self, h: usize, now: u64) -> Result<(), Fail> {
+        let Machine::Sender(s) = &self.hosts[h].machine else {
+            unreachable!("hosts 0..S are senders");
         };
+        let side = &mut self.sides[h];
         if self.sc.trace_rate
             && let Some(c) = s.rate()
         {
             let spacing_ns = u64::try_from(c.spacing().as_nanos()).unwrap_or(u64::MAX);
             let decrease = c.state() == rmcast_proto::HuntState::Decrease;
-            let last = self.rate_trace.last();
+            let last = side.rate_trace.last();
             if last.is_none_or(|l| (l.spacing_ns, l.decrease) != (spacing_ns, decrease)) {
-                self.rate_trace.push(RateSample {
+                side.rate_trace.push(RateSample {
                     at_ns: now,
                     spacing_ns,
                     decrease,
@@ -642,12 +717,12 @@ impl<'s> Sim<'s> {
                 ),
             });
         }
-        self.max_outstanding = self.max_outstanding.max(outstanding);
+        side.max_outstanding = side.max_outstanding.max(outstanding);
         if self.sc.trace_outstanding {
             let sent = u32::try_from(s.stats().data_packets).unwrap_or(u32::MAX);
-            let last = self.outstanding_trace.last();
+            let last = side.outstanding_trace.last();
             if last.is_none_or(|l| (l.sent, l.outstanding) != (sent, outstanding)) {
-                self.outstanding_trace.push(OutstandingSample {
+                side.outstanding_trace.push(OutstandingSample {
                     at_ns: now,
                     sent,
                     outstanding,
@@ -674,43 +749,52 @@ impl<'s> Sim<'s> {
                                 slot.get_or_insert(now);
                             }
                         }
-                        SenderEvent::Finished => self.log.finished_at = Some(now),
+                        SenderEvent::Finished => {
+                            self.log.finished[h] = Some(now);
+                            if self.log.finished.iter().all(Option::is_some) {
+                                self.log.finished_at = Some(now);
+                            }
+                        }
                         _ => {}
                     }
                 }
             }
-            Machine::Receiver(r) => {
-                while let Some(e) = r.poll_event() {
-                    any = true;
-                    let app = &mut host.app;
-                    match e {
-                        ReceiverEvent::Admitted { rank, .. } => app.rank = Some(rank),
-                        ReceiverEvent::Offer(info) => {
-                            if info.size != self.sc.object_size || info.hash != self.hash {
-                                return Err(invariant(
-                                    now,
-                                    format!("host {h} was offered {info:?}"),
-                                ));
+            Machine::Receivers(rxs) => {
+                for rx in rxs.iter_mut() {
+                    let r = &mut rx.machine;
+                    let hash = self.sides[rx.sender].hash;
+                    while let Some(e) = r.poll_event() {
+                        any = true;
+                        let app = &mut rx.app;
+                        match e {
+                            ReceiverEvent::Admitted { rank, .. } => app.rank = Some(rank),
+                            ReceiverEvent::Offer(info) => {
+                                if info.size != self.sc.object_size || info.hash != hash {
+                                    return Err(invariant(
+                                        now,
+                                        format!("host {h} was offered {info:?}"),
+                                    ));
+                                }
+                                app.data = vec![0; info.size as usize];
+                                app.delivered = vec![0; (info.packets as usize).div_ceil(64)];
+                                app.payload_size = u64::from(info.payload_size);
+                                r.accept_offer();
                             }
-                            app.data = vec![0; info.size as usize];
-                            app.delivered = vec![0; (info.packets as usize).div_ceil(64)];
-                            app.payload_size = u64::from(info.payload_size);
-                            r.accept_offer();
-                        }
-                        ReceiverEvent::AllData => {
-                            app.all_data_at = Some(now);
-                            let got = *blake3::hash(&app.data).as_bytes();
-                            if got == self.hash {
-                                app.hash_ok = true;
-                                r.confirm(Status::Ok, got, "");
-                            } else {
-                                r.confirm(Status::HashMismatch, got, "hash differs");
+                            ReceiverEvent::AllData => {
+                                app.all_data_at = Some(now);
+                                let got = *blake3::hash(&app.data).as_bytes();
+                                if got == hash {
+                                    app.hash_ok = true;
+                                    r.confirm(Status::Ok, got, "");
+                                } else {
+                                    r.confirm(Status::HashMismatch, got, "hash differs");
+                                }
                             }
-                        }
-                        ReceiverEvent::Finished => app.ended_at = Some(now),
-                        ReceiverEvent::Failed(why) => {
-                            app.ended_at = Some(now);
-                            app.failure = Some(why);
+                            ReceiverEvent::Finished => app.ended_at = Some(now),
+                            ReceiverEvent::Failed(why) => {
+                                app.ended_at = Some(now);
+                                app.failure = Some(why);
+                            }
                         }
                     }
                 }
@@ -723,7 +807,7 @@ impl<'s> Sim<'s> {
         let host = &mut self.hosts[h];
         let want = match &host.machine {
             Machine::Sender(s) => s.poll_timeout(),
-            Machine::Receiver(r) => r.poll_timeout(),
+            Machine::Receivers(rxs) => rxs.iter().filter_map(|r| r.machine.poll_timeout()).min(),
         }
         .map(|t| t.as_nanos().max(now))
         // A host waiting to send cannot act on an expiry before it may send
@@ -768,7 +852,13 @@ impl<'s> Sim<'s> {
         let at = Instant::from_nanos(now);
         match &mut host.machine {
             Machine::Sender(s) => s.handle_timeout(at),
-            Machine::Receiver(r) => r.handle_timeout(at),
+            Machine::Receivers(rxs) => {
+                for r in rxs.iter_mut() {
+                    if r.machine.poll_timeout().is_some_and(|d| d <= at) {
+                        r.machine.handle_timeout(at);
+                    }
+                }
+            }
         }
         let end = self.service(h, now)?;
         self.hosts[h].cpu_free = end;
@@ -807,7 +897,10 @@ impl<'s> Sim<'s> {
         let (src, route) = (slot.src, slot.route);
         match route {
             Route::Group => {
-                for p in 1..self.hosts.len() {
+                // A lone sender is no member of its group (as before
+                // several senders existed); several senders hear each other.
+                let first = usize::from(self.senders == 1);
+                for p in first..self.hosts.len() {
                     if p != usize::from(src) {
                         self.pool.retain(pkt);
                         self.port_send(p, pkt, frag);
@@ -842,7 +935,7 @@ impl<'s> Sim<'s> {
             return;
         };
         // Loss happens on the wire: the frame still used the port's time.
-        let lost = if p == 0 {
+        let lost = if p < self.senders {
             kind.is_some()
                 && self.sc.control_loss > 0.0
                 && self.control_rng.random::<f64>() < self.sc.control_loss
@@ -862,14 +955,14 @@ impl<'s> Sim<'s> {
                 model => data_lost(model, &mut host.loss_rng, &mut host.loss_bad, steps),
             };
             if lost {
-                host.app.data_lost += 1;
+                host.counters.data_lost += 1;
             }
             lost
         } else {
             false
         };
         if lost {
-            if p == 0 {
+            if p < self.senders {
                 self.drops.control_loss += 1;
             } else {
                 self.drops.data_loss += 1;
@@ -910,7 +1003,7 @@ impl<'s> Sim<'s> {
         if len + 8 > limit {
             // Never fits in reassembly memory: lost, counted once.
             if frag == 0 {
-                self.hosts[h].app.fragment_loss += 1;
+                self.hosts[h].counters.fragment_loss += 1;
                 self.drops.fragment_loss += 1;
             }
             self.pool.release(pkt);
@@ -969,7 +1062,7 @@ impl<'s> Sim<'s> {
             if lost(&host.reasm[k]) {
                 let r = host.reasm.remove(k);
                 host.reasm_bytes -= r.bytes;
-                host.app.fragment_loss += 1;
+                host.counters.fragment_loss += 1;
                 self.drops.fragment_loss += 1;
                 self.pool.release(r.pkt);
             } else {
@@ -986,7 +1079,7 @@ impl<'s> Sim<'s> {
         let host = &mut self.hosts[h];
         if host.socket_bytes + len > self.sc.socket_buffer_bytes {
             self.drops.socket_overflow += 1;
-            host.app.socket_overflow += 1;
+            host.counters.socket_overflow += 1;
             self.pool.release(pkt);
             return;
         }
@@ -1012,7 +1105,7 @@ impl<'s> Sim<'s> {
         if self.hosts[h].pending_send.is_some() {
             return false;
         }
-        let largest = if h == 0 {
+        let largest = if h < self.senders {
             self.sc.config.packet_size
         } else {
             self.sc.mtu.saturating_sub(28).max(1)
@@ -1092,14 +1185,25 @@ impl<'s> Sim<'s> {
             host_addr(usize::from(slot.src))
         };
         if slot.kind.is_none() {
-            host.app.garbage_seen += 1;
+            host.counters.garbage_seen += 1;
         }
         let at = Instant::from_nanos(t);
         match &mut host.machine {
             Machine::Sender(s) => s.handle_datagram(at, from, &slot.bytes),
-            Machine::Receiver(r) => {
-                if let Some(chunk) = r.handle_datagram(at, from, &slot.bytes)
-                    && let Err(what) = deliver(&mut host.app, &self.object, chunk)
+            Machine::Receivers(rxs) => {
+                // Demultiplex by session id; what names no session of ours
+                // (garbage, foreign sessions) goes to the first machine,
+                // which counts and drops it.
+                let i = match peek_header(&slot.bytes) {
+                    Ok((_, header)) if rxs.len() > 1 => rxs
+                        .iter()
+                        .position(|r| self.sides[r.sender].session == header.session)
+                        .unwrap_or(0),
+                    _ => 0,
+                };
+                let rx = &mut rxs[i];
+                if let Some(chunk) = rx.machine.handle_datagram(at, from, &slot.bytes)
+                    && let Err(what) = deliver(&mut rx.app, &self.sides[rx.sender].object, chunk)
                 {
                     return Err(invariant(t, format!("host {h}: {what}")));
                 }
@@ -1173,16 +1277,18 @@ impl<'s> Sim<'s> {
             2 => {
                 // A well-formed packet of a foreign session.
                 let session = SessionId(rng.next_u64() | 1);
-                let session = if session == self.session {
-                    SessionId(session.0 ^ 2)
-                } else {
-                    session
-                };
+                let mut session = session;
+                if self.sides.iter().any(|x| x.session == session) {
+                    session = SessionId(session.0 ^ 2);
+                }
+                while self.sides.iter().any(|x| x.session == session) {
+                    session = SessionId(session.0.wrapping_add(4));
+                }
                 foreign_packet(rng, session, &mut buf)
             }
             _ => {
                 // Our session id, but from an address that is not the sender's.
-                foreign_packet(rng, self.session, &mut buf)
+                foreign_packet(rng, self.sides[0].session, &mut buf)
             }
         };
         let route = if to_sender {
@@ -1217,62 +1323,71 @@ impl<'s> Sim<'s> {
 
     fn check_final(&mut self) -> Result<(), Fail> {
         let now = self.now;
-        let Machine::Sender(s) = &self.hosts[0].machine else {
-            unreachable!("host 0 is the sender");
-        };
-        let outcome = s.outcome().expect("finished sender has an outcome").clone();
         let crashed = |h: usize| self.hosts[h].crashed_at.is_some();
-        for m in &outcome.members {
-            let Some(h) = host_of(m.addr, self.hosts.len()).filter(|&h| h > 0) else {
-                return Err(invariant(now, format!("member {m:?} is no receiver host")));
+        for k in 0..self.senders {
+            let Machine::Sender(s) = &self.hosts[k].machine else {
+                unreachable!("hosts 0..S are senders");
             };
-            if m.verified && self.hosts[h].app.data != self.object {
-                return Err(invariant(
-                    now,
-                    format!(
-                        "sender reports host {h} verified, but its bytes differ from the object"
-                    ),
-                ));
-            }
-            if !m.verified && m.reason.is_none() {
-                return Err(invariant(
-                    now,
-                    format!("member {m:?} failed without a reason"),
-                ));
-            }
-        }
-        if self.sc.crashes.is_empty() && !outcome.ok {
-            return Err(invariant(
-                now,
-                format!("no crash configured, yet the outcome is {outcome:#?}"),
-            ));
-        }
-        if outcome.error.is_none() {
-            for h in 1..self.hosts.len() {
-                if crashed(h) {
-                    continue;
-                }
-                let verified = outcome
-                    .members
-                    .iter()
-                    .any(|m| m.verified && m.addr == host_addr(h));
-                if !verified {
+            let outcome = s.outcome().expect("finished sender has an outcome").clone();
+            let object = &self.sides[k].object;
+            for m in &outcome.members {
+                let Some(h) = host_of(m.addr, self.hosts.len()).filter(|&h| h >= self.senders)
+                else {
+                    return Err(invariant(now, format!("member {m:?} is no receiver host")));
+                };
+                if m.verified && self.rx(h, k).app.data != *object {
                     return Err(invariant(
                         now,
-                        format!("live host {h} is not verified: {outcome:#?}"),
+                        format!(
+                            "sender {k} reports host {h} verified, but its bytes differ from the object"
+                        ),
+                    ));
+                }
+                if !m.verified && m.reason.is_none() {
+                    return Err(invariant(
+                        now,
+                        format!("member {m:?} failed without a reason"),
                     ));
                 }
             }
-        }
-        for h in 1..self.hosts.len() {
-            let Machine::Receiver(r) = &self.hosts[h].machine else {
-                unreachable!("hosts 1.. are receivers");
-            };
-            if !crashed(h) && !r.is_finished() {
+            if self.sc.crashes.is_empty() && !outcome.ok {
                 return Err(invariant(
                     now,
-                    format!("live host {h}'s receiver never ended"),
+                    format!("no crash configured, yet sender {k}'s outcome is {outcome:#?}"),
                 ));
+            }
+            if outcome.error.is_none() {
+                for h in self.senders..self.hosts.len() {
+                    if crashed(h) {
+                        continue;
+                    }
+                    let verified = outcome
+                        .members
+                        .iter()
+                        .any(|m| m.verified && m.addr == host_addr(h));
+                    if !verified {
+                        return Err(invariant(
+                            now,
+                            format!("live host {h} is not verified by sender {k}: {outcome:#?}"),
+                        ));
+                    }
+                }
+            }
+        }
+        for h in self.senders..self.hosts.len() {
+            let Machine::Receivers(rxs) = &self.hosts[h].machine else {
+                unreachable!("hosts S.. are receivers");
+            };
+            for r in rxs {
+                if !crashed(h) && !r.machine.is_finished() {
+                    return Err(invariant(
+                        now,
+                        format!(
+                            "live host {h}'s receiver of sender {} never ended",
+                            r.sender
+                        ),
+                    ));
+                }
             }
         }
         for (h, host) in self.hosts.iter().enumerate() {
@@ -1288,12 +1403,20 @@ impl<'s> Sim<'s> {
         Ok(())
     }
 
+    /// Receiver host `h`'s machine for sender `k`'s session.
+    fn rx(&self, h: usize, k: usize) -> &Rx {
+        let Machine::Receivers(rxs) = &self.hosts[h].machine else {
+            unreachable!("hosts S.. are receivers");
+        };
+        &rxs[k]
+    }
+
     fn report(&self) -> RunReport {
         let Machine::Sender(s) = &self.hosts[0].machine else {
             unreachable!("host 0 is the sender");
         };
         let stats = s.stats().clone();
-        let finished = self.log.finished_at.unwrap_or(self.now);
+        let finished = self.log.finished[0].unwrap_or(self.now);
         let seconds = secs(finished);
         let per_data = |x: u64| {
             if stats.data_packets == 0 {
@@ -1302,31 +1425,36 @@ impl<'s> Sim<'s> {
                 x as f64 / stats.data_packets as f64
             }
         };
-        let receivers: Vec<ReceiverReport> = self.hosts[1..]
+        let receivers: Vec<ReceiverReport> = self.hosts[self.senders..]
             .iter()
             .enumerate()
             .map(|(i, host)| {
-                let Machine::Receiver(r) = &host.machine else {
-                    unreachable!("hosts 1.. are receivers");
+                let Machine::Receivers(rxs) = &host.machine else {
+                    unreachable!("hosts S.. are receivers");
                 };
-                let a = &host.app;
+                // One sender: its machine; several: the worst of them.
+                let latest = |f: fn(&RxApp) -> Option<u64>| -> Option<f64> {
+                    let all: Option<Vec<u64>> = rxs.iter().map(|r| f(&r.app)).collect();
+                    all.and_then(|v| v.into_iter().max()).map(secs)
+                };
+                let c = &host.counters;
                 ReceiverReport {
                     host: (i + 1) as u16,
                     name: format!("r{}", i + 1),
-                    addr: host_addr(i + 1),
-                    rank: a.rank,
-                    hash_ok: a.hash_ok,
-                    all_data_seconds: a.all_data_at.map(secs),
-                    ended_seconds: a.ended_at.map(secs),
-                    failure: a.failure.clone(),
+                    addr: host_addr(i + self.senders),
+                    rank: rxs[0].app.rank,
+                    hash_ok: rxs.iter().all(|r| r.app.hash_ok),
+                    all_data_seconds: latest(|a| a.all_data_at),
+                    ended_seconds: latest(|a| a.ended_at),
+                    failure: rxs.iter().find_map(|r| r.app.failure.clone()),
                     crashed_seconds: host.crashed_at.map(secs),
                     sender_failed_seconds: self.log.failed_at[i + 1].map(secs),
-                    stats: r.stats().clone(),
-                    data_lost: a.data_lost,
+                    stats: sum_stats(rxs.iter().map(|r| r.machine.stats())),
+                    data_lost: c.data_lost,
                     data_frames: host.data_frames,
-                    fragment_loss: a.fragment_loss,
-                    socket_overflow: a.socket_overflow,
-                    garbage_seen: a.garbage_seen,
+                    fragment_loss: c.fragment_loss,
+                    socket_overflow: c.socket_overflow,
+                    garbage_seen: c.garbage_seen,
                 }
             })
             .collect();
@@ -1348,7 +1476,7 @@ impl<'s> Sim<'s> {
             feedback_sent,
             drops: self.drops.clone(),
             garbage_injected: self.garbage_injected,
-            sender_garbage_seen: self.hosts[0].app.garbage_seen,
+            sender_garbage_seen: self.hosts[0].counters.garbage_seen,
             outcome: s
                 .outcome()
                 .cloned()
@@ -1374,9 +1502,40 @@ impl<'s> Sim<'s> {
                 .max()
                 .unwrap_or(0),
             events: self.events,
-            max_outstanding: self.max_outstanding,
-            outstanding_trace: self.outstanding_trace.clone(),
-            rate_trace: self.rate_trace.clone(),
+            max_outstanding: self.sides[0].max_outstanding,
+            outstanding_trace: self.sides[0].outstanding_trace.clone(),
+            rate_trace: self.sides[0].rate_trace.clone(),
+            senders: (0..self.senders).map(|k| self.sender_report(k)).collect(),
+        }
+    }
+
+    fn sender_report(&self, k: usize) -> SenderReport {
+        let Machine::Sender(s) = &self.hosts[k].machine else {
+            unreachable!("hosts 0..S are senders");
+        };
+        let side = &self.sides[k];
+        SenderReport {
+            host: k as u16,
+            session: side.session,
+            seconds: secs(self.log.finished[k].unwrap_or(self.now)),
+            stats: s.stats().clone(),
+            outcome: s
+                .outcome()
+                .cloned()
+                .expect("finished sender has an outcome"),
+            rate: s.rate().map(|c| c.stats().clone()),
+            group: s.rate_group().map(|g| g.stats().clone()),
+            max_outstanding: side.max_outstanding,
+            outstanding_trace: if k == 0 {
+                Vec::new()
+            } else {
+                side.outstanding_trace.clone()
+            },
+            rate_trace: if k == 0 {
+                Vec::new()
+            } else {
+                side.rate_trace.clone()
+            },
         }
     }
 
@@ -1405,7 +1564,8 @@ impl<'s> Sim<'s> {
                     };
                     let _ = writeln!(
                         out,
-                        "  host 0 sender: finished {}, joined {}, packets {}, acked {} of {} bytes, outstanding {}, timer {:?}, {:?}",
+                        "  host {h} sender {}: finished {}, joined {}, packets {}, acked {} of {} bytes, outstanding {}, timer {:?}, {:?}",
+                        s.session(),
                         s.is_finished(),
                         s.joined(),
                         s.packets(),
@@ -1416,23 +1576,45 @@ impl<'s> Sim<'s> {
                         s.stats()
                     );
                 }
-                Machine::Receiver(r) => {
-                    let _ = writeln!(
-                        out,
-                        "  host {h} r{h}{crashed}: rank {:?}, finished {}, holds {} bytes in order, failure {:?}, timer {:?}, socket {} B, {:?}",
-                        r.rank(),
-                        r.is_finished(),
-                        r.received_bytes(),
-                        host.app.failure,
-                        r.poll_timeout(),
-                        host.socket_bytes,
-                        r.stats()
-                    );
+                Machine::Receivers(rxs) => {
+                    let k = h + 1 - self.senders;
+                    for rx in rxs {
+                        let r = &rx.machine;
+                        let _ = writeln!(
+                            out,
+                            "  host {h} r{k}{crashed} (session {}): rank {:?}, finished {}, holds {} bytes in order, failure {:?}, timer {:?}, socket {} B, {:?}",
+                            self.sides[rx.sender].session,
+                            r.rank(),
+                            r.is_finished(),
+                            r.received_bytes(),
+                            rx.app.failure,
+                            r.poll_timeout(),
+                            host.socket_bytes,
+                            r.stats()
+                        );
+                    }
                 }
             }
         }
         out
     }
+}
+
+/// The counters of several receiver machines on one host, added up.
+fn sum_stats<'a>(all: impl Iterator<Item = &'a ReceiverStats>) -> ReceiverStats {
+    let mut t = ReceiverStats::default();
+    for x in all {
+        t.data_packets += x.data_packets;
+        t.duplicates += x.duplicates;
+        t.out_of_window += x.out_of_window;
+        t.acks += x.acks;
+        t.naks += x.naks;
+        t.rate_naks += x.rate_naks;
+        t.rate_naks_heard += x.rate_naks_heard;
+        t.malformed += x.malformed;
+        t.foreign += x.foreign;
+    }
+    t
 }
 
 fn invariant(at: u64, what: String) -> Fail {

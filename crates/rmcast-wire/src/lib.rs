@@ -159,6 +159,15 @@ pub enum Kind {
     Bye = 0x0B,
     /// Receiver → sender: I am leaving the session.
     Leave = 0x0C,
+    /// Member → group: Hunt's multicast NACK (EXP or LAST) about one
+    /// sender's stream; every sender of the group backs off.
+    RateNak = 0x40,
+    /// Sender → group: its current rate and messages since the last
+    /// resynchronisation (heartbeat, and the answer to a request).
+    RateReport = 0x41,
+    /// Group leader → group: a rate resynchronisation request, or the
+    /// rate every sender adopts.
+    RateSync = 0x42,
 }
 
 impl Kind {
@@ -176,6 +185,9 @@ impl Kind {
             0x0A => Self::Complete,
             0x0B => Self::Bye,
             0x0C => Self::Leave,
+            0x40 => Self::RateNak,
+            0x41 => Self::RateReport,
+            0x42 => Self::RateSync,
             other => return Err(DecodeError::UnknownKind(other)),
         })
     }
@@ -388,6 +400,77 @@ pub struct Leave<'a> {
     pub text: &'a str,
 }
 
+/// Which error a [`RateNak`] reports: the two NACKs of Hunt's protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RateNakKind {
+    /// A receiver found a gap: `seq` is the first message it lacks.
+    Exp = 1,
+    /// The sender's acknowledgement timer expired: `seq` is the oldest
+    /// unacknowledged message.
+    Last = 2,
+}
+
+/// `RateNak`: an error in one sender's stream, multicast to the group so
+/// that every sender backs off. The header's session is the sender's
+/// session the error concerns; its rank is the reporter's (a receiver's
+/// rank in that session, or [`RANK_SENDER`] for `Last`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateNak {
+    /// EXP or LAST.
+    pub kind: RateNakKind,
+    /// The message concerned.
+    pub seq: Seq,
+}
+
+/// Where a sender stands in the group's rate control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RatePhase {
+    /// Announced, not sending data yet.
+    Idle = 0,
+    /// In its data phase.
+    Sending = 1,
+    /// Done sending: its share of the rate goes to the others.
+    Leaving = 2,
+}
+
+/// `RateReport`: a sender's rate (the header's session says whose).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateReport {
+    /// The resynchronisation round it answers, or the last one applied
+    /// (an unsolicited report).
+    pub epoch: u32,
+    /// Where the sender stands.
+    pub phase: RatePhase,
+    /// Its minimum spacing between data packets, nanoseconds (at least 1).
+    pub spacing_ns: u64,
+    /// Data packets it multicast since the last resynchronisation.
+    pub messages: u64,
+}
+
+/// What a [`RateSync`] asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateSyncOp {
+    /// Every sender answers with a [`RateReport`] for this epoch.
+    Request,
+    /// Every sender adopts this spacing as its new initial rate.
+    Set {
+        /// The spacing, nanoseconds (at least 1).
+        spacing_ns: u64,
+        /// How many senders' rates it was computed from.
+        members: u16,
+    },
+}
+
+/// `RateSync`: the leader's resynchronisation (the header's session is the
+/// leader's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateSync {
+    /// Round number; larger is newer.
+    pub epoch: u32,
+    /// Request or set.
+    pub op: RateSyncOp,
+}
+
 /// A packet body, by kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -415,6 +498,12 @@ pub enum Body<'a> {
     Bye(Bye<'a>),
     /// See [`Leave`].
     Leave(Leave<'a>),
+    /// See [`RateNak`].
+    RateNak(RateNak),
+    /// See [`RateReport`].
+    RateReport(RateReport),
+    /// See [`RateSync`].
+    RateSync(RateSync),
 }
 
 impl Body<'_> {
@@ -434,6 +523,9 @@ impl Body<'_> {
             Body::Complete(_) => Kind::Complete,
             Body::Bye(_) => Kind::Bye,
             Body::Leave(_) => Kind::Leave,
+            Body::RateNak(_) => Kind::RateNak,
+            Body::RateReport(_) => Kind::RateReport,
+            Body::RateSync(_) => Kind::RateSync,
         }
     }
 }
@@ -587,6 +679,51 @@ impl<'a> Packet<'a> {
                 text: r.text()?,
             }),
             Kind::Leave => Body::Leave(Leave { text: r.text()? }),
+            Kind::RateNak => {
+                let kind = match r.u8()? {
+                    1 => RateNakKind::Exp,
+                    2 => RateNakKind::Last,
+                    _ => return Err(DecodeError::BadField("rate_nak.kind")),
+                };
+                Body::RateNak(RateNak {
+                    kind,
+                    seq: Seq(r.u32()?),
+                })
+            }
+            Kind::RateReport => {
+                let epoch = r.u32()?;
+                let phase = match r.u8()? {
+                    0 => RatePhase::Idle,
+                    1 => RatePhase::Sending,
+                    2 => RatePhase::Leaving,
+                    _ => return Err(DecodeError::BadField("rate_report.phase")),
+                };
+                let spacing_ns = r.u64()?;
+                if spacing_ns == 0 {
+                    return Err(DecodeError::BadField("rate_report.spacing"));
+                }
+                Body::RateReport(RateReport {
+                    epoch,
+                    phase,
+                    spacing_ns,
+                    messages: r.u64()?,
+                })
+            }
+            Kind::RateSync => {
+                let epoch = r.u32()?;
+                let op = r.u8()?;
+                let spacing_ns = r.u64()?;
+                let members = r.u16()?;
+                let op = match (op, spacing_ns, members) {
+                    (0, 0, 0) => RateSyncOp::Request,
+                    (1, s, m) if s > 0 => RateSyncOp::Set {
+                        spacing_ns: s,
+                        members: m,
+                    },
+                    _ => return Err(DecodeError::BadField("rate_sync")),
+                };
+                Body::RateSync(RateSync { epoch, op })
+            }
         };
         r.finish()?;
         Ok(Packet { header, body })
@@ -658,6 +795,29 @@ impl<'a> Packet<'a> {
                 w.text(b.text)?;
             }
             Body::Leave(l) => w.text(l.text)?,
+            Body::RateNak(n) => {
+                w.u8(n.kind as u8)?;
+                w.u32(n.seq.0)?;
+            }
+            Body::RateReport(x) => {
+                w.u32(x.epoch)?;
+                w.u8(x.phase as u8)?;
+                w.u64(x.spacing_ns.max(1))?;
+                w.u64(x.messages)?;
+            }
+            Body::RateSync(x) => {
+                w.u32(x.epoch)?;
+                let (op, spacing_ns, members) = match x.op {
+                    RateSyncOp::Request => (0, 0, 0),
+                    RateSyncOp::Set {
+                        spacing_ns,
+                        members,
+                    } => (1, spacing_ns.max(1), members),
+                };
+                w.u8(op)?;
+                w.u64(spacing_ns)?;
+                w.u16(members)?;
+            }
         }
         Ok(w.len())
     }

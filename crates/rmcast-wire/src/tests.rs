@@ -225,6 +225,53 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 body: Body::Leave(Leave { text: "bye" }),
             },
         ),
+        (
+            cat(&[&head(0x40, 3), &[0x01], &[0x00, 0x00, 0x01, 0x02]]),
+            Packet {
+                header: rank3,
+                body: Body::RateNak(RateNak {
+                    kind: RateNakKind::Exp,
+                    seq: Seq(0x102),
+                }),
+            },
+        ),
+        (
+            cat(&[
+                &head(0x41, RANK_SENDER),
+                &[0x00, 0x00, 0x00, 0x07],                         // epoch
+                &[0x01],                                           // phase: sending
+                &[0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x86, 0xA0], // spacing 100,000 ns
+                &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xE8], // 1000 messages
+            ]),
+            Packet {
+                header: sender,
+                body: Body::RateReport(RateReport {
+                    epoch: 7,
+                    phase: RatePhase::Sending,
+                    spacing_ns: 100_000,
+                    messages: 1000,
+                }),
+            },
+        ),
+        (
+            cat(&[
+                &head(0x42, RANK_SENDER),
+                &[0x00, 0x00, 0x00, 0x08],                         // epoch
+                &[0x01],                                           // op: set
+                &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x20], // spacing 800 ns
+                &[0x00, 0x04],                                     // 4 members
+            ]),
+            Packet {
+                header: sender,
+                body: Body::RateSync(RateSync {
+                    epoch: 8,
+                    op: RateSyncOp::Set {
+                        spacing_ns: 800,
+                        members: 4,
+                    },
+                }),
+            },
+        ),
     ]
 }
 
@@ -266,6 +313,9 @@ fn every_kind_matches_its_fixed_bytes() {
             Kind::Complete,
             Kind::Bye,
             Kind::Leave,
+            Kind::RateNak,
+            Kind::RateReport,
+            Kind::RateSync,
         ]
     );
     for (bytes, packet) in &samples {
@@ -291,6 +341,9 @@ fn body_lengths_match_the_documented_layout() {
             Body::Complete(c) => 34 + c.text.len(),
             Body::Bye(b) => 2 + b.text.len(),
             Body::Leave(l) => 1 + l.text.len(),
+            Body::RateNak(_) => 5,
+            Body::RateReport(_) => 21,
+            Body::RateSync(_) => 15,
         }
     };
     for (bytes, packet) in samples() {
@@ -823,6 +876,85 @@ fn data_header_into_a_short_buffer_is_an_error() {
     }
 }
 
+#[test]
+fn rate_nak_kind_must_be_exp_or_last() {
+    for bad in [0u8, 3, 0xFF] {
+        let bytes = cat(&[&head(0x40, 3), &[bad], &[0, 0, 0, 1]]);
+        assert_eq!(
+            Packet::decode(&bytes),
+            Err(DecodeError::BadField("rate_nak.kind"))
+        );
+    }
+    let last = cat(&[&head(0x40, RANK_SENDER), &[0x02], &[0, 0, 0, 9]]);
+    assert!(matches!(
+        Packet::decode(&last),
+        Ok(Packet {
+            body: Body::RateNak(RateNak {
+                kind: RateNakKind::Last,
+                seq: Seq(9)
+            }),
+            ..
+        })
+    ));
+}
+
+#[test]
+fn rate_report_needs_a_known_phase_and_a_positive_spacing() {
+    let report = |phase: u8, spacing: u64| {
+        cat(&[
+            &head(0x41, RANK_SENDER),
+            &[0, 0, 0, 1, phase],
+            &spacing.to_be_bytes(),
+            &5u64.to_be_bytes(),
+        ])
+    };
+    assert!(Packet::decode(&report(2, 1)).is_ok());
+    assert_eq!(
+        Packet::decode(&report(3, 1)),
+        Err(DecodeError::BadField("rate_report.phase"))
+    );
+    assert_eq!(
+        Packet::decode(&report(1, 0)),
+        Err(DecodeError::BadField("rate_report.spacing"))
+    );
+}
+
+#[test]
+fn rate_sync_request_carries_zeros_and_set_a_positive_spacing() {
+    let sync = |op: u8, spacing: u64, members: u16| {
+        cat(&[
+            &head(0x42, RANK_SENDER),
+            &[0, 0, 0, 3, op],
+            &spacing.to_be_bytes(),
+            &members.to_be_bytes(),
+        ])
+    };
+    assert_wire(
+        &sync(0, 0, 0),
+        &Packet {
+            header: Header::new(SID, RANK_SENDER),
+            body: Body::RateSync(RateSync {
+                epoch: 3,
+                op: RateSyncOp::Request,
+            }),
+        },
+    );
+    for bad in [sync(0, 1, 0), sync(0, 0, 1), sync(1, 0, 2), sync(2, 5, 1)] {
+        assert_eq!(
+            Packet::decode(&bad),
+            Err(DecodeError::BadField("rate_sync"))
+        );
+    }
+}
+
+#[test]
+fn type_codes_between_the_ranges_stay_unknown() {
+    for t in [0x0D, 0x0F, 0x3F, 0x43, 0x4F] {
+        let bytes = head(t, RANK_SENDER);
+        assert_eq!(Packet::decode(&bytes), Err(DecodeError::UnknownKind(t)));
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Property tests
 // ---------------------------------------------------------------------------
@@ -850,6 +982,7 @@ enum OwnedBody {
     Complete(Status, [u8; HASH_LEN], String),
     Bye(bool, String),
     Leave(String),
+    Rate(Body<'static>),
 }
 
 impl OwnedPacket {
@@ -894,6 +1027,7 @@ impl OwnedPacket {
                 text,
             }),
             OwnedBody::Leave(text) => Body::Leave(Leave { text }),
+            OwnedBody::Rate(body) => *body,
         };
         Packet {
             header: self.header,
@@ -1020,6 +1154,43 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
             .prop_map(|(s, h, t)| OwnedBody::Complete(s, h, t)),
         (any::<bool>(), arb_text()).prop_map(|(a, t)| OwnedBody::Bye(a, t)),
         arb_text().prop_map(OwnedBody::Leave),
+        arb_rate_body().prop_map(OwnedBody::Rate),
+    ]
+}
+
+/// A valid `RateNak`, `RateReport` or `RateSync` body.
+fn arb_rate_body() -> impl Strategy<Value = Body<'static>> {
+    prop_oneof![
+        (any::<bool>(), arb_seq()).prop_map(|(exp, seq)| Body::RateNak(RateNak {
+            kind: if exp {
+                RateNakKind::Exp
+            } else {
+                RateNakKind::Last
+            },
+            seq,
+        })),
+        (any::<u32>(), 0..3u8, 1..=u64::MAX, any::<u64>()).prop_map(
+            |(epoch, phase, spacing_ns, messages)| Body::RateReport(RateReport {
+                epoch,
+                phase: [RatePhase::Idle, RatePhase::Sending, RatePhase::Leaving]
+                    [usize::from(phase)],
+                spacing_ns,
+                messages,
+            })
+        ),
+        (
+            any::<u32>(),
+            proptest::option::of((1..=u64::MAX, any::<u16>()))
+        )
+            .prop_map(|(epoch, set)| Body::RateSync(RateSync {
+                epoch,
+                op: set.map_or(RateSyncOp::Request, |(spacing_ns, members)| {
+                    RateSyncOp::Set {
+                        spacing_ns,
+                        members,
+                    }
+                }),
+            })),
     ]
 }
 
@@ -1080,7 +1251,7 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
 /// Bytes that start like an rmcast header, so decoding gets into the bodies.
 fn arb_plausible_bytes() -> impl Strategy<Value = Vec<u8>> {
     (
-        1u8..=0x0C,
+        prop_oneof![1u8..=0x0C, 0x40u8..=0x42],
         any::<u16>(),
         any::<u64>(),
         prop::collection::vec(any::<u8>(), 0..300),
