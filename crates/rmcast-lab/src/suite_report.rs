@@ -93,13 +93,11 @@ fn backends_run(points: &[SuitePoint], meta: Option<&RunMeta>) -> Vec<Backend> {
     }
 }
 
-/// Every claim's verdict on every backend that ran its experiment:
-/// (experiment id, claim text, [(backend, verdict)]).
-fn claim_verdicts(
-    suite: &Suite,
-    points: &[SuitePoint],
-    ran: &[Backend],
-) -> Vec<(String, String, Vec<(Backend, Verdict)>)> {
+/// One claim of the index: (experiment id, claim text, [(backend, verdict)]).
+type ClaimRow = (String, String, Vec<(Backend, Verdict)>);
+
+/// Every claim's verdict on every backend that judged it.
+fn claim_verdicts(suite: &Suite, points: &[SuitePoint], ran: &[Backend]) -> Vec<ClaimRow> {
     let mut rows = Vec::new();
     for e in &suite.experiment {
         let mine: Vec<&SuitePoint> = points.iter().filter(|p| p.experiment == e.id).collect();
