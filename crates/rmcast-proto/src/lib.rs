@@ -37,6 +37,7 @@ mod policy;
 mod rate;
 mod receiver;
 mod sender;
+pub mod stream;
 mod time;
 
 pub use pacer::Pacer;
