@@ -837,6 +837,15 @@ impl StreamSender {
                         m.cum = self.base;
                         m.edge = self.base.add(a.buffer_packets);
                         m.last_heard = now;
+                        // One invite, one answer: an unambiguous first RTT
+                        // sample (Karn), so the first polls land where planned.
+                        if m.tries == 1 {
+                            m.rtt.sample(
+                                self.config
+                                    .handshake_interval
+                                    .saturating_sub(m.next_try.saturating_since(now)),
+                            );
+                        }
                         self.push_control(Control::Confirm(rank));
                         self.events.push_back(StreamEvent::Joined(MemberId(rank)));
                     }
