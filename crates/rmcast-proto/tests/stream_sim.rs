@@ -436,3 +436,50 @@ fn repairs_go_unicast_to_a_lone_loser_and_multicast_to_many() {
     // With 1 % independent loss, two of eight rarely lose the same packet.
     assert!(s.unicast_repairs > s.multicast_repairs, "{s:?}");
 }
+
+#[test]
+fn no_admission_mid_session_a_late_request_is_reset() {
+    use rmcast_proto::stream::{
+        StreamReceiver, StreamReceiverConfig, StreamSender, StreamSenderConfig,
+    };
+    use rmcast_wire::stream::{ConnectRequest, ResetReason, StreamBody, StreamPacket};
+    use rmcast_wire::{Header, RANK_UNASSIGNED, Seq, SessionId};
+    let config = StreamSenderConfig {
+        admission: Admission::Announce {
+            duration: Duration::from_millis(100),
+            interval: Duration::from_millis(20),
+            receivers_max: 4,
+        },
+        ..StreamSenderConfig::default()
+    };
+    let session = SessionId(9);
+    let mut s = StreamSender::new(config, session, Seq(1), 5, Instant::ZERO).unwrap();
+    let mut buf = vec![0u8; rmcast_wire::MAX_DATAGRAM];
+    // Admission closes with nobody: the session ends at once.
+    s.handle_timeout(secs(0.2));
+    let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert!(
+        events.contains(&StreamEvent::Established { members: 0 }),
+        "{events:?}"
+    );
+    let late = stream_net::receiver_addr(0);
+    let req = StreamPacket {
+        header: Header::new(session, RANK_UNASSIGNED),
+        body: StreamBody::ConnectRequest(ConnectRequest {
+            receiver_id: 77,
+            buffer_packets: 1024,
+            name: "late",
+        }),
+    };
+    let n = req.encode(&mut buf).unwrap();
+    let datagram = buf[..n].to_vec();
+    s.handle_datagram(secs(0.3), late, &datagram);
+    let mut replies = Vec::new();
+    while let Some(t) = s.poll_transmit(secs(0.3), &mut buf) {
+        replies.push(StreamPacket::decode(&buf[..t.len]).unwrap().body.kind());
+        if let StreamBody::Reset { reason } = StreamPacket::decode(&buf[..t.len]).unwrap().body {
+            assert_eq!(reason, ResetReason::AdmissionClosed);
+        }
+    }
+    assert_eq!(replies, [rmcast_wire::stream::StreamKind::Reset]);
+}

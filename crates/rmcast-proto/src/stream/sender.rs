@@ -1339,6 +1339,10 @@ impl StreamSender {
         let c = self.control.pop_front()?;
         let header = self.header();
         let (dest, body) = match c {
+            // An announcement queued before admission closed is stale.
+            Control::Announce if self.phase != Phase::Admitting => {
+                return self.control_transmit(now, buf);
+            }
             Control::Announce => {
                 let Admission::Announce {
                     duration,
