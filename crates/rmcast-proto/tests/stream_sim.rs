@@ -439,9 +439,7 @@ fn repairs_go_unicast_to_a_lone_loser_and_multicast_to_many() {
 
 #[test]
 fn no_admission_mid_session_a_late_request_is_reset() {
-    use rmcast_proto::stream::{
-        StreamReceiver, StreamReceiverConfig, StreamSender, StreamSenderConfig,
-    };
+    use rmcast_proto::stream::{StreamSender, StreamSenderConfig};
     use rmcast_wire::stream::{ConnectRequest, ResetReason, StreamBody, StreamPacket};
     use rmcast_wire::{Header, RANK_UNASSIGNED, Seq, SessionId};
     let config = StreamSenderConfig {
