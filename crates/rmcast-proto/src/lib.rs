@@ -28,6 +28,9 @@
 //! differ only in their feedback policy — which data packets ask whom for an
 //! acknowledgement — so new protocols slot in without touching the rest.
 //!
+//! Beside object transfer, [`stream`] holds PRMP: a TCP-like reliable
+//! multicast message stream (issue 8), driven the same way.
+//!
 //! This crate is not the runtime: it never reads files or hashes data; the
 //! driver supplies payload bytes through [`PayloadSource`] and reports the
 //! verification result through [`Receiver::confirm`].
@@ -38,6 +41,7 @@ mod rate;
 mod rate_group;
 mod receiver;
 mod sender;
+pub mod stream;
 mod time;
 
 pub use pacer::Pacer;

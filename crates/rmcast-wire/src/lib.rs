@@ -13,6 +13,7 @@
 
 mod cursor;
 mod seq;
+pub mod stream;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 

@@ -1,0 +1,646 @@
+//! The PRMP receiver: handshake, a bounded reorder buffer of packets that
+//! delivers whole messages in FIFO order exactly once, responses when
+//! polled, leave and the close.
+
+use super::StreamTransmit as Transmit;
+use crate::{Dest, Instant, truncate_utf8};
+use rmcast_wire::stream::{
+    Accept, ConnectRequest, DATA_FIRST, DATA_LAST, PollRequest, Response, StreamBody, StreamPacket,
+};
+use rmcast_wire::{Header, RANK_SENDER, RANK_UNASSIGNED, Seq, SessionId};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How a receiver behaves.
+#[derive(Clone, Debug)]
+pub struct StreamReceiverConfig {
+    /// Random identity; makes repeated connect requests idempotent.
+    pub receiver_id: u64,
+    /// Name shown in the sender's reports (at most 255 bytes are sent).
+    pub name: String,
+    /// Join only this session; `None` joins the first that invites or announces.
+    pub session: Option<SessionId>,
+    /// Receive buffer in packets (advertised to the sender).
+    pub buffer_packets: u32,
+    /// Largest payload per packet this receiver allocates for.
+    pub payload_max: u16,
+    /// Answer announcements (announcement model); invitations are always answered.
+    pub answer_announcements: bool,
+    /// Retransmission interval of `ConnectRequest`, `Accept` and `Leave`.
+    pub handshake_interval: Duration,
+    /// Give up when a member hears nothing from the sender this long.
+    pub sender_timeout: Duration,
+    /// After confirming the close, keep answering repeated `Close` polls this long.
+    pub linger: Duration,
+    /// `Leave` attempts before giving up on a `LeaveAck`.
+    pub leave_tries: u32,
+}
+
+impl Default for StreamReceiverConfig {
+    fn default() -> Self {
+        Self {
+            receiver_id: 0,
+            name: String::new(),
+            session: None,
+            buffer_packets: 1024,
+            payload_max: 8972,
+            answer_announcements: true,
+            handshake_interval: Duration::from_millis(100),
+            sender_timeout: Duration::from_secs(10),
+            linger: Duration::from_secs(2),
+            leave_tries: 5,
+        }
+    }
+}
+
+/// Something the receiving application must know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamReceiverEvent {
+    /// The handshake completed: a member of `session` with `rank`.
+    Connected {
+        /// The session.
+        session: SessionId,
+        /// Rank given.
+        rank: u16,
+    },
+    /// The sender closed the stream and this receiver holds every message;
+    /// [`StreamReceiver::read`] yields the rest, then `None`.
+    Closed,
+    /// The session failed for this receiver (removed, refused, sender silent).
+    Failed(String),
+    /// A requested leave is done.
+    Left,
+}
+
+/// Counters a driver reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamReceiverStats {
+    /// Data packets stored.
+    pub data_packets: u64,
+    /// Data packets already held or already read.
+    pub duplicates: u64,
+    /// Data packets beyond the advertised window (a correct sender sends none).
+    pub beyond_window: u64,
+    /// Responses sent.
+    pub responses: u64,
+    /// Messages read by the application.
+    pub messages_read: u64,
+    /// Datagrams that failed to decode or made no sense.
+    pub malformed: u64,
+    /// Datagrams of another session.
+    pub foreign: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Listening,
+    Requesting,
+    Accepting,
+    Member,
+    /// Confirmed the close; done at `until` unless asked again.
+    Lingering {
+        until: Instant,
+    },
+    Leaving {
+        tries: u32,
+    },
+    Done,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PendingResponse {
+    poll_id: u32,
+    echo_ts_us: u32,
+    received: Instant,
+    due: Instant,
+    close: bool,
+}
+
+/// The receiving side of one PRMP session.
+pub struct StreamReceiver {
+    config: StreamReceiverConfig,
+    state: State,
+    session: Option<SessionId>,
+    sender: Option<SocketAddr>,
+    rank: u16,
+    nonce: u64,
+    payload_size: usize,
+    /// Packet slots, `buffer_packets × payload_size` bytes, allocated once
+    /// at the invitation.
+    data: Vec<u8>,
+    len: Vec<u16>,
+    flags: Vec<u8>,
+    held: Vec<bool>,
+    /// Next packet the application reads.
+    read_seq: Seq,
+    /// First packet not held.
+    cum: Seq,
+    /// One past the highest packet known to exist.
+    high: Seq,
+    final_seq: Option<Seq>,
+    isn: Seq,
+    pending: Option<PendingResponse>,
+    last_answered: Option<u32>,
+    bitmap: Vec<u8>,
+    next_send: Instant,
+    last_heard: Instant,
+    send_now: bool,
+    events: VecDeque<StreamReceiverEvent>,
+    stats: StreamReceiverStats,
+}
+
+impl StreamReceiver {
+    /// A receiver listening for an invitation or an announcement.
+    #[must_use]
+    pub fn new(config: StreamReceiverConfig, now: Instant) -> Self {
+        Self {
+            state: State::Listening,
+            session: config.session,
+            sender: None,
+            rank: RANK_UNASSIGNED,
+            nonce: 0,
+            payload_size: 0,
+            data: Vec::new(),
+            len: Vec::new(),
+            flags: Vec::new(),
+            held: Vec::new(),
+            read_seq: Seq(0),
+            cum: Seq(0),
+            high: Seq(0),
+            final_seq: None,
+            isn: Seq(0),
+            pending: None,
+            last_answered: None,
+            bitmap: vec![0; (config.buffer_packets as usize).div_ceil(8)],
+            next_send: now,
+            last_heard: now,
+            send_now: false,
+            events: VecDeque::new(),
+            stats: StreamReceiverStats::default(),
+            config,
+        }
+    }
+
+    /// Counters so far.
+    #[must_use]
+    pub fn stats(&self) -> &StreamReceiverStats {
+        &self.stats
+    }
+
+    /// The rank given, once invited.
+    #[must_use]
+    pub fn rank(&self) -> Option<u16> {
+        (self.rank != RANK_UNASSIGNED).then_some(self.rank)
+    }
+
+    /// The session joined, once invited.
+    #[must_use]
+    pub fn session(&self) -> Option<SessionId> {
+        self.session.filter(|_| self.sender.is_some())
+    }
+
+    /// Packets held and not yet read (the buffer in use).
+    #[must_use]
+    pub fn buffered_packets(&self) -> u32 {
+        self.cum.since(self.read_seq)
+    }
+
+    /// The window advertised now: packets from the cumulative point it can take.
+    #[must_use]
+    pub fn window_packets(&self) -> u32 {
+        self.config.buffer_packets - self.buffered_packets()
+    }
+
+    /// The exclusive right edge of the advertised window.
+    #[must_use]
+    pub fn window_end(&self) -> Seq {
+        self.read_seq.add(self.config.buffer_packets)
+    }
+
+    /// True once the session is over for this receiver (messages may still
+    /// wait in the buffer: read them).
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// True when the stream ended and every message has been read.
+    #[must_use]
+    pub fn at_end(&self) -> bool {
+        self.final_seq == Some(self.read_seq)
+    }
+
+    /// Next event for the application.
+    pub fn poll_event(&mut self) -> Option<StreamReceiverEvent> {
+        self.events.pop_front()
+    }
+
+    /// Appends the next whole message to `out` and returns its length, or
+    /// `None` when the next message is not complete yet. Each message is
+    /// yielded once, in the order the sender sent them.
+    pub fn read(&mut self, out: &mut Vec<u8>) -> Option<usize> {
+        if self.held.is_empty() || self.read_seq == self.cum {
+            return None;
+        }
+        let first = self.slot(self.read_seq);
+        if self.flags[first] & DATA_FIRST == 0 {
+            // Only a broken sender starts a message without its first
+            // fragment; drop the fragment rather than deliver a torn message.
+            self.stats.malformed += 1;
+            self.free(self.read_seq);
+            self.read_seq = self.read_seq.add(1);
+            return None;
+        }
+        let mut end = self.read_seq;
+        loop {
+            if end >= self.cum {
+                return None;
+            }
+            if self.flags[self.slot(end)] & DATA_LAST != 0 {
+                break;
+            }
+            end = end.add(1);
+        }
+        let start = out.len();
+        let mut s = self.read_seq;
+        while s <= end {
+            let w = self.slot(s);
+            let p = self.payload_size;
+            out.extend_from_slice(&self.data[w * p..w * p + usize::from(self.len[w])]);
+            self.free(s);
+            s = s.add(1);
+        }
+        self.read_seq = end.add(1);
+        self.stats.messages_read += 1;
+        Some(out.len() - start)
+    }
+
+    /// Leaves the session (spontaneous leave); the sender reports `Left`.
+    pub fn leave(&mut self, now: Instant) {
+        if matches!(
+            self.state,
+            State::Accepting | State::Member | State::Requesting
+        ) && self.sender.is_some()
+        {
+            self.state = State::Leaving { tries: 0 };
+            self.next_send = now;
+            self.send_now = true;
+        } else if self.state != State::Done {
+            self.state = State::Done;
+            self.events.push_back(StreamReceiverEvent::Left);
+        }
+    }
+
+    /// When the machine next needs [`StreamReceiver::handle_timeout`].
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = match self.state {
+            State::Done | State::Listening => None,
+            State::Requesting | State::Accepting | State::Leaving { .. } => Some(self.next_send),
+            State::Member => Some(self.last_heard + self.config.sender_timeout),
+            State::Lingering { until } => Some(until),
+        };
+        if let Some(p) = self.pending {
+            t = Some(t.map_or(p.due, |x| x.min(p.due)));
+        }
+        t
+    }
+
+    /// Processes expired timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.state {
+            State::Requesting | State::Accepting if now >= self.next_send => {
+                self.send_now = true;
+            }
+            State::Leaving { tries } if now >= self.next_send => {
+                if tries >= self.config.leave_tries {
+                    self.state = State::Done;
+                    self.events.push_back(StreamReceiverEvent::Left);
+                } else {
+                    self.send_now = true;
+                }
+            }
+            State::Member if now >= self.last_heard + self.config.sender_timeout => {
+                self.fail(format!(
+                    "sender silent for {:.1} s",
+                    self.config.sender_timeout.as_secs_f64()
+                ));
+            }
+            State::Lingering { until } if now >= until => self.state = State::Done,
+            _ => {}
+        }
+    }
+
+    fn fail(&mut self, reason: String) {
+        self.state = State::Done;
+        self.pending = None;
+        self.events.push_back(StreamReceiverEvent::Failed(reason));
+    }
+
+    /// Processes one received datagram from `from`.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        let Ok(packet) = StreamPacket::decode(datagram) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if packet.header.rank != RANK_SENDER
+            || self.session.is_some_and(|s| s != packet.header.session)
+            || self.state == State::Done
+        {
+            self.stats.foreign += 1;
+            return;
+        }
+        let bound = self.sender.is_some();
+        if bound && Some(from) != self.sender {
+            self.stats.foreign += 1;
+            return;
+        }
+        match packet.body {
+            StreamBody::Announce(a) => {
+                if self.state == State::Listening
+                    && self.config.answer_announcements
+                    && a.payload_size <= self.config.payload_max
+                {
+                    self.session = Some(packet.header.session);
+                    self.sender = Some(from);
+                    self.state = State::Requesting;
+                    self.send_now = true;
+                }
+            }
+            StreamBody::Invite(inv) => {
+                if matches!(self.state, State::Listening | State::Requesting) {
+                    if inv.payload_size > self.config.payload_max {
+                        self.stats.malformed += 1;
+                        return;
+                    }
+                    self.session = Some(packet.header.session);
+                    self.sender = Some(from);
+                    self.rank = inv.rank;
+                    self.nonce = inv.nonce;
+                    self.isn = inv.isn;
+                    self.read_seq = inv.isn;
+                    self.cum = inv.isn;
+                    self.high = inv.isn;
+                    let b = self.config.buffer_packets as usize;
+                    self.payload_size = usize::from(inv.payload_size);
+                    self.data = vec![0; b * self.payload_size];
+                    self.len = vec![0; b];
+                    self.flags = vec![0; b];
+                    self.held = vec![false; b];
+                    self.state = State::Accepting;
+                    self.last_heard = now;
+                    self.send_now = true;
+                } else if self.state == State::Accepting && inv.nonce == self.nonce {
+                    // Our Accept was lost: say it again at once.
+                    self.send_now = true;
+                }
+            }
+            StreamBody::Confirm { nonce } => {
+                if self.state == State::Accepting && nonce == self.nonce {
+                    self.state = State::Member;
+                    self.last_heard = now;
+                    self.events.push_back(StreamReceiverEvent::Connected {
+                        session: packet.header.session,
+                        rank: self.rank,
+                    });
+                }
+            }
+            StreamBody::Reset { reason } => {
+                if bound {
+                    self.fail(format!("reset by the sender: {reason:?}"));
+                }
+            }
+            StreamBody::LeaveAck => {
+                if matches!(self.state, State::Leaving { .. }) {
+                    self.state = State::Done;
+                    self.events.push_back(StreamReceiverEvent::Left);
+                }
+            }
+            StreamBody::Data(d) => {
+                if !self.in_session() {
+                    return;
+                }
+                self.last_heard = now;
+                self.on_data(d.seq, d.flags, d.payload);
+                if let Some(p) = d.poll {
+                    self.on_poll(now, &p, false);
+                }
+            }
+            StreamBody::Poll(b) | StreamBody::Close(b) => {
+                if !self.in_session() {
+                    return;
+                }
+                self.last_heard = now;
+                let close = matches!(packet.body, StreamBody::Close(_));
+                // The sender never sends beyond our window's edge, so a
+                // larger `next_seq` is corrupt or hostile.
+                if b.next_seq > self.window_end() {
+                    self.stats.malformed += 1;
+                    return;
+                }
+                if b.next_seq > self.high {
+                    self.high = b.next_seq;
+                }
+                if close && self.final_seq.is_none() && b.next_seq >= self.cum {
+                    self.final_seq = Some(b.next_seq);
+                }
+                if let State::Lingering { .. } = self.state
+                    && close
+                {
+                    self.state = State::Lingering {
+                        until: now + self.config.linger,
+                    };
+                }
+                if let Some(p) = b.poll {
+                    self.on_poll(now, &p, close);
+                }
+            }
+            _ => self.stats.foreign += 1,
+        }
+    }
+
+    fn in_session(&self) -> bool {
+        matches!(
+            self.state,
+            State::Accepting | State::Member | State::Lingering { .. }
+        )
+    }
+
+    fn on_data(&mut self, seq: Seq, flags: u8, payload: &[u8]) {
+        if payload.len() > self.payload_size {
+            self.stats.malformed += 1;
+            return;
+        }
+        if seq < self.cum {
+            self.stats.duplicates += 1;
+            return;
+        }
+        if seq.since(self.read_seq) >= self.config.buffer_packets {
+            self.stats.beyond_window += 1;
+            return;
+        }
+        let w = self.slot(seq);
+        if self.held[w] {
+            self.stats.duplicates += 1;
+            return;
+        }
+        let p = self.payload_size;
+        self.data[w * p..w * p + payload.len()].copy_from_slice(payload);
+        self.len[w] = payload.len() as u16;
+        self.flags[w] = flags;
+        self.held[w] = true;
+        self.stats.data_packets += 1;
+        if seq >= self.high {
+            self.high = seq.add(1);
+        }
+        while self.cum.since(self.read_seq) < self.config.buffer_packets
+            && self.held[self.slot(self.cum)]
+        {
+            self.cum = self.cum.add(1);
+        }
+    }
+
+    fn on_poll(&mut self, now: Instant, p: &PollRequest<'_>, close: bool) {
+        let Some(e) = p.entries.find(self.rank) else {
+            return;
+        };
+        // A duplicated poll is answered once.
+        if self.last_answered == Some(p.poll_id)
+            || self.pending.is_some_and(|q| q.poll_id == p.poll_id)
+        {
+            return;
+        }
+        self.pending = Some(PendingResponse {
+            poll_id: p.poll_id,
+            echo_ts_us: p.ts_us,
+            received: now,
+            due: now + Duration::from_micros(u64::from(e.delay_us)),
+            close,
+        });
+    }
+
+    /// Writes the next datagram into `buf` and says where it goes.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let sender = self.sender?;
+        let session = self.session?;
+        if let Some(p) = self.pending
+            && now >= p.due
+            && self.in_session()
+        {
+            self.pending = None;
+            self.last_answered = Some(p.poll_id);
+            return self.respond(now, p, sender, session, buf);
+        }
+        if !self.send_now {
+            return None;
+        }
+        self.send_now = false;
+        self.next_send = now + self.config.handshake_interval;
+        let name = truncate_utf8(&self.config.name, 255);
+        let (rank, body) = match self.state {
+            State::Requesting => (
+                RANK_UNASSIGNED,
+                StreamBody::ConnectRequest(ConnectRequest {
+                    receiver_id: self.config.receiver_id,
+                    buffer_packets: self.config.buffer_packets,
+                    name,
+                }),
+            ),
+            State::Accepting => (
+                self.rank,
+                StreamBody::Accept(Accept {
+                    nonce: self.nonce,
+                    receiver_id: self.config.receiver_id,
+                    buffer_packets: self.config.buffer_packets,
+                    name,
+                }),
+            ),
+            State::Leaving { tries } => {
+                self.state = State::Leaving { tries: tries + 1 };
+                (
+                    self.rank,
+                    StreamBody::Leave {
+                        text: "application left",
+                    },
+                )
+            }
+            _ => return None,
+        };
+        emit(Dest::Unicast(sender), Header::new(session, rank), body, buf)
+    }
+
+    fn respond(
+        &mut self,
+        now: Instant,
+        p: PendingResponse,
+        sender: SocketAddr,
+        session: SessionId,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        // Bitmap of the packets held past the cumulative point, up to the
+        // highest known (bounded by the buffer).
+        let span = self
+            .high
+            .since(self.cum)
+            .saturating_sub(1)
+            .min(self.config.buffer_packets);
+        let bytes = (span as usize).div_ceil(8);
+        self.bitmap[..bytes].fill(0);
+        for i in 0..span {
+            let s = self.cum.add(1 + i);
+            if s.since(self.read_seq) < self.config.buffer_packets && self.held[self.slot(s)] {
+                self.bitmap[(i / 8) as usize] |= 1 << (i % 8);
+            }
+        }
+        let response = Response {
+            poll_id: p.poll_id,
+            echo_ts_us: p.echo_ts_us,
+            held_us: now
+                .saturating_since(p.received)
+                .as_micros()
+                .min(u32::MAX as u128) as u32,
+            cumulative: self.cum,
+            window_packets: self.window_packets(),
+            bitmap: &self.bitmap[..bytes],
+        };
+        let holds_all = self.final_seq == Some(self.cum);
+        let body = if p.close {
+            StreamBody::CloseAck(response)
+        } else {
+            StreamBody::Response(response)
+        };
+        self.stats.responses += 1;
+        if p.close && holds_all {
+            if self.state == State::Member {
+                self.events.push_back(StreamReceiverEvent::Closed);
+            }
+            self.state = State::Lingering {
+                until: now + self.config.linger,
+            };
+        }
+        emit(
+            Dest::Unicast(sender),
+            Header::new(session, self.rank),
+            body,
+            buf,
+        )
+    }
+
+    fn slot(&self, s: Seq) -> usize {
+        (s.since(self.isn) % self.config.buffer_packets) as usize
+    }
+
+    fn free(&mut self, s: Seq) {
+        let w = self.slot(s);
+        self.held[w] = false;
+        self.flags[w] = 0;
+        self.len[w] = 0;
+    }
+}
+
+fn emit(dest: Dest, header: Header, body: StreamBody<'_>, buf: &mut [u8]) -> Option<Transmit> {
+    let kind = body.kind();
+    let len = StreamPacket { header, body }.encode(buf).ok()?;
+    Some(Transmit { dest, len, kind })
+}

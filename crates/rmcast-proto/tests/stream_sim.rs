@@ -1,0 +1,483 @@
+//! PRMP scenarios on the seeded in-memory network (`stream_net`).
+
+mod stream_net;
+
+use rmcast_proto::Instant;
+use rmcast_proto::stream::{
+    Admission, CongestionControl, MemberId, RemoveReason, StreamEvent, StreamReceiverEvent,
+};
+use std::time::Duration;
+use stream_net::{Rng, Scenario, messages, run, secs};
+
+/// Every live receiver got exactly the messages sent, in order.
+fn assert_delivered_all(
+    out: &stream_net::Outcome,
+    sent: &[Vec<u8>],
+    who: impl Iterator<Item = usize>,
+) {
+    for i in who {
+        assert_eq!(
+            out.delivered[i].len(),
+            sent.len(),
+            "seed {}: receiver {i} got {} of {} messages",
+            out.seed,
+            out.delivered[i].len(),
+            sent.len()
+        );
+        for (k, (got, want)) in out.delivered[i].iter().zip(sent).enumerate() {
+            assert_eq!(
+                got, want,
+                "seed {}: receiver {i} message {k} differs",
+                out.seed
+            );
+        }
+    }
+}
+
+#[test]
+fn invitation_handshake_admits_everyone_and_delivers_a_small_stream() {
+    let mut sc = Scenario::new(1, 4);
+    let mut rng = Rng::new(1);
+    let msgs = messages(&mut rng, 50, 3000);
+    sc.messages = msgs.clone();
+    let out = run(sc);
+    let joined = out
+        .sender_events
+        .iter()
+        .filter(|(_, e)| matches!(e, StreamEvent::Joined(_)))
+        .count();
+    assert_eq!(joined, 4, "seed {}: {:?}", out.seed, out.sender_events);
+    assert!(
+        out.closed,
+        "seed {}: not closed: {:?}",
+        out.seed, out.sender_events
+    );
+    assert_delivered_all(&out, &msgs, 0..4);
+    for i in 0..4 {
+        assert!(
+            out.receiver_events[i]
+                .iter()
+                .any(|(_, e)| *e == StreamReceiverEvent::Closed),
+            "seed {}: receiver {i}: {:?}",
+            out.seed,
+            out.receiver_events[i]
+        );
+    }
+}
+
+fn removed(out: &stream_net::Outcome) -> Vec<(std::time::Duration, u16)> {
+    out.sender_events
+        .iter()
+        .filter_map(|(t, e)| match e {
+            StreamEvent::Removed { id, .. } => Some((t.saturating_since(Instant::ZERO), id.0)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_reader_that_stops_for_ten_seconds_loses_nothing_and_is_never_overrun() {
+    let mut sc = Scenario::new(7, 3);
+    let mut rng = Rng::new(7);
+    let msgs = messages(&mut rng, 1500, 2500);
+    sc.messages = msgs.clone();
+    sc.receiver.buffer_packets = 48;
+    sc.sender.message_bytes_max = 8000;
+    sc.sender.send_buffer_packets = 256;
+    sc.down.jitter = Duration::from_micros(300);
+    sc.down.loss = 0.01;
+    sc.pauses = vec![(1, secs(0.2), secs(10.2))];
+    sc.deadline = secs(60.0);
+    let out = run(sc);
+    assert!(out.closed, "seed {}: {:?}", out.seed, out.sender_events);
+    assert!(
+        removed(&out).is_empty(),
+        "seed {}: {:?}",
+        out.seed,
+        out.sender_events
+    );
+    assert_delivered_all(&out, &msgs, 0..3);
+    assert_eq!(
+        out.beyond_edge, 0,
+        "seed {}: sent beyond an advertised window",
+        out.seed
+    );
+    for (i, s) in out.receiver_stats.iter().enumerate() {
+        assert_eq!(
+            s.beyond_window, 0,
+            "seed {}: receiver {i} dropped for lack of buffer",
+            out.seed
+        );
+    }
+    // The paused reader really filled its buffer (the window closed) and
+    // the stream still ended after the pause.
+    assert_eq!(out.max_buffered[1], 48, "seed {}", out.seed);
+    assert!(
+        out.end > secs(10.2),
+        "seed {}: ended at {:?}",
+        out.seed,
+        out.end
+    );
+    eprintln!(
+        "slow reader: seed {} end {:?}, polls {} ({} standalone), responses {}, max buffered {:?}",
+        out.seed,
+        out.end,
+        out.sender_stats.polls,
+        out.sender_stats.standalone_polls,
+        out.sender_stats.responses,
+        out.max_buffered
+    );
+}
+
+#[test]
+fn a_crashed_receiver_is_removed_within_the_bound_and_the_rest_finish() {
+    let mut sc = Scenario::new(11, 5);
+    let mut rng = Rng::new(11);
+    let msgs = messages(&mut rng, 3000, 2000);
+    sc.messages = msgs.clone();
+    let crash = secs(0.005);
+    sc.crashes = vec![(2, crash)];
+    let bound = sc.sender.removal_bound(5);
+    let out = run(sc);
+    let gone = removed(&out);
+    assert_eq!(gone.len(), 1, "seed {}: {:?}", out.seed, out.sender_events);
+    assert_eq!(gone[0].1, 2);
+    let took = gone[0].0 - crash.saturating_since(Instant::ZERO);
+    assert!(
+        took <= bound,
+        "seed {}: removal took {took:?} > bound {bound:?}",
+        out.seed
+    );
+    assert!(
+        out.first(|e| *e == StreamEvent::Suspected(MemberId(2)))
+            .is_some(),
+        "seed {}: removal without suspicion first",
+        out.seed
+    );
+    assert!(out.closed, "seed {}: {:?}", out.seed, out.sender_events);
+    assert_delivered_all(&out, &msgs, [0, 1, 3, 4].into_iter());
+    eprintln!(
+        "crash: removed {took:?} after the crash (bound {bound:?}), seed {}",
+        out.seed
+    );
+}
+
+#[test]
+fn responses_at_the_sender_never_exceed_the_response_rate_with_100_receivers() {
+    let mut sc = Scenario::new(23, 100);
+    let mut rng = Rng::new(23);
+    let msgs = messages(&mut rng, 4000, 1200);
+    sc.messages = msgs.clone();
+    sc.sender.response_rate = 2000;
+    sc.sender.epoch = Duration::from_millis(5);
+    sc.sender.admission = Admission::Invite {
+        receivers: Vec::new(),
+        concurrency: 16,
+    };
+    sc.down.jitter = Duration::from_micros(200);
+    sc.up.jitter = Duration::from_micros(200);
+    sc.down.loss = 0.001;
+    let cap = sc.sender.responses_per_epoch();
+    let epoch_ns = sc.sender.epoch.as_nanos() as u64;
+    let out = run(sc);
+    assert!(
+        out.closed,
+        "seed {}: {:?}",
+        out.seed,
+        &out.sender_events[..5.min(out.sender_events.len())]
+    );
+    assert_delivered_all(&out, &msgs, 0..100);
+    let mut per_epoch = std::collections::BTreeMap::<u64, u64>::new();
+    for t in &out.response_arrivals {
+        *per_epoch.entry(t.as_nanos() / epoch_ns).or_default() += 1;
+    }
+    let max = per_epoch.values().copied().max().unwrap_or(0);
+    let busy = per_epoch.len() as f64;
+    let mean = out.response_arrivals.len() as f64 / busy;
+    let over = per_epoch.values().filter(|&&c| c > cap).count();
+    // Tolerance: RTT estimates and jitter move a response across an epoch
+    // boundary now and then; never more than 20 % over, and rarely at all.
+    assert!(
+        max as f64 <= cap as f64 * 1.2,
+        "seed {}: {max} responses in one epoch, cap {cap}",
+        out.seed
+    );
+    assert!(
+        over as f64 <= busy * 0.05,
+        "seed {}: {over} of {busy} epochs over the cap",
+        out.seed
+    );
+    eprintln!(
+        "N=100: cap {cap}/epoch; max {max}, mean {mean:.2} over {busy} busy epochs, {over} epochs over the cap; {} responses, end {:?}",
+        out.response_arrivals.len(),
+        out.end
+    );
+}
+
+#[test]
+fn announcement_model_admits_those_who_ask_within_the_period() {
+    let mut sc = Scenario::new(31, 6);
+    sc.sender.admission = Admission::Announce {
+        duration: Duration::from_millis(300),
+        interval: Duration::from_millis(50),
+        receivers_max: 5,
+    };
+    let mut rng = Rng::new(31);
+    let msgs = messages(&mut rng, 100, 4000);
+    sc.messages = msgs.clone();
+    let out = run(sc);
+    let joined: Vec<_> = out
+        .sender_events
+        .iter()
+        .filter_map(|(t, e)| match e {
+            StreamEvent::Joined(id) => Some((*t, id.0)),
+            _ => None,
+        })
+        .collect();
+    // Six ask, five fit: the sixth is refused (session full) and fails.
+    assert_eq!(
+        joined.len(),
+        5,
+        "seed {}: {:?}",
+        out.seed,
+        out.sender_events
+    );
+    let established = out
+        .first(|e| matches!(e, StreamEvent::Established { members: 5 }))
+        .expect("established");
+    assert!(
+        established >= secs(0.3),
+        "admission closed early: {established:?}"
+    );
+    let refused: Vec<usize> = (0..6)
+        .filter(|&i| {
+            out.receiver_events[i]
+                .iter()
+                .any(|(_, e)| matches!(e, StreamReceiverEvent::Failed(_)))
+        })
+        .collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "seed {}: {:?}",
+        out.seed,
+        out.receiver_events
+    );
+    assert!(out.closed);
+    assert_delivered_all(&out, &msgs, (0..6).filter(|i| !refused.contains(i)));
+}
+
+#[test]
+fn a_receiver_that_leaves_is_reported_and_the_session_goes_on() {
+    let mut sc = Scenario::new(41, 4);
+    let mut rng = Rng::new(41);
+    let msgs = messages(&mut rng, 2000, 2000);
+    sc.messages = msgs.clone();
+    sc.leaves = vec![(3, secs(0.004))];
+    let out = run(sc);
+    assert!(
+        out.first(|e| *e == StreamEvent::Left(MemberId(3)))
+            .is_some(),
+        "seed {}: {:?}",
+        out.seed,
+        out.sender_events
+    );
+    assert!(removed(&out).is_empty());
+    assert!(
+        out.receiver_events[3]
+            .iter()
+            .any(|(_, e)| *e == StreamReceiverEvent::Left)
+    );
+    assert!(out.closed);
+    assert_delivered_all(&out, &msgs, 0..3);
+    // What the leaver read is a prefix of the stream.
+    assert!(out.delivered[3].len() < msgs.len());
+    assert_eq!(out.delivered[3][..], msgs[..out.delivered[3].len()]);
+}
+
+#[test]
+fn an_invitee_that_never_answers_is_given_up_and_the_others_proceed() {
+    let mut sc = Scenario::new(43, 6);
+    sc.absent = vec![4];
+    sc.sender.admission = Admission::Invite {
+        receivers: Vec::new(),
+        concurrency: 2,
+    };
+    let mut rng = Rng::new(43);
+    let msgs = messages(&mut rng, 50, 1000);
+    sc.messages = msgs.clone();
+    let out = run(sc);
+    assert_eq!(
+        out.sender_events
+            .iter()
+            .filter(|(_, e)| matches!(
+                e,
+                StreamEvent::Removed {
+                    id: MemberId(4),
+                    reason: RemoveReason::NoAnswer
+                }
+            ))
+            .count(),
+        1,
+        "seed {}: {:?}",
+        out.seed,
+        out.sender_events
+    );
+    assert!(
+        out.first(|e| matches!(e, StreamEvent::Established { members: 5 }))
+            .is_some()
+    );
+    assert!(out.closed);
+    assert_delivered_all(&out, &msgs, [0, 1, 2, 3, 5].into_iter());
+}
+
+#[test]
+fn keepalive_polls_hold_an_idle_session_and_find_a_crash() {
+    let mut sc = Scenario::new(47, 3);
+    sc.messages = vec![b"late".to_vec()];
+    sc.send_from = secs(8.0);
+    sc.crashes = vec![(0, secs(2.0))];
+    sc.sender.keepalive = Duration::from_millis(500);
+    sc.receiver.sender_timeout = Duration::from_secs(3);
+    let bound = sc.sender.removal_bound(3);
+    let out = run(sc);
+    let gone = removed(&out);
+    assert_eq!(
+        gone.iter().map(|g| g.1).collect::<Vec<_>>(),
+        [0],
+        "seed {}: {:?}",
+        out.seed,
+        out.sender_events
+    );
+    assert!(gone[0].0 <= Duration::from_secs(2) + bound);
+    // The idle receivers neither failed (sender silent) nor were removed.
+    for i in 1..3 {
+        assert!(
+            !out.receiver_events[i]
+                .iter()
+                .any(|(_, e)| matches!(e, StreamReceiverEvent::Failed(_))),
+            "seed {}: {:?}",
+            out.seed,
+            out.receiver_events[i]
+        );
+        assert_eq!(out.delivered[i], [b"late".to_vec()]);
+    }
+    // Idle for 8 s with a 0.5 s keepalive: about 16 polls each.
+    assert!(
+        out.sender_stats.responses >= 2 * 12,
+        "{:?}",
+        out.sender_stats
+    );
+}
+
+#[test]
+fn congestion_window_grows_then_collapses_to_one_on_a_nack() {
+    let mut sc = Scenario::new(53, 4);
+    let mut rng = Rng::new(53);
+    let msgs = messages(&mut rng, 3000, 1200);
+    sc.messages = msgs.clone();
+    sc.sender.congestion = CongestionControl::TcpLike;
+    sc.down.loss = 0.005;
+    let out = run(sc);
+    assert!(out.closed);
+    assert_delivered_all(&out, &msgs, 0..4);
+    let trace = &out.cwnd_trace;
+    let max = trace.iter().map(|x| x.1).max().unwrap();
+    assert!(max >= 16, "seed {}: cwnd never grew past {max}", out.seed);
+    // Somewhere the window was large and the next value is 1: a collapse.
+    let collapses = trace
+        .windows(2)
+        .filter(|w| w[0].1 > 1 && w[1].1 == 1)
+        .count();
+    assert!(
+        collapses >= 1,
+        "seed {}: no collapse in {} samples",
+        out.seed,
+        trace.len()
+    );
+    assert!(out.sender_stats.multicast_repairs + out.sender_stats.unicast_repairs > 0);
+    eprintln!(
+        "cwnd: max {max}, {collapses} collapses to 1, seed {}",
+        out.seed
+    );
+}
+
+#[test]
+fn without_loss_the_congestion_window_only_grows() {
+    let mut sc = Scenario::new(59, 3);
+    let mut rng = Rng::new(59);
+    sc.messages = messages(&mut rng, 500, 1200);
+    sc.sender.congestion = CongestionControl::TcpLike;
+    let out = run(sc);
+    assert!(out.closed);
+    let trace = &out.cwnd_trace;
+    assert!(
+        trace.windows(2).all(|w| w[1].1 >= w[0].1),
+        "seed {}",
+        out.seed
+    );
+    assert!(trace.last().unwrap().1 > 32);
+}
+
+#[test]
+fn repairs_go_unicast_to_a_lone_loser_and_multicast_to_many() {
+    // Loss only on the way to receiver 0's... every link loses a little:
+    // most losses are single (unicast), none of it breaks delivery.
+    let mut sc = Scenario::new(61, 8);
+    let mut rng = Rng::new(61);
+    let msgs = messages(&mut rng, 2000, 1200);
+    sc.messages = msgs.clone();
+    sc.down.loss = 0.01;
+    let out = run(sc);
+    assert!(out.closed);
+    assert_delivered_all(&out, &msgs, 0..8);
+    let s = &out.sender_stats;
+    assert!(s.unicast_repairs > 0 && s.multicast_repairs > 0, "{s:?}");
+    // With 1 % independent loss, two of eight rarely lose the same packet.
+    assert!(s.unicast_repairs > s.multicast_repairs, "{s:?}");
+}
+
+#[test]
+fn no_admission_mid_session_a_late_request_is_reset() {
+    use rmcast_proto::stream::{StreamSender, StreamSenderConfig};
+    use rmcast_wire::stream::{ConnectRequest, ResetReason, StreamBody, StreamPacket};
+    use rmcast_wire::{Header, RANK_UNASSIGNED, Seq, SessionId};
+    let config = StreamSenderConfig {
+        admission: Admission::Announce {
+            duration: Duration::from_millis(100),
+            interval: Duration::from_millis(20),
+            receivers_max: 4,
+        },
+        ..StreamSenderConfig::default()
+    };
+    let session = SessionId(9);
+    let mut s = StreamSender::new(config, session, Seq(1), 5, Instant::ZERO).unwrap();
+    let mut buf = vec![0u8; rmcast_wire::MAX_DATAGRAM];
+    // Admission closes with nobody: the session ends at once.
+    s.handle_timeout(secs(0.2));
+    let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert!(
+        events.contains(&StreamEvent::Established { members: 0 }),
+        "{events:?}"
+    );
+    let late = stream_net::receiver_addr(0);
+    let req = StreamPacket {
+        header: Header::new(session, RANK_UNASSIGNED),
+        body: StreamBody::ConnectRequest(ConnectRequest {
+            receiver_id: 77,
+            buffer_packets: 1024,
+            name: "late",
+        }),
+    };
+    let n = req.encode(&mut buf).unwrap();
+    let datagram = buf[..n].to_vec();
+    s.handle_datagram(secs(0.3), late, &datagram);
+    let mut replies = Vec::new();
+    while let Some(t) = s.poll_transmit(secs(0.3), &mut buf) {
+        replies.push(StreamPacket::decode(&buf[..t.len]).unwrap().body.kind());
+        if let StreamBody::Reset { reason } = StreamPacket::decode(&buf[..t.len]).unwrap().body {
+            assert_eq!(reason, ResetReason::AdmissionClosed);
+        }
+    }
+    assert_eq!(replies, [rmcast_wire::stream::StreamKind::Reset]);
+}
