@@ -544,28 +544,7 @@ impl<'a> Packet<'a> {
     /// Parses a datagram. Any input gives a packet or an error, never a panic.
     pub fn decode(datagram: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(datagram);
-        if r.array::<2>().map_err(|_| DecodeError::BadMagic)? != MAGIC {
-            return Err(DecodeError::BadMagic);
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(DecodeError::BadVersion(version));
-        }
-        let kind = Kind::from_u8(r.u8()?)?;
-        let flags = r.u8()?;
-        if flags != 0 {
-            return Err(DecodeError::UnsupportedFlags(flags));
-        }
-        let key_epoch = r.u8()?;
-        if key_epoch != 0 {
-            return Err(DecodeError::BadField("key_epoch"));
-        }
-        let header = Header {
-            flags,
-            key_epoch,
-            rank: r.u16()?,
-            session: SessionId(r.u64()?),
-        };
+        let (kind, header) = read_header(&mut r, Kind::from_u8)?;
         let body = match kind {
             Kind::Hello => {
                 let receivers_wanted = r.u16()?;
@@ -824,14 +803,55 @@ impl<'a> Packet<'a> {
     }
 }
 
-fn write_header(w: &mut Writer<'_>, h: &Header, kind: Kind) -> Result<(), EncodeError> {
+/// Reads the 16-byte header every rmcast datagram starts with (both
+/// engines' kinds: `kind` maps the type byte, refusing the other engine's).
+/// Until authentication lands, set flags and a non-zero key epoch are refused.
+pub(crate) fn read_header<K>(
+    r: &mut Reader<'_>,
+    kind: impl FnOnce(u8) -> Result<K, DecodeError>,
+) -> Result<(K, Header), DecodeError> {
+    if r.array::<2>().map_err(|_| DecodeError::BadMagic)? != MAGIC {
+        return Err(DecodeError::BadMagic);
+    }
+    let version = r.u8()?;
+    if version != VERSION {
+        return Err(DecodeError::BadVersion(version));
+    }
+    let kind = kind(r.u8()?)?;
+    let flags = r.u8()?;
+    if flags != 0 {
+        return Err(DecodeError::UnsupportedFlags(flags));
+    }
+    let key_epoch = r.u8()?;
+    if key_epoch != 0 {
+        return Err(DecodeError::BadField("key_epoch"));
+    }
+    let header = Header {
+        flags,
+        key_epoch,
+        rank: r.u16()?,
+        session: SessionId(r.u64()?),
+    };
+    Ok((kind, header))
+}
+
+/// Writes the 16-byte header with the type byte `kind`.
+pub(crate) fn write_header_byte(
+    w: &mut Writer<'_>,
+    h: &Header,
+    kind: u8,
+) -> Result<(), EncodeError> {
     w.bytes(&MAGIC)?;
     w.u8(VERSION)?;
-    w.u8(kind as u8)?;
+    w.u8(kind)?;
     w.u8(h.flags)?;
     w.u8(h.key_epoch)?;
     w.u16(h.rank)?;
     w.u64(h.session.0)
+}
+
+fn write_header(w: &mut Writer<'_>, h: &Header, kind: Kind) -> Result<(), EncodeError> {
+    write_header_byte(w, h, kind as u8)
 }
 
 /// Writes a data packet's header into `buf[..DATA_HEADER_LEN]`, leaving the

@@ -14,7 +14,7 @@
 
 use crate::Seq;
 use crate::cursor::{Reader, Writer};
-use crate::{DecodeError, EncodeError, Header, MAGIC, SessionId, VERSION};
+use crate::{DecodeError, EncodeError, Header};
 
 /// Data flag: the packet carries the first fragment of a message.
 pub const DATA_FIRST: u8 = 0x01;
@@ -458,28 +458,7 @@ impl<'a> StreamPacket<'a> {
     /// panic; object-engine types give `UnknownKind`.
     pub fn decode(datagram: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(datagram);
-        if r.array::<2>().map_err(|_| DecodeError::BadMagic)? != MAGIC {
-            return Err(DecodeError::BadMagic);
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(DecodeError::BadVersion(version));
-        }
-        let kind = StreamKind::from_u8(r.u8()?)?;
-        let flags = r.u8()?;
-        if flags != 0 {
-            return Err(DecodeError::UnsupportedFlags(flags));
-        }
-        let key_epoch = r.u8()?;
-        if key_epoch != 0 {
-            return Err(DecodeError::BadField("key_epoch"));
-        }
-        let header = Header {
-            flags,
-            key_epoch,
-            rank: r.u16()?,
-            session: SessionId(r.u64()?),
-        };
+        let (kind, header) = crate::read_header(&mut r, StreamKind::from_u8)?;
         let body = match kind {
             StreamKind::Announce => {
                 let receivers_max = r.u16()?;
@@ -560,14 +539,7 @@ impl<'a> StreamPacket<'a> {
     /// Writes the packet into `buf` and returns its length.
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
         let mut w = Writer::new(buf);
-        let h = &self.header;
-        w.bytes(&MAGIC)?;
-        w.u8(VERSION)?;
-        w.u8(self.body.kind() as u8)?;
-        w.u8(h.flags)?;
-        w.u8(h.key_epoch)?;
-        w.u16(h.rank)?;
-        w.u64(h.session.0)?;
+        crate::write_header_byte(&mut w, &self.header, self.body.kind() as u8)?;
         match &self.body {
             StreamBody::Announce(a) => {
                 w.u16(a.receivers_max)?;

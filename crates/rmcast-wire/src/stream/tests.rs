@@ -2,7 +2,7 @@
 //! trips, no panics on any input).
 
 use super::*;
-use crate::{Packet, RANK_SENDER};
+use crate::{Packet, RANK_SENDER, SessionId};
 use proptest::prelude::*;
 
 const SID: SessionId = SessionId(0x0102_0304_0506_0708);
