@@ -74,25 +74,8 @@ impl Metric {
     }
 }
 
-/// The tool a series runs.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum SeriesKind {
-    /// rmcast send/recv (`protocol` picks ack, nak-poll, ring, tree or a tcp-* overlay).
-    Rmcast,
-    /// udpcast.
-    Udpcast,
-    /// uftp.
-    Uftp,
-    /// NORM.
-    Norm,
-    /// One TCP connection per receiver.
-    Multitcp,
-    /// One iperf3 TCP flow.
-    Iperf3,
-    /// Fixed-size datagrams with no flow control (the Hunt receive-limit test).
-    Blast,
-}
+/// The tool a series runs: the scenarios' tool kinds, one list for both.
+pub use crate::scenario::ToolKind as SeriesKind;
 
 /// How a claim is judged (table in docs/suites.md).
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]

@@ -15,7 +15,7 @@
 
 use crate::metrics::{self, PointRecord, Spread};
 use crate::runner;
-use crate::scenario::{Inject, Scenario, Tool, ToolKind};
+use crate::scenario::{Inject, Scenario, Tool};
 use crate::signals;
 use crate::suite::{Backend, Experiment, Metric, Preset, Series, SeriesKind, Suite, XKind, XValue};
 use crate::units;
@@ -320,20 +320,6 @@ pub fn write_points(dir: &Path, points: &[SuitePoint]) -> Result<()> {
 
 // ---------------------------------------------------------------- lab
 
-/// The scenario runner's tool kind for a series kind, or why the runner
-/// cannot run it yet. The one place to add a kind the runner learns.
-pub fn lab_tool_kind(kind: SeriesKind) -> ToolKind {
-    match kind {
-        SeriesKind::Rmcast => ToolKind::Rmcast,
-        SeriesKind::Udpcast => ToolKind::Udpcast,
-        SeriesKind::Uftp => ToolKind::Uftp,
-        SeriesKind::Norm => ToolKind::Norm,
-        SeriesKind::Multitcp => ToolKind::Multitcp,
-        SeriesKind::Iperf3 => ToolKind::Iperf3,
-        SeriesKind::Blast => ToolKind::Blast,
-    }
-}
-
 /// rmcast protocols the lab's scenario runner starts.
 const LAB_PROTOCOLS: [&str; 9] = [
     "ack",
@@ -409,7 +395,7 @@ pub fn lab_sender_args(args: &[String]) -> Result<Vec<String>, String> {
 
 /// The scenario tool for a series at one x, or why the lab cannot run it.
 fn lab_tool(s: &Series, name: String, x: Option<&XValue>) -> Result<Tool, String> {
-    let kind = lab_tool_kind(s.kind);
+    let kind = s.kind;
     if let Some(p) = s.protocol.as_deref()
         && !LAB_PROTOCOLS.contains(&p)
     {
@@ -1125,12 +1111,6 @@ mod tests {
         assert!(lab_sender_args(&strings(&["--poll-interval-pct", "0"])).is_err());
         let plain = strings(&["--window", "8"]);
         assert_eq!(lab_sender_args(&plain).unwrap(), plain);
-    }
-
-    #[test]
-    fn every_series_kind_maps_to_a_lab_tool() {
-        assert_eq!(lab_tool_kind(SeriesKind::Blast), ToolKind::Blast);
-        assert_eq!(lab_tool_kind(SeriesKind::Norm), ToolKind::Norm);
     }
 
     #[test]
