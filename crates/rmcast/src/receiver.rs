@@ -93,7 +93,10 @@ impl Driver<'_> {
             return;
         }
         if let Some(chunk) = self.machine.handle_datagram(now, from, bytes)
-            && let Err(e) = self.sink.write(chunk.offset, chunk.bytes)
+            && let Err(e) = self
+                .sink
+                .write(chunk.offset, chunk.bytes)
+                .and_then(|()| self.sink.hash_ahead(self.machine.received_bytes()))
         {
             let text = format!("cannot write the object: {e}");
             tracing::error!("{text}");

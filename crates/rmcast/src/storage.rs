@@ -21,6 +21,10 @@ pub(crate) enum Target {
 /// Contiguous received bytes are gathered up to this much per `pwrite`.
 const STAGE_BYTES: usize = 256 << 10;
 
+/// Out-of-order bytes are read back for hashing once this much of them has
+/// become contiguous (after a repair filled the gap before them).
+const CATCH_UP_BYTES: u64 = 4 << 20;
+
 /// A partial file: removed on drop unless it was committed.
 pub(crate) struct Part {
     file: File,
@@ -32,10 +36,23 @@ pub(crate) struct Part {
     /// Packets mostly arrive in order, so this turns ~180 small writes into one.
     stage: Vec<u8>,
     stage_offset: u64,
+    /// BLAKE3 over the prefix `[0, hashed)`. In-order bytes are hashed as
+    /// their stage is written, and [`Part::catch_up`] reads back what
+    /// arrived out of order once the gap before it is filled, so the
+    /// verification at the end hashes only the tail, not the whole object.
+    /// (Boxed: a hasher is 2 KB, and `Sink` is moved around by value.)
+    hasher: Box<blake3::Hasher>,
+    hashed: u64,
 }
 
 impl Part {
     fn write(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        if offset < self.hashed {
+            // The engine stores each byte once; if bytes already hashed were
+            // rewritten anyway, start over so the verdict covers the file.
+            self.hasher.reset();
+            self.hashed = 0;
+        }
         let stage_end = self.stage_offset + self.stage.len() as u64;
         if !self.stage.is_empty()
             && offset == stage_end
@@ -46,7 +63,12 @@ impl Part {
         }
         self.flush()?;
         if bytes.len() >= STAGE_BYTES {
-            return self.file.write_all_at(bytes, offset);
+            self.file.write_all_at(bytes, offset)?;
+            if offset == self.hashed {
+                self.hasher.update(bytes);
+                self.hashed += bytes.len() as u64;
+            }
+            return Ok(());
         }
         self.stage_offset = offset;
         self.stage.extend_from_slice(bytes);
@@ -56,9 +78,39 @@ impl Part {
     fn flush(&mut self) -> io::Result<()> {
         if !self.stage.is_empty() {
             self.file.write_all_at(&self.stage, self.stage_offset)?;
+            if self.stage_offset == self.hashed {
+                self.hasher.update(&self.stage);
+                self.hashed += self.stage.len() as u64;
+            }
             self.stage.clear();
         }
         Ok(())
+    }
+
+    /// Extends the hashed prefix to `upto` (bytes the caller knows are all
+    /// stored), reading back from the file what was written out of order.
+    /// The reads come from the page cache, in `STAGE_BYTES` pieces through
+    /// the stage buffer, which is empty once flushed.
+    fn catch_up(&mut self, upto: u64) -> io::Result<()> {
+        let upto = upto.min(self.size);
+        if upto <= self.hashed {
+            return Ok(());
+        }
+        self.flush()?;
+        let mut buf = std::mem::take(&mut self.stage);
+        let result = (|| {
+            while self.hashed < upto {
+                let n = (upto - self.hashed).min(STAGE_BYTES as u64) as usize;
+                buf.resize(n, 0);
+                self.file.read_exact_at(&mut buf, self.hashed)?;
+                self.hasher.update(&buf);
+                self.hashed += n as u64;
+            }
+            Ok(())
+        })();
+        buf.clear();
+        self.stage = buf;
+        result
     }
 }
 
@@ -228,6 +280,8 @@ pub(crate) fn prepare(
                 committed: false,
                 stage: Vec::with_capacity(STAGE_BYTES),
                 stage_offset: 0,
+                hasher: Box::new(blake3::Hasher::new()),
+                hashed: 0,
             };
             part.file.set_len(offer.size).map_err(|e| {
                 let status = if e.raw_os_error() == Some(libc::ENOSPC) {
@@ -260,6 +314,18 @@ impl Sink {
         }
     }
 
+    /// Hashes ahead, off the end of the transfer: `upto` bytes from the
+    /// start are all stored (the receiver's in-order point). Cheap to call
+    /// often; it reads back only when out-of-order bytes became contiguous.
+    pub(crate) fn hash_ahead(&mut self, upto: u64) -> io::Result<()> {
+        match self {
+            Sink::File(p) if upto >= p.hashed + CATCH_UP_BYTES || upto >= p.size => {
+                p.catch_up(upto)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// BLAKE3 of the stored object (writes out any staged bytes first).
     pub(crate) fn hash(&mut self) -> io::Result<[u8; HASH_LEN]> {
         if let Sink::File(p) = self {
@@ -270,13 +336,17 @@ impl Sink {
             Sink::Memory(v) => Ok(*blake3::hash(v).as_bytes()),
             Sink::File(p) if p.size == 0 => Ok(*blake3::hash(&[]).as_bytes()),
             Sink::File(p) => {
-                // SAFETY: the partial file is private to this receiver (a
-                // hidden, session-specific name created with O_EXCL); nothing
-                // else truncates it while it is mapped.
-                let map = unsafe { memmap2::Mmap::map(&p.file)? };
-                let mut hasher = blake3::Hasher::new();
-                hasher.update(&map);
-                Ok(*hasher.finalize().as_bytes())
+                if p.hashed < p.size {
+                    // SAFETY: the partial file is private to this receiver (a
+                    // hidden, session-specific name created with O_EXCL);
+                    // nothing else truncates it while it is mapped.
+                    let map = unsafe { memmap2::Mmap::map(&p.file)? };
+                    let start =
+                        usize::try_from(p.hashed).map_err(|_| io::ErrorKind::InvalidInput)?;
+                    p.hasher.update(&map[start..]);
+                    p.hashed = p.size;
+                }
+                Ok(*p.hasher.finalize().as_bytes())
             }
         }
     }
@@ -355,6 +425,98 @@ mod tests {
         let path = sink.commit().unwrap().unwrap();
         assert_eq!(std::fs::read(path).unwrap(), data);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// Writes `data` in 1000-byte chunks in `order`, calling `hash_ahead`
+    /// with the in-order point after every chunk, and checks the verdict and
+    /// how much the final hash had left to read.
+    fn write_in_order_of(order: &[usize], data: &[u8], ahead: bool) -> (bool, u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let o = offer("p.bin", data);
+        let mut sink = prepare(&Target::Dir(dir.path().into()), &o, SessionId(9), None).unwrap();
+        let n = data.len().div_ceil(1000);
+        let mut have = vec![false; n];
+        let mut prefix = 0usize;
+        for &i in order {
+            let end = ((i + 1) * 1000).min(data.len());
+            sink.write((i * 1000) as u64, &data[i * 1000..end]).unwrap();
+            have[i] = true;
+            while prefix < n && have[prefix] {
+                prefix += 1;
+            }
+            if ahead {
+                let upto = (prefix * 1000).min(data.len()) as u64;
+                sink.hash_ahead(upto).unwrap();
+            }
+        }
+        let Sink::File(p) = &sink else { unreachable!() };
+        let left = p.size - p.hashed;
+        (sink.hash().unwrap() == o.hash, left)
+    }
+
+    #[test]
+    fn in_order_bytes_are_hashed_as_they_are_written() {
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let order: Vec<usize> = (0..data.len().div_ceil(1000)).collect();
+        let (ok, left) = write_in_order_of(&order, &data, false);
+        assert!(ok);
+        // Only the last, still staged piece is left for the end.
+        assert!(left <= STAGE_BYTES as u64, "{left} bytes left to hash");
+    }
+
+    #[test]
+    fn bytes_after_a_repaired_gap_are_read_back_and_hashed_ahead() {
+        let data: Vec<u8> = (0..9_000_000u32).map(|i| (i * 13 % 249) as u8).collect();
+        let n = data.len().div_ceil(1000);
+        // Chunk 10 is lost and repaired only after 6000 more chunks.
+        let mut order: Vec<usize> = (0..n).filter(|&i| i != 10 && i < 6010).collect();
+        order.push(10);
+        order.extend(6010..n);
+        let (ok, left) = write_in_order_of(&order, &data, true);
+        assert!(ok);
+        assert!(left <= STAGE_BYTES as u64, "{left} bytes left to hash");
+        // Without hashing ahead, everything after the gap waits for the end.
+        let (ok, left) = write_in_order_of(&order, &data, false);
+        assert!(ok);
+        assert!(left > 8_000_000, "{left}");
+    }
+
+    #[test]
+    fn rewriting_hashed_bytes_restarts_the_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = vec![7u8; 600_000];
+        let o = offer("r.bin", &data);
+        let mut sink = prepare(&Target::Dir(dir.path().into()), &o, SessionId(10), None).unwrap();
+        sink.write(0, &data[..300_000]).unwrap();
+        sink.write(300_000, &data[300_000..]).unwrap();
+        // Corrupt an already hashed byte: the verdict must see it.
+        sink.write(5, &[8]).unwrap();
+        assert_ne!(sink.hash().unwrap(), o.hash);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Any arrival order, with or without hashing ahead, gives the hash
+        /// of the object.
+        #[test]
+        fn any_arrival_order_hashes_the_object(
+            len in 1usize..1_200_000,
+            seed in proptest::prelude::any::<u64>(),
+            ahead in proptest::prelude::any::<bool>(),
+        ) {
+            use rand::{Rng, SeedableRng, seq::SliceRandom};
+            let data: Vec<u8> = (0..len).map(|i| (i as u64 ^ seed).wrapping_mul(0x9E37_79B9) as u8).collect();
+            let mut order: Vec<usize> = (0..len.div_ceil(1000)).collect();
+            // Mostly in order: shuffle within windows of 64 chunks.
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            for w in order.chunks_mut(64) {
+                if rng.random_bool(0.5) {
+                    w.shuffle(&mut rng);
+                }
+            }
+            let (ok, _) = write_in_order_of(&order, &data, ahead);
+            proptest::prop_assert!(ok);
+        }
     }
 
     #[test]
