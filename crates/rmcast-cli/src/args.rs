@@ -20,7 +20,9 @@ use std::time::Duration;
 #[command(after_help = "EXAMPLES:
   rmcast demo --receivers 8 --size 64MiB --protocol nak-poll --loss 0.05
   rmcast recv --group 239.77.0.1:7700 --out /tmp/in        # on each receiver
-  rmcast send big.iso --group 239.77.0.1:7700 --receivers 8")]
+  rmcast send big.iso --group 239.77.0.1:7700 --receivers 8
+  rmcast pipe recv > copy                                   # on each receiver
+  tar c dir | rmcast pipe send --receivers 8                # a stream, not a file")]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace; or RMCAST_LOG).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -38,6 +40,8 @@ pub enum Command {
     Recv(RecvArgs),
     /// Run a sender and N receivers on loopback in one process and report.
     Demo(DemoArgs),
+    /// Stream stdin to the stdout of every receiver (PRMP, TCP-like reliable multicast).
+    Pipe(crate::pipe::PipeArgs),
     /// Measurement lab: network-namespace testbeds, scenario runs against
     /// peer tools (udpcast, uftp, NORM, TCP), failure detection, reports.
     Lab(rmcast_lab::LabArgs),

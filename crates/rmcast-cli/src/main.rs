@@ -1,6 +1,7 @@
 //! `rmcast`: send a file reliably to many receivers over IP multicast.
 
 mod args;
+mod pipe;
 mod report;
 
 use anyhow::{Context, Result, bail};
@@ -26,6 +27,11 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Command::Pipe(a) = cli.command {
+        // No Ctrl-C handler: the blocking stream ends with the process
+        // (receivers time out, the sender removes what it cannot reach).
+        return pipe::run(a);
+    }
     let cancel = Arc::new(AtomicBool::new(false));
     {
         let cancel = cancel.clone();
@@ -40,7 +46,7 @@ fn main() -> ExitCode {
         Command::Send(a) => send(a, cancel),
         Command::Recv(a) => recv(a, cancel),
         Command::Demo(a) => demo(a, cancel),
-        Command::Lab(_) => unreachable!("handled above"),
+        Command::Lab(_) | Command::Pipe(_) => unreachable!("handled above"),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -481,3 +481,44 @@ fn no_admission_mid_session_a_late_request_is_reset() {
     }
     assert_eq!(replies, [rmcast_wire::stream::StreamKind::Reset]);
 }
+
+#[test]
+fn ending_an_announcement_early_establishes_and_refuses_later_requests() {
+    use rmcast_proto::stream::{StreamSender, StreamSenderConfig};
+    use rmcast_wire::stream::{ConnectRequest, ResetReason, StreamBody, StreamPacket};
+    use rmcast_wire::{Header, RANK_UNASSIGNED, Seq, SessionId};
+    let config = StreamSenderConfig {
+        admission: Admission::Announce {
+            duration: Duration::from_secs(60),
+            interval: Duration::from_millis(20),
+            receivers_max: 4,
+        },
+        ..StreamSenderConfig::default()
+    };
+    let session = SessionId(11);
+    let mut s = StreamSender::new(config, session, Seq(1), 5, Instant::ZERO).unwrap();
+    let mut buf = vec![0u8; rmcast_wire::MAX_DATAGRAM];
+    while s.poll_transmit(secs(0.0), &mut buf).is_some() {}
+    s.end_admission(secs(0.1));
+    let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert!(
+        events.contains(&StreamEvent::Established { members: 0 }),
+        "admission did not end at once: {events:?}"
+    );
+    let req = StreamPacket {
+        header: Header::new(session, RANK_UNASSIGNED),
+        body: StreamBody::ConnectRequest(ConnectRequest {
+            receiver_id: 78,
+            buffer_packets: 1024,
+            name: "late",
+        }),
+    };
+    let n = req.encode(&mut buf).unwrap();
+    let datagram = buf[..n].to_vec();
+    s.handle_datagram(secs(0.2), stream_net::receiver_addr(0), &datagram);
+    let t = s.poll_transmit(secs(0.2), &mut buf).expect("a reply");
+    match StreamPacket::decode(&buf[..t.len]).unwrap().body {
+        StreamBody::Reset { reason } => assert_eq!(reason, ResetReason::AdmissionClosed),
+        other => panic!("expected a reset, got {:?}", other.kind()),
+    }
+}

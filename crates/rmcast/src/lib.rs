@@ -53,6 +53,7 @@ mod parse;
 mod receiver;
 mod sender;
 mod storage;
+pub mod stream;
 mod udp;
 
 pub use demo::{DemoConfig, DemoReport, demo, random_group};

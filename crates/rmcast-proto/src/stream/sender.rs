@@ -499,6 +499,8 @@ pub struct StreamSender {
     poll_ids: u32,
     control: VecDeque<Control>,
     next_announce: Instant,
+    /// The application ended an announcement's admission early.
+    admission_ended: bool,
     close_requested: bool,
     nonce_seed: u64,
     entries: [PollEntry; MAX_POLL_ENTRIES],
@@ -563,6 +565,7 @@ impl StreamSender {
             poll_ids: 0,
             control: VecDeque::with_capacity(64),
             next_announce: now,
+            admission_ended: false,
             close_requested: false,
             nonce_seed,
             entries: [PollEntry::default(); MAX_POLL_ENTRIES],
@@ -720,6 +723,18 @@ impl StreamSender {
         self.close_requested = true;
     }
 
+    /// Ends an announcement's admission now instead of at the end of its
+    /// `duration` (e.g. once the receivers the application wants have
+    /// joined): no more announcements, later requests are refused
+    /// (`AdmissionClosed`), and once the handshakes under way are done the
+    /// session is [`StreamEvent::Established`]. Nothing under invitation.
+    pub fn end_admission(&mut self, now: Instant) {
+        if matches!(self.config.admission, Admission::Announce { .. }) {
+            self.admission_ended = true;
+            self.admission_step(now);
+        }
+    }
+
     // ----- timers ----------------------------------------------------------
 
     /// When the machine next needs [`StreamSender::handle_timeout`].
@@ -731,6 +746,7 @@ impl StreamSender {
         let mut t: Option<Instant> = None;
         let mut at = |x: Instant| t = Some(t.map_or(x, |y: Instant| y.min(x)));
         if self.phase == Phase::Admitting
+            && !self.admission_ended
             && let Admission::Announce { duration, .. } = self.config.admission
         {
             at(self.next_announce.min(self.started + duration));
@@ -918,7 +934,7 @@ impl StreamSender {
             }
             return;
         }
-        if self.phase != Phase::Admitting {
+        if self.phase != Phase::Admitting || self.admission_ended {
             self.reset(from, ResetReason::AdmissionClosed);
             return;
         }
@@ -1228,7 +1244,7 @@ impl StreamSender {
             Admission::Announce {
                 duration, interval, ..
             } => {
-                if now < self.started + duration {
+                if !self.admission_ended && now < self.started + duration {
                     open = true;
                     if now >= self.next_announce {
                         self.push_control(Control::Announce);

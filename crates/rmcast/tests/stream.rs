@@ -1,0 +1,160 @@
+//! PRMP through the real runtime on loopback: blocking sender and receivers
+//! over UDP multicast (127.0.0.1, TTL 1). Every wait is bounded.
+
+use rmcast::stream::{Admission, StreamReceiver, StreamRecvConfig, StreamSendConfig, StreamSender};
+use std::net::{SocketAddr, SocketAddrV4};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn messages(seed: u64, count: usize, max: usize) -> Vec<Vec<u8>> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..count)
+        .map(|_| {
+            let len = (next() % max as u64) as usize;
+            (0..len).map(|_| next() as u8).collect()
+        })
+        .collect()
+}
+
+fn announce(receivers: u16) -> Admission {
+    Admission::Announce {
+        duration: Duration::from_secs(20),
+        interval: Duration::from_millis(50),
+        receivers_max: receivers,
+    }
+}
+
+/// Spawns a receiver thread that reads every message; the channel yields
+/// (messages, complete) when it is done.
+/// What a receiver thread hands back: the messages it read, and whether
+/// the stream ended complete.
+type Received = mpsc::Receiver<(Vec<Vec<u8>>, bool)>;
+
+fn spawn_receiver(cfg: StreamRecvConfig) -> (SocketAddr, Received) {
+    let mut r = StreamReceiver::open(cfg).expect("open receiver");
+    let addr = r.local_addr();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        while let Ok(Some(m)) = r.read() {
+            got.push(m);
+        }
+        let report = r.finish();
+        let _ = tx.send((got, report.complete));
+    });
+    (addr, rx)
+}
+
+fn recv_cfg(group: SocketAddrV4) -> StreamRecvConfig {
+    let mut c = StreamRecvConfig {
+        group,
+        connect_timeout: Some(Duration::from_secs(20)),
+        ..StreamRecvConfig::default()
+    };
+    c.proto.linger = Duration::from_millis(300);
+    c
+}
+
+#[test]
+fn announced_stream_reaches_every_receiver_whole_and_in_order() {
+    let group = rmcast::random_group();
+    let rx: Vec<_> = (0..3).map(|_| spawn_receiver(recv_cfg(group)).1).collect();
+    let mut cfg = StreamSendConfig {
+        group,
+        wanted: Some(3),
+        ..StreamSendConfig::default()
+    };
+    cfg.proto.admission = announce(3);
+    let msgs = messages(7, 400, 20_000);
+    let mut s = StreamSender::open(cfg).expect("open sender");
+    assert_eq!(
+        s.wait_established(Some(Duration::from_secs(20))).unwrap(),
+        Some(3)
+    );
+    for m in &msgs {
+        s.send(m).expect("send");
+    }
+    let report = s.close().expect("close");
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.established, 3);
+    for r in rx {
+        let (got, complete) = r
+            .recv_timeout(Duration::from_secs(30))
+            .expect("receiver done");
+        assert!(complete);
+        assert_eq!(got.len(), msgs.len());
+        assert!(got == msgs, "messages differ");
+    }
+}
+
+#[test]
+fn two_sessions_on_one_group_port_do_not_mix() {
+    let group = rmcast::random_group();
+    let mut runs = Vec::new();
+    for seed in [1u64, 2] {
+        let (addr, rx) = spawn_receiver(recv_cfg(group));
+        let mut cfg = StreamSendConfig {
+            group,
+            ..StreamSendConfig::default()
+        };
+        cfg.proto.admission = Admission::Invite {
+            receivers: vec![addr],
+            concurrency: 4,
+        };
+        let msgs = messages(seed, 300, 5000);
+        let handle = std::thread::spawn(move || {
+            let mut s = StreamSender::open(cfg).expect("open sender");
+            for m in &msgs {
+                s.send(m).expect("send");
+            }
+            (s.close().expect("close"), msgs)
+        });
+        runs.push((handle, rx));
+    }
+    for (h, rx) in runs {
+        let (report, msgs) = h.join().unwrap();
+        assert!(report.ok, "{report:?}");
+        let (got, complete) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("receiver done");
+        assert!(complete);
+        assert!(got == msgs, "a receiver got another session's messages");
+    }
+}
+
+#[test]
+fn an_invitee_that_never_answers_is_removed_and_the_others_are_served() {
+    let group = rmcast::random_group();
+    let (addr, rx) = spawn_receiver(recv_cfg(group));
+    // Nobody listens here: a bound, silent socket.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dead = silent.local_addr().unwrap();
+    let mut cfg = StreamSendConfig {
+        group,
+        ..StreamSendConfig::default()
+    };
+    cfg.proto.handshake_interval = Duration::from_millis(20);
+    cfg.proto.handshake_tries = 5;
+    cfg.proto.admission = Admission::Invite {
+        receivers: vec![addr, dead],
+        concurrency: 4,
+    };
+    let mut s = StreamSender::open(cfg).unwrap();
+    let msgs = messages(3, 50, 3000);
+    for m in &msgs {
+        s.send(m).unwrap();
+    }
+    let events: Vec<_> = s.events().collect();
+    let report = s.close().unwrap();
+    assert!(!report.ok);
+    assert_eq!(report.removed.len(), 1, "{report:?} {events:?}");
+    assert_eq!(report.removed[0].0.addr, dead);
+    let (got, complete) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(complete && got == msgs);
+}
