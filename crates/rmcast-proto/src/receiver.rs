@@ -3,9 +3,9 @@
 
 use crate::{Children, Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
 use rmcast_wire::{
-    Body, Complete, Feedback, HASH_LEN, Header, Join, Kind, Leave, OfferReply, POLL_ALL,
-    POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak, RateNakKind, Seq,
-    SessionId, Status,
+    Body, Complete, ECHO_COPY_MAX, Feedback, HASH_LEN, Header, Join, Kind, Leave, OfferReply,
+    POLL_ALL, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak, RateNakKind,
+    Seq, SessionId, Status,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -196,6 +196,9 @@ pub struct Receiver {
     nak_owed: bool,
     last_echo: Seq,
     nak_echo: Seq,
+    /// The `copy` of the packets behind `last_echo` and `nak_echo`.
+    last_echo_copy: u8,
+    nak_echo_copy: u8,
     /// The session's feedback policy, from the offer.
     policy: Option<FeedbackPolicy>,
     /// Tree: where aggregated acknowledgements go (`None`: the sender).
@@ -246,6 +249,8 @@ impl Receiver {
             nak_owed: false,
             last_echo: Seq(0),
             nak_echo: Seq(0),
+            last_echo_copy: 0,
+            nak_echo_copy: 0,
             policy: None,
             upstream: None,
             children: Children::default(),
@@ -546,7 +551,7 @@ impl Receiver {
                 }
                 None
             }
-            Body::Data(d) => self.on_data(now, d.seq, d.poll, d.payload),
+            Body::Data(d) => self.on_data(now, d.seq, d.poll, echo_copy(d.copy), d.payload),
             Body::Close => {
                 match self.phase {
                     Phase::Confirmed => self.complete_owed = true,
@@ -585,6 +590,7 @@ impl Receiver {
         now: Instant,
         seq: Seq,
         poll: u16,
+        copy: u8,
         payload: &'a [u8],
     ) -> Option<DataChunk<'a>> {
         let relays = self.policy.is_some_and(|p| p.relays());
@@ -623,6 +629,7 @@ impl Receiver {
             if !repeat {
                 self.nak_owed = true;
                 self.nak_echo = seq;
+                self.nak_echo_copy = copy;
                 self.last_nak = Some((now, cumulative));
                 if let Some(interval) = self.config.rate_nak_interval
                     && self
@@ -634,12 +641,14 @@ impl Receiver {
                 }
             }
         }
+        if polled || relays {
+            self.last_echo = seq;
+            self.last_echo_copy = copy;
+        }
         if polled {
             self.acks_owed += 1;
-            self.last_echo = seq;
         }
         if relays {
-            self.last_echo = seq;
             self.update_aggregate();
         }
         self.check_all_data();
@@ -716,6 +725,11 @@ impl Receiver {
             let feedback = Feedback {
                 cumulative,
                 echo: if nak { self.nak_echo } else { self.last_echo },
+                echo_copy: if nak {
+                    self.nak_echo_copy
+                } else {
+                    self.last_echo_copy
+                },
                 aggregate: false,
                 bitmap: &self.bitmap,
             };
@@ -753,6 +767,7 @@ impl Receiver {
             let feedback = Feedback {
                 cumulative: t.isn.add(aggregate),
                 echo: self.last_echo,
+                echo_copy: self.last_echo_copy,
                 aggregate: true,
                 bitmap: &[],
             };
@@ -839,4 +854,9 @@ fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Tr
 /// A text field's value: at most 255 bytes, cut at a character boundary.
 fn truncate(text: &str) -> String {
     truncate_utf8(text, 255).to_owned()
+}
+
+/// A data packet's `copy` as feedback carries it: 7 bits, saturating.
+fn echo_copy(copy: u16) -> u8 {
+    u8::try_from(copy).map_or(ECHO_COPY_MAX, |c| c.min(ECHO_COPY_MAX))
 }

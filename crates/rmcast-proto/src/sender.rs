@@ -7,9 +7,9 @@ use crate::{
     Transmit, TreeShape, truncate_utf8,
 };
 use rmcast_wire::{
-    Body, Bye, DATA_HEADER_LEN, Feedback, HASH_LEN, Header, Hello, Kind, MAX_DATAGRAM,
-    MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED,
-    RatePhase, Seq, SessionId, Status, Welcome, encode_data_header,
+    Body, Bye, DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, HASH_LEN, Header, Hello, Kind,
+    MAX_DATAGRAM, MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER,
+    RANK_UNASSIGNED, RatePhase, Seq, SessionId, Status, Welcome, encode_data_header,
 };
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -401,6 +401,10 @@ struct Lack {
     /// Number of the packet's latest transmission (a counter over all data
     /// transmissions): orders sends exactly, whatever the clock resolution.
     sent_no: u64,
+    /// Number of its first transmission.
+    first_sent_no: u64,
+    /// Transmissions so far; the next one goes out as `Data::copy` = this.
+    copies: u16,
 }
 
 /// What the next data packet is and why it goes.
@@ -928,10 +932,17 @@ impl Sender {
                 return None;
             }
             let seq = self.isn.add(index);
-            let head = encode_data_header(buf, &header, seq, next.poll).ok()?;
+            let w = self.slot(index);
+            // Which copy of the packet this is (the slot still describes the
+            // packet a window earlier when this one goes out first).
+            let copy = if index < self.high {
+                self.lack[w].copies
+            } else {
+                0
+            };
+            let head = encode_data_header(buf, &header, seq, next.poll, copy).ok()?;
             let offset = u64::from(index) * self.payload_size as u64;
             source.read_at(offset, &mut buf[head..len]);
-            let w = self.slot(index);
             match next.why {
                 Why::StallPoll => {
                     self.stall_poll = None;
@@ -942,6 +953,8 @@ impl Sender {
                     self.repairs.pop_front();
                     self.lack[w] = Lack {
                         resent: true,
+                        first_sent_no: self.lack[w].first_sent_no,
+                        copies: self.lack[w].copies,
                         ..Lack::default()
                     };
                     self.stats.retransmitted_packets += 1;
@@ -965,7 +978,12 @@ impl Sender {
             }
             self.sent_at[w] = now;
             self.transmissions += 1;
-            self.lack[w].sent_no = self.transmissions;
+            let lack = &mut self.lack[w];
+            lack.sent_no = self.transmissions;
+            if lack.copies == 0 {
+                lack.first_sent_no = self.transmissions;
+            }
+            lack.copies = lack.copies.saturating_add(1);
             self.last_activity = now;
             return Some(Transmit {
                 dest: next.dest,
@@ -1076,7 +1094,17 @@ impl Sender {
         if f.bitmap.is_empty() && cumulative > echo && !self.lack[echo_slot].resent {
             return None;
         }
-        let echo_sent = self.lack[echo_slot].sent_no;
+        // The copy of the echoed packet the receiver answered: its latest
+        // one, or (when it answered an earlier copy, or the wire could not
+        // say which) its first. What went out between two copies may not
+        // have arrived when the receiver answered the earlier one.
+        let echoed = self.lack[echo_slot];
+        let echo_sent =
+            if u16::from(f.echo_copy) + 1 == echoed.copies && f.echo_copy < ECHO_COPY_MAX {
+                echoed.sent_no
+            } else {
+                echoed.first_sent_no
+            };
         let mut newest: Option<Instant> = None;
         for index in cumulative.max(self.base)..self.high {
             let w = self.slot(index);

@@ -1701,6 +1701,7 @@ fn foreign_packet(rng: &mut ChaCha8Rng, session: SessionId, buf: &mut [u8]) -> u
         let fb = Feedback {
             cumulative: seq,
             echo: seq,
+            echo_copy: 0,
             aggregate: false,
             bitmap: &[],
         };
@@ -1714,6 +1715,7 @@ fn foreign_packet(rng: &mut ChaCha8Rng, session: SessionId, buf: &mut [u8]) -> u
         0 => Body::Data(Data {
             seq,
             poll: 0xFFFF,
+            copy: 0,
             payload: &payload[..rng.random_range(1..64)],
         }),
         1 => Body::Offer(Offer {

@@ -420,3 +420,44 @@ fn tree_selective_repair_does_not_storm_under_loss() {
     );
     assert!(tree.goodput_mbit_s >= 0.75 * ring.goodput_mbit_s);
 }
+
+/// Proto bug (performance, fixed): trees of every height resent about twice
+/// the packets lost (seed 1, N = 30, window 128, 1 % loss: H = 2 1736
+/// resends for 925 lost frames, H = 3 1809, H = 6 1493; the ring 789 for
+/// 819). Feedback echoes the data packet that prompted it, and the sender
+/// infers as lost every packet sent before that one and missing from the
+/// bitmap. When the echoed packet had been resent since (trees resend more
+/// often by multicast), the sender took its latest copy's send time though
+/// the receiver had answered an earlier copy, so packets still in flight
+/// counted as lost: more "lacked by two" packets, more multicast repairs,
+/// more echoes of resent packets. Data packets now carry their copy number
+/// and feedback echoes it; the sender compares with the copy that was
+/// answered (its first, when the wire cannot say). Over seeds 1–6 at 1 %
+/// loss the trees now resend 0.96 per lost frame and run 10–18 % faster.
+#[test]
+fn trees_resend_only_what_was_lost() {
+    for h in [2, 3, 6] {
+        let seed = rmcast_sim::seed_from_env(1);
+        let mut s = common::scenario(
+            ProtocolId::Tree,
+            30,
+            4_000_000,
+            LossModel::Bernoulli(0.01),
+            seed,
+        );
+        s.config.window = 128;
+        s.config.tree_height = h;
+        s.config.repair = Repair::Selective;
+        let r = check(&s);
+        let lost: u64 = r.receivers.iter().map(|x| x.data_lost).sum();
+        eprintln!(
+            "H = {h}, seed {seed}: {} resends for {lost} lost frames, {:.1} Mbit/s",
+            r.retransmitted_packets, r.goodput_mbit_s
+        );
+        assert!(
+            r.retransmitted_packets as f64 <= 1.1 * lost as f64,
+            "H = {h}, seed {seed}: {} resends for {lost} lost data frames",
+            r.retransmitted_packets
+        );
+    }
+}

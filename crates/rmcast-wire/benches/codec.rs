@@ -18,6 +18,7 @@ fn data_packet() -> Vec<u8> {
         body: Body::Data(Data {
             seq: Seq(123_456),
             poll: POLL_ALL,
+            copy: 0,
             payload: &payload,
         }),
     };
@@ -34,6 +35,7 @@ fn feedback_packet(bitmap_bytes: usize) -> Vec<u8> {
         body: Body::Nak(Feedback {
             cumulative: Seq(1000),
             echo: Seq(1100),
+            echo_copy: 0,
             aggregate: false,
             bitmap: &bitmap,
         }),
@@ -54,7 +56,7 @@ fn codec(c: &mut Criterion) {
     g.bench_function("encode_data_header", |b| {
         b.iter(|| {
             seq = seq.wrapping_add(1);
-            encode_data_header(black_box(&mut buf), &header, Seq(seq), POLL_ALL)
+            encode_data_header(black_box(&mut buf), &header, Seq(seq), POLL_ALL, 0)
         });
     });
 
@@ -82,6 +84,7 @@ fn codec(c: &mut Criterion) {
                 body: Body::Ack(Feedback {
                     cumulative: Seq(1000),
                     echo: Seq(1100),
+                    echo_copy: 0,
                     aggregate: false,
                     bitmap: &bitmap,
                 }),

@@ -322,6 +322,9 @@ pub struct OfferReply<'a> {
 
 /// Poll field value: every receiver must acknowledge this data packet.
 pub const POLL_ALL: u16 = 0xFFFF;
+/// Largest `Feedback::echo_copy` the wire carries (7 bits).
+pub const ECHO_COPY_MAX: u8 = 0x7F;
+
 /// Poll field value: nobody acknowledges this data packet.
 pub const POLL_NONE: u16 = 0xFFFE;
 /// Poll field value: every receiver acknowledges this data packet directly
@@ -336,6 +339,10 @@ pub struct Data<'a> {
     pub seq: Seq,
     /// Who must acknowledge it: [`POLL_ALL`], [`POLL_NONE`] or one rank.
     pub poll: u16,
+    /// Which transmission of `seq` this is: 0 the first, 1 the first resend,
+    /// ... (saturating). Echoed in feedback, so the sender knows which copy
+    /// a receiver answered.
+    pub copy: u16,
     /// The object bytes.
     pub payload: &'a [u8],
 }
@@ -349,6 +356,9 @@ pub struct Feedback<'a> {
     /// poll, or the packet that revealed a gap): packets sent before it and
     /// missing from the bitmap are lost, not in flight.
     pub echo: Seq,
+    /// The `copy` of that data packet, up to [`ECHO_COPY_MAX`] (which
+    /// means "that many or more": the sender then assumes the first copy).
+    pub echo_copy: u8,
     /// Tree protocol: `cumulative` holds for the sender's whole subtree
     /// (itself and every receiver below it), not just the sender.
     pub aggregate: bool,
@@ -614,28 +624,25 @@ impl<'a> Packet<'a> {
             Kind::Data => {
                 let seq = Seq(r.u32()?);
                 let poll = r.u16()?;
-                if r.u16()? != 0 {
-                    return Err(DecodeError::BadField("data.reserved"));
-                }
+                let copy = r.u16()?;
                 Body::Data(Data {
                     seq,
                     poll,
+                    copy,
                     payload: r.rest(),
                 })
             }
             Kind::Ack | Kind::Nak => {
                 let cumulative = Seq(r.u32()?);
                 let echo = Seq(r.u32()?);
-                let aggregate = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(DecodeError::BadField("feedback.aggregate")),
-                };
+                // Bit 0: aggregate; bits 1–7: the echoed packet's copy.
+                let bits = r.u8()?;
                 let len = usize::from(r.u16()?);
                 let fb = Feedback {
                     cumulative,
                     echo,
-                    aggregate,
+                    echo_copy: bits >> 1,
+                    aggregate: bits & 1 == 1,
                     bitmap: r.bytes(len)?,
                 };
                 if kind == Kind::Ack {
@@ -753,13 +760,13 @@ impl<'a> Packet<'a> {
             Body::Data(d) => {
                 w.u32(d.seq.0)?;
                 w.u16(d.poll)?;
-                w.u16(0)?;
+                w.u16(d.copy)?;
                 w.bytes(d.payload)?;
             }
             Body::Ack(f) | Body::Nak(f) => {
                 w.u32(f.cumulative.0)?;
                 w.u32(f.echo.0)?;
-                w.u8(u8::from(f.aggregate))?;
+                w.u8(u8::from(f.aggregate) | f.echo_copy.min(ECHO_COPY_MAX) << 1)?;
                 let len = u16::try_from(f.bitmap.len()).map_err(|_| EncodeError::BitmapTooLong)?;
                 w.u16(len)?;
                 w.bytes(f.bitmap)?;
@@ -862,12 +869,13 @@ pub fn encode_data_header(
     header: &Header,
     seq: Seq,
     poll: u16,
+    copy: u16,
 ) -> Result<usize, EncodeError> {
     let mut w = Writer::new(buf);
     write_header(&mut w, header, Kind::Data)?;
     w.u32(seq.0)?;
     w.u16(poll)?;
-    w.u16(0)?;
+    w.u16(copy)?;
     debug_assert_eq!(w.len(), DATA_HEADER_LEN);
     Ok(w.len())
 }

@@ -141,7 +141,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // session
                 0xDE, 0xAD, 0xBE, 0xEF, // seq
                 0x00, 0x03, // poll: rank 3
-                0x00, 0x00, // reserved
+                0x00, 0x02, // copy: the second resend
                 b'a', b'b', b'c', // payload
             ],
             Packet {
@@ -149,6 +149,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 body: Body::Data(Data {
                     seq: Seq(0xDEAD_BEEF),
                     poll: 3,
+                    copy: 2,
                     payload: b"abc",
                 }),
             },
@@ -158,7 +159,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 &head(0x07, 3),
                 &[0x00, 0x00, 0x00, 0x0A], // cumulative
                 &[0x00, 0x00, 0x00, 0x0C], // echo
-                &[0x01],                   // aggregate
+                &[0x0B],                   // aggregate, echo copy 5
                 &[0x00, 0x01],             // bitmap length
                 &[0b0000_0010],            // holds 12
             ]),
@@ -167,6 +168,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 body: Body::Ack(Feedback {
                     cumulative: Seq(10),
                     echo: Seq(12),
+                    echo_copy: 5,
                     aggregate: true,
                     bitmap: &[0b0000_0010],
                 }),
@@ -185,6 +187,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 body: Body::Nak(Feedback {
                     cumulative: Seq(u32::MAX),
                     echo: Seq(1),
+                    echo_copy: 0,
                     aggregate: false,
                     bitmap: &[],
                 }),
@@ -681,15 +684,62 @@ fn bye_aborted_must_be_zero_or_one() {
 }
 
 #[test]
-fn data_reserved_field_must_be_zero() {
-    for reserved in [[0x00, 0x01], [0x80, 0x00], [0xFF, 0xFF]] {
+fn data_copy_takes_any_value() {
+    for copy in [0u16, 1, 0x8000, u16::MAX] {
         let mut data = samples()[5].0.clone();
-        data[HEADER_LEN + 6..HEADER_LEN + 8].copy_from_slice(&reserved);
-        assert_eq!(
-            Packet::decode(&data),
-            Err(DecodeError::BadField("data.reserved"))
-        );
+        data[HEADER_LEN + 6..HEADER_LEN + 8].copy_from_slice(&copy.to_be_bytes());
+        let Ok(Packet {
+            body: Body::Data(d),
+            ..
+        }) = Packet::decode(&data)
+        else {
+            panic!("copy {copy} refused")
+        };
+        assert_eq!(d.copy, copy);
     }
+}
+
+#[test]
+fn feedback_echo_copy_shares_a_byte_with_aggregate_and_saturates() {
+    for (aggregate, copy, byte) in [
+        (false, 0u8, 0x00u8),
+        (true, 0, 0x01),
+        (false, 1, 0x02),
+        (true, 127, 0xFF),
+    ] {
+        let p = Packet {
+            header: Header::new(SID, 4),
+            body: Body::Ack(Feedback {
+                cumulative: Seq(1),
+                echo: Seq(2),
+                echo_copy: copy,
+                aggregate,
+                bitmap: &[],
+            }),
+        };
+        let bytes = encode_vec(&p);
+        assert_eq!(bytes[HEADER_LEN + 8], byte);
+        assert_eq!(Packet::decode(&bytes), Ok(p));
+    }
+    // Copies past the 7 bits the wire has are sent as "127 or more".
+    let p = Packet {
+        header: Header::new(SID, 4),
+        body: Body::Nak(Feedback {
+            cumulative: Seq(1),
+            echo: Seq(2),
+            echo_copy: 200,
+            aggregate: false,
+            bitmap: &[],
+        }),
+    };
+    let bytes = encode_vec(&p);
+    let Ok(Packet {
+        body: Body::Nak(f), ..
+    }) = Packet::decode(&bytes)
+    else {
+        panic!()
+    };
+    assert_eq!(f.echo_copy, ECHO_COPY_MAX);
 }
 
 #[test]
@@ -728,6 +778,7 @@ fn bitmap_longer_than_65535_bytes_is_refused() {
         body: Body::Ack(Feedback {
             cumulative: Seq(0),
             echo: Seq(0),
+            echo_copy: 0,
             aggregate: false,
             bitmap: &bitmap,
         }),
@@ -762,6 +813,7 @@ fn feedback_holds_everything_before_cumulative() {
     let fb = Feedback {
         cumulative: Seq(100),
         echo: Seq(100),
+        echo_copy: 0,
         aggregate: false,
         bitmap: &[],
     };
@@ -777,6 +829,7 @@ fn feedback_holds_before_cumulative_across_wraparound() {
     let fb = Feedback {
         cumulative: Seq(2),
         echo: Seq(2),
+        echo_copy: 0,
         aggregate: false,
         bitmap: &[],
     };
@@ -792,6 +845,7 @@ fn feedback_bitmap_is_lsb_first_after_cumulative() {
     let fb = Feedback {
         cumulative: Seq(u32::MAX - 1), // bitmap spans the wrap
         echo: Seq(0),
+        echo_copy: 0,
         // bit 0 -> cum+1, bit 2 -> cum+3; byte 1 bit 7 -> cum+16
         aggregate: false,
         bitmap: &[0b0000_0101, 0b1000_0000],
@@ -816,6 +870,7 @@ fn feedback_cumulative_is_never_held_even_with_full_bitmap() {
     let fb = Feedback {
         cumulative: Seq(7),
         echo: Seq(7),
+        echo_copy: 0,
         aggregate: false,
         bitmap: &[0xFF; 4],
     };
@@ -858,7 +913,7 @@ fn data_header_plus_payload_equals_encoded_data() {
     };
     let mut buf = [0u8; DATA_HEADER_LEN];
     assert_eq!(
-        encode_data_header(&mut buf, &packet.header, d.seq, d.poll),
+        encode_data_header(&mut buf, &packet.header, d.seq, d.poll, d.copy),
         Ok(DATA_HEADER_LEN)
     );
     assert_eq!(cat(&[&buf, d.payload]), *bytes);
@@ -870,7 +925,7 @@ fn data_header_into_a_short_buffer_is_an_error() {
     for len in 0..DATA_HEADER_LEN {
         let mut buf = vec![0u8; len];
         assert_eq!(
-            encode_data_header(&mut buf, &h, Seq(1), POLL_ALL),
+            encode_data_header(&mut buf, &h, Seq(1), POLL_ALL, 0),
             Err(EncodeError::BufferTooSmall)
         );
     }
@@ -975,9 +1030,9 @@ enum OwnedBody {
     /// The offer with an empty name, and the name it is sent with.
     Offer(Offer<'static>, String),
     OfferReply(Status, String),
-    Data(Seq, u16, Vec<u8>),
-    Ack(Seq, Seq, Vec<u8>),
-    Nak(Seq, Seq, Vec<u8>),
+    Data(Seq, u16, u16, Vec<u8>),
+    Ack(Seq, Seq, u8, Vec<u8>),
+    Nak(Seq, Seq, u8, Vec<u8>),
     Close,
     Complete(Status, [u8; HASH_LEN], String),
     Bye(bool, String),
@@ -999,20 +1054,23 @@ impl OwnedPacket {
                 status: *status,
                 text,
             }),
-            OwnedBody::Data(seq, poll, payload) => Body::Data(Data {
+            OwnedBody::Data(seq, poll, copy, payload) => Body::Data(Data {
                 seq: *seq,
                 poll: *poll,
+                copy: *copy,
                 payload,
             }),
-            OwnedBody::Ack(cumulative, echo, bitmap) => Body::Ack(Feedback {
+            OwnedBody::Ack(cumulative, echo, echo_copy, bitmap) => Body::Ack(Feedback {
                 cumulative: *cumulative,
                 echo: *echo,
+                echo_copy: *echo_copy,
                 aggregate: false,
                 bitmap,
             }),
-            OwnedBody::Nak(cumulative, echo, bitmap) => Body::Nak(Feedback {
+            OwnedBody::Nak(cumulative, echo, echo_copy, bitmap) => Body::Nak(Feedback {
                 cumulative: *cumulative,
                 echo: *echo,
+                echo_copy: *echo_copy,
                 aggregate: true,
                 bitmap,
             }),
@@ -1146,9 +1204,12 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                 }
             ),
         (arb_status(), arb_text()).prop_map(|(s, t)| OwnedBody::OfferReply(s, t)),
-        (arb_seq(), any::<u16>(), bytes(2000)).prop_map(|(s, p, d)| OwnedBody::Data(s, p, d)),
-        (arb_seq(), arb_seq(), bytes(600)).prop_map(|(c, e, b)| OwnedBody::Ack(c, e, b)),
-        (arb_seq(), arb_seq(), bytes(600)).prop_map(|(c, e, b)| OwnedBody::Nak(c, e, b)),
+        (arb_seq(), any::<u16>(), any::<u16>(), bytes(2000))
+            .prop_map(|(s, p, c, d)| OwnedBody::Data(s, p, c, d)),
+        (arb_seq(), arb_seq(), 0..=ECHO_COPY_MAX, bytes(600))
+            .prop_map(|(c, e, k, b)| OwnedBody::Ack(c, e, k, b)),
+        (arb_seq(), arb_seq(), 0..=ECHO_COPY_MAX, bytes(600))
+            .prop_map(|(c, e, k, b)| OwnedBody::Nak(c, e, k, b)),
         Just(OwnedBody::Close),
         (arb_status(), any::<[u8; HASH_LEN]>(), arb_text())
             .prop_map(|(s, h, t)| OwnedBody::Complete(s, h, t)),
@@ -1295,15 +1356,16 @@ proptest! {
         header in arb_header(),
         seq in arb_seq(),
         poll in any::<u16>(),
+        copy in any::<u16>(),
         payload in prop::collection::vec(any::<u8>(), 0..2000),
     ) {
         let whole = encode_vec(&Packet {
             header,
-            body: Body::Data(Data { seq, poll, payload: &payload }),
+            body: Body::Data(Data { seq, poll, copy, payload: &payload }),
         });
         let mut buf = vec![0u8; DATA_HEADER_LEN + payload.len()];
         prop_assert_eq!(
-            encode_data_header(&mut buf, &header, seq, poll),
+            encode_data_header(&mut buf, &header, seq, poll, copy),
             Ok(DATA_HEADER_LEN)
         );
         buf[DATA_HEADER_LEN..].copy_from_slice(&payload);
@@ -1348,7 +1410,7 @@ proptest! {
         bitmap in prop::collection::vec(any::<u8>(), 0..64),
         back in 1u32..(1 << 31),
     ) {
-        let fb = Feedback { cumulative, echo: cumulative, aggregate: false, bitmap: &bitmap };
+        let fb = Feedback { cumulative, echo: cumulative, echo_copy: 0, aggregate: false, bitmap: &bitmap };
         prop_assert!(fb.holds(Seq(cumulative.0.wrapping_sub(back))));
         prop_assert!(!fb.holds(cumulative));
         let bits = bitmap.len() * 8;
