@@ -114,6 +114,14 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let mut cfg = send_config(&a.common, cancel.clone())?;
     cfg.proto.receivers = a.receivers;
     cfg.proto.join_wait = a.wait.0;
+    let hunt = a.common.rate_control == args::RateControlArg::Hunt;
+    if (a.rate_group || a.rate_trace.is_some()) && !hunt {
+        bail!("--rate-group and --rate-trace need --rate-control hunt");
+    }
+    if a.rate_group {
+        cfg.proto.rate_group = Some(rmcast::RateGroupConfig::default());
+    }
+    cfg.rate_trace = a.rate_trace.clone();
     let bar = progress_bar(a.common.json, "send");
     let mut progress = progress_fn(&bar);
     let report = if let Some(mut ov) = a.common.overlay() {
@@ -144,6 +152,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         sender_timeout: a.sender_timeout.0,
         listen_timeout: a.timeout.map(|d| d.0),
         cancel: Some(cancel),
+        rate_nak_interval: a.rate_nak_interval(),
         ..rmcast::RecvConfig::default()
     };
     if let Some(name) = a.name {
@@ -151,6 +160,17 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     }
     let bar = progress_bar(a.json, "recv");
     let mut progress = progress_fn(&bar);
+    if a.sessions > 1 {
+        if a.sender.is_some() {
+            bail!("--sessions applies to multicast sessions, not to --sender (tcp-*)");
+        }
+        let results =
+            rmcast::recv_sessions_to_dir(&cfg, usize::from(a.sessions), Some(&mut progress))?;
+        if let Some(bar) = &bar {
+            bar.finish_and_clear();
+        }
+        return Ok(report::print_recv_sessions(&results, a.json));
+    }
     let result = match a.sender {
         Some(sender) => {
             let ov = rmcast::overlay::OverlayRecvConfig {
