@@ -307,6 +307,12 @@ pub struct SendArgs {
     /// plot it with `rmcast lab plot-trace`).
     #[arg(long, value_name = "FILE")]
     pub rate_trace: Option<PathBuf>,
+    /// Kernel buffers of the sender's socket (SO_SNDBUF and SO_RCVBUF; the
+    /// kernel doubles them). What a full send buffer holds is queued in
+    /// front of the interface: a small one makes `EAGAIN` (Hunt's back
+    /// pressure) come sooner.
+    #[arg(long, default_value = "4MiB", value_parser = parse_size, value_name = "BYTES")]
+    pub socket_buffer: u64,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -358,6 +364,11 @@ pub struct RecvArgs {
     /// --sessions above 1, else off].
     #[arg(long, value_name = "DURATION")]
     pub rate_nak_interval: Option<HumanDuration>,
+    /// Kernel receive buffer of the multicast socket (SO_RCVBUF; the kernel
+    /// doubles it). A small one makes a receiver that falls behind lose
+    /// packets quickly, as a slow receiver does (lab and tests).
+    #[arg(long, default_value = "4MiB", value_parser = parse_size, value_name = "BYTES")]
+    pub socket_buffer: u64,
     /// Print exactly one JSON object on stdout at the end (no progress bar).
     #[arg(long)]
     pub json: bool,

@@ -122,6 +122,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         cfg.proto.rate_group = Some(rmcast::RateGroupConfig::default());
     }
     cfg.rate_trace = a.rate_trace.clone();
+    cfg.socket_buffer_bytes = usize::try_from(a.socket_buffer).unwrap_or(usize::MAX);
     let bar = progress_bar(a.common.json, "send");
     let mut progress = progress_fn(&bar);
     let report = if let Some(mut ov) = a.common.overlay() {
@@ -153,6 +154,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         listen_timeout: a.timeout.map(|d| d.0),
         cancel: Some(cancel),
         rate_nak_interval: a.rate_nak_interval(),
+        socket_buffer_bytes: usize::try_from(a.socket_buffer).unwrap_or(usize::MAX),
         ..rmcast::RecvConfig::default()
     };
     if let Some(name) = a.name {
