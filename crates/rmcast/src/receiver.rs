@@ -447,12 +447,15 @@ impl Sessions<'_> {
     }
 }
 
+/// One session's outcome: its report and (into memory) its bytes.
+type SessionResult = Result<(RecvReport, Vec<u8>), Error>;
+
 fn run_many(
     cfg: &RecvConfig,
     target: Target,
     sessions: usize,
     mut progress: Option<&mut dyn FnMut(Progress)>,
-) -> Result<Vec<Result<(RecvReport, Vec<u8>), Error>>, Error> {
+) -> Result<Vec<SessionResult>, Error> {
     check_group(cfg.group)?;
     check_loss(cfg.loss)?;
     let mut poll = Poll::new().map_err(|source| Error::Io {
