@@ -298,6 +298,25 @@ pub struct SendArgs {
     /// Give up if fewer receivers registered within this time.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub wait: HumanDuration,
+    /// Several senders on one group (needs --rate-control hunt): join the
+    /// group to hear the other senders and the receivers' rate NAKs, back
+    /// off on any member's loss, and resynchronise rates with the other
+    /// senders (the leader multicasts their average every 500 ms and on
+    /// every join or leave). Give it to every sender of the group; the
+    /// receivers run `rmcast recv --sessions N`.
+    #[arg(long)]
+    pub rate_group: bool,
+    /// Write Hunt's controller trace to FILE as CSV: one row per change,
+    /// t_s,spacing_us,rate_pps,state,sent,rtt_us (needs --rate-control hunt;
+    /// plot it with `rmcast lab plot-trace`).
+    #[arg(long, value_name = "FILE")]
+    pub rate_trace: Option<PathBuf>,
+    /// Kernel buffers of the sender's socket (SO_SNDBUF and SO_RCVBUF; the
+    /// kernel doubles them). What a full send buffer holds is queued in
+    /// front of the interface: a small one makes `EAGAIN` (Hunt's back
+    /// pressure) come sooner.
+    #[arg(long, default_value = "4MiB", value_parser = parse_size, value_name = "BYTES")]
+    pub socket_buffer: u64,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -336,9 +355,40 @@ pub struct RecvArgs {
     /// Seed for --loss.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Receive this many sessions at once (several senders on one group,
+    /// e.g. `rmcast send --rate-group`): one per sender, each stored in
+    /// --out under its own name; exit 0 only if all N verified. --timeout
+    /// then bounds the wait for each next session.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub sessions: u16,
+    /// Hunt's multicast rate NAK: on a new gap in a sender's stream also
+    /// multicast a NAK to the whole group, so every sender backs off; at
+    /// most one per this interval per sender (0: off) [default: 2ms with
+    /// --sessions above 1, else off].
+    #[arg(long, value_name = "DURATION")]
+    pub rate_nak_interval: Option<HumanDuration>,
+    /// Kernel receive buffer of the multicast socket (SO_RCVBUF; the kernel
+    /// doubles it). A small one makes a receiver that falls behind lose
+    /// packets quickly, as a slow receiver does (lab and tests).
+    #[arg(long, default_value = "4MiB", value_parser = parse_size, value_name = "BYTES")]
+    pub socket_buffer: u64,
     /// Print exactly one JSON object on stdout at the end (no progress bar).
     #[arg(long)]
     pub json: bool,
+}
+
+impl RecvArgs {
+    /// The receivers' rate NAK interval: the flag, else on (2 ms) with
+    /// several sessions, as the simulator's multi-sender runs do.
+    pub fn rate_nak_interval(&self) -> Option<Duration> {
+        match self.rate_nak_interval {
+            Some(HumanDuration(d)) if d.is_zero() => None,
+            Some(HumanDuration(d)) => Some(d),
+            None if self.sessions > 1 => Some(Duration::from_millis(2)),
+            None => None,
+        }
+    }
 }
 
 /// `rmcast demo`.

@@ -120,6 +120,15 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let mut cfg = send_config(&a.common, cancel.clone())?;
     cfg.proto.receivers = a.receivers;
     cfg.proto.join_wait = a.wait.0;
+    let hunt = a.common.rate_control == args::RateControlArg::Hunt;
+    if (a.rate_group || a.rate_trace.is_some()) && !hunt {
+        bail!("--rate-group and --rate-trace need --rate-control hunt");
+    }
+    if a.rate_group {
+        cfg.proto.rate_group = Some(rmcast::RateGroupConfig::default());
+    }
+    cfg.rate_trace = a.rate_trace.clone();
+    cfg.socket_buffer_bytes = usize::try_from(a.socket_buffer).unwrap_or(usize::MAX);
     let bar = progress_bar(a.common.json, "send");
     let mut progress = progress_fn(&bar);
     let report = if let Some(mut ov) = a.common.overlay() {
@@ -150,6 +159,8 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         sender_timeout: a.sender_timeout.0,
         listen_timeout: a.timeout.map(|d| d.0),
         cancel: Some(cancel),
+        rate_nak_interval: a.rate_nak_interval(),
+        socket_buffer_bytes: usize::try_from(a.socket_buffer).unwrap_or(usize::MAX),
         ..rmcast::RecvConfig::default()
     };
     if let Some(name) = a.name {
@@ -157,6 +168,17 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     }
     let bar = progress_bar(a.json, "recv");
     let mut progress = progress_fn(&bar);
+    if a.sessions > 1 {
+        if a.sender.is_some() {
+            bail!("--sessions applies to multicast sessions, not to --sender (tcp-*)");
+        }
+        let results =
+            rmcast::recv_sessions_to_dir(&cfg, usize::from(a.sessions), Some(&mut progress))?;
+        if let Some(bar) = &bar {
+            bar.finish_and_clear();
+        }
+        return Ok(report::print_recv_sessions(&results, a.json));
+    }
     let result = match a.sender {
         Some(sender) => {
             let ov = rmcast::overlay::OverlayRecvConfig {

@@ -49,6 +49,9 @@ pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> V
         "timeouts": r.stats.timeouts,
         "unicast_repairs": r.stats.unicast_repairs,
         "multicast_repairs": r.stats.multicast_repairs,
+        "group_naks": r.stats.group_naks,
+        "group_packets": r.stats.group_packets,
+        "group_sent": r.stats.group_sent,
         "ok": r.ok,
         "error": r.error,
         "failures": failures,
@@ -124,9 +127,50 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
 /// Prints a receive report (or the reason it failed).
 pub fn print_recv(r: Result<&rmcast::RecvReport, &str>, json: bool) {
     match (r, json) {
-        (Ok(r), true) => println!(
-            "{}",
-            json!({
+        (Ok(r), true) => println!("{}", recv_json(r)),
+        (Err(e), true) => println!("{}", json!({ "ok": false, "error": e })),
+        (Ok(r), false) => eprintln!(
+            "rmcast recv: {} verified and stored as {} ({:.3} s, {:.1} Mbit/s)",
+            mib(r.bytes),
+            r.path
+                .as_ref()
+                .map_or_else(|| "<memory>".into(), |p| p.display().to_string()),
+            r.seconds,
+            r.goodput_mbps
+        ),
+        (Err(e), false) => eprintln!("rmcast recv: failed: {e}"),
+    }
+}
+
+/// Prints several sessions' outcomes (`rmcast recv --sessions N`): one
+/// line each, or one JSON object `{ok, sessions: [...]}`; true if all verified.
+pub fn print_recv_sessions(
+    results: &[Result<rmcast::RecvReport, rmcast::Error>],
+    json: bool,
+) -> bool {
+    let ok = results.iter().all(|r| r.as_ref().is_ok_and(|r| r.verified));
+    if json {
+        let sessions: Vec<_> = results
+            .iter()
+            .map(|r| match r {
+                Ok(r) => recv_json(r),
+                Err(e) => json!({ "ok": false, "error": e.to_string() }),
+            })
+            .collect();
+        println!("{}", json!({ "ok": ok, "sessions": sessions }));
+    } else {
+        for r in results {
+            match r {
+                Ok(r) => print_recv(Ok(r), false),
+                Err(e) => print_recv(Err(&e.to_string()), false),
+            }
+        }
+    }
+    ok
+}
+
+fn recv_json(r: &rmcast::RecvReport) -> serde_json::Value {
+    json!({
                 "ok": r.verified,
                 "name": r.name,
                 "path": r.path.as_ref().map(|p| p.display().to_string()),
@@ -142,18 +186,7 @@ pub fn print_recv(r: Result<&rmcast::RecvReport, &str>, json: bool) {
                 "naks": r.stats.naks,
                 "malformed": r.stats.malformed,
                 "foreign": r.stats.foreign,
-            })
-        ),
-        (Err(e), true) => println!("{}", json!({ "ok": false, "error": e })),
-        (Ok(r), false) => eprintln!(
-            "rmcast recv: {} verified and stored as {} ({:.3} s, {:.1} Mbit/s)",
-            mib(r.bytes),
-            r.path
-                .as_ref()
-                .map_or_else(|| "<memory>".into(), |p| p.display().to_string()),
-            r.seconds,
-            r.goodput_mbps
-        ),
-        (Err(e), false) => eprintln!("rmcast recv: failed: {e}"),
-    }
+                "rate_naks": r.stats.rate_naks,
+                "rate_naks_heard": r.stats.rate_naks_heard,
+    })
 }

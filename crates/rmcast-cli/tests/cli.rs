@@ -612,3 +612,104 @@ fn a_tcp_chain_names_a_receiver_process_killed_mid_transfer() {
         );
     }
 }
+
+/// Several `rmcast send` processes on one group (Hunt's rate group), and
+/// receivers that take every session at once: each receiver must hold a
+/// byte-exact copy of every sender's object.
+#[test]
+fn three_senders_on_one_group_reach_two_multi_session_receivers() {
+    const SENDERS: usize = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = (0..SENDERS)
+        .map(|k| write_file(dir.path(), &format!("obj{k}.bin"), (3 << 20) - k * 333_333))
+        .collect();
+    // Distinct contents, not only distinct lengths.
+    for (k, f) in files.iter().enumerate() {
+        let mut bytes = std::fs::read(f).unwrap();
+        for b in bytes.iter_mut().step_by(97) {
+            *b ^= k as u8 + 1;
+        }
+        std::fs::write(f, bytes).unwrap();
+    }
+    let g = group();
+    let outs: Vec<PathBuf> = (0..2).map(|k| dir.path().join(format!("out{k}"))).collect();
+    let receivers: Vec<Proc> = (0..2)
+        .map(|k| recv(&g, &outs[k], &format!("r{k}"), &["--sessions", "3"]))
+        .collect();
+    let senders: Vec<Proc> = files
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            Proc::spawn(
+                &format!("sender {k}"),
+                rmcast()
+                    .arg("send")
+                    .arg(f)
+                    .args(["--receivers", "2", "--group", &g, "--json"])
+                    .args([
+                        "--rate-control",
+                        "hunt",
+                        "--rate",
+                        "100mbit",
+                        "--rate-group",
+                    ]),
+            )
+        })
+        .collect();
+    let mut group_packets = 0;
+    for (k, s) in senders.into_iter().enumerate() {
+        let (code, out, err) = s.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "sender {k}: {out}\n{err}");
+        let v = json(&out);
+        assert_eq!(v["verified"], 2, "{v}");
+        group_packets += v["group_packets"].as_u64().unwrap();
+    }
+    // The senders heard each other's rate reports (the group machinery ran).
+    assert!(group_packets > 0, "no RateReport/RateSync was heard");
+    for (k, r) in receivers.into_iter().enumerate() {
+        let (code, out, err) = r.wait(Duration::from_secs(20));
+        assert_eq!(code, 0, "r{k}: {out}\n{err}");
+        let v = json(&out);
+        assert_eq!(v["ok"], true, "{v}");
+        let sessions = v["sessions"].as_array().unwrap();
+        assert_eq!(sessions.len(), SENDERS, "{v}");
+        let mut sids: Vec<&str> = sessions
+            .iter()
+            .map(|s| s["session"].as_str().unwrap())
+            .collect();
+        sids.sort_unstable();
+        sids.dedup();
+        assert_eq!(sids.len(), SENDERS, "one session per sender: {v}");
+        for f in &files {
+            let name = f.file_name().unwrap();
+            assert_eq!(
+                std::fs::read(outs[k].join(name)).unwrap(),
+                std::fs::read(f).unwrap(),
+                "r{k}: {name:?} differs"
+            );
+        }
+        let mut left = entries(&outs[k]);
+        left.sort();
+        assert_eq!(
+            left,
+            ["obj0.bin", "obj1.bin", "obj2.bin"],
+            "no part files left"
+        );
+    }
+}
+
+#[test]
+fn rate_group_without_hunt_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "x.bin", 10);
+    let p = Proc::spawn(
+        "sender",
+        rmcast()
+            .arg("send")
+            .arg(&file)
+            .args(["-n", "1", "--rate-group"]),
+    );
+    let (code, _, err) = p.wait(Duration::from_secs(10));
+    assert_eq!(code, 1);
+    assert!(err.contains("--rate-control hunt"), "{err}");
+}

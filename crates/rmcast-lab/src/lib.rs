@@ -30,6 +30,7 @@ pub mod suite_claims;
 pub mod suite_report;
 pub mod suite_run;
 pub mod testbed;
+pub mod trace_plot;
 pub mod units;
 
 use anyhow::{Context, Result, bail};
@@ -64,6 +65,9 @@ pub enum LabCommand {
     Run(RunArgs),
     /// Write report.md and SVG plots from a run or suite directory.
     Report(ReportArgs),
+    /// Plot Hunt's controller trace (`rmcast send --rate-trace FILE`) as
+    /// an SVG of spacing over time.
+    PlotTrace(trace_plot::PlotTraceArgs),
     /// Internal: NORM file sender (used by the NORM peer driver).
     #[command(hide = true)]
     NormSend(peers::NormSendArgs),
@@ -260,6 +264,10 @@ pub fn run(args: LabArgs) -> Result<i32> {
             } else {
                 1
             })
+        }
+        LabCommand::PlotTrace(a) => {
+            trace_plot::run(&a)?;
+            Ok(0)
         }
         LabCommand::Report(a) => {
             if a.dirs.len() > 1 {

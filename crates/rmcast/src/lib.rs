@@ -59,10 +59,10 @@ mod udp;
 pub use demo::{DemoConfig, DemoReport, demo, random_group};
 pub use name::safe_relative_path;
 pub use parse::{parse_rate, parse_size};
-pub use receiver::{recv_to_dir, recv_to_vec};
+pub use receiver::{recv_sessions_to_dir, recv_to_dir, recv_to_vec};
 pub use rmcast_proto::{
-    ConfigError, HASH_LEN, HuntParams, MemberOutcome, ProtocolId, RateControl, ReceiverStats,
-    Repair, SenderConfig, SenderStats, SessionId, Status, TreeShape,
+    ConfigError, HASH_LEN, HuntParams, MemberOutcome, ProtocolId, RateControl, RateGroupConfig,
+    ReceiverStats, Repair, SenderConfig, SenderStats, SessionId, Status, TreeShape,
 };
 pub use sender::{send_bytes, send_file};
 
@@ -97,6 +97,9 @@ pub struct SendConfig {
     pub cancel: Option<Arc<AtomicBool>>,
     /// Name receivers store the object under; `None`: the file's name.
     pub name: Option<String>,
+    /// Under Hunt's rate control: write the controller's trace (time,
+    /// spacing, rate, state, packets sent, RTT estimate) to this CSV file.
+    pub rate_trace: Option<PathBuf>,
 }
 
 impl Default for SendConfig {
@@ -110,6 +113,7 @@ impl Default for SendConfig {
             socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
             cancel: None,
             name: None,
+            rate_trace: None,
         }
     }
 }
@@ -143,6 +147,10 @@ pub struct RecvConfig {
     pub max_bytes: Option<u64>,
     /// Multicast TTL of the feedback socket (feedback itself is unicast).
     pub ttl: u32,
+    /// Hunt's multicast rate NACK (several senders on one group): on a new
+    /// gap in a sender's stream, also multicast a `RateNak` so every sender
+    /// backs off; at most one per this interval per sender. `None`: off.
+    pub rate_nak_interval: Option<Duration>,
 }
 
 impl Default for RecvConfig {
@@ -161,6 +169,7 @@ impl Default for RecvConfig {
             cancel: None,
             max_bytes: None,
             ttl: 1,
+            rate_nak_interval: None,
         }
     }
 }

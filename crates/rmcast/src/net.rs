@@ -176,6 +176,62 @@ pub(crate) fn group_socket(
     into_mio(socket, "multicast")
 }
 
+/// A sender's ear on the group (several senders, Hunt's rate group): the
+/// group socket of a receiver, with a kernel packet filter that keeps only
+/// the group-wide rate packets (`RateNak`, `RateReport`, `RateSync`, kinds
+/// 0x40–0x42), so the group's data — its own looped back included — never
+/// reaches the process. Read it without GRO (see [`Port::with_gro`]).
+pub(crate) fn rate_group_socket(
+    group: SocketAddrV4,
+    iface: Ipv4Addr,
+    buffer_bytes: usize,
+) -> Result<UdpSocket, Error> {
+    let socket = group_socket(group, iface, buffer_bytes)?;
+    attach_rate_filter(socket.as_raw_fd()).map_err(io_err(
+        "cannot attach the rate packet filter to the group socket",
+    ))?;
+    Ok(socket)
+}
+
+/// Classic BPF on a UDP socket sees the datagram from its UDP header: the
+/// rmcast kind byte (payload offset 3) is at offset 8 + 3.
+const KIND_OFFSET: u32 = 8 + 3;
+
+fn attach_rate_filter(fd: libc::c_int) -> io::Result<()> {
+    const BPF_LD_B_ABS: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16;
+    const BPF_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const BPF_JGT_K: u16 = (libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K) as u16;
+    const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let ins = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let mut prog = [
+        ins(BPF_LD_B_ABS, 0, 0, KIND_OFFSET), // A = kind (a short datagram: drop)
+        ins(BPF_JGE_K, 0, 2, 0x40),           // kind < 0x40: drop
+        ins(BPF_JGT_K, 1, 0, 0x42),           // kind > 0x42: drop
+        ins(BPF_RET_K, 0, 0, u32::MAX),       // keep the whole datagram
+        ins(BPF_RET_K, 0, 0, 0),              // drop
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: setsockopt on an open descriptor with a valid sock_fprog
+    // whose program outlives the call (the kernel copies it).
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&raw const fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// The receiver's unicast socket: bound to `iface:0`; feedback goes out of
 /// it and the sender's unicast replies come back to it.
 pub(crate) fn feedback_socket(
@@ -289,10 +345,24 @@ impl Port {
     /// (unless `RMCAST_NO_GSO` / `RMCAST_NO_GRO` say no).
     pub(crate) fn new(
         poll: &Poll,
+        socket: UdpSocket,
+        token: Token,
+        name: &'static str,
+        rx_slots: usize,
+    ) -> Result<Self, Error> {
+        Self::with_gro(poll, socket, token, name, rx_slots, true)
+    }
+
+    /// [`Port::new`], with GRO only if `allow_gro` (a socket with a packet
+    /// filter must see every datagram on its own: a coalesced buffer is
+    /// filtered by its first segment's header).
+    pub(crate) fn with_gro(
+        poll: &Poll,
         mut socket: UdpSocket,
         token: Token,
         name: &'static str,
         rx_slots: usize,
+        allow_gro: bool,
     ) -> Result<Self, Error> {
         poll.registry()
             .register(&mut socket, token, Interest::READABLE)
@@ -304,7 +374,9 @@ impl Port {
         } else {
             udp::gso_supported(fd)
         };
-        let gro = if udp::env_flag("RMCAST_NO_GRO") {
+        let gro = if !allow_gro {
+            false
+        } else if udp::env_flag("RMCAST_NO_GRO") {
             tracing::debug!("{name}: GRO off (RMCAST_NO_GRO)");
             false
         } else {

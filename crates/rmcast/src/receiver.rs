@@ -8,10 +8,13 @@ use mio::{Events, Poll, Token};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rmcast_proto::{
-    Dest, Instant, Kind, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, Status,
+    Dest, Instant, Kind, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, SessionId, Status,
 };
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// How long a finished receiver keeps answering (a repeated Offer or Close)
@@ -34,6 +37,33 @@ pub fn recv_to_dir(
         source,
     })?;
     run(cfg, Target::Dir(cfg.out_dir.clone()), progress).map(|(report, _)| report)
+}
+
+/// Receives up to `sessions` transfers announced on `cfg.group` at once
+/// (several senders on one group), each into `cfg.out_dir` under its
+/// offered name, as [`recv_to_dir`] does for one.
+///
+/// One `Receiver` machine per session, demultiplexed by the session id in
+/// every packet's header; the sockets are shared. It joins the first
+/// `sessions` sessions announced (`cfg.session` is ignored) and returns
+/// when each has ended, one result per session in the order they were
+/// announced. `cfg.listen_timeout` bounds the wait for each next session:
+/// if it passes first, the last entry is the error saying so. Two
+/// sessions that offer the same name: the second is refused.
+pub fn recv_sessions_to_dir(
+    cfg: &RecvConfig,
+    sessions: usize,
+    progress: Option<&mut dyn FnMut(Progress)>,
+) -> Result<Vec<Result<RecvReport, Error>>, Error> {
+    if sessions == 0 {
+        return Err(Error::Invalid("at least one session to receive".into()));
+    }
+    std::fs::create_dir_all(&cfg.out_dir).map_err(|source| Error::Io {
+        context: format!("cannot create output directory {}", cfg.out_dir.display()),
+        source,
+    })?;
+    run_many(cfg, Target::Dir(cfg.out_dir.clone()), sessions, progress)
+        .map(|v| v.into_iter().map(|r| r.map(|(report, _)| report)).collect())
 }
 
 /// Receives the next object announced on `cfg.group` into memory (see [`recv_to_dir`]).
@@ -80,6 +110,9 @@ struct Driver<'a> {
     verify_pending: bool,
     end: Option<End>,
     clock: Clock,
+    /// Several sessions: the names offered so far, so that two sessions
+    /// never store under one name.
+    names: Option<Rc<RefCell<HashSet<String>>>>,
 }
 
 impl Driver<'_> {
@@ -152,6 +185,16 @@ impl Driver<'_> {
             info.packets,
             info.protocol
         );
+        if let Some(names) = &self.names
+            && !names.borrow_mut().insert(info.name.clone())
+        {
+            let text = format!("another session on this group offered {:?} too", info.name);
+            tracing::warn!("refusing {:?}: {text}", info.name);
+            self.offer = Some(info);
+            self.end = Some(End::Refused(text.clone()));
+            self.machine.refuse_offer(Status::Other, &text);
+            return;
+        }
         match prepare(&self.target, &info, session, self.cfg.max_bytes) {
             Ok(sink) => {
                 self.sink = sink;
@@ -239,8 +282,183 @@ fn hex(bytes: &[u8]) -> String {
 fn run(
     cfg: &RecvConfig,
     target: Target,
-    mut progress: Option<&mut dyn FnMut(Progress)>,
+    progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<(RecvReport, Vec<u8>), Error> {
+    run_many(cfg, target, 1, progress)?
+        .pop()
+        .expect("one session, one result")
+}
+
+impl<'a> Driver<'a> {
+    /// A machine listening for the next session announced (or for
+    /// `cfg.session` when it receives one session only).
+    fn listening(
+        cfg: &'a RecvConfig,
+        target: Target,
+        session: Option<SessionId>,
+        names: Option<Rc<RefCell<HashSet<String>>>>,
+    ) -> Self {
+        let clock = Clock;
+        let machine_cfg = ReceiverConfig {
+            receiver_id: rand::random(),
+            name: cfg.name.clone(),
+            session,
+            sender_timeout: cfg.sender_timeout,
+            listen_timeout: cfg.listen_timeout,
+            rate_nak_interval: cfg.rate_nak_interval,
+            ..ReceiverConfig::default()
+        };
+        Self {
+            cfg,
+            target,
+            machine: Receiver::new(machine_cfg, clock.now()),
+            sink: Sink::None,
+            offer: None,
+            loss: cfg.loss,
+            rng: StdRng::seed_from_u64(mix(cfg.seed)),
+            dropped: 0,
+            accepted_at: None,
+            verified_at: None,
+            path: None,
+            verified: false,
+            all_data: false,
+            verify_pending: false,
+            end: None,
+            clock,
+            names,
+        }
+    }
+
+    fn report(&mut self) -> Result<(RecvReport, Vec<u8>), Error> {
+        let bytes = self.offer.as_ref().map_or(0, |o| o.size);
+        let seconds = match (self.accepted_at, self.verified_at) {
+            (Some(a), Some(v)) => net::secs_between(a, v),
+            _ => 0.0,
+        };
+        let report = RecvReport {
+            path: self.path.clone(),
+            name: self
+                .offer
+                .as_ref()
+                .map_or_else(String::new, |o| o.name.clone()),
+            bytes,
+            seconds,
+            goodput_mbps: goodput_mbps(bytes, seconds),
+            rank: self.machine.rank(),
+            session: self.machine.session(),
+            verified: self.verified,
+            stats: self.machine.stats().clone(),
+            test_dropped_packets: self.dropped,
+        };
+        match self.end.take() {
+            _ if self.verified => Ok((report, self.sink.take_vec())),
+            Some(End::Cancelled) => Err(Error::Cancelled),
+            Some(End::Refused(text)) => Err(Error::Refused(text)),
+            Some(End::Failed(reason)) => Err(Error::Failed(reason)),
+            Some(End::Finished) | None => Err(Error::Failed(
+                "the session ended without a verified copy".into(),
+            )),
+        }
+    }
+}
+
+/// The machines of one receiving process: one per session joined, plus
+/// at most one still listening for the next session announced.
+struct Sessions<'a> {
+    cfg: &'a RecvConfig,
+    target: Target,
+    max: usize,
+    drivers: Vec<Driver<'a>>,
+    names: Option<Rc<RefCell<HashSet<String>>>>,
+    /// The feedback socket's address: our own multicast rate NAKs come
+    /// back to the group socket, and must not count as another member's.
+    own: Option<SocketAddr>,
+    /// Where the next transmit pass starts, so no session starves the rest.
+    next_tx: usize,
+}
+
+impl Sessions<'_> {
+    /// Hands a datagram to the machine of its session.
+    fn on_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        if self.max == 1 {
+            // One session: one machine sees everything (it counts strays).
+            self.drivers[0].on_datagram(now, from, bytes);
+            return;
+        }
+        let (kind, header) = match rmcast_wire::peek_header(bytes) {
+            Ok(h) => h,
+            Err(_) => (Kind::Data, rmcast_wire::Header::new(SessionId(0), 0)),
+        };
+        if kind == Kind::RateNak && Some(from) == self.own {
+            return;
+        }
+        let i = self
+            .drivers
+            .iter()
+            .position(|d| d.machine.session() == Some(header.session))
+            .or_else(|| {
+                self.drivers
+                    .iter()
+                    .position(|d| d.machine.session().is_none() && d.end.is_none())
+            });
+        let Some(i) = i else {
+            // A session beyond the ones we receive, or the group's senders
+            // talking among themselves: not ours.
+            return;
+        };
+        let was_listening = self.drivers[i].machine.session().is_none();
+        self.drivers[i].on_datagram(now, from, bytes);
+        if was_listening
+            && self.drivers[i].machine.session().is_some()
+            && self.drivers.len() < self.max
+        {
+            tracing::info!(
+                "session {} announced; {} of {} sessions",
+                header.session,
+                self.drivers.len(),
+                self.max
+            );
+            let next = Driver::listening(self.cfg, self.target.clone(), None, self.names.clone());
+            self.drivers.push(next);
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        if let [d] = self.drivers.as_slice() {
+            return d.progress();
+        }
+        let mut p = Progress {
+            done_bytes: 0,
+            total_bytes: 0,
+            phase: "done",
+        };
+        for d in &self.drivers {
+            let q = d.progress();
+            p.done_bytes += q.done_bytes;
+            p.total_bytes += q.total_bytes;
+            if q.phase != "done" && d.end.is_none() {
+                p.phase = if d.machine.session().is_some() {
+                    "receiving"
+                } else if p.phase == "done" {
+                    "listening"
+                } else {
+                    p.phase
+                };
+            }
+        }
+        p
+    }
+}
+
+/// One session's outcome: its report and (into memory) its bytes.
+type SessionResult = Result<(RecvReport, Vec<u8>), Error>;
+
+fn run_many(
+    cfg: &RecvConfig,
+    target: Target,
+    sessions: usize,
+    mut progress: Option<&mut dyn FnMut(Progress)>,
+) -> Result<Vec<SessionResult>, Error> {
     check_group(cfg.group)?;
     check_loss(cfg.loss)?;
     let mut poll = Poll::new().map_err(|source| Error::Io {
@@ -251,38 +469,32 @@ fn run(
     // Data arrives here, GRO-coalesced where the kernel can.
     let mut group_port = Port::new(&poll, group_socket, Token(0), "multicast socket", 16)?;
     let feedback = net::feedback_socket(cfg.iface, cfg.ttl, cfg.socket_buffer_bytes)?;
+    let own = feedback.local_addr().ok();
     // Control packets and the odd unicast repair.
     let mut unicast = Port::new(&poll, feedback, Token(1), "feedback socket", 8)?;
     let group = SocketAddr::V4(cfg.group);
 
     let clock = Clock;
-    let machine_cfg = ReceiverConfig {
-        receiver_id: rand::random(),
-        name: cfg.name.clone(),
-        session: cfg.session,
-        sender_timeout: cfg.sender_timeout,
-        listen_timeout: cfg.listen_timeout,
-        ..ReceiverConfig::default()
-    };
-    let mut d = Driver {
+    let names = (sessions > 1).then(|| Rc::new(RefCell::new(HashSet::new())));
+    let first_session = if sessions == 1 { cfg.session } else { None };
+    let mut d = Sessions {
         cfg,
-        target,
-        machine: Receiver::new(machine_cfg, clock.now()),
-        sink: Sink::None,
-        offer: None,
-        loss: cfg.loss,
-        rng: StdRng::seed_from_u64(mix(cfg.seed)),
-        dropped: 0,
-        accepted_at: None,
-        verified_at: None,
-        path: None,
-        verified: false,
-        all_data: false,
-        verify_pending: false,
-        end: None,
-        clock,
+        target: target.clone(),
+        max: sessions,
+        drivers: vec![Driver::listening(cfg, target, first_session, names.clone())],
+        names,
+        own,
+        next_tx: 0,
     };
-    tracing::info!("{:?} listening on {group} via {}", cfg.name, cfg.iface);
+    if sessions == 1 {
+        tracing::info!("{:?} listening on {group} via {}", cfg.name, cfg.iface);
+    } else {
+        tracing::info!(
+            "{:?} listening on {group} via {} for {sessions} sessions",
+            cfg.name,
+            cfg.iface
+        );
+    }
 
     let mut events = Events::with_capacity(16);
     let mut ticker = Ticker::new();
@@ -294,22 +506,37 @@ fn run(
         let now = clock.now();
         if !cancel_seen && net::is_cancelled(cfg.cancel.as_ref()) {
             cancel_seen = true;
-            if d.verified {
-                // The copy is verified and stored: nothing to take back. A
-                // Leave would turn a verified member into a failed one, so
-                // only flush the confirmation (below) and stop.
-                d.end.get_or_insert(End::Finished);
-            } else {
-                tracing::warn!("interrupted; leaving the session");
-                d.end = Some(End::Cancelled);
-                d.sink.discard();
-                d.machine.leave("interrupted");
-                let _ = d.on_events();
+            let several = d.max > 1;
+            for d in &mut d.drivers {
+                if several && d.end.is_some() && !d.verified {
+                    // This session is over already; the others still run.
+                    continue;
+                }
+                if d.verified {
+                    // The copy is verified and stored: nothing to take back. A
+                    // Leave would turn a verified member into a failed one, so
+                    // only flush the confirmation (below) and stop.
+                    d.end.get_or_insert(End::Finished);
+                } else {
+                    tracing::warn!("interrupted; leaving the session");
+                    d.end = Some(End::Cancelled);
+                    d.sink.discard();
+                    d.machine.leave("interrupted");
+                    let _ = d.on_events();
+                }
             }
         }
 
+        let n = d.drivers.len();
+        let first = d.next_tx % n;
         let mut tx_more = unicast.transmit(|buf| {
-            let t = d.machine.poll_transmit(now, buf)?;
+            // Round robin over the sessions, starting where the last pass
+            // left off.
+            let (i, t) = (0..n).find_map(|k| {
+                let i = (first + k) % n;
+                d.drivers[i].machine.poll_transmit(now, buf).map(|t| (i, t))
+            })?;
+            d.next_tx = i + 1;
             let to = match t.dest {
                 Dest::Group => group,
                 Dest::Unicast(a) => a,
@@ -325,16 +552,18 @@ fn run(
         // Transmit first (the ack for the last packet must not wait for the
         // hash), then react; a reaction's datagram goes on the next pass,
         // at once rather than after the next arrival.
-        if d.on_events() {
-            tx_more = true;
-        }
-        if d.verify_pending {
-            d.verify_pending = false;
-            d.on_all_data();
-            tx_more = true;
+        for d in &mut d.drivers {
+            if d.on_events() {
+                tx_more = true;
+            }
+            if d.verify_pending {
+                d.verify_pending = false;
+                d.on_all_data();
+                tx_more = true;
+            }
         }
 
-        if d.end.is_some() && linger_until.is_none() {
+        if d.drivers.iter().all(|d| d.end.is_some()) && linger_until.is_none() {
             linger_until = Some(now + LINGER);
         }
         if let Some(until) = linger_until {
@@ -355,8 +584,10 @@ fn run(
 
         unicast.update_interest(&poll)?;
         let mut wait = d
-            .machine
-            .poll_timeout()
+            .drivers
+            .iter()
+            .filter_map(|d| d.machine.poll_timeout())
+            .min()
             .map_or(MAX_WAIT, |t| t.saturating_since(now))
             .min(MAX_WAIT);
         if let Some(until) = linger_until {
@@ -375,9 +606,11 @@ fn run(
             d.on_datagram(now, from, bytes);
         });
         rx_backlog = more_group || more_unicast;
-        if d.machine.poll_timeout().is_some_and(|t| now >= t) {
-            d.machine.handle_timeout(now);
-            let _ = d.on_events();
+        for d in &mut d.drivers {
+            if d.machine.poll_timeout().is_some_and(|t| now >= t) {
+                d.machine.handle_timeout(now);
+                let _ = d.on_events();
+            }
         }
     }
 
@@ -385,33 +618,21 @@ fn run(
         let p = d.progress();
         cb(p);
     }
-    let bytes = d.offer.as_ref().map_or(0, |o| o.size);
-    let seconds = match (d.accepted_at, d.verified_at) {
-        (Some(a), Some(v)) => net::secs_between(a, v),
-        _ => 0.0,
-    };
-    let report = RecvReport {
-        path: d.path.clone(),
-        name: d
-            .offer
-            .as_ref()
-            .map_or_else(String::new, |o| o.name.clone()),
-        bytes,
-        seconds,
-        goodput_mbps: goodput_mbps(bytes, seconds),
-        rank: d.machine.rank(),
-        session: d.machine.session(),
-        verified: d.verified,
-        stats: d.machine.stats().clone(),
-        test_dropped_packets: d.dropped,
-    };
-    match d.end.take() {
-        _ if d.verified => Ok((report, d.sink.take_vec())),
-        Some(End::Cancelled) => Err(Error::Cancelled),
-        Some(End::Refused(text)) => Err(Error::Refused(text)),
-        Some(End::Failed(reason)) => Err(Error::Failed(reason)),
-        Some(End::Finished) | None => Err(Error::Failed(
-            "the session ended without a verified copy".into(),
-        )),
+    let mut results: Vec<_> = d.drivers.iter_mut().map(Driver::report).collect();
+    if sessions > 1 {
+        // The listener still waiting for one more session: its timeout is
+        // worth reporting only if fewer sessions came than were asked for.
+        if let Some(last) = d.drivers.last()
+            && last.machine.session().is_none()
+            && d.drivers.len() > 1
+            && !matches!(results.last(), Some(Err(Error::Cancelled)))
+        {
+            let got = d.drivers.len() - 1;
+            results.pop();
+            results.push(Err(Error::Failed(format!(
+                "only {got} of {sessions} sessions were announced"
+            ))));
+        }
     }
+    Ok(results)
 }

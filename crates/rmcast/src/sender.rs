@@ -5,11 +5,72 @@ use crate::{
     Error, Progress, SendConfig, SendReport, check_group, check_loss, goodput_mbps, protocol_name,
 };
 use mio::{Events, Poll, Token};
-use rmcast_proto::{Dest, Instant, Kind, ObjectInfo, Sender, SenderEvent, Seq, SessionId};
+use rmcast_proto::{
+    Dest, HuntState, Instant, Kind, ObjectInfo, RateControl, RateController, Sender, SenderEvent,
+    Seq, SessionId,
+};
 use std::fs::File;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
+
+/// Receive buffer of the rate group socket: only the group's rate packets
+/// reach it (a kernel filter drops the data), a few dozen bytes each.
+const GROUP_SOCKET_BYTES: usize = 256 << 10;
+
+/// The controller's trace as CSV (`SendConfig::rate_trace`): one row per
+/// change of spacing or state, the columns of the simulator's trace
+/// (`t_s,spacing_us,rate_pps,state,sent,rtt_us`). Rows are formatted into
+/// a buffered writer: no allocation per row.
+struct RateTrace {
+    out: std::io::BufWriter<File>,
+    path: std::path::PathBuf,
+    last: Option<(Duration, HuntState)>,
+}
+
+impl RateTrace {
+    fn create(path: &Path) -> Result<Self, Error> {
+        let file = File::create(path).map_err(|source| Error::Io {
+            context: format!("cannot create the rate trace {}", path.display()),
+            source,
+        })?;
+        let mut out = std::io::BufWriter::with_capacity(64 << 10, file);
+        let _ = writeln!(out, "t_s,spacing_us,rate_pps,state,sent,rtt_us");
+        Ok(Self {
+            out,
+            path: path.to_owned(),
+            last: None,
+        })
+    }
+
+    fn record(&mut self, t: Duration, rc: &RateController, sent: u64) {
+        let now = (rc.spacing(), rc.state());
+        if self.last == Some(now) {
+            return;
+        }
+        self.last = Some(now);
+        let state = match now.1 {
+            HuntState::Increase => "increase",
+            HuntState::Decrease => "decrease",
+        };
+        let _ = writeln!(
+            self.out,
+            "{:.6},{:.3},{:.0},{state},{sent},{:.1}",
+            t.as_secs_f64(),
+            now.0.as_secs_f64() * 1e6,
+            rc.rate_pps(),
+            rc.rtt().as_secs_f64() * 1e6
+        );
+    }
+
+    fn finish(&mut self) -> Result<(), Error> {
+        self.out.flush().map_err(|source| Error::Io {
+            context: format!("cannot write the rate trace {}", self.path.display()),
+            source,
+        })
+    }
+}
 
 /// How long a cancelled sender may spend saying goodbye.
 const FAREWELL_MAX: Duration = Duration::from_secs(2);
@@ -126,6 +187,26 @@ fn run(
     let mut port = Port::new(&poll, socket, Token(0), "sender socket", 32)?;
     let group = SocketAddr::V4(cfg.group);
     let alarm = net::Alarm::new(&poll, Token(1))?;
+    // Several senders on one group (Hunt's rate group): hear the group's
+    // RateNak / RateReport / RateSync on a filtered group socket.
+    let mut group_port = match (&proto.rate_group, proto.rate_control()) {
+        (Some(_), RateControl::Hunt(_)) => {
+            let s = net::rate_group_socket(cfg.group, cfg.iface, GROUP_SOCKET_BYTES)?;
+            Some(Port::with_gro(
+                &poll,
+                s,
+                Token(2),
+                "rate group socket",
+                16,
+                false,
+            )?)
+        }
+        _ => None,
+    };
+    let mut trace = match &cfg.rate_trace {
+        Some(path) => Some(RateTrace::create(path)?),
+        None => None,
+    };
 
     let clock = Clock;
     let session = SessionId(rand::random());
@@ -236,9 +317,24 @@ fn run(
         rx_backlog = port.drain(|from, bytes| {
             sender.handle_datagram(now, from, bytes);
         });
+        if let Some(g) = group_port.as_mut()
+            && g.drain(|from, bytes| sender.handle_datagram(now, from, bytes))
+        {
+            rx_backlog = true;
+        }
         if sender.poll_timeout().is_some_and(|t| now >= t) {
             sender.handle_timeout(now);
         }
+        if let (Some(t), Some(rc)) = (trace.as_mut(), sender.rate()) {
+            t.record(
+                now.saturating_since(started),
+                rc,
+                sender.stats().data_packets,
+            );
+        }
+    }
+    if let Some(t) = trace.as_mut() {
+        t.finish()?;
     }
 
     let end = clock.now();

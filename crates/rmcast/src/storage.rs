@@ -11,6 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Where received objects go.
+#[derive(Clone, Debug)]
 pub(crate) enum Target {
     /// Into this (existing) directory.
     Dir(PathBuf),
