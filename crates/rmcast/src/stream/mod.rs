@@ -20,11 +20,19 @@
 //! that it hears announced, or to [`StreamReceiverConfig::session`]) and
 //! counts other sessions' packets as foreign.
 //!
+//! With the cargo feature `tokio`, [`AsyncStreamSender`] and
+//! [`AsyncStreamReceiver`] give the same endpoints to async code.
+//!
 //! Defaults keep traffic on the machine: multicast leaves through
 //! `127.0.0.1` with TTL 1.
 
 mod receiver;
 mod sender;
+#[cfg(feature = "tokio")]
+mod tokio_api;
+
+#[cfg(feature = "tokio")]
+pub use tokio_api::{AsyncStreamReceiver, AsyncStreamSender};
 
 pub use receiver::{StreamReceiver, StreamRecvConfig, StreamRecvReport};
 pub use rmcast_proto::stream::{
