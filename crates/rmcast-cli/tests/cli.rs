@@ -3,11 +3,13 @@
 //! and killed by its own PID if it overstays.
 
 use serde_json::Value;
-use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::Proc;
 
 fn rmcast() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
@@ -15,64 +17,6 @@ fn rmcast() -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
-}
-
-/// A child process that is killed (by PID) if the test drops it early.
-struct Proc {
-    child: Child,
-    what: String,
-}
-
-impl Proc {
-    fn spawn(what: &str, cmd: &mut Command) -> Proc {
-        Proc {
-            child: cmd.spawn().expect("spawn rmcast"),
-            what: what.to_owned(),
-        }
-    }
-
-    /// Waits at most `limit`; returns (exit code, stdout, stderr).
-    fn wait(mut self, limit: Duration) -> (i32, String, String) {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut out = String::new();
-                let mut err = String::new();
-                self.child
-                    .stdout
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut out)
-                    .unwrap();
-                self.child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut err)
-                    .unwrap();
-                return (status.code().unwrap_or(-1), out, err);
-            }
-            if start.elapsed() > limit {
-                let _ = self.child.kill();
-                let mut err = String::new();
-                let _ = self.child.stderr.take().unwrap().read_to_string(&mut err);
-                panic!(
-                    "{} did not exit within {limit:?}; stderr:\n{err}",
-                    self.what
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 fn json(out: &str) -> Value {

@@ -6,11 +6,14 @@
 //! (default 100 MB, the figure: about 2 s even in a debug build).
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::Proc;
 
 fn rmcast() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rmcast"))
@@ -29,57 +32,6 @@ fn rand_port_offset() -> u16 {
         .unwrap()
         .subsec_nanos();
     (t % 20000) as u16
-}
-
-/// A child killed (by PID) if the test drops it early.
-struct Proc {
-    child: Child,
-    what: String,
-}
-
-impl Proc {
-    fn spawn(what: &str, cmd: &mut Command) -> Proc {
-        Proc {
-            child: cmd.spawn().expect("spawn rmcast"),
-            what: what.to_owned(),
-        }
-    }
-
-    /// Waits at most `limit`; returns (exit code, stderr).
-    fn wait(mut self, limit: Duration) -> (i32, String) {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut err = String::new();
-                if let Some(mut e) = self.child.stderr.take() {
-                    e.read_to_string(&mut err).unwrap();
-                }
-                return (status.code().unwrap_or(-1), err);
-            }
-            if start.elapsed() > limit {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                let mut err = String::new();
-                if let Some(mut e) = self.child.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
-                }
-                panic!(
-                    "{} did not exit within {limit:?}; stderr:\n{err}",
-                    self.what
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 /// Deterministic pseudo-random bytes (xorshift64*).
@@ -151,7 +103,7 @@ fn pipe_carries_a_stream_byte_exact_to_four_receivers() {
             .stderr(Stdio::piped()),
     );
     let limit = Duration::from_secs(60 + (size / 2_000_000) as u64);
-    let (code, err) = sender.wait(limit);
+    let (code, _, err) = sender.wait(limit);
     let took = started.elapsed();
     assert_eq!(code, 0, "sender stderr:\n{err}");
     assert!(
@@ -160,7 +112,7 @@ fn pipe_carries_a_stream_byte_exact_to_four_receivers() {
     );
     let want = hash_file(&input);
     for (i, (p, out)) in receivers.into_iter().enumerate() {
-        let (code, rerr) = p.wait(Duration::from_secs(20));
+        let (code, _, rerr) = p.wait(Duration::from_secs(20));
         assert_eq!(code, 0, "receiver {i}:\n{rerr}");
         assert_eq!(std::fs::metadata(&out).unwrap().len(), size as u64);
         assert_eq!(hash_file(&out), want, "receiver {i} got different bytes");
@@ -216,7 +168,7 @@ fn a_receiver_killed_mid_stream_is_removed_and_the_others_finish() {
         let _ = stdin.write_all(&rest);
         // Dropping stdin ends the stream.
     });
-    let (code, err) = sender.wait(Duration::from_secs(60));
+    let (code, _, err) = sender.wait(Duration::from_secs(60));
     let took = killed_at.elapsed();
     writer.join().unwrap();
     assert_eq!(code, 3, "sender stderr:\n{err}");
@@ -232,7 +184,7 @@ fn a_receiver_killed_mid_stream_is_removed_and_the_others_finish() {
     );
     let want = blake3::hash(&input);
     for (i, (p, out)) in receivers.into_iter().enumerate() {
-        let (code, rerr) = p.wait(Duration::from_secs(20));
+        let (code, _, rerr) = p.wait(Duration::from_secs(20));
         assert_eq!(code, 0, "receiver {}:\n{rerr}", i + 1);
         assert_eq!(
             hash_file(&out),

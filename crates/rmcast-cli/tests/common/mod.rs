@@ -1,0 +1,64 @@
+//! What the CLI's process tests share: a child process that is waited for
+//! with a bound and killed (by its own PID) if it overstays or the test
+//! drops it early.
+
+use std::io::Read;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// A child process of the test.
+pub struct Proc {
+    pub child: Child,
+    pub what: String,
+}
+
+impl Proc {
+    pub fn spawn(what: &str, cmd: &mut Command) -> Proc {
+        Proc {
+            child: cmd.spawn().expect("spawn rmcast"),
+            what: what.to_owned(),
+        }
+    }
+
+    /// Waits at most `limit`; returns (exit code, stdout, stderr), the
+    /// streams empty when they were not piped. Past `limit` it kills the
+    /// child and panics with its stderr.
+    pub fn wait(mut self, limit: Duration) -> (i32, String, String) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut out = String::new();
+                let mut err = String::new();
+                if let Some(mut o) = self.child.stdout.take() {
+                    o.read_to_string(&mut out).unwrap();
+                }
+                if let Some(mut e) = self.child.stderr.take() {
+                    e.read_to_string(&mut err).unwrap();
+                }
+                return (status.code().unwrap_or(-1), out, err);
+            }
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!(
+                    "{} did not exit within {limit:?}; stderr:\n{err}",
+                    self.what
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
