@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod peers;
 pub mod procs;
 pub mod report;
+pub mod rounds;
 pub mod runner;
 pub mod scenario;
 pub mod signals;
@@ -29,6 +30,7 @@ pub mod suite;
 pub mod suite_claims;
 pub mod suite_report;
 pub mod suite_run;
+pub mod symmetric;
 pub mod testbed;
 pub mod trace_plot;
 pub mod units;
@@ -86,6 +88,9 @@ pub enum LabCommand {
     /// Internal: blast receiver (counts what arrived, reports JSON).
     #[command(hide = true)]
     BlastRecv(blast::BlastRecvArgs),
+    /// Internal: one node of the PRMP paper's symmetric rounds experiment.
+    #[command(hide = true)]
+    Rounds(rounds::RoundsArgs),
 }
 
 /// `lab up`.
@@ -299,6 +304,7 @@ pub fn run(args: LabArgs) -> Result<i32> {
         LabCommand::TcpRecv(a) => peers::tcp_recv(&a),
         LabCommand::BlastSend(a) => blast::blast_send(&a),
         LabCommand::BlastRecv(a) => blast::blast_recv(&a),
+        LabCommand::Rounds(a) => rounds::rounds(&a),
     }
 }
 

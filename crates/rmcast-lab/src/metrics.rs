@@ -236,6 +236,9 @@ pub struct PointRecord {
     /// blast: achieved sending rate, datagrams/s.
     #[serde(default)]
     pub offered_pps: Option<Spread>,
+    /// Bytes all hosts transmitted (symmetric: the paper's C).
+    #[serde(default)]
+    pub tx_bytes: Option<Spread>,
     /// Shaper drops over all runs (should be 0).
     pub shaper_drops: u64,
     /// Distinct failure reasons (first few).
@@ -304,6 +307,7 @@ pub fn points(runs: &[RunRecord]) -> Vec<PointRecord> {
                 loss_mean: col(&|r| r.loss_mean),
                 loss_max: col(&|r| r.loss_max),
                 offered_pps: col(&|r| r.offered_pps),
+                tx_bytes: col(&|r| Some(r.tx_bytes_total as f64)),
                 shaper_drops: rs.iter().map(|r| r.shaper_drops).sum(),
                 reasons,
             }

@@ -560,6 +560,9 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                 settle_s: 0.5,
             }
         }
+        ToolKind::Symmetric => {
+            return Err("symmetric groups are run by crate::symmetric, not planned here".into());
+        }
     };
     Ok(plan)
 }

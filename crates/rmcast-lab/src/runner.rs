@@ -133,14 +133,14 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
 }
 
 /// One point of the sweep.
-struct Point<'a> {
-    tool: &'a Tool,
-    n: usize,
-    size: u64,
-    rate_bits_per_s: Option<u64>,
-    loss: f64,
-    repeat: u32,
-    seq: usize,
+pub(crate) struct Point<'a> {
+    pub(crate) tool: &'a Tool,
+    pub(crate) n: usize,
+    pub(crate) size: u64,
+    pub(crate) rate_bits_per_s: Option<u64>,
+    pub(crate) loss: f64,
+    pub(crate) repeat: u32,
+    pub(crate) seq: usize,
 }
 
 /// A deterministic pseudo-random object of `size` bytes (BLAKE3 XOF), cached.
@@ -234,6 +234,9 @@ fn run_one(
     pt: &Point,
     object: &Path,
 ) -> Result<RunRecord> {
+    if pt.tool.kind == ToolKind::Symmetric {
+        return crate::symmetric::run_one(sc, opts, tb, pt);
+    }
     let rate_text = units::fmt_rate(pt.rate_bits_per_s);
     let dir_name = format!(
         "{:04}-{}-n{}-{}-{}-l{}-r{}",

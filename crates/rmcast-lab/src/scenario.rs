@@ -47,6 +47,9 @@ pub enum ToolKind {
     Iperf3,
     /// Raw UDP multicast, no flow control: per-receiver loss (unverified).
     Blast,
+    /// The PRMP paper's closed group: `receivers` = N nodes, each running
+    /// `rmcast lab rounds` (args: `--proto prmp|ff|multitcp --round S …`).
+    Symmetric,
 }
 
 /// One tool under test.

@@ -55,6 +55,10 @@ pub enum Metric {
     LossMax,
     /// Sender CPU seconds per GB of object.
     CpuSenderSPerGb,
+    /// symmetric: T, the slowest node's START to its last round's messages, s.
+    TSeconds,
+    /// symmetric: C, bytes all hosts transmitted, 10^6 bytes.
+    CostMb,
 }
 
 impl Metric {
@@ -70,6 +74,8 @@ impl Metric {
             Metric::Loss => "loss",
             Metric::LossMax => "loss_max",
             Metric::CpuSenderSPerGb => "cpu_sender_s_per_gb",
+            Metric::TSeconds => "t_seconds",
+            Metric::CostMb => "cost_mb",
         }
     }
 }

@@ -457,6 +457,8 @@ fn lab_metric(m: Metric, p: &PointRecord) -> Option<Spread> {
         Metric::CpuSenderSPerGb => p.cpu_sender_s_per_gb,
         Metric::Loss => p.loss_mean,
         Metric::LossMax => p.loss_max,
+        Metric::TSeconds => p.seconds,
+        Metric::CostMb => scale(p.tx_bytes, 1e-6),
     }
 }
 
@@ -848,7 +850,11 @@ fn sim_metric(m: Metric, sc: &rmcast_sim::Scenario, r: &rmcast_sim::RunReport) -
             let control = (r.sender.control_sent + r.control_packets) * l2_bytes(sc, CONTROL_BYTES);
             (data + rtx + control) as f64 / sc.object_size as f64 - 1.0
         }
-        Metric::Loss | Metric::LossMax | Metric::CpuSenderSPerGb => return None,
+        Metric::Loss
+        | Metric::LossMax
+        | Metric::CpuSenderSPerGb
+        | Metric::TSeconds
+        | Metric::CostMb => return None,
     })
 }
 
@@ -878,7 +884,11 @@ pub fn run_sim(e: &Experiment, series: &[&Series], seeds: u32) -> Vec<SuitePoint
     let mut cells: Vec<(String, XValue, rmcast_sim::Scenario)> = Vec::new();
     let unmodelled = matches!(
         e.metric,
-        Metric::Loss | Metric::LossMax | Metric::CpuSenderSPerGb
+        Metric::Loss
+            | Metric::LossMax
+            | Metric::CpuSenderSPerGb
+            | Metric::TSeconds
+            | Metric::CostMb
     );
     for s in series {
         for x in xs {

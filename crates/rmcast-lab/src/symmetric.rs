@@ -1,0 +1,269 @@
+//! The `symmetric` tool kind: the PRMP paper's closed group (Section 5).
+//!
+//! A point's `receivers` is the group size N: the runner starts
+//! `rmcast lab rounds` ([`crate::rounds`]) on hosts h0..hN−1 at once (every
+//! host is a peer; the testbed's hN stays idle), with the point's size as
+//! the bytes each node sends and the tool's `args` (`--proto prmp|ff|multitcp
+//! --round S --think-ms 100 --response-rate 20 …`) passed through. It
+//! watches them (no progress — no new round line on any node's stderr — for
+//! `stall_s`, or `max_run_s` in all, fails the run; a node that fails stops
+//! the rest after 2 s) and records
+//!
+//! - T = max over nodes of T_i (START to the last message of round M),
+//!   as `seconds` (metric `t_seconds`);
+//! - C = bytes all hosts' interfaces transmitted during the run (metric
+//!   `cost_mb`, in 10^6 bytes): the paper's "bytes passed to UDP, data and
+//!   feedback, a multicast counted once", measured on the wire (so IP, UDP
+//!   and Ethernet headers included, and for MultiTCP the real TCP bytes,
+//!   where the paper could only give a lower bound);
+//! - data packets, repairs, and responses per data packet (PRMP/FF: the
+//!   senders' own counters summed over nodes).
+
+use crate::metrics::{ProcRecord, RunRecord};
+use crate::procs::{Exit, Proc, ProcSet};
+use crate::rounds::NodeReport;
+use crate::runner::{Point, RunOptions};
+use crate::scenario::Scenario;
+use crate::signals;
+use crate::testbed::Testbed;
+use crate::units;
+use anyhow::Result;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// Runs one symmetric point: N = `pt.n` nodes.
+pub(crate) fn run_one(
+    sc: &Scenario,
+    opts: &RunOptions,
+    tb: &Testbed,
+    pt: &Point,
+) -> Result<RunRecord> {
+    let n = pt.n;
+    let rate_text = units::fmt_rate(pt.rate_bits_per_s);
+    let dir_name = format!(
+        "{:04}-{}-n{}-{}-{}-l{}-r{}",
+        pt.seq,
+        pt.tool.name,
+        n,
+        units::fmt_size(pt.size),
+        rate_text,
+        pt.loss,
+        pt.repeat
+    );
+    let run_dir = opts.out.join("runs").join(&dir_name);
+    std::fs::create_dir_all(&run_dir)?;
+    let mut rec = RunRecord {
+        seq: pt.seq,
+        tool: pt.tool.name.clone(),
+        kind: "symmetric".into(),
+        testbed: if tb.is_netns() {
+            "netns".into()
+        } else {
+            "local".into()
+        },
+        receivers: n,
+        served_receivers: n,
+        size_bytes: pt.size,
+        rate: rate_text,
+        loss: pt.loss,
+        mtu: sc.mtu,
+        repeat: pt.repeat,
+        expected_mbps: pt.rate_bits_per_s.map_or(1000.0, |r| r as f64 / 1e6),
+        dir: format!("runs/{dir_name}"),
+        ..RunRecord::default()
+    };
+    if n < 2 || n > tb.hosts().len() {
+        rec.status = "unavailable".into();
+        rec.reasons.push(format!(
+            "a symmetric group needs 2..={} nodes (got {n})",
+            tb.hosts().len()
+        ));
+        return Ok(rec);
+    }
+    let port = 20000 + 200 * ((pt.seq as u32 * 7 + std::process::id() * 131) % 200) as u16;
+    let group = Ipv4Addr::new(239, 77, 1 + (pt.seq % 200) as u8, 9);
+    let nodes: Vec<String> = tb.hosts()[..n].iter().map(|h| h.addr.to_string()).collect();
+    let nodes = nodes.join(",");
+    let me = &opts.self_cmd[0];
+    let before = tb.counters(n)?;
+    let shaper_before = tb.shaper_drops()?;
+    let mut set = ProcSet::default();
+    let mut reasons: Vec<String> = Vec::new();
+    let reports: Vec<_> = (0..n).map(|i| run_dir.join(format!("h{i}.json"))).collect();
+    for (i, report) in reports.iter().enumerate() {
+        let mut args: Vec<String> = opts.self_cmd[1..].to_vec();
+        args.extend(
+            [
+                "rounds",
+                "--node",
+                &i.to_string(),
+                "--nodes",
+                &nodes,
+                "--bytes",
+                &pt.size.to_string(),
+                "--group",
+                &group.to_string(),
+                "--port",
+                &port.to_string(),
+                "--seed",
+                &(pt.repeat as u64 + 1).to_string(),
+                "--report",
+                &report.to_string_lossy(),
+            ]
+            .map(String::from),
+        );
+        args.extend(pt.tool.args.iter().cloned());
+        let cmd = tb.command(i, me, &args);
+        match Proc::spawn(cmd, format!("h{i} rounds"), i, &run_dir) {
+            Ok(p) => set.procs.push(p),
+            Err(e) => {
+                set.kill_all("runner error");
+                return Err(e);
+            }
+        }
+    }
+    let t0 = Instant::now();
+    let hard = t0 + Duration::from_secs_f64(sc.max_run_s);
+    let stall = Duration::from_secs_f64(sc.stall_s);
+    let (mut progress, mut last_progress) = (0u64, t0);
+    let mut first_failure: Option<Instant> = None;
+    loop {
+        if let Err(e) = signals::check() {
+            set.kill_all("interrupted");
+            return Err(e);
+        }
+        let now = Instant::now();
+        if set.poll_all() {
+            break;
+        }
+        let p: u64 = set
+            .procs
+            .iter()
+            .map(|p| p.stderr.metadata().map_or(0, |m| m.len()))
+            .sum();
+        if p != progress {
+            progress = p;
+            last_progress = now;
+        }
+        let failed = set
+            .procs
+            .iter()
+            .any(|p| p.ended.is_some_and(|e| e.exit != Exit::Code(0)));
+        if failed && first_failure.is_none() {
+            first_failure = Some(now);
+        }
+        if first_failure.is_some_and(|t| now.duration_since(t) > Duration::from_secs(2)) {
+            set.kill_all("another node failed");
+            break;
+        }
+        if now >= hard {
+            let why = format!("not finished after {:.0} s (max_run_s)", sc.max_run_s);
+            reasons.push(why.clone());
+            set.kill_all(&why);
+            break;
+        }
+        if now.duration_since(last_progress) > stall {
+            let why = format!(
+                "deadlock/livelock: no node finished a round for {:.0} s",
+                stall.as_secs_f64()
+            );
+            reasons.push(why.clone());
+            set.kill_all(&why);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !set.poll_all() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let after = tb.counters(n)?;
+    rec.shaper_drops = tb.shaper_drops()?.saturating_sub(shaper_before);
+    for p in &set.procs {
+        match (p.ended.map(|e| e.exit), &p.killed_by_us) {
+            (_, Some(why)) if why == "another node failed" => {}
+            (_, Some(_)) | (Some(Exit::Code(0)), None) => {}
+            (Some(e), None) => reasons.push(format!(
+                "{} failed ({e:?}): {}",
+                p.label,
+                p.stderr_tail(300).lines().last().unwrap_or_default()
+            )),
+            (None, None) => reasons.push(format!("{} was not reaped", p.label)),
+        }
+    }
+    let mut nodes_rep: Vec<NodeReport> = Vec::new();
+    for (i, f) in reports.iter().enumerate() {
+        match crate::blast::read_report::<NodeReport>(f) {
+            Some(r) => {
+                if !r.ok {
+                    reasons.push(format!("h{i}: a session did not close cleanly"));
+                }
+                if r.bytes_received != pt.size.max(8) * (n as u64 - 1) && pt.size >= 8 {
+                    reasons.push(format!(
+                        "h{i}: received {} bytes, want {}",
+                        r.bytes_received,
+                        pt.size * (n as u64 - 1)
+                    ));
+                }
+                nodes_rep.push(r);
+            }
+            None if reasons.is_empty() => reasons.push(format!("h{i}: no report")),
+            None => {}
+        }
+    }
+    let delta: Vec<_> = after.iter().zip(&before).map(|(a, b)| a.since(b)).collect();
+    rec.tx_bytes_total = delta.iter().map(|d| d.tx_bytes).sum();
+    rec.rx_bytes_total = delta.iter().map(|d| d.rx_bytes).sum();
+    rec.tx_packets_total = delta.iter().map(|d| d.tx_packets).sum();
+    rec.sender_tx_bytes = delta[0].tx_bytes;
+    rec.sender_tx_packets = delta[0].tx_packets;
+    let optimum = pt.size * n as u64;
+    rec.overhead_bytes = rec.tx_bytes_total as i64 - optimum as i64;
+    rec.cost = (rec.tx_bytes_total + rec.rx_bytes_total) as f64 / optimum.max(1) as f64;
+    if nodes_rep.len() == n {
+        let t = nodes_rep.iter().map(|r| r.t_seconds).fold(0.0, f64::max);
+        rec.seconds = Some(t);
+        rec.goodput_mbps = Some(optimum as f64 * 8.0 / t.max(1e-9) / 1e6);
+        let sum =
+            |f: &dyn Fn(&NodeReport) -> Option<u64>| nodes_rep.iter().map(f).sum::<Option<u64>>();
+        rec.data_packets = sum(&|r| r.data_packets);
+        rec.retransmitted_packets = sum(&|r| r.repairs);
+        if let (Some(d), Some(resp)) = (rec.data_packets, sum(&|r| r.responses))
+            && d > 0
+        {
+            rec.control_per_data_packet = Some(resp as f64 / d as f64);
+        }
+    }
+    let cpu: Vec<f64> = set.procs.iter().filter_map(Proc::cpu_s).collect();
+    if !cpu.is_empty() {
+        rec.cpu_receiver_s_mean = Some(cpu.iter().sum::<f64>() / cpu.len() as f64);
+        rec.cpu_receiver_s_max = cpu.iter().copied().reduce(f64::max);
+    }
+    rec.procs = set
+        .procs
+        .iter()
+        .map(|p| ProcRecord {
+            label: p.label.clone(),
+            host: p.host,
+            pid: p.pid,
+            exit: p.ended.map(|e| e.exit),
+            killed_by_us: p.killed_by_us.clone(),
+            cpu_user_s: p.ended.map_or(0.0, |e| e.user_s),
+            cpu_sys_s: p.ended.map_or(0.0, |e| e.sys_s),
+            stderr_tail: p.stderr_tail(400),
+        })
+        .collect();
+    if rec.shaper_drops > 0 {
+        reasons.push(format!(
+            "warning: the tbf shapers dropped {} packets",
+            rec.shaper_drops
+        ));
+    }
+    rec.status = if reasons.iter().all(|r| r.starts_with("warning:")) {
+        "ok".into()
+    } else {
+        "failed".into()
+    };
+    rec.reasons = reasons;
+    Ok(rec)
+}
