@@ -53,6 +53,9 @@ pub struct RunRecord {
     pub receivers: usize,
     /// Receivers the tool served (iperf3: 1).
     pub served_receivers: usize,
+    /// Senders in the run (rmcast `senders`; 0 in records from before).
+    #[serde(default)]
+    pub senders: usize,
     /// Object size.
     pub size_bytes: u64,
     /// Link rate (`100mbit`, `none`).
@@ -113,7 +116,9 @@ pub struct RunRecord {
     pub shaper_drops: u64,
     /// Packets the loss rules dropped during the run.
     pub loss_drops: u64,
-    /// blast: mean over receivers of 1 − received / sent.
+    /// blast: mean over receivers of 1 − received / sent. rmcast: the
+    /// repair fraction, retransmitted / first-transmitted data packets
+    /// summed over the senders (completed runs only).
     #[serde(default)]
     pub loss_mean: Option<f64>,
     /// blast: the worst receiver's loss.

@@ -102,6 +102,24 @@ fn require(programs: &[&str], package: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The senders after the plan's own (rmcast `senders = S`): copies of its
+/// sender, on h0 too, each offering its own object (`objects`: S − 1 paths).
+pub fn more_senders(plan: &Plan, objects: &[PathBuf]) -> Vec<ProcSpec> {
+    objects
+        .iter()
+        .map(|o| {
+            let mut args = plan.sender.args.clone();
+            // `send OBJECT ...`: the object is the first argument after `send`.
+            args[1] = o.display().to_string();
+            ProcSpec {
+                host: plan.sender.host,
+                program: plan.sender.program.clone(),
+                args,
+            }
+        })
+        .collect()
+}
+
 /// Builds the plan, or says why the tool cannot run here.
 pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     let netns = c.tb.is_netns();
@@ -162,6 +180,9 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                             format!("{}:0", addr(i)),
                         ]);
                     }
+                    if tool.sender_count() > 1 {
+                        args.extend([s("--sessions"), s(tool.sender_count())]);
+                    }
                     args.extend(tool.recv_args.iter().cloned());
                     ProcSpec {
                         host: i,
@@ -193,6 +214,9 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                 args.extend([s("--control"), ctl]);
             }
             args.extend(tool.args.iter().cloned());
+            if tool.sender_count() > 1 && !args.iter().any(|a| a == "--rate-group") {
+                args.push(s("--rate-group"));
+            }
             Plan {
                 receivers: recv,
                 sender: ProcSpec {

@@ -145,13 +145,24 @@ pub(crate) struct Point<'a> {
 
 /// A deterministic pseudo-random object of `size` bytes (BLAKE3 XOF), cached.
 fn make_object(dir: &Path, size: u64) -> Result<PathBuf> {
-    let path = dir.join(format!("object-{size}.bin"));
+    make_object_k(dir, size, 0)
+}
+
+/// Sender k's object (k = 0: [`make_object`]'s; others differ in name and content).
+fn make_object_k(dir: &Path, size: u64, k: usize) -> Result<PathBuf> {
+    let path = match k {
+        0 => dir.join(format!("object-{size}.bin")),
+        k => dir.join(format!("object-{size}-s{k}.bin")),
+    };
     if path.metadata().map(|m| m.len() == size).unwrap_or(false) {
         return Ok(path);
     }
-    let mut xof = blake3::Hasher::new_derive_key("rmcast-lab object")
-        .update(&size.to_le_bytes())
-        .finalize_xof();
+    let mut h = blake3::Hasher::new_derive_key("rmcast-lab object");
+    h.update(&size.to_le_bytes());
+    if k > 0 {
+        h.update(&(k as u64).to_le_bytes());
+    }
+    let mut xof = h.finalize_xof();
     let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
     let mut buf = vec![0u8; 1 << 20];
     let mut left = size;
@@ -184,6 +195,21 @@ fn allocated_bytes(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+/// The received file named `name` anywhere under `dir`.
+fn find_named(dir: &Path, name: &std::ffi::OsStr) -> Option<PathBuf> {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) if m.is_file() && e.file_name() == name => return Some(e.path()),
+                _ => {}
+            }
+        }
+    }
+    None
 }
 
 /// The received file: the largest visible regular file under `dir`.
@@ -254,6 +280,9 @@ fn run_one(
     for d in &out_dirs[1..] {
         std::fs::create_dir_all(d)?;
     }
+    // Several senders (rmcast `senders`): one object each, all of the point's size.
+    let n_senders = pt.tool.sender_count();
+    let total_bytes = pt.size * n_senders as u64;
     let expected_bps = pt
         .rate_bits_per_s
         .map_or(UNSHAPED_EXPECTED_BPS, |r| r as f64);
@@ -268,7 +297,7 @@ fn run_one(
         .map(|t| sc.startup_s + 2.0 * t),
         _ => None,
     }
-    .unwrap_or(sc.startup_s + pt.size as f64 * 8.0 / (0.01 * expected_bps))
+    .unwrap_or(sc.startup_s + total_bytes as f64 * 8.0 / (0.01 * expected_bps))
     .min(sc.max_run_s);
     // Ports differ per run (and per process for loopback runs side by side).
     let port = 20000 + 2 * ((pt.seq as u32 * 7 + std::process::id() * 131) % 10000) as u16;
@@ -317,12 +346,21 @@ fn run_one(
         }
     };
     rec.served_receivers = plan.served;
+    rec.senders = n_senders;
+    let mut objects = vec![object.to_path_buf()];
+    for k in 1..n_senders {
+        let dir = object.parent().unwrap_or(Path::new("."));
+        objects.push(make_object_k(dir, pt.size, k)?);
+    }
+    let extra = peers::more_senders(&plan, &objects[1..]);
     let hosts = pt.n + 1;
     let before = tb.counters(hosts)?;
     let shaper_before = tb.shaper_drops()?;
     let loss_before = tb.loss_drops()?;
     let mut set = ProcSet::default();
-    let watch = watch_run(sc, tb, &plan, &run_dir, &out_dirs, &mut set, limit_s);
+    let watch = watch_run(
+        sc, tb, &plan, &extra, &run_dir, &out_dirs, &mut set, limit_s,
+    );
     let watch = match watch {
         Ok(w) => w,
         Err(e) => {
@@ -342,10 +380,14 @@ fn run_one(
     rec.loss_drops = tb.loss_drops()?.saturating_sub(loss_before);
     let mut reasons = watch.reasons;
 
-    // Judge every process.
-    let sender_idx = set.procs.len().saturating_sub(1);
+    // Judge every process. The senders are the last `n_senders` processes.
+    let sender_idx = if watch.sender_started {
+        set.procs.len().saturating_sub(n_senders)
+    } else {
+        set.procs.len()
+    };
     for (k, p) in set.procs.iter().enumerate() {
-        let is_sender = k == sender_idx && watch.sender_started;
+        let is_sender = k >= sender_idx;
         let daemon = plan.daemon_status.is_some() && !is_sender;
         let Some(end) = p.ended else { continue };
         match (end.exit, &p.killed_by_us) {
@@ -391,8 +433,32 @@ fn run_one(
     {
         corrupt(&f)?;
     }
-    // Integrity: every receiver must hold a byte-identical copy.
-    if plan.verify {
+    // Integrity: every receiver must hold a byte-identical copy (of each
+    // sender's object, found by its name, when there are several).
+    if plan.verify && n_senders > 1 {
+        for (i, d) in out_dirs.iter().enumerate().skip(1) {
+            for o in &objects {
+                let name = o.file_name().unwrap_or_default();
+                let shown = name.to_string_lossy();
+                match find_named(d, name) {
+                    None => reasons.push(format!("h{i}: no copy of {shown}")),
+                    Some(f) => {
+                        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                        if len != pt.size {
+                            reasons.push(format!(
+                                "h{i}: {shown}: wrong size {len} (want {})",
+                                pt.size
+                            ));
+                        } else if hash_file(&f)? != hash_file(o)? {
+                            reasons.push(format!(
+                                "h{i}: {shown}: content differs from the original (BLAKE3 mismatch)"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    } else if plan.verify {
         let want = hash_file(object)?;
         for (i, d) in out_dirs.iter().enumerate().skip(1) {
             match find_output(d) {
@@ -411,12 +477,17 @@ fn run_one(
         }
     }
 
-    // Timing.
-    let sender = set.procs.get(sender_idx).filter(|_| watch.sender_started);
+    // Timing: from the first sender's start to the last sender's exit.
+    let senders = &set.procs[sender_idx.min(set.procs.len())..];
+    let sender = senders.first();
     let secs = sender.and_then(|s| {
         let t0 = s.started;
         match plan.completion {
-            Completion::SenderExit => s.ended.map(|e| e.at.duration_since(t0)),
+            Completion::SenderExit => senders
+                .iter()
+                .map(|p| p.ended.map(|e| e.at.saturating_duration_since(t0)))
+                .collect::<Option<Vec<_>>>()
+                .and_then(|v| v.into_iter().max()),
             Completion::AllExit => set
                 .procs
                 .iter()
@@ -436,7 +507,7 @@ fn run_one(
         && !blast
         && let Some(secs) = secs.filter(|&t| t > sc.startup_s)
     {
-        let g = pt.size as f64 * 8.0 / secs / 1e6;
+        let g = total_bytes as f64 * 8.0 / secs / 1e6;
         if g < 0.01 * rec.expected_mbps {
             reasons.push(format!(
                 "performance failure: goodput {g:.3} Mbit/s < 1 % of expected {:.0} Mbit/s",
@@ -446,7 +517,7 @@ fn run_one(
     }
     if let Some(secs) = secs.filter(|_| reasons.is_empty() && !blast) {
         rec.seconds = Some(secs);
-        rec.goodput_mbps = Some(pt.size as f64 * 8.0 / secs / 1e6);
+        rec.goodput_mbps = Some(total_bytes as f64 * 8.0 / secs / 1e6);
     }
 
     // Traffic and CPU.
@@ -457,18 +528,30 @@ fn run_one(
     rec.sender_tx_bytes = delta[0].tx_bytes;
     rec.sender_tx_packets = delta[0].tx_packets;
     rec.receivers_tx_packets = delta.iter().skip(1).map(|d| d.tx_packets).sum();
-    rec.overhead_bytes = rec.tx_bytes_total as i64 - pt.size as i64;
-    rec.cost = (rec.tx_bytes_total + rec.rx_bytes_total) as f64 / pt.size as f64;
+    rec.overhead_bytes = rec.tx_bytes_total as i64 - total_bytes as i64;
+    rec.cost = (rec.tx_bytes_total + rec.rx_bytes_total) as f64 / total_bytes as f64;
     if tb.is_netns() && rec.sender_tx_packets > 0 {
         rec.feedback_per_data_packet =
             Some(rec.receivers_tx_packets as f64 / rec.sender_tx_packets as f64);
     }
-    let gb = pt.size as f64 / 1e9;
+    let gb = total_bytes as f64 / 1e9;
     if let Some(s) = sender {
-        rec.cpu_sender_s = s.cpu_s();
-        rec.cpu_sender_s_per_gb = s.cpu_s().map(|c| c / gb);
+        rec.cpu_sender_s = senders.iter().map(Proc::cpu_s).sum();
+        rec.cpu_sender_s_per_gb = rec.cpu_sender_s.map(|c| c / gb);
         match pt.tool.kind {
-            ToolKind::Rmcast => parse_rmcast_json(&mut rec, &s.stdout),
+            ToolKind::Rmcast => {
+                for p in senders {
+                    parse_rmcast_json(&mut rec, &p.stdout);
+                }
+                // Repair fraction: packets sent again per first transmission,
+                // over all senders, of runs that completed.
+                if reasons.iter().all(|r| r.starts_with("warning:"))
+                    && let (Some(d), Some(r)) = (rec.data_packets, rec.retransmitted_packets)
+                    && d > 0
+                {
+                    rec.loss_mean = Some(r as f64 / d as f64);
+                }
+            }
             ToolKind::Iperf3 if rec.goodput_mbps.is_some() => {
                 parse_iperf3_json(&mut rec, &s.stdout)
             }
@@ -611,10 +694,29 @@ fn parse_rmcast_json(rec: &mut RunRecord, stdout: &Path) {
     else {
         return;
     };
-    rec.control_per_data_packet = v["control_per_data_packet"].as_f64();
-    rec.retransmitted_packets = v["retransmitted_packets"].as_u64();
-    rec.data_packets = v["data_packets"].as_u64();
-    rec.tool_goodput_mbps = v["goodput_mbps"].as_f64();
+    // Several senders: the counts add up; control per data is over the sums.
+    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    let (d0, c0) = (
+        rec.data_packets.unwrap_or(0) as f64,
+        rec.control_per_data_packet,
+    );
+    rec.retransmitted_packets = add(
+        rec.retransmitted_packets,
+        v["retransmitted_packets"].as_u64(),
+    );
+    rec.data_packets = add(rec.data_packets, v["data_packets"].as_u64());
+    let d1 = v["data_packets"].as_u64().unwrap_or(0) as f64;
+    rec.control_per_data_packet = match (c0, v["control_per_data_packet"].as_f64()) {
+        (Some(c0), Some(c1)) if d0 + d1 > 0.0 => Some((c0 * d0 + c1 * d1) / (d0 + d1)),
+        (c0, c1) => c1.or(c0),
+    };
+    rec.tool_goodput_mbps = match (rec.tool_goodput_mbps, v["goodput_mbps"].as_f64()) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => b.or(a),
+    };
 }
 
 /// What the watcher saw.
@@ -626,10 +728,12 @@ struct Watch {
 
 /// Starts the receivers, then the sender, and watches until all are done
 /// or a failure is detected.
+#[allow(clippy::too_many_arguments)]
 fn watch_run(
     sc: &Scenario,
     tb: &Testbed,
     plan: &Plan,
+    extra: &[peers::ProcSpec],
     run_dir: &Path,
     out_dirs: &[PathBuf],
     set: &mut ProcSet,
@@ -657,15 +761,21 @@ fn watch_run(
             .push("a receiver ended before the sender started".into());
         return Ok(w);
     }
-    let s = &plan.sender;
-    let cmd = tb.command(s.host, &s.program, &s.args);
-    set.procs.push(Proc::spawn(
-        cmd,
-        format!("h0 {} (sender)", base(&s.program, &s.args)),
-        0,
-        run_dir,
-    )?);
-    w.sender_started = true;
+    for (k, s) in std::iter::once(&plan.sender).chain(extra).enumerate() {
+        let cmd = tb.command(s.host, &s.program, &s.args);
+        let which = if extra.is_empty() {
+            "sender".to_string()
+        } else {
+            format!("sender {}", k + 1)
+        };
+        set.procs.push(Proc::spawn(
+            cmd,
+            format!("h{} {} ({which})", s.host, base(&s.program, &s.args)),
+            s.host,
+            run_dir,
+        )?);
+        w.sender_started = true;
+    }
     let t0 = Instant::now();
     let hard = t0 + Duration::from_secs_f64(limit_s);
     let stall = Duration::from_secs_f64(sc.stall_s);
@@ -717,8 +827,12 @@ fn watch_run(
                 }
             }
         }
-        let sender = &set.procs[n_recv];
-        let sender_end = sender.ended.map(|e| e.at);
+        // Several senders: done when the last one is.
+        let sender_end = set.procs[n_recv..]
+            .iter()
+            .map(|p| p.ended.map(|e| e.at))
+            .collect::<Option<Vec<_>>>()
+            .and_then(|v| v.into_iter().max());
         let receivers_ended = set.procs[..n_recv].iter().all(|p| p.ended.is_some());
         if let Some(end) = sender_end {
             if plan.daemon_status.is_some() && daemons_done.iter().all(|&d| d) {
@@ -731,7 +845,9 @@ fn watch_run(
             if receivers_ended {
                 break;
             }
-            let failed = !matches!(set.procs[n_recv].ended.map(|e| e.exit), Some(Exit::Code(0)));
+            let failed = set.procs[n_recv..]
+                .iter()
+                .any(|p| !matches!(p.ended.map(|e| e.exit), Some(Exit::Code(0))));
             let wait = if failed {
                 grace.min(Duration::from_secs(3))
             } else {

@@ -72,6 +72,18 @@ pub struct Tool {
     /// Extra receiver arguments.
     #[serde(default)]
     pub recv_args: Vec<String>,
+    /// rmcast with `--rate-control hunt`: this many senders on one group,
+    /// all on h0, each with its own object of the point's size and
+    /// `--rate-group`; receivers run `recv --sessions S` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub senders: Option<u16>,
+}
+
+impl Tool {
+    /// Senders in one run (1 unless `senders` says more).
+    pub fn sender_count(&self) -> usize {
+        usize::from(self.senders.unwrap_or(1).max(1))
+    }
 }
 
 /// Deliberate faults, to prove the failure detector (tests use these).
@@ -224,6 +236,23 @@ impl Scenario {
                 crate::blast::plan_numbers(&t.args, 1, None)
                     .map_err(|e| anyhow::anyhow!("tool {}: {e}", t.name))?;
             }
+            if let Some(k) = t.senders {
+                let hunt = t
+                    .args
+                    .windows(2)
+                    .any(|w| w[0] == "--rate-control" && w[1] == "hunt")
+                    || t.args.iter().any(|a| a == "--rate-control=hunt");
+                let tcp = t.protocol.as_deref().is_some_and(|p| p.starts_with("tcp-"));
+                if k == 0 || k > 64 {
+                    bail!("tool {}: senders must be in 1..=64", t.name);
+                }
+                if k > 1 && (t.kind != ToolKind::Rmcast || tcp || !hunt) {
+                    bail!(
+                        "tool {}: senders > 1 needs kind = \"rmcast\" (a multicast protocol) with args --rate-control hunt",
+                        t.name
+                    );
+                }
+            }
             if let Some(f) = t.rate_fraction
                 && !(0.01..=1.0).contains(&f)
             {
@@ -269,5 +298,10 @@ mod tests {
         .unwrap_err();
         assert!(format!("{e:#}").contains("unknown rmcast protocol"));
         assert!(Scenario::parse(&format!("{base}[[tools]]\nname='a'\nkind='uftp'\n")).is_ok());
+        let two = format!("{base}[[tools]]\nname='a'\nkind='rmcast'\nsenders=2\n");
+        let e = Scenario::parse(&two).unwrap_err();
+        assert!(format!("{e:#}").contains("--rate-control hunt"));
+        let sc = Scenario::parse(&format!("{two}args=['--rate-control', 'hunt']\n")).unwrap();
+        assert_eq!(sc.tools[0].sender_count(), 2);
     }
 }

@@ -184,6 +184,9 @@ pub struct Series {
     /// Sending rate as a fraction of the link rate (as in scenarios).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_fraction: Option<f64>,
+    /// rmcast with `--rate-control hunt`: senders on one group (lab only; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub senders: Option<u16>,
     /// Published (x, y) points.
     #[serde(default)]
     pub paper: Vec<(XValue, f64)>,
@@ -692,6 +695,17 @@ fn validate(label: &str, e: &Experiment) -> Result<()> {
             && !(0.01..=1.0).contains(&f)
         {
             bail!("{sl}: rate_fraction must be in 0.01..=1");
+        }
+        if let Some(k) = s.senders {
+            let hunt = s
+                .args
+                .windows(2)
+                .any(|w| w[0] == "--rate-control" && w[1] == "hunt");
+            if !(1..=64).contains(&k) || (k > 1 && (s.kind != SeriesKind::Rmcast || !hunt)) {
+                bail!(
+                    "{sl}: senders must be 1..=64, above 1 only for rmcast with args --rate-control hunt"
+                );
+            }
         }
         let x_in_args = s.args.iter().chain(&s.recv_args).any(|a| a.contains("{x}"));
         if x_in_args && xk != XKind::Param {

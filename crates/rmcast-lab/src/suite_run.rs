@@ -410,6 +410,7 @@ fn lab_tool(s: &Series, name: String, x: Option<&XValue>) -> Result<Tool, String
         rate_fraction: s.rate_fraction,
         args: lab_sender_args(&substitute(&s.args, x))?,
         recv_args: substitute(&s.recv_args, x),
+        senders: s.senders,
     })
 }
 
@@ -637,7 +638,8 @@ pub fn series_runs_on(s: &Series, backend: Backend) -> bool {
 
 /// rmcast's UDP protocols, the ones the simulator drives.
 fn sim_protocol(s: &Series) -> Option<ProtocolId> {
-    if s.kind != SeriesKind::Rmcast {
+    // Several senders run on the lab only.
+    if s.kind != SeriesKind::Rmcast || s.senders.is_some_and(|k| k > 1) {
         return None;
     }
     Some(match s.protocol.as_deref().unwrap_or("nak-poll") {
