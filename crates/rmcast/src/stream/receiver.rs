@@ -262,7 +262,13 @@ impl StreamReceiver {
         };
         {
             let mut st = self.shared.lock();
-            if st.closed_at.is_none() && st.failed.is_none() && !st.done {
+            // A receiver that read the whole stream stays to confirm the
+            // sender's close (then lingers, as after `Closed`), even when the
+            // close has not arrived yet: leaving then would make the sender
+            // report it `Left` though it holds everything (seen under load,
+            // 10 nodes closing at once on 2 cores). The machine still ends on
+            // its own if the sender falls silent.
+            if st.closed_at.is_none() && st.failed.is_none() && !st.done && !st.machine.at_end() {
                 let now = self.clock.now();
                 st.machine.leave(now);
             }
