@@ -416,17 +416,46 @@ fn netns_every_shipped_suite_passes_its_quick_variant() {
             o.status.code(),
             started.elapsed().as_secs_f64()
         );
-        assert_eq!(
-            o.status.code(),
-            Some(0),
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
             "{}: {}",
             suite.display(),
             text(&o)
         );
         let pts = points(&out);
         assert!(!pts.is_empty(), "{}: no points", suite.display());
+        // rmcast and the lab's own tools (blast, MultiTCP, rounds) must never
+        // fail; a peer tool (udpcast, uftp, NORM, iperf3) that fails is a
+        // finding of the run, reported but not a failure of rmcast's CI (the
+        // smoke test retries peers for the same reason).
+        let resolved = rmcast_lab::suite::Suite::load(&suite, true).unwrap();
+        let is_peer = |p: &serde_json::Value| {
+            resolved
+                .experiment
+                .iter()
+                .filter(|e| p["experiment"] == e.id.as_str())
+                .flat_map(|e| &e.series)
+                .find(|s| p["series"] == s.name.as_str())
+                .is_some_and(|s| {
+                    use rmcast_lab::scenario::ToolKind;
+                    matches!(
+                        s.kind,
+                        ToolKind::Udpcast | ToolKind::Uftp | ToolKind::Norm | ToolKind::Iperf3
+                    )
+                })
+        };
         let failed: Vec<_> = pts.iter().filter(|p| p["status"] == "failed").collect();
-        assert!(failed.is_empty(), "{}: {failed:#?}", suite.display());
+        let (peers, ours): (Vec<_>, Vec<_>) = failed.into_iter().partition(|p| is_peer(p));
+        for p in &peers {
+            eprintln!("{}: a peer tool failed: {p}", suite.display());
+        }
+        assert!(ours.is_empty(), "{}: {ours:#?}", suite.display());
+        assert!(
+            o.status.code() == Some(0) || !peers.is_empty(),
+            "{}: exit 1 with no failed point: {}",
+            suite.display(),
+            text(&o)
+        );
         let report = std::fs::read_to_string(out.join("report.md")).unwrap();
         assert!(
             report.contains("**holds**") || report.contains("**does not hold**"),
