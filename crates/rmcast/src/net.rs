@@ -232,19 +232,19 @@ fn attach_rate_filter(fd: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// The receiver's unicast socket: bound to `iface:0`; feedback goes out of
-/// it and the sender's unicast replies come back to it.
+/// The receiver's unicast socket: bound to `local` (`iface:0` for the
+/// object receiver; a stream receiver may be invited on a fixed port);
+/// feedback goes out of it and the sender's unicast replies come back to it.
 pub(crate) fn feedback_socket(
-    iface: Ipv4Addr,
+    local: SocketAddrV4,
     ttl: u32,
     buffer_bytes: usize,
 ) -> Result<UdpSocket, Error> {
     let socket = new_udp("feedback")?;
-    let local = SocketAddrV4::new(iface, 0);
     socket.bind(&SockAddr::from(local)).map_err(io_err(format!(
         "cannot bind the feedback socket to {local}"
     )))?;
-    multicast_out(&socket, iface, ttl)?;
+    multicast_out(&socket, *local.ip(), ttl)?;
     size_buffer(&socket, Buffer::Recv, buffer_bytes, "feedback socket");
     into_mio(socket, "feedback")
 }

@@ -12,7 +12,7 @@ use rmcast_proto::{
 };
 use std::cell::RefCell;
 use std::collections::HashSet;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
@@ -468,7 +468,11 @@ fn run_many(
     let group_socket = net::group_socket(cfg.group, cfg.iface, cfg.socket_buffer_bytes)?;
     // Data arrives here, GRO-coalesced where the kernel can.
     let mut group_port = Port::new(&poll, group_socket, Token(0), "multicast socket", 16)?;
-    let feedback = net::feedback_socket(cfg.iface, cfg.ttl, cfg.socket_buffer_bytes)?;
+    let feedback = net::feedback_socket(
+        SocketAddrV4::new(cfg.iface, 0),
+        cfg.ttl,
+        cfg.socket_buffer_bytes,
+    )?;
     let own = feedback.local_addr().ok();
     // Control packets and the odd unicast repair.
     let mut unicast = Port::new(&poll, feedback, Token(1), "feedback socket", 8)?;

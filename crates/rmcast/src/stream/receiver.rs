@@ -4,13 +4,11 @@
 use super::Shared;
 use crate::net::{self, Clock, MAX_WAIT, Outgoing, Port};
 use crate::{DEFAULT_GROUP, DEFAULT_SOCKET_BUFFER_BYTES, Error, check_group, goodput_mbps};
-use mio::net::UdpSocket;
 use mio::{Events, Poll, Token, Waker};
 use rmcast_proto::stream::{
     StreamReceiver as Machine, StreamReceiverConfig, StreamReceiverEvent, StreamReceiverStats,
 };
 use rmcast_proto::{Dest, Instant, SessionId};
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
@@ -126,7 +124,7 @@ impl StreamReceiver {
         check_group(cfg.group)?;
         let poll = Poll::new().map_err(net::io_err("cannot create an event loop"))?;
         let group_socket = net::group_socket(cfg.group, cfg.iface, cfg.socket_buffer_bytes)?;
-        let unicast = unicast_socket(
+        let unicast = net::feedback_socket(
             SocketAddrV4::new(cfg.iface, cfg.port),
             cfg.ttl,
             cfg.socket_buffer_bytes,
@@ -282,35 +280,6 @@ impl Drop for StreamReceiver {
     fn drop(&mut self) {
         self.stop_driver();
     }
-}
-
-/// The unicast socket bound to `local`.
-fn unicast_socket(local: SocketAddrV4, ttl: u32, buffer_bytes: usize) -> Result<UdpSocket, Error> {
-    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
-        .map_err(net::io_err("cannot create the unicast UDP socket"))?;
-    socket
-        .bind(&SockAddr::from(local))
-        .map_err(net::io_err(format!(
-            "cannot bind the unicast socket to {local}"
-        )))?;
-    socket
-        .set_multicast_if_v4(local.ip())
-        .map_err(net::io_err(format!(
-            "cannot send multicast through {}",
-            local.ip()
-        )))?;
-    socket
-        .set_multicast_ttl_v4(ttl)
-        .map_err(net::io_err(format!("cannot set multicast TTL {ttl}")))?;
-    if let Err(e) = socket.set_recv_buffer_size(buffer_bytes) {
-        tracing::warn!(
-            "unicast socket: cannot set the receive buffer to {buffer_bytes} bytes: {e}"
-        );
-    }
-    socket
-        .set_nonblocking(true)
-        .map_err(net::io_err("cannot make the unicast socket non-blocking"))?;
-    Ok(UdpSocket::from_std(socket.into()))
 }
 
 struct Driver {
