@@ -536,17 +536,7 @@ fn receive(a: &BlastRecvArgs) -> Result<RecvReport> {
     Ok(r)
 }
 
-/// The value after `flag` in a tool's argument list (`--size 1024` or `--size=1024`).
-pub fn arg_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
-    let eq = format!("{flag}=");
-    args.iter().enumerate().find_map(|(i, a)| {
-        if a == flag {
-            args.get(i + 1).map(String::as_str)
-        } else {
-            a.strip_prefix(&eq)
-        }
-    })
-}
+use crate::units::arg_value;
 
 /// How a blast tool will run, from its arguments and the run's object size
 /// and link rate: `(datagram size, pps, count)`; count is `None` when the

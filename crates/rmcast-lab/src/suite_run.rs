@@ -343,27 +343,13 @@ fn substitute(args: &[String], x: Option<&XValue>) -> Vec<String> {
         .collect()
 }
 
-/// The value of `--flag V` or `--flag=V` in args.
-fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == flag {
-            return it.next().map(String::as_str);
-        }
-        if let Some(v) = a.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
-            return Some(v);
-        }
-    }
-    None
-}
-
 /// Turns the suite-only `--poll-interval-pct P` into rmcast's
 /// `--poll-interval max(1, window × P / 100)` (window from `--window`, or the default).
 pub fn lab_sender_args(args: &[String]) -> Result<Vec<String>, String> {
-    let Some(pct) = flag_value(args, "--poll-interval-pct") else {
+    let Some(pct) = crate::units::arg_value(args, "--poll-interval-pct") else {
         return Ok(args.to_vec());
     };
-    if flag_value(args, "--poll-interval").is_some() {
+    if crate::units::arg_value(args, "--poll-interval").is_some() {
         return Err("give --poll-interval or --poll-interval-pct, not both".into());
     }
     let pct: f64 = pct
@@ -371,7 +357,7 @@ pub fn lab_sender_args(args: &[String]) -> Result<Vec<String>, String> {
         .ok()
         .filter(|p: &f64| *p > 0.0 && *p <= 100.0)
         .ok_or_else(|| format!("--poll-interval-pct `{pct}` is not a percentage in (0, 100]"))?;
-    let window: u32 = match flag_value(args, "--window") {
+    let window: u32 = match crate::units::arg_value(args, "--window") {
         Some(w) => w
             .parse()
             .map_err(|_| format!("--window `{w}` is not a number"))?,

@@ -54,6 +54,21 @@ pub fn fmt_size(b: u64) -> String {
     }
 }
 
+/// The value after `flag` in a tool's argument list (`--size 1024` or
+/// `--size=1024`), the first occurrence.
+pub fn arg_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == flag {
+            return it.next().map(String::as_str);
+        }
+        if let Some(v) = a.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
+            return Some(v);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
