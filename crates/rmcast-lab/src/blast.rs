@@ -19,6 +19,7 @@
 //! endian), send time (ns since the Unix epoch, u64, big endian). An end
 //! marker's sequence field is the number of data datagrams sent.
 
+use crate::units::arg_value;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -535,8 +536,6 @@ fn receive(a: &BlastRecvArgs) -> Result<RecvReport> {
     }
     Ok(r)
 }
-
-use crate::units::arg_value;
 
 /// How a blast tool will run, from its arguments and the run's object size
 /// and link rate: `(datagram size, pps, count)`; count is `None` when the
