@@ -253,6 +253,54 @@ fn last_line(text: &str) -> String {
     l.chars().take(300).collect()
 }
 
+/// A run's directory (`runs/<seq>-<tool>-n<N>-<size>-<rate>-l<loss>-r<repeat>`,
+/// created) and its record with what the point says; the caller fills in
+/// the outcome. Shared by every tool kind's runner.
+pub(crate) fn start_record(
+    sc: &Scenario,
+    opts: &RunOptions,
+    tb: &Testbed,
+    pt: &Point,
+) -> Result<(PathBuf, RunRecord)> {
+    let rate = units::fmt_rate(pt.rate_bits_per_s);
+    let dir_name = format!(
+        "{:04}-{}-n{}-{}-{}-l{}-r{}",
+        pt.seq,
+        pt.tool.name,
+        pt.n,
+        units::fmt_size(pt.size),
+        rate,
+        pt.loss,
+        pt.repeat
+    );
+    let run_dir = opts.out.join("runs").join(&dir_name);
+    std::fs::create_dir_all(&run_dir)?;
+    let rec = RunRecord {
+        seq: pt.seq,
+        tool: pt.tool.name.clone(),
+        kind: format!("{:?}", pt.tool.kind).to_lowercase(),
+        testbed: if tb.is_netns() {
+            "netns".into()
+        } else {
+            "local".into()
+        },
+        receivers: pt.n,
+        served_receivers: pt.n,
+        size_bytes: pt.size,
+        rate,
+        loss: pt.loss,
+        mtu: sc.mtu,
+        repeat: pt.repeat,
+        expected_mbps: pt
+            .rate_bits_per_s
+            .map_or(UNSHAPED_EXPECTED_BPS, |r| r as f64)
+            / 1e6,
+        dir: format!("runs/{dir_name}"),
+        ..RunRecord::default()
+    };
+    Ok((run_dir, rec))
+}
+
 fn run_one(
     sc: &Scenario,
     opts: &RunOptions,
@@ -263,19 +311,7 @@ fn run_one(
     if pt.tool.kind == ToolKind::Symmetric {
         return crate::symmetric::run_one(sc, opts, tb, pt);
     }
-    let rate_text = units::fmt_rate(pt.rate_bits_per_s);
-    let dir_name = format!(
-        "{:04}-{}-n{}-{}-{}-l{}-r{}",
-        pt.seq,
-        pt.tool.name,
-        pt.n,
-        units::fmt_size(pt.size),
-        rate_text,
-        pt.loss,
-        pt.repeat
-    );
-    let run_dir = opts.out.join("runs").join(&dir_name);
-    std::fs::create_dir_all(&run_dir)?;
+    let (run_dir, mut rec) = start_record(sc, opts, tb, pt)?;
     let out_dirs: Vec<PathBuf> = (0..=pt.n).map(|i| run_dir.join(format!("h{i}"))).collect();
     for d in &out_dirs[1..] {
         std::fs::create_dir_all(d)?;
@@ -316,26 +352,6 @@ fn run_one(
         rmcast: &opts.rmcast,
         self_cmd: &opts.self_cmd,
         limit_s,
-    };
-    let mut rec = RunRecord {
-        seq: pt.seq,
-        tool: pt.tool.name.clone(),
-        kind: format!("{:?}", pt.tool.kind).to_lowercase(),
-        testbed: if tb.is_netns() {
-            "netns".into()
-        } else {
-            "local".into()
-        },
-        receivers: pt.n,
-        served_receivers: pt.n,
-        size_bytes: pt.size,
-        rate: rate_text,
-        loss: pt.loss,
-        mtu: sc.mtu,
-        repeat: pt.repeat,
-        expected_mbps: expected_bps / 1e6,
-        dir: format!("runs/{dir_name}"),
-        ..RunRecord::default()
     };
     let plan = match peers::plan(pt.tool, &ctx) {
         Ok(p) => p,

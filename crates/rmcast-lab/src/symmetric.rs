@@ -26,7 +26,6 @@ use crate::runner::{Point, RunOptions};
 use crate::scenario::Scenario;
 use crate::signals;
 use crate::testbed::Testbed;
-use crate::units;
 use anyhow::Result;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -39,39 +38,7 @@ pub(crate) fn run_one(
     pt: &Point,
 ) -> Result<RunRecord> {
     let n = pt.n;
-    let rate_text = units::fmt_rate(pt.rate_bits_per_s);
-    let dir_name = format!(
-        "{:04}-{}-n{}-{}-{}-l{}-r{}",
-        pt.seq,
-        pt.tool.name,
-        n,
-        units::fmt_size(pt.size),
-        rate_text,
-        pt.loss,
-        pt.repeat
-    );
-    let run_dir = opts.out.join("runs").join(&dir_name);
-    std::fs::create_dir_all(&run_dir)?;
-    let mut rec = RunRecord {
-        seq: pt.seq,
-        tool: pt.tool.name.clone(),
-        kind: "symmetric".into(),
-        testbed: if tb.is_netns() {
-            "netns".into()
-        } else {
-            "local".into()
-        },
-        receivers: n,
-        served_receivers: n,
-        size_bytes: pt.size,
-        rate: rate_text,
-        loss: pt.loss,
-        mtu: sc.mtu,
-        repeat: pt.repeat,
-        expected_mbps: pt.rate_bits_per_s.map_or(1000.0, |r| r as f64 / 1e6),
-        dir: format!("runs/{dir_name}"),
-        ..RunRecord::default()
-    };
+    let (run_dir, mut rec) = crate::runner::start_record(sc, opts, tb, pt)?;
     if n < 2 || n > tb.hosts().len() {
         rec.status = "unavailable".into();
         rec.reasons.push(format!(
