@@ -484,7 +484,10 @@ mod tests {
     #[test]
     fn three_nodes_on_loopback_complete_every_round() {
         for (k, proto) in ["prmp", "multitcp", "ff"].into_iter().enumerate() {
-            let port = 31000 + (std::process::id() % 500) as u16 * 40 + k as u16 * 13;
+            // Below the kernel's ephemeral range (32768 and up), so no socket
+            // of a test running beside this one can hold a node's fixed port
+            // (it made a node's listener fail to bind and the others wait).
+            let port = 20000 + (std::process::id() % 300) as u16 * 40 + k as u16 * 13;
             let handles: Vec<_> = (0..3)
                 .map(|i| {
                     let a = node_args(proto, i, 3, port);

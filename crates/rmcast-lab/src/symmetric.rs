@@ -47,7 +47,8 @@ pub(crate) fn run_one(
         ));
         return Ok(rec);
     }
-    let port = 20000 + 200 * ((pt.seq as u32 * 7 + std::process::id() * 131) % 200) as u16;
+    // Fixed ports below the ephemeral range (32768 and up), 200 per run.
+    let port = 20000 + 200 * ((pt.seq as u32 * 7 + std::process::id() * 131) % 60) as u16;
     let group = Ipv4Addr::new(239, 77, 1 + (pt.seq % 200) as u8, 9);
     let nodes: Vec<String> = tb.hosts()[..n].iter().map(|h| h.addr.to_string()).collect();
     let nodes = nodes.join(",");
