@@ -181,7 +181,9 @@ pub struct CommonArgs {
     /// Remove a receiver that owes feedback and stays silent this long.
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     pub peer_timeout: HumanDuration,
-    /// Pace data at this rate (e.g. 90mbit, 1gbit) [default: unpaced, window-limited].
+    /// Pace data at this rate (e.g. 100mbit, 1gbit) [default: unpaced, window-limited].
+    /// Counted on the wire as tc counts it (each datagram plus 42 bytes of
+    /// UDP, IP and Ethernet headers), so the link's own rate fills the link.
     /// Under --rate-control fixed the constant rate; under hunt the rate it
     /// starts at before it adapts.
     #[arg(long, value_parser = parse_rate)]

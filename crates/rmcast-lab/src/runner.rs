@@ -10,7 +10,7 @@
 use crate::metrics::{self, ProcRecord, RunRecord};
 use crate::peers::{self, Completion, Plan};
 use crate::procs::{Exit, Proc, ProcSet};
-use crate::scenario::{Scenario, TestbedKind, Tool, ToolKind};
+use crate::scenario::{Copies, Scenario, TestbedKind, Tool, ToolKind};
 use crate::signals;
 use crate::testbed::{Local, Netns, NetnsSpec, Testbed};
 use crate::units;
@@ -312,7 +312,13 @@ fn run_one(
         return crate::symmetric::run_one(sc, opts, tb, pt);
     }
     let (run_dir, mut rec) = start_record(sc, opts, tb, pt)?;
-    let out_dirs: Vec<PathBuf> = (0..=pt.n).map(|i| run_dir.join(format!("h{i}"))).collect();
+    let copies = CopiesDir::new(sc.copies, &run_dir)?;
+    let out_dirs: Vec<PathBuf> = (0..=pt.n)
+        .map(|i| match (i, &copies.tmpfs) {
+            (1.., Some(t)) => t.join(format!("h{i}")),
+            _ => run_dir.join(format!("h{i}")),
+        })
+        .collect();
     for d in &out_dirs[1..] {
         std::fs::create_dir_all(d)?;
     }
@@ -615,6 +621,44 @@ fn run_one(
         let _ = std::fs::remove_dir_all(d);
     }
     Ok(rec)
+}
+
+/// The receivers' copies on tmpfs (scenario `copies = "tmpfs"`): one
+/// directory per run under `/dev/shm`, removed when the run ends however it
+/// ends, so that 30 copies of a large object never outlive their run.
+struct CopiesDir {
+    tmpfs: Option<PathBuf>,
+}
+
+impl CopiesDir {
+    fn new(copies: Copies, run_dir: &Path) -> Result<Self> {
+        let tmpfs = match copies {
+            Copies::Disk => None,
+            Copies::Tmpfs => {
+                let run = run_dir
+                    .file_name()
+                    .map_or_else(|| "run".into(), |n| n.to_string_lossy().into_owned());
+                let d =
+                    PathBuf::from(format!("/dev/shm/rmcast-lab-{}", std::process::id())).join(run);
+                std::fs::create_dir_all(&d)
+                    .with_context(|| format!("cannot create {} for the copies", d.display()))?;
+                Some(d)
+            }
+        };
+        Ok(Self { tmpfs })
+    }
+}
+
+impl Drop for CopiesDir {
+    fn drop(&mut self) {
+        if let Some(d) = &self.tmpfs {
+            let _ = std::fs::remove_dir_all(d);
+            // The per-process parent goes once it is empty (the last run's).
+            if let Some(parent) = d.parent() {
+                let _ = std::fs::remove_dir(parent);
+            }
+        }
+    }
 }
 
 /// The pace a blast gets from the link when its arguments name none

@@ -29,6 +29,21 @@ pub enum TestbedKind {
     Local,
 }
 
+/// Where receivers write their copies.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Copies {
+    /// Beside the run's logs, on the output directory's file system. On one
+    /// box every receiver's writeback and fsync lands on the same disk,
+    /// which no real group of N machines shares.
+    #[default]
+    Disk,
+    /// On tmpfs (`/dev/shm`), one directory per run, removed after it is
+    /// verified: the transfer is measured without the shared disk. Each
+    /// copy costs memory while the run lasts (N × size).
+    Tmpfs,
+}
+
 /// The kind of file transfer tool.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -138,6 +153,9 @@ pub struct Scenario {
     /// Seconds receivers get to exit after the sender finished.
     #[serde(default = "default_grace_s")]
     pub grace_s: f64,
+    /// Where receivers write their copies (`disk` or `tmpfs`).
+    #[serde(default)]
+    pub copies: Copies,
     /// Faults to inject (tests).
     #[serde(default)]
     pub inject: Inject,

@@ -15,7 +15,7 @@
 
 use crate::metrics::{self, PointRecord, Spread};
 use crate::runner;
-use crate::scenario::{Inject, Scenario, Tool};
+use crate::scenario::{Copies, Inject, Scenario, Tool};
 use crate::signals;
 use crate::suite::{Backend, Experiment, Metric, Preset, Series, SeriesKind, Suite, XKind, XValue};
 use crate::units;
@@ -515,6 +515,7 @@ fn run_lab(
         startup_s: 10.0,
         max_run_s: e.max_run_s,
         grace_s: 8.0,
+        copies: Copies::default(),
         inject: Inject::default(),
         tools,
     };

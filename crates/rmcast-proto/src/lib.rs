@@ -55,7 +55,7 @@ pub use receiver::{DataChunk, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent
 pub use rmcast_wire::{HASH_LEN, Kind, ProtocolId, Seq, SessionId, Status};
 pub use sender::{
     ConfigError, MemberOutcome, ObjectInfo, Outcome, Repair, Sender, SenderConfig, SenderEvent,
-    SenderStats,
+    SenderStats, WIRE_OVERHEAD_BYTES,
 };
 pub use time::Instant;
 
