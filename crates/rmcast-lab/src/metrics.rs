@@ -76,6 +76,11 @@ pub struct RunRecord {
     pub goodput_mbps: Option<f64>,
     /// Goodput the tool itself reported (rmcast --json); for iperf3, the lab's own clock (G is then iperf3's receiver-side figure).
     pub tool_goodput_mbps: Option<f64>,
+    /// Seconds the tool itself reported (rmcast --json: first announcement
+    /// to last confirmation, the longest over senders): the transfer
+    /// without process start-up, reading the object and exit.
+    #[serde(default)]
+    pub tool_seconds: Option<f64>,
     /// The link rate (or 1000 when unshaped), Mbit/s.
     pub expected_mbps: f64,
     /// Bytes all hosts transmitted.
@@ -154,6 +159,9 @@ impl RunRecord {
             self.cpu_sender_s.unwrap_or(0.0),
             self.cpu_receiver_s_mean.unwrap_or(0.0),
         );
+        if let Some(t) = self.tool_seconds {
+            let _ = write!(s, " own={:.1} ms", t * 1e3);
+        }
         if !self.reasons.is_empty() {
             let _ = write!(s, " — {}", self.reasons.join("; "));
         }

@@ -777,6 +777,10 @@ fn parse_rmcast_json(rec: &mut RunRecord, stdout: &Path) {
         (Some(a), Some(b)) => Some(a + b),
         (a, b) => b.or(a),
     };
+    rec.tool_seconds = match (rec.tool_seconds, v["seconds"].as_f64()) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => b.or(a),
+    };
 }
 
 /// What the watcher saw.
