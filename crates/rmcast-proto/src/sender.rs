@@ -448,6 +448,9 @@ pub const WIRE_OVERHEAD_BYTES: usize = 42;
 /// Byes sent at the end (multicast, unacknowledged, so repeated).
 /// Smallest pacer bucket: one full UDP GSO batch.
 const PACER_BURST_BYTES: u64 = 65_000;
+/// The pacer's bucket also holds this fraction of a second of the rate
+/// (1/500 s = 2 ms) where that is more than one GSO batch.
+const PACER_BURST_PER_S: u64 = 500;
 const BYE_COUNT: u8 = 3;
 const NEVER: Instant = Instant::from_nanos(u64::MAX);
 /// Gap between Byes. Every receiver has confirmed by then and nothing else
@@ -1636,11 +1639,16 @@ impl Sender {
 /// runtime sends a burst in one system call, and a 16-packet bucket held
 /// only 188 µs of tokens at 1 Gbit/s, so a sender that woke every ~300 µs
 /// lost tokens (paced 1 Gbit/s reached ~530 Mbit/s). Shapers downstream
-/// need a burst at least this large (the lab's tbf has 256 kB).
+/// need a burst at least this large (the lab's tbf has 256 kB). At high
+/// rates the bucket holds 2 ms of the rate (250 kB at 1 Gbit/s), so that a
+/// sender descheduled for a millisecond or two on a busy host catches up
+/// instead of losing the tokens (one GSO batch is only 0.5 ms there).
 fn fixed_pacer(config: &SenderConfig, bytes_per_s: u64, now: Instant) -> Pacer {
     Pacer::new(
         bytes_per_s.saturating_mul(8),
-        PACER_BURST_BYTES.max(16 * config.packet_size as u64),
+        PACER_BURST_BYTES
+            .max(16 * config.packet_size as u64)
+            .max(bytes_per_s / PACER_BURST_PER_S),
         now,
     )
 }
