@@ -58,8 +58,6 @@ pub struct OfferInfo {
     pub name: String,
     /// Length in bytes.
     pub size: u64,
-    /// BLAKE3 hash the bytes must have.
-    pub hash: [u8; HASH_LEN],
     /// Protocol of the data phase.
     pub protocol: ProtocolId,
     /// Object bytes per data packet.
@@ -92,7 +90,9 @@ pub enum ReceiverEvent {
     /// The object on offer: answer with [`Receiver::accept_offer`] or
     /// [`Receiver::refuse_offer`].
     Offer(OfferInfo),
-    /// Every byte has been delivered: verify it and call [`Receiver::confirm`].
+    /// Every byte has been delivered and the sender's `Close` said which
+    /// hash they must have ([`Receiver::expected_hash`]): verify them and
+    /// call [`Receiver::confirm`].
     AllData,
     /// The session ended after this receiver confirmed; nothing more to do.
     Finished,
@@ -141,8 +141,11 @@ enum Phase {
     Admitted,
     /// Offer shown to the application, waiting for its answer.
     Deciding,
+    /// Taking data; stays here with every byte in until a `Close` brings
+    /// the hash to verify against.
     Receiving,
-    /// All data delivered, waiting for the application's verdict.
+    /// All data delivered and the hash known, waiting for the
+    /// application's verdict.
     Verifying,
     /// Verdict sent, waiting for the sender's Bye.
     Confirmed,
@@ -188,6 +191,8 @@ pub struct Receiver {
     last_from_sender: Instant,
     join_at: Instant,
     offer: Option<OfferInfo>,
+    /// The object's hash, from the first `Close` heard.
+    expected_hash: Option<[u8; HASH_LEN]>,
     reply: Option<(Status, String)>,
     verdict: Option<(Status, [u8; HASH_LEN], String)>,
     transfer: Option<Transfer>,
@@ -242,6 +247,7 @@ impl Receiver {
             last_from_sender: now,
             join_at: now,
             offer: None,
+            expected_hash: None,
             reply: None,
             verdict: None,
             transfer: None,
@@ -292,6 +298,14 @@ impl Receiver {
     #[must_use]
     pub fn offer(&self) -> Option<&OfferInfo> {
         self.offer.as_ref()
+    }
+
+    /// The BLAKE3 hash the object must have: the sender announces it in
+    /// `Close`, once every receiver holds every byte (so it could start
+    /// sending before it had read the object). `None` until then.
+    #[must_use]
+    pub fn expected_hash(&self) -> Option<[u8; HASH_LEN]> {
+        self.expected_hash
     }
 
     /// Object bytes held in order from the start.
@@ -352,7 +366,7 @@ impl Receiver {
     }
 
     /// Reports the verification of the whole object to the sender.
-    /// `status` is `Ok` when the bytes hash to the offered hash.
+    /// `status` is `Ok` when the bytes hash to [`Receiver::expected_hash`].
     pub fn confirm(&mut self, status: Status, hash: [u8; HASH_LEN], text: &str) {
         if self.phase != Phase::Verifying {
             return;
@@ -484,7 +498,7 @@ impl Receiver {
             // Repeat a refusal or a failed verdict the sender may have missed.
             match packet.body {
                 Body::Offer(_) if self.reply.is_some() => self.reply_owed = true,
-                Body::Close if self.verdict.is_some() => self.complete_owed = true,
+                Body::Close(_) if self.verdict.is_some() => self.complete_owed = true,
                 _ => {}
             }
             return None;
@@ -515,7 +529,6 @@ impl Receiver {
                         let info = OfferInfo {
                             name: o.name.to_owned(),
                             size: o.object_size,
-                            hash: o.hash,
                             protocol: o.protocol,
                             payload_size: o.payload_size,
                             window: o.window,
@@ -552,10 +565,28 @@ impl Receiver {
                 None
             }
             Body::Data(d) => self.on_data(now, d.seq, d.poll, echo_copy(d.copy), d.payload),
-            Body::Close => {
+            Body::Close(c) => {
                 match self.phase {
                     Phase::Confirmed => self.complete_owed = true,
-                    Phase::Receiving | Phase::Verifying => self.acks_owed += 1,
+                    Phase::Receiving | Phase::Verifying => {
+                        // The first Close's hash is the one verified
+                        // against; a later Close with a different hash
+                        // (a confused or hostile sender, or a forged
+                        // datagram) is ignored rather than switching the
+                        // target mid-verification. The sender's own check
+                        // of our Complete hash catches a mismatch anyway.
+                        self.expected_hash.get_or_insert(c.hash);
+                        let waiting = self.phase == Phase::Receiving;
+                        self.check_all_data();
+                        // Ack a Close that finds this receiver missing
+                        // bytes or still verifying (so the sender hears it
+                        // is alive). A Close that completes what it needs
+                        // is answered by the Complete the application now
+                        // owes, as when every byte came after the hash.
+                        if !(waiting && self.phase == Phase::Verifying) {
+                            self.acks_owed += 1;
+                        }
+                    }
                     _ => {}
                 }
                 None
@@ -664,6 +695,7 @@ impl Receiver {
         }
         if let Some(t) = &self.transfer
             && t.cumulative == t.packets
+            && self.expected_hash.is_some()
         {
             self.phase = Phase::Verifying;
             self.events.push_back(ReceiverEvent::AllData);

@@ -7,9 +7,9 @@ use crate::{
     Transmit, TreeShape, truncate_utf8,
 };
 use rmcast_wire::{
-    Body, Bye, DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, HASH_LEN, Header, Hello, Kind,
-    MAX_DATAGRAM, MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER,
-    RANK_UNASSIGNED, RatePhase, Seq, SessionId, Status, Welcome, encode_data_header,
+    Body, Bye, Close, DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, HASH_LEN, Header, Hello, Kind,
+    MAX_DATAGRAM, MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, POLL_NONE, Packet, ProtocolId,
+    RANK_SENDER, RANK_UNASSIGNED, RatePhase, Seq, SessionId, Status, Welcome, encode_data_header,
 };
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -247,8 +247,10 @@ pub struct ObjectInfo {
     pub size: u64,
     /// Name the receivers store it under (a relative path).
     pub name: String,
-    /// BLAKE3 hash of the bytes.
-    pub hash: [u8; HASH_LEN],
+    /// BLAKE3 hash of the bytes; `None` while the driver is still computing
+    /// it (give it with [`Sender::set_object_hash`]). The hash travels in
+    /// `Close`, so the session can start, and the data flow, without it.
+    pub hash: Option<[u8; HASH_LEN]>,
 }
 
 /// Something the sending application should know.
@@ -356,6 +358,10 @@ pub struct SenderStats {
     pub group_packets: u64,
     /// Group rate-control packets sent (`RateNak` LAST, `RateReport`, `RateSync`).
     pub group_sent: u64,
+    /// Keepalives: the last data packet again, polling no one, multicast
+    /// while every byte is acknowledged but the object's hash (and so the
+    /// `Close`) is not ready, so that receivers do not time the sender out.
+    pub keepalives: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -501,9 +507,13 @@ pub struct Sender {
     /// Tree: a member failed, so relayed acks no longer cover its subtree
     /// nor its ancestors; every poll goes directly to the sender from now on.
     relay_broken: bool,
-    /// Next resend of the phase's multicast control packet (Hello, Offer, Close, Bye).
+    /// Next resend of the phase's multicast control packet (Hello, Offer,
+    /// Close, Bye); in `Closing` before the hash is known, the next keepalive.
     control_at: Instant,
     control_due: bool,
+    /// When the first `Close` went out: receivers owe a `Complete` only
+    /// from then on (none goes before the object's hash is known).
+    close_sent: Option<Instant>,
     phase_since: Instant,
     pacing: Pacing,
     /// The group's membership and rate resynchronisation (several senders).
@@ -578,6 +588,7 @@ impl Sender {
             high: 0,
             control_at: now,
             control_due: true,
+            close_sent: None,
             phase_since: now,
             pacing,
             group,
@@ -643,6 +654,32 @@ impl Sender {
     /// protocol repairs the datagram itself as any other loss).
     pub fn on_send_error(&mut self, now: Instant) {
         self.rate_error(now, ErrorSignal::SendFailure);
+    }
+
+    /// The object's BLAKE3 hash, once the driver has computed it (see
+    /// [`ObjectInfo::hash`]). `Close` carries it, so no `Close` goes out
+    /// before this is called; once every byte is acknowledged, the first
+    /// one goes at once (the next [`Sender::poll_transmit`]). Later calls
+    /// are ignored: the hash announced is the first one given.
+    pub fn set_object_hash(&mut self, hash: [u8; HASH_LEN]) {
+        if self.object.hash.is_some() {
+            return;
+        }
+        self.object.hash = Some(hash);
+        if self.phase == Phase::Closing {
+            // Waiting for exactly this: ask now, and back off from here.
+            self.rto = self.config.rto;
+            self.control_due = true;
+            // Due now (a driver that transmits only after a timeout wakes
+            // at once); sending it sets the next deadline.
+            self.control_at = Instant::ZERO;
+        }
+    }
+
+    /// The object's hash, once known.
+    #[must_use]
+    pub fn object_hash(&self) -> Option<[u8; HASH_LEN]> {
+        self.object.hash
     }
 
     /// Receivers registered so far.
@@ -869,17 +906,33 @@ impl Sender {
                 if !self.members[i].in_data() {
                     return;
                 }
-                if c.status == Status::Ok && c.hash == self.object.hash {
-                    self.members[i].state = MemberState::Verified;
-                    self.members[i].cumulative = self.packets;
-                    self.events.push_back(SenderEvent::Verified { rank });
-                } else if c.status == Status::Ok {
-                    self.fail_member(i, "reported a hash that differs from the object's".into());
-                } else {
-                    self.fail_member(
+                match (c.status, self.object.hash) {
+                    (Status::Ok, Some(hash)) if c.hash == hash => {
+                        self.members[i].state = MemberState::Verified;
+                        self.members[i].cumulative = self.packets;
+                        self.events.push_back(SenderEvent::Verified { rank });
+                    }
+                    // The receiver checked against the hash in our Close,
+                    // so this cannot happen unless something is broken:
+                    // do not count a copy we know to differ as verified.
+                    (Status::Ok, Some(hash)) => self.fail_member(
                         i,
-                        format!("could not verify the object ({:?}): {}", c.status, c.text),
-                    );
+                        format!(
+                            "reported a verified copy whose hash ({}…) differs from the \
+                             object's ({}…)",
+                            short_hex(&c.hash),
+                            short_hex(&hash)
+                        ),
+                    ),
+                    // No Close has asked yet (it needs the hash): nothing
+                    // verified against it. The receiver answers the Close.
+                    (Status::Ok, None) => return,
+                    _ => {
+                        self.fail_member(
+                            i,
+                            format!("could not verify the object ({:?}): {}", c.status, c.text),
+                        );
+                    }
                 }
                 self.after_member_change(now);
             }
@@ -930,6 +983,9 @@ impl Sender {
         }
         if self.control_due {
             self.control_due = false;
+            if self.phase == Phase::Closing && self.object.hash.is_none() {
+                return self.keepalive(now, header, source, buf);
+            }
             return self.multicast_control(now, header, buf);
         }
         self.pace_blocked = false;
@@ -1254,15 +1310,17 @@ impl Sender {
                     protocol: self.config.protocol,
                     protocol_param: self.policy.protocol_param(),
                     receivers: self.members.len() as u16,
-                    hash: self.object.hash,
                     test_loss_ppm: self.config.test_loss_ppm.min(1_000_000),
                     name: &self.object.name,
                 })
             }
             Phase::Closing => {
+                // No Close before the hash: it is what the Close carries.
+                let hash = self.object.hash?;
                 self.control_at = now + self.rto;
                 self.rto = (self.rto * 2).min(self.config.rto_max);
-                Body::Close
+                self.close_sent.get_or_insert(now);
+                Body::Close(Close { hash })
             }
             Phase::Farewell { byes_left } => {
                 let aborted = !self
@@ -1286,6 +1344,35 @@ impl Sender {
         };
         self.stats.control_sent += 1;
         emit(Dest::Group, header, body, buf)
+    }
+
+    /// Every byte is acknowledged but the hash is not known yet, so no
+    /// `Close` can go: multicast the last data packet again, polling no
+    /// one, so that receivers keep hearing the sender (they time it out
+    /// after `sender_timeout` of silence). Backs off like the `Close`.
+    fn keepalive(
+        &mut self,
+        now: Instant,
+        header: Header,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        self.control_at = now + self.rto;
+        self.rto = (self.rto * 2).min(self.config.rto_max);
+        let index = self.packets.checked_sub(1)?;
+        let len = self.datagram_len(index);
+        let copy = self.lack[self.slot(index)].copies;
+        let head = encode_data_header(buf, &header, self.isn.add(index), POLL_NONE, copy).ok()?;
+        source.read_at(
+            u64::from(index) * self.payload_size as u64,
+            &mut buf[head..len],
+        );
+        self.stats.keepalives += 1;
+        Some(Transmit {
+            dest: Dest::Group,
+            len,
+            kind: Kind::Data,
+        })
     }
 
     fn on_join(&mut self, now: Instant, from: SocketAddr, receiver_id: u64, name: &str) {
@@ -1511,9 +1598,12 @@ impl Sender {
             };
             // Silence counts from the later of the last word heard and the
             // start of the stall (when everyone was polled again).
-            let since = match (self.phase, self.stall_since) {
-                (Phase::Sending, Some(stall)) => m.last_heard.max(stall),
-                (Phase::Sending, None) => continue,
+            // Closing: a Complete is owed only once a Close has asked for
+            // it, which waits for the object's hash.
+            let since = match (self.phase, self.stall_since, self.close_sent) {
+                (Phase::Sending, Some(stall), _) => m.last_heard.max(stall),
+                (Phase::Sending, None, _) | (Phase::Closing, _, None) => continue,
+                (Phase::Closing, _, Some(asked)) => m.last_heard.max(asked),
                 _ => m.last_heard,
             };
             if owes && now.saturating_since(since) >= limit {
@@ -1592,6 +1682,17 @@ impl Sender {
             // No multicast control timer while sending: the RTO drives it.
             self.control_at = NEVER;
         }
+        if phase == Phase::Closing && self.object.hash.is_none() {
+            // The Close waits for the hash (`set_object_hash` sends it);
+            // meanwhile a keepalive every RTO, backing off, if there is a
+            // data packet to repeat (an empty object hashes at once).
+            self.control_due = false;
+            self.control_at = if self.packets > 0 {
+                now + self.rto
+            } else {
+                NEVER
+            };
+        }
     }
 
     fn enter_farewell(&mut self, now: Instant) {
@@ -1643,6 +1744,14 @@ fn fixed_pacer(config: &SenderConfig, bytes_per_s: u64, now: Instant) -> Pacer {
         PACER_BURST_BYTES.max(16 * config.packet_size as u64),
         now,
     )
+}
+
+/// The first 8 bytes of a hash in hex, for reasons a human reads.
+fn short_hex(hash: &[u8; HASH_LEN]) -> String {
+    hash[..8].iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Transmit> {

@@ -156,6 +156,7 @@ impl Driver<'_> {
                     self.rng = StdRng::seed_from_u64(mix(self.cfg.seed ^ mix(u64::from(rank))));
                 }
                 ReceiverEvent::Offer(info) => self.on_offer(info),
+                // Every byte is in and a Close brought the hash to check.
                 // Verified after the next transmit pass, so the ack for the
                 // last packet is not held back by hashing the object.
                 ReceiverEvent::AllData => self.verify_pending = true,
@@ -211,9 +212,15 @@ impl Driver<'_> {
         }
     }
 
+    /// Every byte is in and the sender's `Close` said which hash they must
+    /// have: finish the incremental hash, compare, and store or discard.
     fn on_all_data(&mut self) {
         self.all_data = true;
-        let expected = self.offer.as_ref().map(|o| o.hash).unwrap_or_default();
+        // The machine reports AllData only once a Close brought the hash.
+        let Some(expected) = self.machine.expected_hash() else {
+            debug_assert!(false, "AllData before the Close's hash");
+            return;
+        };
         match self.sink.hash() {
             Ok(hash) if hash == expected => match self.sink.commit() {
                 Ok(path) => {
@@ -237,7 +244,7 @@ impl Driver<'_> {
             Ok(hash) => {
                 self.sink.discard();
                 let text = format!(
-                    "received bytes hash to {}, the offer says {}",
+                    "received bytes hash to {}, the sender's Close says {}",
                     hex(&hash[..8]),
                     hex(&expected[..8])
                 );

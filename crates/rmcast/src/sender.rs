@@ -173,7 +173,7 @@ fn run(
     let object = ObjectInfo {
         size: data.len() as u64,
         name: name.to_owned(),
-        hash: *hasher.finalize().as_bytes(),
+        hash: Some(*hasher.finalize().as_bytes()),
     };
     let size = object.size;
 
