@@ -892,3 +892,166 @@ fn truncate(text: &str) -> String {
 fn echo_copy(copy: u16) -> u8 {
     u8::try_from(copy).map_or(ECHO_COPY_MAX, |c| c.min(ECHO_COPY_MAX))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The hash to verify against comes from `Close`: no verification
+    //! before it, and the first one wins.
+
+    use super::*;
+    use rmcast_wire::{Close, Data, Hello, Offer, POLL_NONE, Welcome};
+
+    const SESSION: SessionId = SessionId(5);
+    const ID: u64 = 77;
+    const PAYLOAD: u16 = 1000;
+    const SIZE: u64 = 2500;
+
+    fn sender() -> SocketAddr {
+        "10.0.0.1:5000".parse().unwrap()
+    }
+
+    fn packet(body: Body<'_>) -> Vec<u8> {
+        let mut buf = vec![0u8; 4096];
+        let n = Packet {
+            header: Header::new(SESSION, RANK_SENDER),
+            body,
+        }
+        .encode(&mut buf)
+        .unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    fn events(r: &mut Receiver) -> Vec<ReceiverEvent> {
+        std::iter::from_fn(|| r.poll_event()).collect()
+    }
+
+    /// A receiver admitted, offered a 3-packet object, accepted, and
+    /// given every data packet.
+    fn with_every_byte() -> Receiver {
+        let r = holding(&[0, 1, 2]);
+        assert_eq!(r.received_bytes(), SIZE);
+        r
+    }
+
+    /// A receiver admitted, offered a 3-packet object, accepted, and
+    /// given the data packets `indexes`.
+    fn holding(indexes: &[u32]) -> Receiver {
+        let now = Instant::ZERO;
+        let mut r = Receiver::new(
+            ReceiverConfig {
+                receiver_id: ID,
+                ..ReceiverConfig::default()
+            },
+            now,
+        );
+        let hello = packet(Body::Hello(Hello {
+            receivers_wanted: 1,
+            protocol: ProtocolId::NakPoll,
+        }));
+        let welcome = packet(Body::Welcome(Welcome {
+            receiver_id: ID,
+            rank: 0,
+            upstream: None,
+        }));
+        let offer = packet(Body::Offer(Offer {
+            object_size: SIZE,
+            isn: Seq(10),
+            payload_size: PAYLOAD,
+            window: 8,
+            protocol: ProtocolId::NakPoll,
+            protocol_param: 0,
+            receivers: 1,
+            test_loss_ppm: 0,
+            name: "obj.bin",
+        }));
+        for p in [&hello, &welcome, &offer] {
+            assert!(r.handle_datagram(now, sender(), p).is_none());
+        }
+        assert!(
+            events(&mut r)
+                .iter()
+                .any(|e| matches!(e, ReceiverEvent::Offer(_)))
+        );
+        r.accept_offer();
+        let bytes = [0u8; PAYLOAD as usize];
+        for &i in indexes {
+            let len = (SIZE - u64::from(i) * u64::from(PAYLOAD)).min(u64::from(PAYLOAD));
+            let data = packet(Body::Data(Data {
+                seq: Seq(10 + i),
+                poll: POLL_NONE,
+                copy: 0,
+                payload: &bytes[..len as usize],
+            }));
+            assert!(r.handle_datagram(now, sender(), &data).is_some());
+        }
+        r
+    }
+
+    #[test]
+    fn every_byte_in_is_not_enough_to_verify_without_the_close_hash() {
+        let mut r = with_every_byte();
+        assert_eq!(r.expected_hash(), None);
+        assert!(
+            !events(&mut r).contains(&ReceiverEvent::AllData),
+            "asked to verify before the hash is known"
+        );
+        // Nothing to confirm yet: a verdict now is ignored.
+        r.confirm(Status::Ok, [1; HASH_LEN], "");
+        let mut buf = vec![0u8; 4096];
+        while let Some(t) = r.poll_transmit(Instant::ZERO, &mut buf) {
+            assert_ne!(t.kind, Kind::Complete);
+        }
+
+        let close = packet(Body::Close(Close {
+            hash: [1; HASH_LEN],
+        }));
+        r.handle_datagram(Instant::ZERO, sender(), &close);
+        assert_eq!(r.expected_hash(), Some([1; HASH_LEN]));
+        assert_eq!(events(&mut r), [ReceiverEvent::AllData]);
+        r.confirm(Status::Ok, [1; HASH_LEN], "");
+        let t = r.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+        assert_eq!(t.kind, Kind::Complete, "the Complete answers the Close");
+    }
+
+    #[test]
+    fn the_first_close_hash_wins() {
+        let mut r = with_every_byte();
+        let first = packet(Body::Close(Close {
+            hash: [1; HASH_LEN],
+        }));
+        let other = packet(Body::Close(Close {
+            hash: [2; HASH_LEN],
+        }));
+        r.handle_datagram(Instant::ZERO, sender(), &first);
+        r.handle_datagram(Instant::ZERO, sender(), &other);
+        assert_eq!(r.expected_hash(), Some([1; HASH_LEN]));
+        assert_eq!(events(&mut r), [ReceiverEvent::AllData]);
+    }
+
+    #[test]
+    fn a_close_before_the_last_byte_is_acked_and_verification_waits_for_it() {
+        let now = Instant::ZERO;
+        let mut r = holding(&[0, 2]);
+        let _ = events(&mut r);
+        let mut buf = vec![0u8; 4096];
+        while r.poll_transmit(now, &mut buf).is_some() {}
+        let close = packet(Body::Close(Close {
+            hash: [3; HASH_LEN],
+        }));
+        r.handle_datagram(now, sender(), &close);
+        assert_eq!(r.expected_hash(), Some([3; HASH_LEN]));
+        assert!(!events(&mut r).contains(&ReceiverEvent::AllData));
+        let t = r.poll_transmit(now, &mut buf).expect("the Close is acked");
+        assert_eq!(t.kind, Kind::Ack);
+        // The missing packet arrives: now, and only now, verify.
+        let data = packet(Body::Data(Data {
+            seq: Seq(11),
+            poll: POLL_NONE,
+            copy: 1,
+            payload: &[0u8; PAYLOAD as usize],
+        }));
+        assert!(r.handle_datagram(now, sender(), &data).is_some());
+        assert_eq!(events(&mut r), [ReceiverEvent::AllData]);
+    }
+}

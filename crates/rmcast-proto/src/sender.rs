@@ -1759,3 +1759,235 @@ fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Tr
     let len = Packet { header, body }.encode(buf).ok()?;
     Some(Transmit { dest, len, kind })
 }
+
+#[cfg(test)]
+mod tests {
+    //! The hash arrives late: `Close` waits for it, nothing busy-loops or
+    //! times out meanwhile, and a `Complete` with another hash fails.
+
+    use super::*;
+    use crate::{Receiver, ReceiverConfig, ReceiverEvent};
+
+    const SIZE: usize = 10_000;
+    /// Any digest will do: the machines compare hashes, never compute them.
+    const HASH: [u8; HASH_LEN] = [0x42; HASH_LEN];
+
+    fn sender_addr() -> SocketAddr {
+        "10.0.0.1:5000".parse().unwrap()
+    }
+
+    fn receiver_addr() -> SocketAddr {
+        "10.0.0.2:6000".parse().unwrap()
+    }
+
+    /// One sender and one receiver, datagrams delivered at once, virtual time.
+    struct Pair {
+        now: Instant,
+        sender: Sender,
+        receiver: Receiver,
+        data: Vec<u8>,
+        /// Kinds the sender transmitted, in order.
+        sent: Vec<Kind>,
+        sender_events: Vec<SenderEvent>,
+        /// The hash the receiver's application reports as its own: the
+        /// `Close`'s (an honest, matching copy) unless set.
+        report_hash: Option<[u8; HASH_LEN]>,
+    }
+
+    impl Pair {
+        fn new(hash: Option<[u8; HASH_LEN]>) -> Self {
+            Self::with_size(SIZE, hash)
+        }
+
+        fn with_size(size: usize, hash: Option<[u8; HASH_LEN]>) -> Self {
+            let object = ObjectInfo {
+                size: size as u64,
+                name: "obj.bin".into(),
+                hash,
+            };
+            let config = SenderConfig {
+                receivers: 1,
+                ..SenderConfig::default()
+            };
+            let receiver = Receiver::new(
+                ReceiverConfig {
+                    receiver_id: 7,
+                    name: "r".into(),
+                    ..ReceiverConfig::default()
+                },
+                Instant::ZERO,
+            );
+            Self {
+                now: Instant::ZERO,
+                sender: Sender::new(config, SessionId(9), Seq(100), object, Instant::ZERO).unwrap(),
+                receiver,
+                data: (0..size).map(|i| (i % 251) as u8).collect(),
+                sent: Vec::new(),
+                sender_events: Vec::new(),
+                report_hash: None,
+            }
+        }
+
+        /// Exchanges datagrams until both sides are quiet.
+        fn exchange(&mut self) {
+            let mut buf = vec![0u8; MAX_DATAGRAM];
+            loop {
+                let mut any = false;
+                while let Some(t) = self
+                    .sender
+                    .poll_transmit(self.now, &self.data[..], &mut buf)
+                {
+                    any = true;
+                    self.sent.push(t.kind);
+                    let _ = self
+                        .receiver
+                        .handle_datagram(self.now, sender_addr(), &buf[..t.len]);
+                }
+                while let Some(e) = self.sender.poll_event() {
+                    self.sender_events.push(e);
+                }
+                while let Some(e) = self.receiver.poll_event() {
+                    match e {
+                        ReceiverEvent::Offer(_) => self.receiver.accept_offer(),
+                        ReceiverEvent::AllData => {
+                            let expected = self.receiver.expected_hash().expect("known");
+                            let hash = self.report_hash.unwrap_or(expected);
+                            self.receiver.confirm(Status::Ok, hash, "");
+                        }
+                        _ => {}
+                    }
+                }
+                while let Some(t) = self.receiver.poll_transmit(self.now, &mut buf) {
+                    any = true;
+                    self.sender
+                        .handle_datagram(self.now, receiver_addr(), &buf[..t.len]);
+                }
+                if !any {
+                    return;
+                }
+            }
+        }
+
+        /// Runs timers and exchanges until `until` or the session is over.
+        /// After each exchange no deadline may be in the past: a driver
+        /// would spin.
+        fn run_until(&mut self, until: Instant) {
+            loop {
+                self.exchange();
+                if self.sender.is_finished() {
+                    return;
+                }
+                let next = [self.sender.poll_timeout(), self.receiver.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .expect("a live session has a timer");
+                assert!(
+                    next > self.now,
+                    "deadline {next:?} not after {:?}",
+                    self.now
+                );
+                if next > until {
+                    self.now = until;
+                    return;
+                }
+                self.now = next;
+                if self.sender.poll_timeout().is_some_and(|t| t <= self.now) {
+                    self.sender.handle_timeout(self.now);
+                }
+                if self.receiver.poll_timeout().is_some_and(|t| t <= self.now) {
+                    self.receiver.handle_timeout(self.now);
+                }
+            }
+        }
+
+        fn at(&self, secs: u64) -> Instant {
+            Instant::ZERO + Duration::from_secs(secs)
+        }
+    }
+
+    #[test]
+    fn no_close_before_the_hash_and_one_at_once_after_it() {
+        let mut p = Pair::new(None);
+        // Well past peer_timeout (5 s) and the receiver's sender_timeout
+        // (10 s): nobody may be timed out for a Close never sent.
+        let until = p.at(15);
+        p.run_until(until);
+        assert_eq!(
+            p.sender.acked_bytes(),
+            SIZE as u64,
+            "every byte acknowledged"
+        );
+        assert!(!p.sent.contains(&Kind::Close), "{:?}", p.sent);
+        assert!(p.sender.stats().keepalives > 0, "receivers kept hearing us");
+        assert!(
+            !p.sender_events
+                .iter()
+                .any(|e| matches!(e, SenderEvent::MemberFailed { .. })),
+            "{:?}",
+            p.sender_events
+        );
+        assert!(!p.receiver.is_finished(), "the receiver is still waiting");
+        // Keepalives back off to rto_max: a handful, not a flood.
+        let max = SenderConfig::default().rto_max;
+        assert!(p.sender.stats().keepalives <= 15 / max.as_secs().max(1) + 10);
+
+        p.sender.set_object_hash(HASH);
+        let before = p.sent.len();
+        p.exchange();
+        assert_eq!(
+            p.sent.get(before),
+            Some(&Kind::Close),
+            "{:?}",
+            &p.sent[before..]
+        );
+        assert_eq!(p.receiver.expected_hash(), Some(HASH));
+        let until = p.now + Duration::from_secs(5);
+        p.run_until(until);
+        let outcome = p.sender.outcome().expect("finished");
+        assert!(outcome.ok, "{outcome:?}");
+    }
+
+    #[test]
+    fn a_hash_set_before_close_is_due_changes_nothing() {
+        let mut p = Pair::new(None);
+        // Give the hash while the session is still being set up.
+        p.exchange();
+        p.sender.set_object_hash(HASH);
+        let until = p.at(5);
+        p.run_until(until);
+        assert!(p.sender.outcome().is_some_and(|o| o.ok));
+        assert_eq!(p.sender.stats().keepalives, 0);
+        assert_eq!(p.sent.iter().filter(|k| **k == Kind::Close).count(), 1);
+        // Later calls do not change the hash announced.
+        p.sender.set_object_hash([0; HASH_LEN]);
+        assert_eq!(p.sender.object_hash(), Some(HASH));
+    }
+
+    #[test]
+    fn an_empty_object_waits_for_its_hash_without_spinning() {
+        let mut p = Pair::with_size(0, None);
+        let until = p.at(2);
+        p.run_until(until);
+        assert!(!p.sent.contains(&Kind::Close));
+        assert_eq!(p.sender.stats().keepalives, 0, "no data packet to repeat");
+        p.sender.set_object_hash(HASH);
+        let until = p.at(4);
+        p.run_until(until);
+        assert!(p.sender.outcome().is_some_and(|o| o.ok));
+    }
+
+    #[test]
+    fn a_member_whose_complete_hash_differs_fails_naming_both() {
+        let mut p = Pair::new(Some(HASH));
+        p.report_hash = Some([0x11; HASH_LEN]);
+        let until = p.at(5);
+        p.run_until(until);
+        let outcome = p.sender.outcome().expect("finished");
+        assert!(!outcome.ok);
+        let reason = outcome.members[0].reason.as_deref().unwrap_or("");
+        assert!(reason.contains("differs"), "{reason}");
+        assert!(reason.contains("1111111111111111"), "{reason}");
+        assert!(reason.contains("4242424242424242"), "{reason}");
+    }
+}

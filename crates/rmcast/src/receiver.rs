@@ -647,3 +647,92 @@ fn run_many(
     }
     Ok(results)
 }
+
+#[cfg(test)]
+mod tests {
+    //! The driver verifies against the hash in the sender's `Close`.
+
+    use super::*;
+    use rmcast_proto::{ObjectInfo, Sender, SenderConfig, Seq};
+
+    /// Runs a sender machine announcing `announced` for `data` against one
+    /// receiving driver storing into `dir`, datagrams passed by hand.
+    fn transfer<'a>(
+        cfg: &'a RecvConfig,
+        dir: &std::path::Path,
+        data: &[u8],
+        announced: [u8; 32],
+    ) -> (Driver<'a>, Sender) {
+        let mut driver = Driver::listening(cfg, Target::Dir(dir.to_owned()), None, None);
+        let clock = Clock;
+        let object = ObjectInfo {
+            size: data.len() as u64,
+            name: "obj.bin".into(),
+            hash: Some(announced),
+        };
+        let config = SenderConfig {
+            receivers: 1,
+            ..SenderConfig::default()
+        };
+        let mut sender = Sender::new(config, SessionId(3), Seq(0), object, clock.now()).unwrap();
+        let (s_addr, r_addr): (SocketAddr, SocketAddr) = (
+            "127.0.0.1:5000".parse().unwrap(),
+            "127.0.0.1:6000".parse().unwrap(),
+        );
+        let mut buf = vec![0u8; rmcast_proto::MAX_DATAGRAM];
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !sender.is_finished() && std::time::Instant::now() < deadline {
+            let now = clock.now();
+            while let Some(t) = sender.poll_transmit(now, data, &mut buf) {
+                driver.on_datagram(now, s_addr, &buf[..t.len]);
+            }
+            driver.on_events();
+            if driver.verify_pending {
+                driver.verify_pending = false;
+                driver.on_all_data();
+            }
+            while let Some(t) = driver.machine.poll_transmit(now, &mut buf) {
+                sender.handle_datagram(now, r_addr, &buf[..t.len]);
+            }
+            if sender.poll_timeout().is_some_and(|t| clock.now() >= t) {
+                sender.handle_timeout(clock.now());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (driver, sender)
+    }
+
+    fn object() -> Vec<u8> {
+        (0..50_000u32).map(|i| (i * 13 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn bytes_matching_the_close_hash_are_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = object();
+        let cfg = RecvConfig::default();
+        let (driver, sender) = transfer(&cfg, dir.path(), &data, *blake3::hash(&data).as_bytes());
+        assert!(driver.verified);
+        assert!(sender.outcome().is_some_and(|o| o.ok));
+        assert_eq!(std::fs::read(dir.path().join("obj.bin")).unwrap(), data);
+    }
+
+    #[test]
+    fn a_close_hash_that_does_not_match_is_a_hash_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = object();
+        let cfg = RecvConfig::default();
+        let (driver, sender) = transfer(&cfg, dir.path(), &data, [0xEE; 32]);
+        assert!(!driver.verified);
+        let Some(End::Failed(why)) = &driver.end else {
+            panic!("{:?}", driver.end.is_some());
+        };
+        assert!(why.contains("eeeeeeee"), "{why}");
+        let outcome = sender.outcome().expect("finished");
+        assert!(!outcome.ok);
+        let reason = outcome.members[0].reason.as_deref().unwrap_or("");
+        assert!(reason.contains("HashMismatch"), "{reason}");
+        // Nothing stored, not even the part file.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
