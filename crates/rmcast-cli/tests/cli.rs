@@ -314,10 +314,12 @@ fn garbage_and_foreign_packets_on_the_group_are_counted_and_ignored() {
     );
 }
 
-/// A well-formed `Close` of a session nobody runs.
+/// A well-formed `Close` of a session nobody runs (wire version 2: the
+/// body is the object's 32-byte hash).
 fn rmcast_wire_packet_close(buf: &mut [u8]) -> usize {
-    let mut p = vec![b'R', b'M', 1, 0x09, 0, 0, 0xFF, 0xFF];
+    let mut p = vec![b'R', b'M', 2, 0x09, 0, 0, 0xFF, 0xFF];
     p.extend_from_slice(&0x0123_4567_89AB_CDEFu64.to_be_bytes());
+    p.extend_from_slice(&[0x5A; 32]);
     buf[..p.len()].copy_from_slice(&p);
     p.len()
 }

@@ -37,7 +37,7 @@ fn transfer(protocol: ProtocolId, object: &[u8], tx: &mut [u8], rx: &mut [u8]) -
     let info = ObjectInfo {
         size: object.len() as u64,
         name: "bench.bin".into(),
-        hash: HASH,
+        hash: Some(HASH),
     };
     let mut now = Instant::ZERO;
     let mut sender = Sender::new(cfg, SessionId(1), Seq(7), info, now).expect("valid config");

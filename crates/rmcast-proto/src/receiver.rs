@@ -58,8 +58,6 @@ pub struct OfferInfo {
     pub name: String,
     /// Length in bytes.
     pub size: u64,
-    /// BLAKE3 hash the bytes must have.
-    pub hash: [u8; HASH_LEN],
     /// Protocol of the data phase.
     pub protocol: ProtocolId,
     /// Object bytes per data packet.
@@ -92,7 +90,9 @@ pub enum ReceiverEvent {
     /// The object on offer: answer with [`Receiver::accept_offer`] or
     /// [`Receiver::refuse_offer`].
     Offer(OfferInfo),
-    /// Every byte has been delivered: verify it and call [`Receiver::confirm`].
+    /// Every byte has been delivered and the sender's `Close` said which
+    /// hash they must have ([`Receiver::expected_hash`]): verify them and
+    /// call [`Receiver::confirm`].
     AllData,
     /// The session ended after this receiver confirmed; nothing more to do.
     Finished,
@@ -141,8 +141,11 @@ enum Phase {
     Admitted,
     /// Offer shown to the application, waiting for its answer.
     Deciding,
+    /// Taking data; stays here with every byte in until a `Close` brings
+    /// the hash to verify against.
     Receiving,
-    /// All data delivered, waiting for the application's verdict.
+    /// All data delivered and the hash known, waiting for the
+    /// application's verdict.
     Verifying,
     /// Verdict sent, waiting for the sender's Bye.
     Confirmed,
@@ -188,6 +191,8 @@ pub struct Receiver {
     last_from_sender: Instant,
     join_at: Instant,
     offer: Option<OfferInfo>,
+    /// The object's hash, from the first `Close` heard.
+    expected_hash: Option<[u8; HASH_LEN]>,
     reply: Option<(Status, String)>,
     verdict: Option<(Status, [u8; HASH_LEN], String)>,
     transfer: Option<Transfer>,
@@ -242,6 +247,7 @@ impl Receiver {
             last_from_sender: now,
             join_at: now,
             offer: None,
+            expected_hash: None,
             reply: None,
             verdict: None,
             transfer: None,
@@ -292,6 +298,14 @@ impl Receiver {
     #[must_use]
     pub fn offer(&self) -> Option<&OfferInfo> {
         self.offer.as_ref()
+    }
+
+    /// The BLAKE3 hash the object must have: the sender announces it in
+    /// `Close`, once every receiver holds every byte (so it could start
+    /// sending before it had read the object). `None` until then.
+    #[must_use]
+    pub fn expected_hash(&self) -> Option<[u8; HASH_LEN]> {
+        self.expected_hash
     }
 
     /// Object bytes held in order from the start.
@@ -352,7 +366,7 @@ impl Receiver {
     }
 
     /// Reports the verification of the whole object to the sender.
-    /// `status` is `Ok` when the bytes hash to the offered hash.
+    /// `status` is `Ok` when the bytes hash to [`Receiver::expected_hash`].
     pub fn confirm(&mut self, status: Status, hash: [u8; HASH_LEN], text: &str) {
         if self.phase != Phase::Verifying {
             return;
@@ -484,7 +498,7 @@ impl Receiver {
             // Repeat a refusal or a failed verdict the sender may have missed.
             match packet.body {
                 Body::Offer(_) if self.reply.is_some() => self.reply_owed = true,
-                Body::Close if self.verdict.is_some() => self.complete_owed = true,
+                Body::Close(_) if self.verdict.is_some() => self.complete_owed = true,
                 _ => {}
             }
             return None;
@@ -515,7 +529,6 @@ impl Receiver {
                         let info = OfferInfo {
                             name: o.name.to_owned(),
                             size: o.object_size,
-                            hash: o.hash,
                             protocol: o.protocol,
                             payload_size: o.payload_size,
                             window: o.window,
@@ -552,10 +565,28 @@ impl Receiver {
                 None
             }
             Body::Data(d) => self.on_data(now, d.seq, d.poll, echo_copy(d.copy), d.payload),
-            Body::Close => {
+            Body::Close(c) => {
                 match self.phase {
                     Phase::Confirmed => self.complete_owed = true,
-                    Phase::Receiving | Phase::Verifying => self.acks_owed += 1,
+                    Phase::Receiving | Phase::Verifying => {
+                        // The first Close's hash is the one verified
+                        // against; a later Close with a different hash
+                        // (a confused or hostile sender, or a forged
+                        // datagram) is ignored rather than switching the
+                        // target mid-verification. The sender's own check
+                        // of our Complete hash catches a mismatch anyway.
+                        self.expected_hash.get_or_insert(c.hash);
+                        let waiting = self.phase == Phase::Receiving;
+                        self.check_all_data();
+                        // Ack a Close that finds this receiver missing
+                        // bytes or still verifying (so the sender hears it
+                        // is alive). A Close that completes what it needs
+                        // is answered by the Complete the application now
+                        // owes, as when every byte came after the hash.
+                        if !(waiting && self.phase == Phase::Verifying) {
+                            self.acks_owed += 1;
+                        }
+                    }
                     _ => {}
                 }
                 None
@@ -664,6 +695,7 @@ impl Receiver {
         }
         if let Some(t) = &self.transfer
             && t.cumulative == t.packets
+            && self.expected_hash.is_some()
         {
             self.phase = Phase::Verifying;
             self.events.push_back(ReceiverEvent::AllData);
@@ -859,4 +891,167 @@ fn truncate(text: &str) -> String {
 /// A data packet's `copy` as feedback carries it: 7 bits, saturating.
 fn echo_copy(copy: u16) -> u8 {
     u8::try_from(copy).map_or(ECHO_COPY_MAX, |c| c.min(ECHO_COPY_MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The hash to verify against comes from `Close`: no verification
+    //! before it, and the first one wins.
+
+    use super::*;
+    use rmcast_wire::{Close, Data, Hello, Offer, POLL_NONE, Welcome};
+
+    const SESSION: SessionId = SessionId(5);
+    const ID: u64 = 77;
+    const PAYLOAD: u16 = 1000;
+    const SIZE: u64 = 2500;
+
+    fn sender() -> SocketAddr {
+        "10.0.0.1:5000".parse().unwrap()
+    }
+
+    fn packet(body: Body<'_>) -> Vec<u8> {
+        let mut buf = vec![0u8; 4096];
+        let n = Packet {
+            header: Header::new(SESSION, RANK_SENDER),
+            body,
+        }
+        .encode(&mut buf)
+        .unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    fn events(r: &mut Receiver) -> Vec<ReceiverEvent> {
+        std::iter::from_fn(|| r.poll_event()).collect()
+    }
+
+    /// A receiver admitted, offered a 3-packet object, accepted, and
+    /// given every data packet.
+    fn with_every_byte() -> Receiver {
+        let r = holding(&[0, 1, 2]);
+        assert_eq!(r.received_bytes(), SIZE);
+        r
+    }
+
+    /// A receiver admitted, offered a 3-packet object, accepted, and
+    /// given the data packets `indexes`.
+    fn holding(indexes: &[u32]) -> Receiver {
+        let now = Instant::ZERO;
+        let mut r = Receiver::new(
+            ReceiverConfig {
+                receiver_id: ID,
+                ..ReceiverConfig::default()
+            },
+            now,
+        );
+        let hello = packet(Body::Hello(Hello {
+            receivers_wanted: 1,
+            protocol: ProtocolId::NakPoll,
+        }));
+        let welcome = packet(Body::Welcome(Welcome {
+            receiver_id: ID,
+            rank: 0,
+            upstream: None,
+        }));
+        let offer = packet(Body::Offer(Offer {
+            object_size: SIZE,
+            isn: Seq(10),
+            payload_size: PAYLOAD,
+            window: 8,
+            protocol: ProtocolId::NakPoll,
+            protocol_param: 0,
+            receivers: 1,
+            test_loss_ppm: 0,
+            name: "obj.bin",
+        }));
+        for p in [&hello, &welcome, &offer] {
+            assert!(r.handle_datagram(now, sender(), p).is_none());
+        }
+        assert!(
+            events(&mut r)
+                .iter()
+                .any(|e| matches!(e, ReceiverEvent::Offer(_)))
+        );
+        r.accept_offer();
+        let bytes = [0u8; PAYLOAD as usize];
+        for &i in indexes {
+            let len = (SIZE - u64::from(i) * u64::from(PAYLOAD)).min(u64::from(PAYLOAD));
+            let data = packet(Body::Data(Data {
+                seq: Seq(10 + i),
+                poll: POLL_NONE,
+                copy: 0,
+                payload: &bytes[..len as usize],
+            }));
+            assert!(r.handle_datagram(now, sender(), &data).is_some());
+        }
+        r
+    }
+
+    #[test]
+    fn every_byte_in_is_not_enough_to_verify_without_the_close_hash() {
+        let mut r = with_every_byte();
+        assert_eq!(r.expected_hash(), None);
+        assert!(
+            !events(&mut r).contains(&ReceiverEvent::AllData),
+            "asked to verify before the hash is known"
+        );
+        // Nothing to confirm yet: a verdict now is ignored.
+        r.confirm(Status::Ok, [1; HASH_LEN], "");
+        let mut buf = vec![0u8; 4096];
+        while let Some(t) = r.poll_transmit(Instant::ZERO, &mut buf) {
+            assert_ne!(t.kind, Kind::Complete);
+        }
+
+        let close = packet(Body::Close(Close {
+            hash: [1; HASH_LEN],
+        }));
+        r.handle_datagram(Instant::ZERO, sender(), &close);
+        assert_eq!(r.expected_hash(), Some([1; HASH_LEN]));
+        assert_eq!(events(&mut r), [ReceiverEvent::AllData]);
+        r.confirm(Status::Ok, [1; HASH_LEN], "");
+        let t = r.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+        assert_eq!(t.kind, Kind::Complete, "the Complete answers the Close");
+    }
+
+    #[test]
+    fn the_first_close_hash_wins() {
+        let mut r = with_every_byte();
+        let first = packet(Body::Close(Close {
+            hash: [1; HASH_LEN],
+        }));
+        let other = packet(Body::Close(Close {
+            hash: [2; HASH_LEN],
+        }));
+        r.handle_datagram(Instant::ZERO, sender(), &first);
+        r.handle_datagram(Instant::ZERO, sender(), &other);
+        assert_eq!(r.expected_hash(), Some([1; HASH_LEN]));
+        assert_eq!(events(&mut r), [ReceiverEvent::AllData]);
+    }
+
+    #[test]
+    fn a_close_before_the_last_byte_is_acked_and_verification_waits_for_it() {
+        let now = Instant::ZERO;
+        let mut r = holding(&[0, 2]);
+        let _ = events(&mut r);
+        let mut buf = vec![0u8; 4096];
+        while r.poll_transmit(now, &mut buf).is_some() {}
+        let close = packet(Body::Close(Close {
+            hash: [3; HASH_LEN],
+        }));
+        r.handle_datagram(now, sender(), &close);
+        assert_eq!(r.expected_hash(), Some([3; HASH_LEN]));
+        assert!(!events(&mut r).contains(&ReceiverEvent::AllData));
+        let t = r.poll_transmit(now, &mut buf).expect("the Close is acked");
+        assert_eq!(t.kind, Kind::Ack);
+        // The missing packet arrives: now, and only now, verify.
+        let data = packet(Body::Data(Data {
+            seq: Seq(11),
+            poll: POLL_NONE,
+            copy: 1,
+            payload: &[0u8; PAYLOAD as usize],
+        }));
+        assert!(r.handle_datagram(now, sender(), &data).is_some());
+        assert_eq!(events(&mut r), [ReceiverEvent::AllData]);
+    }
 }

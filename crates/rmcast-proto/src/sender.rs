@@ -7,9 +7,9 @@ use crate::{
     Transmit, TreeShape, truncate_utf8,
 };
 use rmcast_wire::{
-    Body, Bye, DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, HASH_LEN, Header, Hello, Kind,
-    MAX_DATAGRAM, MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER,
-    RANK_UNASSIGNED, RatePhase, Seq, SessionId, Status, Welcome, encode_data_header,
+    Body, Bye, Close, DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, HASH_LEN, Header, Hello, Kind,
+    MAX_DATAGRAM, MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, POLL_NONE, Packet, ProtocolId,
+    RANK_SENDER, RANK_UNASSIGNED, RatePhase, Seq, SessionId, Status, Welcome, encode_data_header,
 };
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -247,8 +247,10 @@ pub struct ObjectInfo {
     pub size: u64,
     /// Name the receivers store it under (a relative path).
     pub name: String,
-    /// BLAKE3 hash of the bytes.
-    pub hash: [u8; HASH_LEN],
+    /// BLAKE3 hash of the bytes; `None` while the driver is still computing
+    /// it (give it with [`Sender::set_object_hash`]). The hash travels in
+    /// `Close`, so the session can start, and the data flow, without it.
+    pub hash: Option<[u8; HASH_LEN]>,
 }
 
 /// Something the sending application should know.
@@ -356,6 +358,10 @@ pub struct SenderStats {
     pub group_packets: u64,
     /// Group rate-control packets sent (`RateNak` LAST, `RateReport`, `RateSync`).
     pub group_sent: u64,
+    /// Keepalives: the last data packet again, polling no one, multicast
+    /// while every byte is acknowledged but the object's hash (and so the
+    /// `Close`) is not ready, so that receivers do not time the sender out.
+    pub keepalives: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -504,9 +510,13 @@ pub struct Sender {
     /// Tree: a member failed, so relayed acks no longer cover its subtree
     /// nor its ancestors; every poll goes directly to the sender from now on.
     relay_broken: bool,
-    /// Next resend of the phase's multicast control packet (Hello, Offer, Close, Bye).
+    /// Next resend of the phase's multicast control packet (Hello, Offer,
+    /// Close, Bye); in `Closing` before the hash is known, the next keepalive.
     control_at: Instant,
     control_due: bool,
+    /// When the first `Close` went out: receivers owe a `Complete` only
+    /// from then on (none goes before the object's hash is known).
+    close_sent: Option<Instant>,
     phase_since: Instant,
     pacing: Pacing,
     /// The group's membership and rate resynchronisation (several senders).
@@ -581,6 +591,7 @@ impl Sender {
             high: 0,
             control_at: now,
             control_due: true,
+            close_sent: None,
             phase_since: now,
             pacing,
             group,
@@ -646,6 +657,32 @@ impl Sender {
     /// protocol repairs the datagram itself as any other loss).
     pub fn on_send_error(&mut self, now: Instant) {
         self.rate_error(now, ErrorSignal::SendFailure);
+    }
+
+    /// The object's BLAKE3 hash, once the driver has computed it (see
+    /// [`ObjectInfo::hash`]). `Close` carries it, so no `Close` goes out
+    /// before this is called; once every byte is acknowledged, the first
+    /// one goes at once (the next [`Sender::poll_transmit`]). Later calls
+    /// are ignored: the hash announced is the first one given.
+    pub fn set_object_hash(&mut self, hash: [u8; HASH_LEN]) {
+        if self.object.hash.is_some() {
+            return;
+        }
+        self.object.hash = Some(hash);
+        if self.phase == Phase::Closing {
+            // Waiting for exactly this: ask now, and back off from here.
+            self.rto = self.config.rto;
+            self.control_due = true;
+            // Due now (a driver that transmits only after a timeout wakes
+            // at once); sending it sets the next deadline.
+            self.control_at = Instant::ZERO;
+        }
+    }
+
+    /// The object's hash, once known.
+    #[must_use]
+    pub fn object_hash(&self) -> Option<[u8; HASH_LEN]> {
+        self.object.hash
     }
 
     /// Receivers registered so far.
@@ -872,17 +909,33 @@ impl Sender {
                 if !self.members[i].in_data() {
                     return;
                 }
-                if c.status == Status::Ok && c.hash == self.object.hash {
-                    self.members[i].state = MemberState::Verified;
-                    self.members[i].cumulative = self.packets;
-                    self.events.push_back(SenderEvent::Verified { rank });
-                } else if c.status == Status::Ok {
-                    self.fail_member(i, "reported a hash that differs from the object's".into());
-                } else {
-                    self.fail_member(
+                match (c.status, self.object.hash) {
+                    (Status::Ok, Some(hash)) if c.hash == hash => {
+                        self.members[i].state = MemberState::Verified;
+                        self.members[i].cumulative = self.packets;
+                        self.events.push_back(SenderEvent::Verified { rank });
+                    }
+                    // The receiver checked against the hash in our Close,
+                    // so this cannot happen unless something is broken:
+                    // do not count a copy we know to differ as verified.
+                    (Status::Ok, Some(hash)) => self.fail_member(
                         i,
-                        format!("could not verify the object ({:?}): {}", c.status, c.text),
-                    );
+                        format!(
+                            "reported a verified copy whose hash ({}…) differs from the \
+                             object's ({}…)",
+                            short_hex(&c.hash),
+                            short_hex(&hash)
+                        ),
+                    ),
+                    // No Close has asked yet (it needs the hash): nothing
+                    // verified against it. The receiver answers the Close.
+                    (Status::Ok, None) => return,
+                    _ => {
+                        self.fail_member(
+                            i,
+                            format!("could not verify the object ({:?}): {}", c.status, c.text),
+                        );
+                    }
                 }
                 self.after_member_change(now);
             }
@@ -933,6 +986,9 @@ impl Sender {
         }
         if self.control_due {
             self.control_due = false;
+            if self.phase == Phase::Closing && self.object.hash.is_none() {
+                return self.keepalive(now, header, source, buf);
+            }
             return self.multicast_control(now, header, buf);
         }
         self.pace_blocked = false;
@@ -1257,15 +1313,17 @@ impl Sender {
                     protocol: self.config.protocol,
                     protocol_param: self.policy.protocol_param(),
                     receivers: self.members.len() as u16,
-                    hash: self.object.hash,
                     test_loss_ppm: self.config.test_loss_ppm.min(1_000_000),
                     name: &self.object.name,
                 })
             }
             Phase::Closing => {
+                // No Close before the hash: it is what the Close carries.
+                let hash = self.object.hash?;
                 self.control_at = now + self.rto;
                 self.rto = (self.rto * 2).min(self.config.rto_max);
-                Body::Close
+                self.close_sent.get_or_insert(now);
+                Body::Close(Close { hash })
             }
             Phase::Farewell { byes_left } => {
                 let aborted = !self
@@ -1289,6 +1347,35 @@ impl Sender {
         };
         self.stats.control_sent += 1;
         emit(Dest::Group, header, body, buf)
+    }
+
+    /// Every byte is acknowledged but the hash is not known yet, so no
+    /// `Close` can go: multicast the last data packet again, polling no
+    /// one, so that receivers keep hearing the sender (they time it out
+    /// after `sender_timeout` of silence). Backs off like the `Close`.
+    fn keepalive(
+        &mut self,
+        now: Instant,
+        header: Header,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        self.control_at = now + self.rto;
+        self.rto = (self.rto * 2).min(self.config.rto_max);
+        let index = self.packets.checked_sub(1)?;
+        let len = self.datagram_len(index);
+        let copy = self.lack[self.slot(index)].copies;
+        let head = encode_data_header(buf, &header, self.isn.add(index), POLL_NONE, copy).ok()?;
+        source.read_at(
+            u64::from(index) * self.payload_size as u64,
+            &mut buf[head..len],
+        );
+        self.stats.keepalives += 1;
+        Some(Transmit {
+            dest: Dest::Group,
+            len,
+            kind: Kind::Data,
+        })
     }
 
     fn on_join(&mut self, now: Instant, from: SocketAddr, receiver_id: u64, name: &str) {
@@ -1514,9 +1601,12 @@ impl Sender {
             };
             // Silence counts from the later of the last word heard and the
             // start of the stall (when everyone was polled again).
-            let since = match (self.phase, self.stall_since) {
-                (Phase::Sending, Some(stall)) => m.last_heard.max(stall),
-                (Phase::Sending, None) => continue,
+            // Closing: a Complete is owed only once a Close has asked for
+            // it, which waits for the object's hash.
+            let since = match (self.phase, self.stall_since, self.close_sent) {
+                (Phase::Sending, Some(stall), _) => m.last_heard.max(stall),
+                (Phase::Sending, None, _) | (Phase::Closing, _, None) => continue,
+                (Phase::Closing, _, Some(asked)) => m.last_heard.max(asked),
                 _ => m.last_heard,
             };
             if owes && now.saturating_since(since) >= limit {
@@ -1595,6 +1685,17 @@ impl Sender {
             // No multicast control timer while sending: the RTO drives it.
             self.control_at = NEVER;
         }
+        if phase == Phase::Closing && self.object.hash.is_none() {
+            // The Close waits for the hash (`set_object_hash` sends it);
+            // meanwhile a keepalive every RTO, backing off, if there is a
+            // data packet to repeat (an empty object hashes at once).
+            self.control_due = false;
+            self.control_at = if self.packets > 0 {
+                now + self.rto
+            } else {
+                NEVER
+            };
+        }
     }
 
     fn enter_farewell(&mut self, now: Instant) {
@@ -1653,8 +1754,248 @@ fn fixed_pacer(config: &SenderConfig, bytes_per_s: u64, now: Instant) -> Pacer {
     )
 }
 
+/// The first 8 bytes of a hash in hex, for reasons a human reads.
+fn short_hex(hash: &[u8; HASH_LEN]) -> String {
+    hash[..8].iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
 fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Transmit> {
     let kind = body.kind();
     let len = Packet { header, body }.encode(buf).ok()?;
     Some(Transmit { dest, len, kind })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The hash arrives late: `Close` waits for it, nothing busy-loops or
+    //! times out meanwhile, and a `Complete` with another hash fails.
+
+    use super::*;
+    use crate::{Receiver, ReceiverConfig, ReceiverEvent};
+
+    const SIZE: usize = 10_000;
+    /// Any digest will do: the machines compare hashes, never compute them.
+    const HASH: [u8; HASH_LEN] = [0x42; HASH_LEN];
+
+    fn sender_addr() -> SocketAddr {
+        "10.0.0.1:5000".parse().unwrap()
+    }
+
+    fn receiver_addr() -> SocketAddr {
+        "10.0.0.2:6000".parse().unwrap()
+    }
+
+    /// One sender and one receiver, datagrams delivered at once, virtual time.
+    struct Pair {
+        now: Instant,
+        sender: Sender,
+        receiver: Receiver,
+        data: Vec<u8>,
+        /// Kinds the sender transmitted, in order.
+        sent: Vec<Kind>,
+        sender_events: Vec<SenderEvent>,
+        /// The hash the receiver's application reports as its own: the
+        /// `Close`'s (an honest, matching copy) unless set.
+        report_hash: Option<[u8; HASH_LEN]>,
+    }
+
+    impl Pair {
+        fn new(hash: Option<[u8; HASH_LEN]>) -> Self {
+            Self::with_size(SIZE, hash)
+        }
+
+        fn with_size(size: usize, hash: Option<[u8; HASH_LEN]>) -> Self {
+            let object = ObjectInfo {
+                size: size as u64,
+                name: "obj.bin".into(),
+                hash,
+            };
+            let config = SenderConfig {
+                receivers: 1,
+                ..SenderConfig::default()
+            };
+            let receiver = Receiver::new(
+                ReceiverConfig {
+                    receiver_id: 7,
+                    name: "r".into(),
+                    ..ReceiverConfig::default()
+                },
+                Instant::ZERO,
+            );
+            Self {
+                now: Instant::ZERO,
+                sender: Sender::new(config, SessionId(9), Seq(100), object, Instant::ZERO).unwrap(),
+                receiver,
+                data: (0..size).map(|i| (i % 251) as u8).collect(),
+                sent: Vec::new(),
+                sender_events: Vec::new(),
+                report_hash: None,
+            }
+        }
+
+        /// Exchanges datagrams until both sides are quiet.
+        fn exchange(&mut self) {
+            let mut buf = vec![0u8; MAX_DATAGRAM];
+            loop {
+                let mut any = false;
+                while let Some(t) = self
+                    .sender
+                    .poll_transmit(self.now, &self.data[..], &mut buf)
+                {
+                    any = true;
+                    self.sent.push(t.kind);
+                    let _ = self
+                        .receiver
+                        .handle_datagram(self.now, sender_addr(), &buf[..t.len]);
+                }
+                while let Some(e) = self.sender.poll_event() {
+                    self.sender_events.push(e);
+                }
+                while let Some(e) = self.receiver.poll_event() {
+                    match e {
+                        ReceiverEvent::Offer(_) => self.receiver.accept_offer(),
+                        ReceiverEvent::AllData => {
+                            let expected = self.receiver.expected_hash().expect("known");
+                            let hash = self.report_hash.unwrap_or(expected);
+                            self.receiver.confirm(Status::Ok, hash, "");
+                        }
+                        _ => {}
+                    }
+                }
+                while let Some(t) = self.receiver.poll_transmit(self.now, &mut buf) {
+                    any = true;
+                    self.sender
+                        .handle_datagram(self.now, receiver_addr(), &buf[..t.len]);
+                }
+                if !any {
+                    return;
+                }
+            }
+        }
+
+        /// Runs timers and exchanges until `until` or the session is over.
+        /// After each exchange no deadline may be in the past: a driver
+        /// would spin.
+        fn run_until(&mut self, until: Instant) {
+            loop {
+                self.exchange();
+                if self.sender.is_finished() {
+                    return;
+                }
+                let next = [self.sender.poll_timeout(), self.receiver.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .expect("a live session has a timer");
+                assert!(
+                    next > self.now,
+                    "deadline {next:?} not after {:?}",
+                    self.now
+                );
+                if next > until {
+                    self.now = until;
+                    return;
+                }
+                self.now = next;
+                if self.sender.poll_timeout().is_some_and(|t| t <= self.now) {
+                    self.sender.handle_timeout(self.now);
+                }
+                if self.receiver.poll_timeout().is_some_and(|t| t <= self.now) {
+                    self.receiver.handle_timeout(self.now);
+                }
+            }
+        }
+
+        fn at(&self, secs: u64) -> Instant {
+            Instant::ZERO + Duration::from_secs(secs)
+        }
+    }
+
+    #[test]
+    fn no_close_before_the_hash_and_one_at_once_after_it() {
+        let mut p = Pair::new(None);
+        // Well past peer_timeout (5 s) and the receiver's sender_timeout
+        // (10 s): nobody may be timed out for a Close never sent.
+        let until = p.at(15);
+        p.run_until(until);
+        assert_eq!(
+            p.sender.acked_bytes(),
+            SIZE as u64,
+            "every byte acknowledged"
+        );
+        assert!(!p.sent.contains(&Kind::Close), "{:?}", p.sent);
+        assert!(p.sender.stats().keepalives > 0, "receivers kept hearing us");
+        assert!(
+            !p.sender_events
+                .iter()
+                .any(|e| matches!(e, SenderEvent::MemberFailed { .. })),
+            "{:?}",
+            p.sender_events
+        );
+        assert!(!p.receiver.is_finished(), "the receiver is still waiting");
+        // Keepalives back off to rto_max: a handful, not a flood.
+        let max = SenderConfig::default().rto_max;
+        assert!(p.sender.stats().keepalives <= 15 / max.as_secs().max(1) + 10);
+
+        p.sender.set_object_hash(HASH);
+        let before = p.sent.len();
+        p.exchange();
+        assert_eq!(
+            p.sent.get(before),
+            Some(&Kind::Close),
+            "{:?}",
+            &p.sent[before..]
+        );
+        assert_eq!(p.receiver.expected_hash(), Some(HASH));
+        let until = p.now + Duration::from_secs(5);
+        p.run_until(until);
+        let outcome = p.sender.outcome().expect("finished");
+        assert!(outcome.ok, "{outcome:?}");
+    }
+
+    #[test]
+    fn a_hash_set_before_close_is_due_changes_nothing() {
+        let mut p = Pair::new(None);
+        // Give the hash while the session is still being set up.
+        p.exchange();
+        p.sender.set_object_hash(HASH);
+        let until = p.at(5);
+        p.run_until(until);
+        assert!(p.sender.outcome().is_some_and(|o| o.ok));
+        assert_eq!(p.sender.stats().keepalives, 0);
+        assert_eq!(p.sent.iter().filter(|k| **k == Kind::Close).count(), 1);
+        // Later calls do not change the hash announced.
+        p.sender.set_object_hash([0; HASH_LEN]);
+        assert_eq!(p.sender.object_hash(), Some(HASH));
+    }
+
+    #[test]
+    fn an_empty_object_waits_for_its_hash_without_spinning() {
+        let mut p = Pair::with_size(0, None);
+        let until = p.at(2);
+        p.run_until(until);
+        assert!(!p.sent.contains(&Kind::Close));
+        assert_eq!(p.sender.stats().keepalives, 0, "no data packet to repeat");
+        p.sender.set_object_hash(HASH);
+        let until = p.at(4);
+        p.run_until(until);
+        assert!(p.sender.outcome().is_some_and(|o| o.ok));
+    }
+
+    #[test]
+    fn a_member_whose_complete_hash_differs_fails_naming_both() {
+        let mut p = Pair::new(Some(HASH));
+        p.report_hash = Some([0x11; HASH_LEN]);
+        let until = p.at(5);
+        p.run_until(until);
+        let outcome = p.sender.outcome().expect("finished");
+        assert!(!outcome.ok);
+        let reason = outcome.members[0].reason.as_deref().unwrap_or("");
+        assert!(reason.contains("differs"), "{reason}");
+        assert!(reason.contains("1111111111111111"), "{reason}");
+        assert!(reason.contains("4242424242424242"), "{reason}");
+    }
 }

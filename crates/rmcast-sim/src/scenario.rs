@@ -299,6 +299,11 @@ pub struct Scenario {
     /// Record [`crate::RunReport::rate_trace`]: the sender's Hunt spacing
     /// whenever it changes (only under `RateControl::Hunt`).
     pub trace_rate: bool,
+    /// When each sender's driver has the object's hash (the runtime hashes
+    /// in the background while sending; `Close` carries the hash, so it
+    /// waits for it): `None` gives it up front, `Some(d)` at `d` of
+    /// virtual time (`Sender::set_object_hash`).
+    pub hash_ready_at: Option<Duration>,
 }
 
 impl Default for Scenario {
@@ -330,6 +335,7 @@ impl Default for Scenario {
             time_limit: Duration::from_secs(600),
             trace_outstanding: false,
             trace_rate: false,
+            hash_ready_at: None,
         }
     }
 }

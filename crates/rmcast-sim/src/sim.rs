@@ -13,7 +13,8 @@ use rmcast_proto::{
     ReceiverEvent, ReceiverStats, Sender, SenderEvent, Seq, SessionId, Status,
 };
 use rmcast_wire::{
-    Body, Bye, Data, Feedback, Header, Offer, Packet, ProtocolId, RANK_SENDER, Welcome, peek_header,
+    Body, Bye, Close, Data, Feedback, Header, Offer, Packet, ProtocolId, RANK_SENDER, VERSION,
+    Welcome, peek_header,
 };
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -143,6 +144,8 @@ enum Ev {
     Timer(u16, u64),
     Crash(u16),
     Garbage,
+    /// The sender host's driver finished hashing the object.
+    HashReady(u16),
 }
 
 struct Scheduled {
@@ -434,7 +437,7 @@ impl<'s> Sim<'s> {
             let info = ObjectInfo {
                 size: sc.object_size,
                 name: format!("object{k}.bin"),
-                hash,
+                hash: sc.hash_ready_at.is_none().then_some(hash),
             };
             let info = if senders == 1 {
                 ObjectInfo {
@@ -543,6 +546,11 @@ impl<'s> Sim<'s> {
                 sim.push(nanos(c.at), Ev::Crash(host as u16));
             }
         }
+        if let Some(at) = sc.hash_ready_at {
+            for h in 0..senders {
+                sim.push(nanos(at), Ev::HashReady(h as u16));
+            }
+        }
         if sc.garbage_per_s > 0.0 {
             let first = sim.next_garbage_gap();
             sim.push(first, Ev::Garbage);
@@ -584,6 +592,7 @@ impl<'s> Sim<'s> {
                 Ev::Timer(h, generation) => self.timer(usize::from(h), generation)?,
                 Ev::Crash(h) => self.crash(usize::from(h)),
                 Ev::Garbage => self.garbage(),
+                Ev::HashReady(h) => self.hash_ready(usize::from(h))?,
             }
             if self.log.finished_at.is_some() && self.all_receivers_ended() {
                 break;
@@ -769,7 +778,7 @@ impl<'s> Sim<'s> {
                         match e {
                             ReceiverEvent::Admitted { rank, .. } => app.rank = Some(rank),
                             ReceiverEvent::Offer(info) => {
-                                if info.size != self.sc.object_size || info.hash != hash {
+                                if info.size != self.sc.object_size {
                                     return Err(invariant(
                                         now,
                                         format!("host {h} was offered {info:?}"),
@@ -781,6 +790,15 @@ impl<'s> Sim<'s> {
                                 r.accept_offer();
                             }
                             ReceiverEvent::AllData => {
+                                if r.expected_hash() != Some(hash) {
+                                    return Err(invariant(
+                                        now,
+                                        format!(
+                                            "host {h} was asked to verify against {:?}",
+                                            r.expected_hash()
+                                        ),
+                                    ));
+                                }
                                 app.all_data_at = Some(now);
                                 let got = *blake3::hash(&app.data).as_bytes();
                                 if got == hash {
@@ -822,6 +840,24 @@ impl<'s> Sim<'s> {
         if let Some(t) = want {
             self.push(t, Ev::Timer(h as u16, generation));
         }
+    }
+
+    /// The driver's hashing thread hands the machine the hash and wakes the
+    /// event loop, which transmits (once its CPU is free, as for a timer).
+    fn hash_ready(&mut self, h: usize) -> Result<(), Fail> {
+        let now = self.now;
+        if self.hosts[h].cpu_free > now {
+            let at = self.hosts[h].cpu_free;
+            self.push(at, Ev::HashReady(h as u16));
+            return Ok(());
+        }
+        let hash = self.sides[h].hash;
+        if let Machine::Sender(s) = &mut self.hosts[h].machine {
+            s.set_object_hash(hash);
+        }
+        let end = self.service(h, now)?;
+        self.hosts[h].cpu_free = end;
+        Ok(())
     }
 
     fn timer(&mut self, h: usize, generation: u64) -> Result<(), Fail> {
@@ -1271,7 +1307,7 @@ impl<'s> Sim<'s> {
                 // Looks like rmcast at first glance, then garbage.
                 let len = rng.random_range(4..300usize);
                 rng.fill_bytes(&mut buf[..len]);
-                buf[..3].copy_from_slice(b"RM\x01");
+                buf[..3].copy_from_slice(&[b'R', b'M', VERSION]);
                 len
             }
             2 => {
@@ -1726,11 +1762,10 @@ fn foreign_packet(rng: &mut ChaCha8Rng, session: SessionId, buf: &mut [u8]) -> u
             protocol: ProtocolId::Ack,
             protocol_param: 0,
             receivers: 1,
-            hash: [7; 32],
             test_loss_ppm: 0,
             name: "intruder",
         }),
-        2 => Body::Close,
+        2 => Body::Close(Close { hash: [7; 32] }),
         3 => Body::Bye(Bye {
             aborted: true,
             text: "intruder",

@@ -28,7 +28,7 @@ fn lost_join_is_resent_by_the_join_timer() {
     let info = ObjectInfo {
         size: 10,
         name: "x".into(),
-        hash: [0; 32],
+        hash: Some([0; 32]),
     };
     let mut s = Sender::new(
         SenderConfig::default(),
@@ -86,7 +86,7 @@ fn outstanding_stays_sane_when_every_receiver_failed() {
     let info = ObjectInfo {
         size: object.len() as u64,
         name: "x".into(),
-        hash: *blake3::hash(&object).as_bytes(),
+        hash: Some(*blake3::hash(&object).as_bytes()),
     };
     let config = SenderConfig {
         peer_timeout: Duration::from_secs(1),

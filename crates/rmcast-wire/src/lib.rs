@@ -22,8 +22,10 @@ pub use seq::Seq;
 
 /// The two bytes every rmcast datagram starts with: ASCII "RM".
 pub const MAGIC: [u8; 2] = *b"RM";
-/// The wire format version this crate speaks.
-pub const VERSION: u8 = 1;
+/// The wire format version this crate speaks. Version 2 moved the object's
+/// hash from `Offer` to `Close` (so a sender can announce before it has read
+/// the object); a version-1 peer's packets are refused as `BadVersion`.
+pub const VERSION: u8 = 2;
 /// Length of the common header.
 pub const HEADER_LEN: usize = 16;
 /// Length of the common header plus the data body's fixed fields.
@@ -40,7 +42,7 @@ pub const MAX_DATAGRAM: usize = 65_507;
 pub const HASH_LEN: usize = 32;
 
 /// Header flag: a 16-byte authentication tag follows the body. Reserved for
-/// the authenticated wire format; version 1 rejects packets that set it.
+/// the authenticated wire format; this version rejects packets that set it.
 pub const FLAG_AUTH: u8 = 0x01;
 
 /// Why a byte string is not an rmcast packet.
@@ -142,7 +144,7 @@ pub enum Kind {
     Join = 0x02,
     /// Sender → receiver: admitted with a rank (or refused).
     Welcome = 0x03,
-    /// Sender → group: object size, name and hash (buffer handshake).
+    /// Sender → group: object size, name and parameters (buffer handshake).
     Offer = 0x04,
     /// Receiver → sender: the offer is accepted or refused.
     OfferReply = 0x05,
@@ -152,7 +154,8 @@ pub enum Kind {
     Ack = 0x07,
     /// Receiver → sender: negative acknowledgement (same layout as Ack).
     Nak = 0x08,
-    /// Sender → group: all data is out; report your verification.
+    /// Sender → group: all data is out, here is the object's hash; report
+    /// your verification.
     Close = 0x09,
     /// Receiver → sender: the object verified (or did not).
     Complete = 0x0A,
@@ -197,9 +200,9 @@ impl Kind {
 /// The common header of every datagram (16 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// Flag bits; version 1 requires zero.
+    /// Flag bits; this version requires zero.
     pub flags: u8,
-    /// Group key epoch of the authenticated format; zero in version 1.
+    /// Group key epoch of the authenticated format; zero in this version.
     pub key_epoch: u8,
     /// Who sent it: [`RANK_SENDER`], a receiver rank, or [`RANK_UNASSIGNED`].
     pub rank: u16,
@@ -208,7 +211,7 @@ pub struct Header {
 }
 
 impl Header {
-    /// A version-1 header with no flags.
+    /// A header of this version with no flags.
     #[must_use]
     pub const fn new(session: SessionId, rank: u16) -> Self {
         Self {
@@ -268,8 +271,6 @@ pub struct Offer<'a> {
     pub protocol_param: u16,
     /// Number of admitted receivers.
     pub receivers: u16,
-    /// BLAKE3 hash of the object.
-    pub hash: [u8; HASH_LEN],
     /// Test knob: receivers drop this many data packets per million at
     /// random (`rmcast send --loss`). Zero in production.
     pub test_loss_ppm: u32,
@@ -288,7 +289,7 @@ pub enum Status {
     UnsafeName = 2,
     /// A local I/O error.
     Io = 3,
-    /// The received bytes do not hash to the offered hash.
+    /// The received bytes do not hash to the hash the sender announced (in `Close`).
     HashMismatch = 4,
     /// The object is larger than the receiver allows.
     TooLarge = 5,
@@ -382,6 +383,15 @@ impl Feedback<'_> {
             .get(byte)
             .is_some_and(|b| b & (1 << (bit % 8)) != 0)
     }
+}
+
+/// `Close`: every receiver holds every byte; the object's hash, to verify
+/// against. It travels here rather than in the `Offer` so the sender can
+/// start sending before it has read (hashed) the whole object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Close {
+    /// BLAKE3 hash of the object.
+    pub hash: [u8; HASH_LEN],
 }
 
 /// `Complete`: the receiver's verdict on the object it holds.
@@ -501,8 +511,9 @@ pub enum Body<'a> {
     Ack(Feedback<'a>),
     /// Negative feedback, see [`Feedback`].
     Nak(Feedback<'a>),
-    /// Sender asks every receiver for its `Complete`.
-    Close,
+    /// Sender announces the object's hash and asks every receiver for its
+    /// `Complete`, see [`Close`].
+    Close(Close),
     /// See [`Complete`].
     Complete(Complete<'a>),
     /// See [`Bye`].
@@ -530,7 +541,7 @@ impl Body<'_> {
             Body::Data(_) => Kind::Data,
             Body::Ack(_) => Kind::Ack,
             Body::Nak(_) => Kind::Nak,
-            Body::Close => Kind::Close,
+            Body::Close(_) => Kind::Close,
             Body::Complete(_) => Kind::Complete,
             Body::Bye(_) => Kind::Bye,
             Body::Leave(_) => Kind::Leave,
@@ -598,7 +609,6 @@ impl<'a> Packet<'a> {
                 let protocol = ProtocolId::from_u8(r.u8()?)?;
                 let protocol_param = r.u16()?;
                 let receivers = r.u16()?;
-                let hash = r.array()?;
                 let test_loss_ppm = r.u32()?;
                 if test_loss_ppm > 1_000_000 {
                     return Err(DecodeError::BadField("test_loss_ppm"));
@@ -612,7 +622,6 @@ impl<'a> Packet<'a> {
                     protocol,
                     protocol_param,
                     receivers,
-                    hash,
                     test_loss_ppm,
                     name,
                 })
@@ -651,7 +660,7 @@ impl<'a> Packet<'a> {
                     Body::Nak(fb)
                 }
             }
-            Kind::Close => Body::Close,
+            Kind::Close => Body::Close(Close { hash: r.array()? }),
             Kind::Complete => Body::Complete(Complete {
                 status: Status::from_u8(r.u8()?)?,
                 hash: r.array()?,
@@ -749,7 +758,6 @@ impl<'a> Packet<'a> {
                 w.u8(o.protocol as u8)?;
                 w.u16(o.protocol_param)?;
                 w.u16(o.receivers)?;
-                w.bytes(&o.hash)?;
                 w.u32(o.test_loss_ppm)?;
                 w.text(o.name)?;
             }
@@ -771,7 +779,7 @@ impl<'a> Packet<'a> {
                 w.u16(len)?;
                 w.bytes(f.bitmap)?;
             }
-            Body::Close => {}
+            Body::Close(c) => w.bytes(&c.hash)?,
             Body::Complete(c) => {
                 w.u8(c.status as u8)?;
                 w.bytes(&c.hash)?;

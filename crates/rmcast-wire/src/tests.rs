@@ -11,7 +11,7 @@ const SID: SessionId = SessionId(0x0102_0304_0506_0708);
 fn head(kind: u8, rank: u16) -> Vec<u8> {
     let [r0, r1] = rank.to_be_bytes();
     vec![
-        b'R', b'M', 0x01, kind, 0x00, 0x00, r0, r1, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+        b'R', b'M', 0x02, kind, 0x00, 0x00, r0, r1, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
     ]
 }
 
@@ -32,7 +32,7 @@ fn assert_wire(bytes: &[u8], packet: &Packet<'_>) {
     assert_eq!(encode_vec(packet), bytes, "encode of {packet:?}");
 }
 
-const OFFER_HASH: [u8; HASH_LEN] = [0xAA; HASH_LEN];
+const CLOSE_HASH: [u8; HASH_LEN] = [0xAA; HASH_LEN];
 const COMPLETE_HASH: [u8; HASH_LEN] = [0x55; HASH_LEN];
 
 /// One valid packet of every kind, with the exact bytes it is on the wire.
@@ -43,7 +43,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
         (
             vec![
                 b'R', b'M', // magic
-                0x01, // version
+                0x02, // version
                 0x01, // type: Hello
                 0x00, // flags
                 0x00, // key epoch
@@ -100,8 +100,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 &[0x01],                                           // protocol: Ack
                 &[0x00, 0x00],                                     // protocol param
                 &[0x00, 0x03],                                     // receivers
-                &OFFER_HASH,
-                &[0x00, 0x00, 0x27, 0x10], // test loss 10,000 ppm
+                &[0x00, 0x00, 0x27, 0x10],                         // test loss 10,000 ppm
                 &[0x05, b'f', b'.', b'b', b'i', b'n'],
             ]),
             Packet {
@@ -114,7 +113,6 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                     protocol: ProtocolId::Ack,
                     protocol_param: 0,
                     receivers: 3,
-                    hash: OFFER_HASH,
                     test_loss_ppm: 10_000,
                     name: "f.bin",
                 }),
@@ -133,7 +131,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
         (
             vec![
                 b'R', b'M', // magic
-                0x01, // version
+                0x02, // version
                 0x06, // type: Data
                 0x00, // flags
                 0x00, // key epoch
@@ -194,10 +192,10 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
             },
         ),
         (
-            head(0x09, RANK_SENDER),
+            cat(&[&head(0x09, RANK_SENDER), &CLOSE_HASH]),
             Packet {
                 header: sender,
-                body: Body::Close,
+                body: Body::Close(Close { hash: CLOSE_HASH }),
             },
         ),
         (
@@ -336,11 +334,11 @@ fn body_lengths_match_the_documented_layout() {
             Body::Hello(_) => 3,
             Body::Join(j) => 9 + j.name.len(),
             Body::Welcome(_) => 16,
-            Body::Offer(o) => 60 + o.name.len(),
+            Body::Offer(o) => 28 + o.name.len(),
             Body::OfferReply(x) => 2 + x.text.len(),
             Body::Data(d) => 8 + d.payload.len(),
             Body::Ack(f) | Body::Nak(f) => 11 + f.bitmap.len(),
-            Body::Close => 0,
+            Body::Close(_) => 32,
             Body::Complete(c) => 34 + c.text.len(),
             Body::Bye(b) => 2 + b.text.len(),
             Body::Leave(l) => 1 + l.text.len(),
@@ -393,13 +391,41 @@ fn inputs_shorter_than_the_magic_are_bad_magic() {
 #[test]
 fn wrong_version_is_bad_version() {
     for (bytes, _) in samples() {
-        for v in [0u8, 2, 0x7F, 0xFF] {
+        // Version 1 (hash in the Offer) included: its Offer would misparse.
+        for v in [0u8, 1, 3, 0x7F, 0xFF] {
             let mut bad = bytes.clone();
             bad[2] = v;
             assert_eq!(Packet::decode(&bad), Err(DecodeError::BadVersion(v)));
             assert_eq!(peek_header(&bad), Err(DecodeError::BadVersion(v)));
         }
     }
+}
+
+#[test]
+fn close_without_its_hash_is_truncated() {
+    // Version 1's Close had an empty body; under version 2 the hash is
+    // required, whole.
+    let (bytes, _) = &samples()[8];
+    assert_eq!(bytes.len(), HEADER_LEN + HASH_LEN);
+    for len in HEADER_LEN..bytes.len() {
+        assert_eq!(Packet::decode(&bytes[..len]), Err(DecodeError::Truncated));
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert_eq!(Packet::decode(&longer), Err(DecodeError::TrailingBytes));
+}
+
+#[test]
+fn a_version_1_offer_is_refused_not_misparsed() {
+    // The old layout (hash between receivers and test_loss_ppm) with the
+    // old version byte: refused before the body is read.
+    let (new, _) = &samples()[3];
+    let mut old = new[..offer_at(23)].to_vec();
+    old.extend_from_slice(&[0xAA; HASH_LEN]);
+    old.extend_from_slice(&new[offer_at(23)..]);
+    old[2] = 1;
+    assert_eq!(Packet::decode(&old), Err(DecodeError::BadVersion(1)));
+    assert_eq!(peek_header(&old), Err(DecodeError::BadVersion(1)));
 }
 
 #[test]
@@ -573,7 +599,7 @@ fn offer_test_loss_above_one_million_ppm_is_bad_field() {
         (u32::MAX, false),
     ] {
         let mut offer = samples()[3].0.clone();
-        offer[offer_at(55)..offer_at(59)].copy_from_slice(&ppm.to_be_bytes());
+        offer[offer_at(23)..offer_at(27)].copy_from_slice(&ppm.to_be_bytes());
         let got = Packet::decode(&offer);
         if ok {
             assert!(
@@ -898,7 +924,7 @@ fn peek_header_agrees_with_decode() {
 
 #[test]
 fn peek_header_needs_the_whole_header() {
-    let (bytes, _) = &samples()[8]; // Close: header only
+    let (bytes, _) = &samples()[8]; // Close
     for len in 0..HEADER_LEN {
         assert_eq!(peek_header(&bytes[..len]), Err(DecodeError::Truncated));
     }
@@ -1033,7 +1059,7 @@ enum OwnedBody {
     Data(Seq, u16, u16, Vec<u8>),
     Ack(Seq, Seq, u8, Vec<u8>),
     Nak(Seq, Seq, u8, Vec<u8>),
-    Close,
+    Close([u8; HASH_LEN]),
     Complete(Status, [u8; HASH_LEN], String),
     Bye(bool, String),
     Leave(String),
@@ -1074,7 +1100,7 @@ impl OwnedPacket {
                 aggregate: true,
                 bitmap,
             }),
-            OwnedBody::Close => Body::Close,
+            OwnedBody::Close(hash) => Body::Close(Close { hash: *hash }),
             OwnedBody::Complete(status, hash, text) => Body::Complete(Complete {
                 status: *status,
                 hash: *hash,
@@ -1166,7 +1192,6 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                 arb_protocol(),
                 any::<u16>(),
                 any::<u16>(),
-                any::<[u8; HASH_LEN]>(),
                 prop_oneof![Just(0), 0..=1_000_000u32, Just(1_000_000)],
             ),
             arb_text(),
@@ -1181,7 +1206,6 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                         protocol,
                         protocol_param,
                         receivers,
-                        hash,
                         test_loss_ppm,
                     ),
                     name,
@@ -1195,7 +1219,6 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                             protocol,
                             protocol_param,
                             receivers,
-                            hash,
                             test_loss_ppm,
                             name: "",
                         },
@@ -1210,7 +1233,7 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
             .prop_map(|(c, e, k, b)| OwnedBody::Ack(c, e, k, b)),
         (arb_seq(), arb_seq(), 0..=ECHO_COPY_MAX, bytes(600))
             .prop_map(|(c, e, k, b)| OwnedBody::Nak(c, e, k, b)),
-        Just(OwnedBody::Close),
+        any::<[u8; HASH_LEN]>().prop_map(OwnedBody::Close),
         (arb_status(), any::<[u8; HASH_LEN]>(), arb_text())
             .prop_map(|(s, h, t)| OwnedBody::Complete(s, h, t)),
         (any::<bool>(), arb_text()).prop_map(|(a, t)| OwnedBody::Bye(a, t)),

@@ -156,6 +156,7 @@ impl Driver<'_> {
                     self.rng = StdRng::seed_from_u64(mix(self.cfg.seed ^ mix(u64::from(rank))));
                 }
                 ReceiverEvent::Offer(info) => self.on_offer(info),
+                // Every byte is in and a Close brought the hash to check.
                 // Verified after the next transmit pass, so the ack for the
                 // last packet is not held back by hashing the object.
                 ReceiverEvent::AllData => self.verify_pending = true,
@@ -211,9 +212,15 @@ impl Driver<'_> {
         }
     }
 
+    /// Every byte is in and the sender's `Close` said which hash they must
+    /// have: finish the incremental hash, compare, and store or discard.
     fn on_all_data(&mut self) {
         self.all_data = true;
-        let expected = self.offer.as_ref().map(|o| o.hash).unwrap_or_default();
+        // The machine reports AllData only once a Close brought the hash.
+        let Some(expected) = self.machine.expected_hash() else {
+            debug_assert!(false, "AllData before the Close's hash");
+            return;
+        };
         match self.sink.hash() {
             Ok(hash) if hash == expected => match self.sink.commit() {
                 Ok(path) => {
@@ -237,7 +244,7 @@ impl Driver<'_> {
             Ok(hash) => {
                 self.sink.discard();
                 let text = format!(
-                    "received bytes hash to {}, the offer says {}",
+                    "received bytes hash to {}, the sender's Close says {}",
                     hex(&hash[..8]),
                     hex(&expected[..8])
                 );
@@ -639,4 +646,93 @@ fn run_many(
         }
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The driver verifies against the hash in the sender's `Close`.
+
+    use super::*;
+    use rmcast_proto::{ObjectInfo, Sender, SenderConfig, Seq};
+
+    /// Runs a sender machine announcing `announced` for `data` against one
+    /// receiving driver storing into `dir`, datagrams passed by hand.
+    fn transfer<'a>(
+        cfg: &'a RecvConfig,
+        dir: &std::path::Path,
+        data: &[u8],
+        announced: [u8; 32],
+    ) -> (Driver<'a>, Sender) {
+        let mut driver = Driver::listening(cfg, Target::Dir(dir.to_owned()), None, None);
+        let clock = Clock;
+        let object = ObjectInfo {
+            size: data.len() as u64,
+            name: "obj.bin".into(),
+            hash: Some(announced),
+        };
+        let config = SenderConfig {
+            receivers: 1,
+            ..SenderConfig::default()
+        };
+        let mut sender = Sender::new(config, SessionId(3), Seq(0), object, clock.now()).unwrap();
+        let (s_addr, r_addr): (SocketAddr, SocketAddr) = (
+            "127.0.0.1:5000".parse().unwrap(),
+            "127.0.0.1:6000".parse().unwrap(),
+        );
+        let mut buf = vec![0u8; rmcast_proto::MAX_DATAGRAM];
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !sender.is_finished() && std::time::Instant::now() < deadline {
+            let now = clock.now();
+            while let Some(t) = sender.poll_transmit(now, data, &mut buf) {
+                driver.on_datagram(now, s_addr, &buf[..t.len]);
+            }
+            driver.on_events();
+            if driver.verify_pending {
+                driver.verify_pending = false;
+                driver.on_all_data();
+            }
+            while let Some(t) = driver.machine.poll_transmit(now, &mut buf) {
+                sender.handle_datagram(now, r_addr, &buf[..t.len]);
+            }
+            if sender.poll_timeout().is_some_and(|t| clock.now() >= t) {
+                sender.handle_timeout(clock.now());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (driver, sender)
+    }
+
+    fn object() -> Vec<u8> {
+        (0..50_000u32).map(|i| (i * 13 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn bytes_matching_the_close_hash_are_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = object();
+        let cfg = RecvConfig::default();
+        let (driver, sender) = transfer(&cfg, dir.path(), &data, *blake3::hash(&data).as_bytes());
+        assert!(driver.verified);
+        assert!(sender.outcome().is_some_and(|o| o.ok));
+        assert_eq!(std::fs::read(dir.path().join("obj.bin")).unwrap(), data);
+    }
+
+    #[test]
+    fn a_close_hash_that_does_not_match_is_a_hash_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = object();
+        let cfg = RecvConfig::default();
+        let (driver, sender) = transfer(&cfg, dir.path(), &data, [0xEE; 32]);
+        assert!(!driver.verified);
+        let Some(End::Failed(why)) = &driver.end else {
+            panic!("{:?}", driver.end.is_some());
+        };
+        assert!(why.contains("eeeeeeee"), "{why}");
+        let outcome = sender.outcome().expect("finished");
+        assert!(!outcome.ok);
+        let reason = outcome.members[0].reason.as_deref().unwrap_or("");
+        assert!(reason.contains("HashMismatch"), "{reason}");
+        // Nothing stored, not even the part file.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }

@@ -4,16 +4,46 @@ use crate::net::{self, Clock, MAX_WAIT, Outgoing, Port, Ticker};
 use crate::{
     Error, Progress, SendConfig, SendReport, check_group, check_loss, goodput_mbps, protocol_name,
 };
-use mio::{Events, Poll, Token};
+use mio::{Events, Poll, Token, Waker};
 use rmcast_proto::{
-    Dest, HuntState, Instant, Kind, ObjectInfo, RateControl, RateController, Sender, SenderEvent,
-    Seq, SessionId,
+    Dest, HASH_LEN, HuntState, Instant, Kind, ObjectInfo, RateControl, RateController, Sender,
+    SenderEvent, Seq, SessionId,
 };
 use std::fs::File;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::Duration;
+
+/// The event loop's wake-up when the background hash is ready.
+const HASH_TOKEN: Token = Token(3);
+/// Bytes hashed between two looks at the stop flag (about 10 ms of BLAKE3
+/// on one core), so an ended session does not wait for a whole object.
+const HASH_CHUNK: usize = 16 << 20;
+
+/// The object's BLAKE3 hash and how long computing it took.
+struct Hashed {
+    hash: [u8; HASH_LEN],
+    took: Duration,
+}
+
+/// Hashes `data` on the calling thread; `None` if `stop` was raised first.
+fn hash_object(data: &[u8], stop: &AtomicBool) -> Option<Hashed> {
+    let start = std::time::Instant::now();
+    let mut hasher = blake3::Hasher::new();
+    for chunk in data.chunks(HASH_CHUNK) {
+        if stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        hasher.update(chunk);
+    }
+    Some(Hashed {
+        hash: *hasher.finalize().as_bytes(),
+        took: start.elapsed(),
+    })
+}
 
 /// Receive buffer of the rate group socket: only the group's rate packets
 /// reach it (a kernel filter drops the data), a few dozen bytes each.
@@ -151,11 +181,14 @@ fn pace_slack(rate_bits_per_s: Option<u64>, packet_size: usize) -> Duration {
     })
 }
 
+/// Runs one session: hashes the object on a second thread while the
+/// session starts and the data flows (the hash travels in `Close`, the
+/// last thing the sender says), and drives the machine on this one.
 fn run(
     name: &str,
     data: &[u8],
     cfg: &SendConfig,
-    mut progress: Option<&mut dyn FnMut(Progress)>,
+    progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<SendReport, Error> {
     check_group(cfg.group)?;
     check_loss(cfg.loss)?;
@@ -164,23 +197,61 @@ fn run(
         proto.test_loss_ppm = (cfg.loss * 1e6).round() as u32;
     }
     proto.validate()?;
+
+    let poll = Poll::new().map_err(|source| Error::Io {
+        context: "cannot create an event loop".into(),
+        source,
+    })?;
+    let waker = Waker::new(poll.registry(), HASH_TOKEN).map_err(|source| Error::Io {
+        context: "cannot create the event loop's waker".into(),
+        source,
+    })?;
+    let stop = AtomicBool::new(false);
+    let (hashed_tx, hashed) = mpsc::channel();
+    std::thread::scope(|scope| {
+        let (stop, waker) = (&stop, &waker);
+        std::thread::Builder::new()
+            .name("rmcast-hash".into())
+            .spawn_scoped(scope, move || {
+                if let Some(h) = hash_object(data, stop) {
+                    // The loop may have ended already: nobody to tell.
+                    if hashed_tx.send(h).is_ok() {
+                        let _ = waker.wake();
+                    }
+                }
+            })
+            .map_err(|source| Error::Io {
+                context: "cannot start the hashing thread".into(),
+                source,
+            })?;
+        let result = drive(name, data, cfg, progress, proto, poll, &hashed);
+        // Ended early (error, cancel): the hash is not needed any more.
+        stop.store(true, Ordering::Relaxed);
+        result
+    })
+}
+
+/// The event loop of [`run`]: `hashed` brings the object's hash when the
+/// hashing thread has it (it also wakes `poll` under [`HASH_TOKEN`]).
+fn drive(
+    name: &str,
+    data: &[u8],
+    cfg: &SendConfig,
+    mut progress: Option<&mut dyn FnMut(Progress)>,
+    proto: rmcast_proto::SenderConfig,
+    mut poll: Poll,
+    hashed: &mpsc::Receiver<Hashed>,
+) -> Result<SendReport, Error> {
     let protocol = protocol_name(proto.protocol).to_owned();
     let pace_slack = pace_slack(proto.rate_bits_per_s, proto.packet_size);
     let wanted = proto.receivers;
 
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(data);
     let object = ObjectInfo {
         size: data.len() as u64,
         name: name.to_owned(),
-        hash: *hasher.finalize().as_bytes(),
+        hash: None,
     };
     let size = object.size;
-
-    let mut poll = Poll::new().map_err(|source| Error::Io {
-        context: "cannot create an event loop".into(),
-        source,
-    })?;
     let socket = net::sender_socket(cfg.iface, cfg.ttl, cfg.socket_buffer_bytes)?;
     let local = socket.local_addr().ok();
     // Feedback from many receivers arrives in bursts: read many per call.
@@ -237,6 +308,20 @@ fn run(
         }
         if cancelled_at.is_some_and(|t| now.saturating_since(t) > FAREWELL_MAX) {
             break;
+        }
+        if sender.object_hash().is_none()
+            && let Ok(h) = hashed.try_recv()
+        {
+            let secs = h.took.as_secs_f64();
+            tracing::debug!(
+                "session {session}: hashed {size} bytes in {:.1} ms ({:.2} GB/s), \
+                 {} bytes acknowledged by then",
+                secs * 1e3,
+                size as f64 / secs.max(1e-9) / 1e9,
+                sender.acked_bytes()
+            );
+            // The Close, if every byte is acknowledged, goes out below.
+            sender.set_object_hash(h.hash);
         }
 
         // Send what is still queued, then what the machine has, in batches.

@@ -243,7 +243,6 @@ impl Node<'_> {
         let offer = OfferInfo {
             name: a.name.clone(),
             size: a.size,
-            hash: a.hash,
             protocol: ProtocolId::Ack,
             payload_size: 0,
             window: 0,
