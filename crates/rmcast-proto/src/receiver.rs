@@ -195,6 +195,8 @@ pub struct Receiver {
     expected_hash: Option<[u8; HASH_LEN]>,
     reply: Option<(Status, String)>,
     verdict: Option<(Status, [u8; HASH_LEN], String)>,
+    /// An Offer heard before our Welcome, taken up when the Welcome comes.
+    early_offer: Option<(OfferInfo, FeedbackPolicy)>,
     transfer: Option<Transfer>,
     /// Feedback owed to the sender: acks count, a NAK flag, their echoes.
     acks_owed: u32,
@@ -250,6 +252,7 @@ impl Receiver {
             expected_hash: None,
             reply: None,
             verdict: None,
+            early_offer: None,
             transfer: None,
             acks_owed: 0,
             nak_owed: false,
@@ -519,43 +522,30 @@ impl Receiver {
                             rank: w.rank,
                             sender: from,
                         });
+                        if let Some(offer) = self.early_offer.take() {
+                            self.take_up_offer(offer);
+                        }
                     }
                 }
                 None
             }
             Body::Offer(o) => {
                 match self.phase {
-                    Phase::Admitted => {
-                        let info = OfferInfo {
-                            name: o.name.to_owned(),
-                            size: o.object_size,
-                            protocol: o.protocol,
-                            payload_size: o.payload_size,
-                            window: o.window,
-                            receivers: o.receivers,
-                            isn: o.isn,
-                            test_loss_ppm: o.test_loss_ppm,
-                            packets: match u32::try_from(
-                                o.object_size.div_ceil(u64::from(o.payload_size)),
-                            ) {
-                                Ok(p) if p < u32::MAX => p,
-                                _ => {
-                                    self.stats.malformed += 1;
-                                    return None;
-                                }
-                            },
-                        };
-                        let Some(policy) =
-                            FeedbackPolicy::from_offer(o.protocol, o.protocol_param, o.receivers)
-                        else {
+                    Phase::Admitted | Phase::Joining => {
+                        let Some(offer) = parse_offer(&o) else {
                             self.stats.malformed += 1;
                             return None;
                         };
-                        self.policy = Some(policy);
-                        self.children = policy.children(self.rank);
-                        self.offer = Some(info.clone());
-                        self.phase = Phase::Deciding;
-                        self.events.push_back(ReceiverEvent::Offer(info));
+                        if self.phase == Phase::Admitted {
+                            self.take_up_offer(offer);
+                        } else {
+                            // The group's Offer overtook our Welcome (they
+                            // come on different sockets, and the Offer goes
+                            // out as soon as the last receiver joined): keep
+                            // it for the Welcome instead of waiting a whole
+                            // retransmission timeout (50 ms) for its repeat.
+                            self.early_offer.get_or_insert(offer);
+                        }
                     }
                     Phase::Receiving | Phase::Verifying | Phase::Confirmed => {
                         self.reply_owed = true
@@ -614,6 +604,16 @@ impl Receiver {
                 None
             }
         }
+    }
+
+    /// Takes up an offer once admitted (a rank is needed for the policy's
+    /// children): the application is asked to accept or refuse it.
+    fn take_up_offer(&mut self, (info, policy): (OfferInfo, FeedbackPolicy)) {
+        self.policy = Some(policy);
+        self.children = policy.children(self.rank);
+        self.offer = Some(info.clone());
+        self.phase = Phase::Deciding;
+        self.events.push_back(ReceiverEvent::Offer(info));
     }
 
     fn on_data<'a>(
@@ -893,6 +893,28 @@ fn echo_copy(copy: u16) -> u8 {
     u8::try_from(copy).map_or(ECHO_COPY_MAX, |c| c.min(ECHO_COPY_MAX))
 }
 
+/// An Offer's terms, or `None` when they cannot describe an object
+/// (a packet count that does not fit, an unknown protocol parameter).
+fn parse_offer(o: &rmcast_wire::Offer<'_>) -> Option<(OfferInfo, FeedbackPolicy)> {
+    let packets = match u32::try_from(o.object_size.div_ceil(u64::from(o.payload_size))) {
+        Ok(p) if p < u32::MAX => p,
+        _ => return None,
+    };
+    let policy = FeedbackPolicy::from_offer(o.protocol, o.protocol_param, o.receivers)?;
+    let info = OfferInfo {
+        name: o.name.to_owned(),
+        size: o.object_size,
+        protocol: o.protocol,
+        payload_size: o.payload_size,
+        window: o.window,
+        receivers: o.receivers,
+        isn: o.isn,
+        test_loss_ppm: o.test_loss_ppm,
+        packets,
+    };
+    Some((info, policy))
+}
+
 #[cfg(test)]
 mod tests {
     //! The hash to verify against comes from `Close`: no verification
@@ -926,25 +948,8 @@ mod tests {
         std::iter::from_fn(|| r.poll_event()).collect()
     }
 
-    /// A receiver admitted, offered a 3-packet object, accepted, and
-    /// given every data packet.
-    fn with_every_byte() -> Receiver {
-        let r = holding(&[0, 1, 2]);
-        assert_eq!(r.received_bytes(), SIZE);
-        r
-    }
-
-    /// A receiver admitted, offered a 3-packet object, accepted, and
-    /// given the data packets `indexes`.
-    fn holding(indexes: &[u32]) -> Receiver {
-        let now = Instant::ZERO;
-        let mut r = Receiver::new(
-            ReceiverConfig {
-                receiver_id: ID,
-                ..ReceiverConfig::default()
-            },
-            now,
-        );
+    /// The sender's Hello, Welcome (rank 0) and Offer of a 3-packet object.
+    fn handshake() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         let hello = packet(Body::Hello(Hello {
             receivers_wanted: 1,
             protocol: ProtocolId::NakPoll,
@@ -965,6 +970,63 @@ mod tests {
             test_loss_ppm: 0,
             name: "obj.bin",
         }));
+        (hello, welcome, offer)
+    }
+
+    #[test]
+    fn an_offer_that_overtakes_the_welcome_is_taken_up_with_it() {
+        let now = Instant::ZERO;
+        let mut r = Receiver::new(
+            ReceiverConfig {
+                receiver_id: ID,
+                ..ReceiverConfig::default()
+            },
+            now,
+        );
+        let (hello, welcome, offer) = handshake();
+        r.handle_datagram(now, sender(), &hello);
+        r.handle_datagram(now, sender(), &offer);
+        assert!(
+            !events(&mut r)
+                .iter()
+                .any(|e| matches!(e, ReceiverEvent::Offer(_))),
+            "an offer before the Welcome has no rank to go with it"
+        );
+        r.handle_datagram(now, sender(), &welcome);
+        let ev = events(&mut r);
+        assert!(matches!(ev[0], ReceiverEvent::Admitted { rank: 0, .. }));
+        assert!(
+            matches!(&ev[1], ReceiverEvent::Offer(o) if o.size == SIZE && o.packets == 3),
+            "{ev:?}"
+        );
+        r.accept_offer();
+        let mut buf = vec![0u8; 4096];
+        let kinds: Vec<Kind> = std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
+            .map(|t| t.kind)
+            .collect();
+        assert!(kinds.contains(&Kind::OfferReply), "{kinds:?}");
+    }
+
+    /// A receiver admitted, offered a 3-packet object, accepted, and
+    /// given every data packet.
+    fn with_every_byte() -> Receiver {
+        let r = holding(&[0, 1, 2]);
+        assert_eq!(r.received_bytes(), SIZE);
+        r
+    }
+
+    /// A receiver admitted, offered a 3-packet object, accepted, and
+    /// given the data packets `indexes`.
+    fn holding(indexes: &[u32]) -> Receiver {
+        let now = Instant::ZERO;
+        let mut r = Receiver::new(
+            ReceiverConfig {
+                receiver_id: ID,
+                ..ReceiverConfig::default()
+            },
+            now,
+        );
+        let (hello, welcome, offer) = handshake();
         for p in [&hello, &welcome, &offer] {
             assert!(r.handle_datagram(now, sender(), p).is_none());
         }

@@ -910,3 +910,22 @@ fn group_sender_adopts_the_leaders_rate_and_reports_its_own() {
         .count();
     assert!(reports >= 2, "{reports}");
 }
+
+#[test]
+fn a_paced_sender_counts_each_datagram_as_the_wire_does() {
+    // 1000 datagrams of 1472 bytes per second *on the wire*: each costs
+    // 1472 + 42 bytes of UDP, IPv4 and Ethernet headers (as tc counts).
+    let mut cfg = config(ProtocolId::NakPoll, 1);
+    cfg.packet_size = 1472;
+    cfg.window = 4096;
+    let wire = (1472 + rmcast_proto::WIRE_OVERHEAD_BYTES) as u64;
+    cfg.rate_bits_per_s = Some(wire * 8 * 1000);
+    let payload = 1472 - rmcast_wire::DATA_HEADER_LEN;
+    let mut net = Net::new(cfg, 1, 2000 * payload, Seq(0));
+    net.run(Duration::from_secs(10));
+    net.assert_all_verified();
+    // The first 65,000 bytes of tokens go at once (42 datagrams), the rest
+    // at 1000/s: 1.958 s. Counting the payload alone would take 1.904 s.
+    let t = net.now.saturating_since(Instant::ZERO).as_secs_f64();
+    assert!((1.95..1.99).contains(&t), "took {t:.3} s");
+}
