@@ -948,6 +948,17 @@ mod tests {
         std::iter::from_fn(|| r.poll_event()).collect()
     }
 
+    /// A receiver listening for any session.
+    fn fresh() -> Receiver {
+        Receiver::new(
+            ReceiverConfig {
+                receiver_id: ID,
+                ..ReceiverConfig::default()
+            },
+            Instant::ZERO,
+        )
+    }
+
     /// The sender's Hello, Welcome (rank 0) and Offer of a 3-packet object.
     fn handshake() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         let hello = packet(Body::Hello(Hello {
@@ -976,13 +987,7 @@ mod tests {
     #[test]
     fn an_offer_that_overtakes_the_welcome_is_taken_up_with_it() {
         let now = Instant::ZERO;
-        let mut r = Receiver::new(
-            ReceiverConfig {
-                receiver_id: ID,
-                ..ReceiverConfig::default()
-            },
-            now,
-        );
+        let mut r = fresh();
         let (hello, welcome, offer) = handshake();
         r.handle_datagram(now, sender(), &hello);
         r.handle_datagram(now, sender(), &offer);
@@ -1019,13 +1024,7 @@ mod tests {
     /// given the data packets `indexes`.
     fn holding(indexes: &[u32]) -> Receiver {
         let now = Instant::ZERO;
-        let mut r = Receiver::new(
-            ReceiverConfig {
-                receiver_id: ID,
-                ..ReceiverConfig::default()
-            },
-            now,
-        );
+        let mut r = fresh();
         let (hello, welcome, offer) = handshake();
         for p in [&hello, &welcome, &offer] {
             assert!(r.handle_datagram(now, sender(), p).is_none());
