@@ -24,13 +24,14 @@ const HASH_TOKEN: Token = Token(3);
 const HASH_CHUNK: usize = 16 << 20;
 
 /// The object's BLAKE3 hash and how long computing it took.
-struct Hashed {
-    hash: [u8; HASH_LEN],
-    took: Duration,
+pub(crate) struct Hashed {
+    pub(crate) hash: [u8; HASH_LEN],
+    pub(crate) took: Duration,
 }
 
 /// Hashes `data` on the calling thread; `None` if `stop` was raised first.
-fn hash_object(data: &[u8], stop: &AtomicBool) -> Option<Hashed> {
+/// Both runtimes (multicast and the TCP overlay) run it beside the transfer.
+pub(crate) fn hash_object(data: &[u8], stop: &AtomicBool) -> Option<Hashed> {
     let start = std::time::Instant::now();
     let mut hasher = blake3::Hasher::new();
     for chunk in data.chunks(HASH_CHUNK) {

@@ -224,6 +224,56 @@ fn garbage_on_the_control_port_does_not_disturb_the_session() {
     assert!(report.stats.malformed >= 1);
 }
 
+/// The hash travels in its own message, possibly after the last byte:
+/// store-and-forward (tree) and pipelined (chain, bintree) nodes alike
+/// hold their complete copies until it comes, then verify and finish.
+#[test]
+fn a_hash_that_comes_after_the_data_is_waited_for() {
+    let delay = Duration::from_millis(1500);
+    for shape in [
+        OverlayShape::Tree { fanout: 2 },
+        OverlayShape::Chain,
+        OverlayShape::Bintree,
+    ] {
+        let data: Vec<u8> = (0..1_000_003u32).map(|i| (i * 31 + i / 7) as u8).collect();
+        let (report, results, dir) = bounded(Duration::from_secs(20), move || {
+            let dir = tempfile::tempdir().unwrap();
+            let mut cfg = send_config(shape, 3);
+            cfg.hash_delay = Some(delay);
+            let sender = OverlaySender::bind(&cfg).unwrap();
+            let handles = spawn_receivers(
+                sender.local_addr().unwrap(),
+                dir.path(),
+                &["a", "b", "c"],
+                |_| {},
+            );
+            let report = sender.send_bytes("late.bin", &data, None).unwrap();
+            let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            (report, results, dir)
+        });
+        assert!(report.ok, "{shape}: {report:#?}");
+        assert_eq!(report.verified, 3, "{shape}");
+        assert!(
+            report.seconds >= delay.as_secs_f64() - 0.1,
+            "{shape}: finished in {:.3} s, before the hash was sent",
+            report.seconds
+        );
+        for (r, name) in results.iter().zip(["a", "b", "c"]) {
+            let r = r.as_ref().unwrap_or_else(|e| panic!("{shape} {name}: {e}"));
+            assert!(r.verified, "{shape} {name}");
+            let got = std::fs::read(dir.path().join(name).join("late.bin")).unwrap();
+            assert!(
+                got.len() == 1_000_003
+                    && got.iter().enumerate().all(|(i, &b)| {
+                        let i = i as u32;
+                        b == (i * 31 + i / 7) as u8
+                    }),
+                "{shape} {name}: wrong bytes"
+            );
+        }
+    }
+}
+
 /// When run with `RMCAST_OVERLAY_CHILD=control;dir;name` this test is a
 /// receiver in its own process, for the kill test; otherwise it does nothing.
 #[test]

@@ -19,7 +19,10 @@
 //!    and says how many came), the sender ranks them in registration order
 //!    (ranks `1..=n`), computes the [`Topology`] and sends each its
 //!    assignment: rank, parents, children, which segments flow on each
-//!    edge, and the object (name, size, BLAKE3 hash, segment size, session).
+//!    edge, and the object (name, size, segment size, session). The sender
+//!    hashes the object (BLAKE3) on a thread of its own from the start and
+//!    sends the hash in a message of its own once it has it and the
+//!    receivers their assignments: no byte waits for the hash.
 //! 3. Each receiver prepares a hidden partial file (refusing unsafe names,
 //!    objects too large or without space) and answers Ready; when all are
 //!    ready the sender says Start, and every node opens its data
@@ -28,7 +31,8 @@
 //!    while they receive `k+1` and write to disk, through a bounded pool of
 //!    segment buffers per incoming edge; store-and-forward nodes (tree,
 //!    binomial) forward only after the whole object arrived and verified.
-//! 5. Every receiver verifies the hash, renames the file into place, finishes
+//! 5. Every receiver verifies the hash (waiting for it if it is still to
+//!    come), renames the file into place, finishes
 //!    forwarding and reports Complete on the control connection.
 //!
 //! # Failures
@@ -98,6 +102,10 @@ pub struct OverlaySendConfig {
     /// Test knob: limit each of the sender's data connections to this many
     /// bytes per second (a stand-in for a slow link). `None` in production.
     pub pace_bytes_per_s: Option<u64>,
+    /// Test knob: hold the object's hash back this long after hashing (a
+    /// stand-in for an object that takes longer to hash than to send).
+    /// `None` in production.
+    pub hash_delay: Option<Duration>,
 }
 
 impl Default for OverlaySendConfig {
@@ -112,6 +120,7 @@ impl Default for OverlaySendConfig {
             name: None,
             cancel: None,
             pace_bytes_per_s: None,
+            hash_delay: None,
         }
     }
 }

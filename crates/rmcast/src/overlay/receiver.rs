@@ -86,6 +86,7 @@ pub fn recv_to_dir(
             last_sent: Instant::now(),
             bytes_hint: 0,
             inactivity: cfg.inactivity,
+            hash: None,
         };
         let result = node.run(listener, progress);
         stop.store(true, Ordering::Relaxed);
@@ -153,6 +154,9 @@ struct Node<'a> {
     /// Bytes stored, as last reported by the data phase.
     bytes_hint: u64,
     inactivity: Duration,
+    /// The object's hash, from the sender's `Hash` message (it may come
+    /// before the start, or while data flows).
+    hash: Option<[u8; 32]>,
 }
 
 fn cancelled(cfg: &OverlayRecvConfig) -> bool {
@@ -190,6 +194,9 @@ impl Node<'_> {
             ))),
             Ok(Ev::Ctl(Ok(m))) => {
                 self.last_heard = Instant::now();
+                if let Msg::Hash { hash } = m {
+                    self.hash.get_or_insert(hash);
+                }
                 Ok(Some(Ev::Ctl(Ok(m))))
             }
             Ok(ev) => Ok(Some(ev)),
@@ -320,6 +327,9 @@ impl Node<'_> {
         std::thread::scope(|scope| {
             let (pools, abort, stored) = (&pools, &abort, &stored);
             let (disk_tx, disk_rx) = mpsc::sync_channel::<Seg>(slots * pools.len().max(1));
+            // The object's hash, passed to the disk writer once the sender sent it.
+            let (hash_tx, hash_rx) = mpsc::channel::<[u8; 32]>();
+            let mut hash_tx = Some(hash_tx);
             // Children.
             let mut child_txs: Vec<(SegmentSet, mpsc::SyncSender<Seg>)> = Vec::new();
             let mut forward_tx: Option<mpsc::Sender<PathBuf>> = None;
@@ -351,7 +361,7 @@ impl Node<'_> {
             {
                 let tx = self.tx.clone();
                 scope.spawn(move || {
-                    let ev = disk(a, sink, &disk_rx, pools, abort, stored, total);
+                    let ev = disk(a, sink, &disk_rx, &hash_rx, pools, abort, stored, total);
                     if let (Ev::Verified(Some(path)), Some(f)) = (&ev, &forward_tx) {
                         let _ = f.send(path.clone());
                     }
@@ -380,6 +390,11 @@ impl Node<'_> {
             // the parent ourselves.
             let mut suspect: Option<(String, Instant)> = None;
             let result: Result<(), (Status, String)> = loop {
+                if let Some(hash) = self.hash
+                    && let Some(tx) = hash_tx.take()
+                {
+                    let _ = tx.send(hash);
+                }
                 if verified.is_some()
                     && children_done.iter().all(|&d| d)
                     && parents_done.iter().all(|&d| d)
@@ -661,11 +676,14 @@ fn read_parent(
     Ok(())
 }
 
-/// Writes every segment to storage, then verifies and commits.
+/// Writes every segment to storage, then verifies against the sender's hash
+/// (waiting for it if it has not come yet) and commits.
+#[allow(clippy::too_many_arguments)]
 fn disk(
     a: &Assignment,
     mut sink: Sink,
     rx: &mpsc::Receiver<Seg>,
+    expected: &mpsc::Receiver<[u8; 32]>,
     pools: &[Pool],
     abort: &AtomicBool,
     stored: &AtomicU64,
@@ -701,15 +719,22 @@ fn disk(
             Err(mpsc::RecvTimeoutError::Disconnected) => return Ev::DiskStopped,
         }
     }
-    match sink.hash() {
-        Ok(h) if h == a.hash => {}
-        Ok(_) => {
-            return Ev::Disk(
-                Status::HashMismatch,
-                "the received bytes do not match the object's BLAKE3 hash".into(),
-            );
-        }
+    let got = match sink.hash() {
+        Ok(h) => h,
         Err(e) => return Ev::Disk(Status::Io, format!("cannot read back the object: {e}")),
+    };
+    let want = loop {
+        match expected.recv_timeout(TICK) {
+            Ok(h) => break h,
+            Err(mpsc::RecvTimeoutError::Timeout) if !abort.load(Ordering::Relaxed) => {}
+            Err(_) => return Ev::DiskStopped,
+        }
+    };
+    if got != want {
+        return Ev::Disk(
+            Status::HashMismatch,
+            "the received bytes do not match the object's BLAKE3 hash".into(),
+        );
     }
     match sink.commit() {
         Ok(path) => Ev::Verified(path),

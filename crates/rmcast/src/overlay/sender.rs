@@ -9,6 +9,7 @@ use super::io::{self, TICK, XferError};
 use super::topology::{Forwarding, SENDER, SegmentSet, Topology};
 use super::wire::{Assignment, MAX_NAME, Msg, Peer, truncate};
 use super::{OverlaySendConfig, io_err, segment_count};
+use crate::sender::Hashed;
 use crate::{Error, MemberOutcome, Progress, SendReport, SenderStats, SessionId, Status};
 use std::collections::HashMap;
 use std::fs::File;
@@ -162,6 +163,8 @@ enum Ev {
     Ctl(u64, Result<Msg, String>),
     /// A data edge to `rank` finished, or why it failed.
     Edge(u16, Result<(), String>),
+    /// The object's hash is ready.
+    Hashed(Hashed),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +220,10 @@ struct Session<'a> {
     control_received: u64,
     control_sent: u64,
     malformed: u64,
+    /// The object's hash, once the hashing thread has it.
+    hash: Option<[u8; 32]>,
+    /// Whether every member has been sent the hash.
+    hash_sent: bool,
 }
 
 impl Session<'_> {
@@ -263,7 +270,6 @@ fn run(
         .set_nonblocking(true)
         .map_err(io_err("cannot make the control socket non-blocking"))?;
     let size = data.len() as u64;
-    let hash = *blake3::hash(data).as_bytes();
     let total = segment_count(size, cfg.segment_size);
     let session = SessionId(rand::random());
     let wanted = cfg.receivers;
@@ -287,6 +293,8 @@ fn run(
         control_received: 0,
         control_sent: 0,
         malformed: 0,
+        hash: None,
+        hash_sent: false,
     };
     let started = Instant::now();
     let mut assigned_at: Option<Instant> = None;
@@ -298,6 +306,19 @@ fn run(
         {
             let (stop, tx, listener) = (&stop, tx.clone(), &listener);
             scope.spawn(move || accept_loop(scope, listener, stop, tx));
+        }
+        {
+            // The hash goes out in its own message when ready: the session
+            // forms and data flows meanwhile.
+            let (stop, tx) = (&stop, tx.clone());
+            scope.spawn(move || {
+                if let Some(h) = crate::sender::hash_object(data, stop) {
+                    let delay = cfg.hash_delay.unwrap_or_default();
+                    if io::sleep_unless(stop, delay) {
+                        let _ = tx.send(Ev::Hashed(h));
+                    }
+                }
+            });
         }
         let heartbeat =
             (cfg.inactivity / 5).clamp(Duration::from_millis(50), Duration::from_secs(1));
@@ -317,7 +338,7 @@ fn run(
             }
             match phase {
                 Phase::Joining if s.members.len() == usize::from(wanted) => {
-                    assign(&mut s, session, name, size, hash, control_addr);
+                    assign(&mut s, session, name, size, control_addr);
                     assigned_at = Some(now);
                     phase = Phase::Preparing;
                     tracing::info!("all {wanted} receiver(s) registered; assignments sent");
@@ -357,6 +378,17 @@ fn run(
                 }
                 Phase::Sending if s.members.iter().all(|m| m.state == State::Complete) => break,
                 _ => {}
+            }
+            if phase != Phase::Joining
+                && !s.hash_sent
+                && let Some(hash) = s.hash
+            {
+                for i in 0..s.members.len() {
+                    if s.members[i].open() {
+                        s.send(i, &Msg::Hash { hash });
+                    }
+                }
+                s.hash_sent = true;
             }
             let due: Vec<(usize, String)> = s
                 .deferred
@@ -691,6 +723,10 @@ fn on_event(s: &mut Session<'_>, ev: Ev, phase: Phase, last_confirmation: &mut O
                 s.fail(i, format!("stopped taking data: {why}"));
             }
         }
+        Ev::Hashed(h) => {
+            tracing::debug!("hashed the object in {:.1} ms", h.took.as_secs_f64() * 1e3);
+            s.hash = Some(h.hash);
+        }
     }
 }
 
@@ -700,7 +736,6 @@ fn assign(
     session: SessionId,
     name: &str,
     size: u64,
-    hash: [u8; 32],
     control_addr: SocketAddr,
 ) {
     let topo = Topology::build(s.cfg.shape, s.members.len() as u16);
@@ -733,7 +768,6 @@ fn assign(
             shape: s.cfg.shape,
             segment_size: s.cfg.segment_size,
             size,
-            hash,
             name: name.to_owned(),
             inactivity_ms: s.cfg.inactivity.as_millis().min(u128::from(u32::MAX)) as u32,
             parents: plan

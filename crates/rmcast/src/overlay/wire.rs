@@ -5,7 +5,7 @@
 //! ```text
 //! 0      2        3      4              8
 //! +------+--------+------+--------------+----------------+
-//! | "RO" | ver 1  | type | payload len  | payload ...    |
+//! | "RO" | ver 2  | type | payload len  | payload ...    |
 //! +------+--------+------+--------------+----------------+
 //! ```
 //!
@@ -27,8 +27,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// First two bytes of every frame.
 pub(crate) const MAGIC: [u8; 2] = *b"RO";
-/// Version this code speaks.
-pub(crate) const VERSION: u8 = 1;
+/// Version this code speaks (2: the object's hash left `Assign` for its own
+/// `Hash` message, sent once the sender has it).
+pub(crate) const VERSION: u8 = 2;
 /// Bytes of the frame header.
 pub(crate) const HEADER_LEN: usize = 8;
 /// Largest payload accepted (an assignment with many children fits).
@@ -83,7 +84,6 @@ pub(crate) struct Assignment {
     pub(crate) shape: OverlayShape,
     pub(crate) segment_size: u32,
     pub(crate) size: u64,
-    pub(crate) hash: [u8; 32],
     pub(crate) name: String,
     pub(crate) inactivity_ms: u32,
     pub(crate) parents: Vec<Peer>,
@@ -111,6 +111,10 @@ pub(crate) enum Msg {
     Abort { text: String },
     /// Parent → child, first frame of a data connection.
     DataHello { session: u64, from: u16, to: u16 },
+    /// Sender → receiver: the object's BLAKE3 hash. The sender hashes while
+    /// the session forms and data flows, and sends it once, when it has it
+    /// and the receiver has its assignment.
+    Hash { hash: [u8; 32] },
 }
 
 const T_REGISTER: u8 = 1;
@@ -122,6 +126,7 @@ const T_HEARTBEAT: u8 = 6;
 const T_COMPLETE: u8 = 7;
 const T_ABORT: u8 = 8;
 const T_DATA_HELLO: u8 = 9;
+const T_HASH: u8 = 10;
 
 fn status_code(s: Status) -> u8 {
     s as u8
@@ -288,6 +293,7 @@ impl Msg {
             Msg::Complete { .. } => T_COMPLETE,
             Msg::Abort { .. } => T_ABORT,
             Msg::DataHello { .. } => T_DATA_HELLO,
+            Msg::Hash { .. } => T_HASH,
         }
     }
 
@@ -313,7 +319,6 @@ impl Msg {
                 o.u32(fanout);
                 o.u32(a.segment_size);
                 o.u64(a.size);
-                o.0.extend_from_slice(&a.hash);
                 o.str(&a.name);
                 o.u32(a.inactivity_ms);
                 o.peers(&a.parents);
@@ -331,6 +336,7 @@ impl Msg {
                 o.u16(*from);
                 o.u16(*to);
             }
+            Msg::Hash { hash } => o.0.extend_from_slice(hash),
         }
         let len = (out.len() - start - HEADER_LEN) as u32;
         out[start + 4..start + 8].copy_from_slice(&len.to_be_bytes());
@@ -354,7 +360,7 @@ impl Msg {
         if h[2] != VERSION {
             return Err(DecodeError::Version(h[2]));
         }
-        if !(T_REGISTER..=T_DATA_HELLO).contains(&h[3]) {
+        if !(T_REGISTER..=T_HASH).contains(&h[3]) {
             return Err(DecodeError::Type(h[3]));
         }
         let len = u32::from_be_bytes([h[4], h[5], h[6], h[7]]) as usize;
@@ -385,8 +391,6 @@ impl Msg {
                     return Err(DecodeError::BadField("segment size"));
                 }
                 let size = i.u64()?;
-                let mut hash = [0u8; 32];
-                hash.copy_from_slice(i.take(32)?);
                 Msg::Assign(Box::new(Assignment {
                     session,
                     rank,
@@ -394,7 +398,6 @@ impl Msg {
                     shape,
                     segment_size,
                     size,
-                    hash,
                     name: i.str()?,
                     inactivity_ms: i.u32()?,
                     parents: i.peers()?,
@@ -418,6 +421,11 @@ impl Msg {
                 from: i.u16()?,
                 to: i.u16()?,
             },
+            T_HASH => {
+                let mut hash = [0u8; 32];
+                hash.copy_from_slice(i.take(32)?);
+                Msg::Hash { hash }
+            }
             other => return Err(DecodeError::Type(other)),
         };
         if !i.buf.is_empty() {
@@ -526,7 +534,6 @@ mod tests {
                 shape: OverlayShape::Tree { fanout: 3 },
                 segment_size: 8192,
                 size: 10_000_000,
-                hash: [7; 32],
                 name: "dir/obj.bin".into(),
                 inactivity_ms: 5000,
                 parents: vec![peer(1, SegmentSet::Even), peer(7, SegmentSet::Odd)],
@@ -551,6 +558,7 @@ mod tests {
                 from: 0,
                 to: 65535,
             },
+            Msg::Hash { hash: [7; 32] },
         ]
     }
 
@@ -575,7 +583,7 @@ mod tests {
         assert_eq!(
             frame,
             [
-                b'R', b'O', 1, 9, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 3
+                b'R', b'O', 2, 9, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 3
             ]
         );
     }
@@ -587,8 +595,11 @@ mod tests {
         bad[0] = b'X';
         assert_eq!(Msg::decode(&bad), Err(DecodeError::Magic));
         let mut bad = good.clone();
-        bad[2] = 2;
-        assert_eq!(Msg::decode(&bad), Err(DecodeError::Version(2)));
+        bad[2] = 1;
+        assert_eq!(Msg::decode(&bad), Err(DecodeError::Version(1)));
+        let mut bad = good.clone();
+        bad[3] = T_HASH + 1;
+        assert_eq!(Msg::decode(&bad), Err(DecodeError::Type(T_HASH + 1)));
         let mut bad = good.clone();
         bad[3] = 0;
         assert_eq!(Msg::decode(&bad), Err(DecodeError::Type(0)));
@@ -624,7 +635,7 @@ mod tests {
                 rng.fill_bytes(&mut v);
                 v[0..2].copy_from_slice(&MAGIC);
                 v[2] = VERSION;
-                v[3] = rng.random_range(0..12);
+                v[3] = rng.random_range(0..=T_HASH + 1);
                 v[4..8].copy_from_slice(&(len as u32).to_be_bytes());
                 v
             } else {
