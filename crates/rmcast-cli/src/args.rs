@@ -202,9 +202,19 @@ pub struct CommonArgs {
     /// Print exactly one JSON object on stdout at the end (no progress bar).
     #[arg(long)]
     pub json: bool,
+    /// Which of these flags the command line gave (clap ids), as clap saw
+    /// them: filled in by `main` from the matches, so that a flag's value
+    /// that merely looks like a flag does not count.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 impl CommonArgs {
+    /// Whether the flag with clap id `id` (the field name) was given.
+    pub fn given(&self, id: &str) -> bool {
+        self.given.iter().any(|g| g == id)
+    }
+
     /// Copies the protocol knobs into an engine configuration.
     pub fn apply(&self, proto: &mut rmcast::SenderConfig) -> Result<()> {
         if self.protocol.multicast().is_none() {
@@ -240,9 +250,9 @@ impl CommonArgs {
         if self.poll_interval.is_some() && self.protocol != Protocol::NakPoll {
             bail!("--poll-interval applies to --protocol nak-poll only");
         }
-        let tree_flag_given = std::env::args()
-            .any(|a| a.starts_with("--tree-height") || a.starts_with("--tree-shape"));
-        if tree_flag_given && self.protocol != Protocol::Tree {
+        if (self.given("tree_height") || self.given("tree_shape"))
+            && self.protocol != Protocol::Tree
+        {
             bail!("--tree-height and --tree-shape apply to --protocol tree only");
         }
         proto.validate()?;
@@ -269,23 +279,30 @@ impl CommonArgs {
             );
         }
         let udp_only = [
-            "--loss",
-            "--rate",
-            "--rate-control",
-            "--window",
-            "--poll-interval",
-            "--repair",
-            "--tree-",
+            "loss",
+            "rate",
+            "rate_control",
+            "window",
+            "poll_interval",
+            "repair",
+            "tree_height",
+            "tree_shape",
+            "packet_size",
+            "rto",
+            "suppress",
         ];
-        if let Some(flag) = std::env::args().find(|a| udp_only.iter().any(|f| a.starts_with(f))) {
-            bail!("{flag} applies to the UDP multicast protocols, not to --protocol tcp-*");
+        if let Some(id) = udp_only.iter().find(|id| self.given(id)) {
+            bail!(
+                "--{} applies to the UDP multicast protocols, not to --protocol tcp-*",
+                id.replace('_', "-")
+            );
         }
         Ok(())
     }
 
     /// Whether `--group` was given (the demo otherwise picks a random port).
     pub fn group_given(&self) -> bool {
-        std::env::args().any(|a| a == "--group" || a.starts_with("--group="))
+        self.given("group")
     }
 }
 

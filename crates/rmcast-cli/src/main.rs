@@ -6,15 +6,39 @@ mod report;
 
 use anyhow::{Context, Result, bail};
 use args::{Cli, Command, CommonArgs, DemoArgs, RecvArgs, SendArgs};
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Parses the command line, recording which shared flags it gave.
+fn parse() -> Cli {
+    let command = Cli::command();
+    let matches = command.clone().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let common = match &mut cli.command {
+        Command::Send(a) => Some(&mut a.common),
+        Command::Demo(a) => Some(&mut a.common),
+        _ => None,
+    };
+    if let (Some(common), Some((name, sub))) = (common, matches.subcommand())
+        && let Some(sub_command) = command.find_subcommand(name)
+    {
+        common.given = sub_command
+            .get_arguments()
+            .map(|a| a.get_id().as_str())
+            .filter(|id| sub.value_source(id) == Some(ValueSource::CommandLine))
+            .map(str::to_owned)
+            .collect();
+    }
+    cli
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     init_tracing(cli.verbose);
     if let Command::Lab(a) = cli.command {
         // The lab installs its own signal handling (it must tear down its
@@ -214,7 +238,7 @@ fn demo(a: DemoArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     if let Some(mut ov) = a.common.overlay() {
         a.common.check_overlay_flags()?;
         ov.cancel = Some(cancel);
-        if !std::env::args().any(|x| x.starts_with("--control")) {
+        if !a.common.given("control") {
             ov.control = "127.0.0.1:0".parse().expect("address");
         }
         let cfg = rmcast::overlay::OverlayDemoConfig {

@@ -451,6 +451,18 @@ fn bad_input_gets_a_clear_message() {
         (&["demo", "--protocol", "carrier-pigeon"], "carrier-pigeon"),
         (&["demo", "--rto", "soon"], "invalid duration"),
         (&["demo", "--rate", "fast"], "fast"),
+        (
+            &["demo", "--protocol", "tcp-chain", "--window=8"],
+            "--window applies to the UDP multicast protocols",
+        ),
+        (
+            &["demo", "--protocol", "tcp-bintree", "--rto", "20ms"],
+            "--rto applies to the UDP multicast protocols",
+        ),
+        (
+            &["demo", "--tree-shape", "binary"],
+            "apply to --protocol tree only",
+        ),
     ];
     for (args, needle) in cases {
         let (code, _, err) =
@@ -461,6 +473,34 @@ fn bad_input_gets_a_clear_message() {
             "{args:?}: expected `{needle}` in:\n{err}"
         );
     }
+}
+
+/// Flags are read from what clap parsed, not from the raw arguments: a file
+/// named like a flag is a file.
+#[test]
+fn a_file_named_like_a_flag_is_not_taken_for_one() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("--window.bin"), b"x").unwrap();
+    let (code, _, err) = Proc::spawn(
+        "rmcast",
+        rmcast().current_dir(dir.path()).args([
+            "send",
+            "--protocol",
+            "tcp-chain",
+            "--control",
+            "127.0.0.1:0",
+            "--receivers",
+            "1",
+            "--wait",
+            "1s",
+            "--",
+            "--window.bin",
+        ]),
+    )
+    .wait(Duration::from_secs(20));
+    assert_ne!(code, 0, "nobody came, so it fails");
+    assert!(!err.contains("applies to"), "{err}");
+    assert!(err.contains("only 0 of 1"), "{err}");
 }
 
 #[test]
