@@ -1736,19 +1736,23 @@ impl Sender {
 }
 
 /// The token bucket of [`RateControl::Fixed`]. A burst of one full UDP GSO
-/// batch (65,000 bytes: 44 packets of 1472) or 16 packets if larger: the
-/// runtime sends a burst in one system call, and a 16-packet bucket held
-/// only 188 µs of tokens at 1 Gbit/s, so a sender that woke every ~300 µs
-/// lost tokens (paced 1 Gbit/s reached ~530 Mbit/s). Shapers downstream
-/// need a burst at least this large (the lab's tbf has 256 kB). At high
-/// rates the bucket holds 2 ms of the rate (250 kB at 1 Gbit/s), so that a
-/// sender descheduled for a millisecond or two on a busy host catches up
-/// instead of losing the tokens (one GSO batch is only 0.5 ms there).
+/// batch (65,000 bytes: 44 packets of 1472): the runtime sends a burst in
+/// one system call, and a 16-packet bucket held only 188 µs of tokens at
+/// 1 Gbit/s, so a sender that woke every ~300 µs lost tokens (paced
+/// 1 Gbit/s reached ~530 Mbit/s). At high rates the bucket holds 2 ms of
+/// the rate (250 kB at 1 Gbit/s), so that a sender descheduled for a
+/// millisecond or two on a busy host catches up instead of losing the
+/// tokens (one GSO batch is only 0.5 ms there). With packets larger than a
+/// GSO batch allows (IP-fragmented datagrams) it holds two packets, enough
+/// to send back to back, and no more: it used to hold 16, so 50,000-byte
+/// packets left in an 800 kB burst at link speed, 67 ms of a 95 Mbit/s
+/// pace, which a switch port's buffer would drop and which made large
+/// packets look faster than their pace in the lab.
 fn fixed_pacer(config: &SenderConfig, bytes_per_s: u64, now: Instant) -> Pacer {
     Pacer::new(
         bytes_per_s.saturating_mul(8),
         PACER_BURST_BYTES
-            .max(16 * config.packet_size as u64)
+            .max(2 * (config.packet_size + WIRE_OVERHEAD_BYTES) as u64)
             .max(bytes_per_s / PACER_BURST_PER_S),
         now,
     )

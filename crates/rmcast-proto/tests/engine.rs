@@ -929,3 +929,21 @@ fn a_paced_sender_counts_each_datagram_as_the_wire_does() {
     let t = net.now.saturating_since(Instant::ZERO).as_secs_f64();
     assert!((1.95..1.99).contains(&t), "took {t:.3} s");
 }
+
+#[test]
+fn a_paced_sender_with_large_datagrams_bursts_two_not_sixteen() {
+    // 100 datagrams of 50,000 bytes per second on the wire. The bucket
+    // holds two of them (it used to hold 16: an 800 kB burst at link
+    // speed), so two go at once and the other 198 at the pace: 1.98 s.
+    let mut cfg = config(ProtocolId::NakPoll, 1);
+    cfg.packet_size = 50_000;
+    cfg.window = 256;
+    let wire = (50_000 + rmcast_proto::WIRE_OVERHEAD_BYTES) as u64;
+    cfg.rate_bits_per_s = Some(wire * 8 * 100);
+    let payload = 50_000 - rmcast_wire::DATA_HEADER_LEN;
+    let mut net = Net::new(cfg, 1, 200 * payload, Seq(0));
+    net.run(Duration::from_secs(10));
+    net.assert_all_verified();
+    let t = net.now.saturating_since(Instant::ZERO).as_secs_f64();
+    assert!((1.975..2.02).contains(&t), "took {t:.3} s");
+}
