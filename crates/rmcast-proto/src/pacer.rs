@@ -26,6 +26,12 @@ impl Pacer {
         }
     }
 
+    /// The bucket's size in bytes.
+    #[must_use]
+    pub fn burst_bytes(&self) -> u64 {
+        self.burst_bytes
+    }
+
     fn refill(&mut self, now: Instant) {
         let elapsed_ns = u128::from(now.saturating_since(self.updated).as_nanos() as u64);
         let add = elapsed_ns * u128::from(self.rate_bytes_per_s) / 1_000_000_000;
