@@ -1019,7 +1019,6 @@ impl Sender {
             if !allowed {
                 return None;
             }
-            let seq = self.isn.add(index);
             let w = self.slot(index);
             // Which copy of the packet this is (the slot still describes the
             // packet a window earlier when this one goes out first).
@@ -1028,9 +1027,7 @@ impl Sender {
             } else {
                 0
             };
-            let head = encode_data_header(buf, &header, seq, next.poll, copy).ok()?;
-            let offset = u64::from(index) * self.payload_size as u64;
-            source.read_at(offset, &mut buf[head..len]);
+            self.write_data(header, index, next.poll, copy, source, &mut buf[..len])?;
             match next.why {
                 Why::StallPoll => {
                     self.stall_poll = None;
@@ -1375,11 +1372,7 @@ impl Sender {
         let index = self.packets.checked_sub(1)?;
         let len = self.datagram_len(index);
         let copy = self.lack[self.slot(index)].copies;
-        let head = encode_data_header(buf, &header, self.isn.add(index), POLL_NONE, copy).ok()?;
-        source.read_at(
-            u64::from(index) * self.payload_size as u64,
-            &mut buf[head..len],
-        );
+        self.write_data(header, index, POLL_NONE, copy, source, &mut buf[..len])?;
         self.stats.keepalives += 1;
         Some(Transmit {
             dest: Dest::Group,
@@ -1561,6 +1554,25 @@ impl Sender {
 
     fn slot(&self, index: u32) -> usize {
         (index % self.config.window) as usize
+    }
+
+    /// Writes data packet `index` (header and payload) into `buf`, which is
+    /// exactly [`Sender::datagram_len`] long.
+    fn write_data(
+        &self,
+        header: Header,
+        index: u32,
+        poll: u16,
+        copy: u16,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<()> {
+        let head = encode_data_header(buf, &header, self.isn.add(index), poll, copy).ok()?;
+        source.read_at(
+            u64::from(index) * self.payload_size as u64,
+            &mut buf[head..],
+        );
+        Some(())
     }
 
     fn datagram_len(&self, index: u32) -> usize {
