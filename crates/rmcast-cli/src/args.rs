@@ -181,6 +181,16 @@ pub struct CommonArgs {
     /// Remove a receiver that owes feedback and stays silent this long.
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     pub peer_timeout: HumanDuration,
+    /// End the session, naming what stalled, when it makes no progress
+    /// this long while sending or closing (no new packet acknowledged by
+    /// every receiver, no receiver accepting, verifying or removed): a
+    /// collapsed rate or a repair that never lands ends instead of hanging.
+    /// Must exceed --peer-timeout plus the largest RTO (800ms), so a silent
+    /// receiver is removed and named first. [default: 20s, or four times
+    /// --peer-timeout plus the largest RTO, or the time four windows take
+    /// at --rate, whichever is longest]
+    #[arg(long, value_name = "DURATION")]
+    pub stall_timeout: Option<HumanDuration>,
     /// Pace data at this rate (e.g. 100mbit, 1gbit) [default: unpaced, window-limited].
     /// Counted on the wire as tc counts it (each datagram plus 42 bytes of
     /// UDP, IP and Ethernet headers), so the link's own rate fills the link.
@@ -228,6 +238,7 @@ impl CommonArgs {
         proto.rto_max = proto.rto_max.max(self.rto.0);
         proto.suppress = self.suppress.0;
         proto.peer_timeout = self.peer_timeout.0;
+        proto.stall_timeout = self.stall_timeout.map(|d| d.0);
         proto.rate_bits_per_s = self.rate;
         proto.rate_control = match self.rate_control {
             // Fixed without --rate is today's unpaced default.

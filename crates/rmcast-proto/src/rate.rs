@@ -180,6 +180,16 @@ pub struct HuntParams {
     /// a packet back since the last change: a sender limited by its window
     /// or its application has shown nothing about a faster rate.
     pub increase_only_when_limited: bool,
+    /// Errors that arrive while the spacing is at least this many RTTs
+    /// (times the senders sharing the group) are background loss, not
+    /// overruns: a receiver answers each packet before the next arrives,
+    /// so no queue can build and overflow. They are counted
+    /// ([`RateStats::background_errors`]) and change nothing. Without this
+    /// ceiling, loss that does not depend on the rate (a lossy link, a
+    /// receiver's `--loss`) widens the spacing on every error and the rate
+    /// falls to `max_spacing` (one packet a second) and stays there.
+    /// `None`: every error acts (the thesis).
+    pub background_spacing_rtts: Option<u32>,
 }
 
 impl HuntParams {
@@ -201,6 +211,7 @@ impl HuntParams {
             initial_rtt: Duration::from_millis(1),
             ignore_stale_errors: false,
             increase_only_when_limited: false,
+            background_spacing_rtts: None,
         }
     }
 
@@ -218,6 +229,7 @@ impl HuntParams {
             initial_rtt: Duration::from_millis(1),
             ignore_stale_errors: true,
             increase_only_when_limited: true,
+            background_spacing_rtts: Some(BACKGROUND_SPACING_RTTS),
         }
     }
 
@@ -247,11 +259,19 @@ pub struct RateStats {
     pub backoffs: u64,
     /// Errors ignored as stale.
     pub stale_errors: u64,
+    /// Errors ignored as background loss (see
+    /// [`HuntParams::background_spacing_rtts`]).
+    pub background_errors: u64,
     /// Decrease-timer expiries (Decrease/D).
     pub recoveries: u64,
     /// Rate resynchronisations adopted ([`RateController::resync`]).
     pub resyncs: u64,
 }
+
+/// rmcast's default [`HuntParams::background_spacing_rtts`]: with two RTTs
+/// between packets every receiver is idle half the time (an RTT sample
+/// includes the slowest member's time to take a packet in and answer).
+pub const BACKGROUND_SPACING_RTTS: u32 = 2;
 
 /// Largest back-off multiplier (2^20 units); the spacing cap binds long before.
 const MAX_BACKOFF: u64 = 1 << 20;
@@ -272,6 +292,8 @@ pub struct RateController {
     /// GCRA theoretical arrival time of the next packet.
     tat: Instant,
     rtt: Duration,
+    /// `rtt` is a measurement, not `HuntParams::initial_rtt`'s guess.
+    rtt_measured: bool,
     group: u16,
     last_backoff_at: Option<Instant>,
     /// The allowance held a packet back since the spacing last changed.
@@ -297,6 +319,7 @@ impl RateController {
         let spacing_ns = ns(params.initial_spacing).clamp(min, max);
         let mut c = Self {
             rtt: params.initial_rtt,
+            rtt_measured: false,
             params,
             state: HuntState::Increase,
             spacing_ns,
@@ -360,12 +383,14 @@ impl RateController {
     /// Sets the round-trip time to the slowest member.
     pub fn set_rtt(&mut self, rtt: Duration) {
         self.rtt = rtt;
+        self.rtt_measured = true;
     }
 
     /// Feeds one RTT sample from any member: the estimate jumps up to a
     /// larger sample and decays by 1/8 of the difference towards a smaller
     /// one, so it follows the slowest member without per-member state.
     pub fn on_rtt_sample(&mut self, sample: Duration) {
+        self.rtt_measured = true;
         if sample >= self.rtt {
             self.rtt = sample;
         } else {
@@ -433,12 +458,31 @@ impl RateController {
         let divisor = u64::from(divisor.max(1));
         let coarse = (self.spacing_ns / divisor).max(1);
         let fine = (self.spacing_ns / (8 * divisor)).max(1);
-        match self.error_spacing_ns {
+        // Errors above the background spacing say nothing about overruns:
+        // a spacing up there goes back down to it in halving steps.
+        match self
+            .error_spacing_ns
+            .map(|e| e.min(self.background_spacing_ns()))
+        {
             None => coarse,
             Some(err) if self.spacing_ns > err.saturating_add(fine) => {
                 ((self.spacing_ns - err) / 2).max(fine)
             }
             Some(_) => fine,
+        }
+    }
+
+    /// The spacing at and above which errors are background loss
+    /// ([`HuntParams::background_spacing_rtts`]); never below the minimum
+    /// spacing, and none before the RTT was measured.
+    fn background_spacing_ns(&self) -> u64 {
+        match self.params.background_spacing_rtts {
+            None => u64::MAX,
+            Some(_) if !self.rtt_measured => u64::MAX,
+            Some(rtts) => ns(self.rtt)
+                .saturating_mul(u64::from(rtts))
+                .saturating_mul(u64::from(self.burst_share))
+                .max(self.min_ns()),
         }
     }
 
@@ -495,6 +539,10 @@ impl RateController {
     pub fn on_error(&mut self, now: Instant, signal: ErrorSignal) -> bool {
         if self.is_stale(now, signal) {
             self.stats.stale_errors += 1;
+            return false;
+        }
+        if self.spacing_ns >= self.background_spacing_ns() {
+            self.stats.background_errors += 1;
             return false;
         }
         if self.state == HuntState::Increase {
@@ -909,6 +957,59 @@ mod tests {
         assert!((20_000..=20_032).contains(&sent), "sent {sent}");
     }
 
+    #[test]
+    fn errors_at_a_spacing_of_two_rtts_are_background_loss() {
+        // 1 ms RTT: from a 2 ms spacing on, no receiver can be overrun.
+        let p = HuntParams {
+            initial_spacing: Duration::from_micros(2500),
+            ..HuntParams::adaptive()
+        };
+        let mut c = RateController::new(p, at(0));
+        // The initial RTT is a guess: no error is background before a sample.
+        assert!(c.on_error(at(MS), ErrorSignal::Last));
+        c.resync(at(MS), Duration::from_micros(2500));
+        c.on_rtt_sample(Duration::from_millis(1));
+        assert!(!c.on_error(at(MS), ErrorSignal::Last));
+        assert_eq!(c.spacing(), Duration::from_micros(2500));
+        assert_eq!(c.state(), HuntState::Increase);
+        assert_eq!(c.stats().background_errors, 1);
+        assert_eq!(c.stats().backoffs, 1);
+        // Below it an error is an overrun again.
+        c.resync(at(2 * MS), Duration::from_micros(1500));
+        assert!(c.on_error(at(3 * MS), ErrorSignal::Last));
+        assert!(c.spacing() > Duration::from_micros(1500));
+        // The thesis acts on every error.
+        let mut t = RateController::new(
+            HuntParams {
+                initial_spacing: Duration::from_micros(2500),
+                ..HuntParams::thesis()
+            },
+            at(0),
+        );
+        t.on_rtt_sample(Duration::from_millis(1));
+        assert!(t.on_error(at(MS), ErrorSignal::Last));
+    }
+
+    #[test]
+    fn a_spacing_above_the_background_spacing_comes_back_down_in_halving_steps() {
+        let p = HuntParams {
+            initial_spacing: Duration::from_micros(1500),
+            ..HuntParams::adaptive()
+        };
+        let mut c = RateController::new(p, at(0));
+        c.on_rtt_sample(Duration::from_millis(1));
+        // An overrun at 1.5 ms, then the spacing is put far above 2 RTTs.
+        assert!(c.on_error(at(MS), ErrorSignal::Last));
+        c.resync(at(2 * MS), Duration::from_millis(50));
+        for _ in 0..64 {
+            // A sender with more to send than the allowance lets go.
+            let now = c.next_deadline().unwrap();
+            while c.try_take(now) {}
+            c.on_timer(now);
+        }
+        assert!(c.spacing() < Duration::from_millis(3), "{:?}", c.spacing());
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Timer(u64),
@@ -994,6 +1095,8 @@ mod tests {
 
         #[test]
         fn backoff_resets_after_a_quiet_decrease_period(p in params(), errors in 1..20usize) {
+            // Every error acts (none is background loss at a wide spacing).
+            let p = HuntParams { background_spacing_rtts: None, ..p };
             let mut c = RateController::new(p, at(0));
             let mut now = MS;
             for _ in 0..errors {

@@ -39,6 +39,15 @@ pub struct SenderConfig {
     pub suppress: Duration,
     /// A receiver that owes feedback and is silent this long is removed.
     pub peer_timeout: Duration,
+    /// The progress watchdog: a session that makes no progress (no new
+    /// packet acknowledged by every receiver, no receiver accepting,
+    /// verifying or removed, no change of phase) this long while sending
+    /// or closing is aborted, naming what stalled. Receivers that are
+    /// silent are removed first (`peer_timeout`); this catches the stalls
+    /// where everyone still talks: a rate collapsed to its floor, a repair
+    /// that never lands. Must exceed `peer_timeout + rto_max`. `None`: see
+    /// [`SenderConfig::stall_timeout`].
+    pub stall_timeout: Option<Duration>,
     /// How long to wait for `receivers` to register.
     pub join_wait: Duration,
     /// Period of the session announcement while waiting for receivers.
@@ -96,6 +105,7 @@ impl Default for SenderConfig {
             rto_max: Duration::from_millis(800),
             suppress: Duration::from_millis(5),
             peer_timeout: Duration::from_secs(5),
+            stall_timeout: None,
             join_wait: Duration::from_secs(30),
             hello_interval: Duration::from_millis(100),
             rate_bits_per_s: None,
@@ -151,6 +161,16 @@ pub enum ConfigError {
         size: u64,
         /// Payload bytes per packet.
         payload: usize,
+    },
+    /// The stall timeout would fire before a silent receiver is removed.
+    #[error(
+        "stall timeout {stall:?} must exceed the peer timeout plus the largest RTO ({floor:?})"
+    )]
+    StallTimeout {
+        /// Configured stall timeout.
+        stall: Duration,
+        /// `peer_timeout + rto_max`.
+        floor: Duration,
     },
     /// The object name is longer than 255 bytes.
     #[error("object name is {0} bytes; at most 255")]
@@ -226,6 +246,31 @@ impl SenderConfig {
     }
 
     /// Checks every field; `Sender::new` calls it.
+    /// The progress watchdog's period: as configured, else the longest of
+    /// [`DEFAULT_STALL_TIMEOUT`], four times `peer_timeout + rto_max`, and
+    /// four windows at the starting rate (a paced sender with a large
+    /// window may see its base move once a window).
+    #[must_use]
+    pub fn stall_timeout(&self) -> Duration {
+        if let Some(t) = self.stall_timeout {
+            return t;
+        }
+        let silent = self
+            .peer_timeout
+            .saturating_add(self.rto_max)
+            .saturating_mul(4);
+        let window = self
+            .rate_bits_per_s
+            .filter(|&r| r > 0)
+            .map_or(Duration::ZERO, |rate| {
+                let bits = u64::from(self.window)
+                    .saturating_mul((self.packet_size + WIRE_OVERHEAD_BYTES) as u64)
+                    .saturating_mul(8);
+                Duration::from_secs_f64(bits as f64 / rate as f64).saturating_mul(4)
+            });
+        DEFAULT_STALL_TIMEOUT.max(silent).max(window)
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(DATA_HEADER_LEN + 1..=MAX_DATAGRAM).contains(&self.packet_size) {
             return Err(ConfigError::PacketSize(self.packet_size));
@@ -235,6 +280,13 @@ impl SenderConfig {
         }
         if self.receivers == 0 || self.receivers > MAX_RECEIVERS {
             return Err(ConfigError::Receivers(self.receivers));
+        }
+        let floor = self.peer_timeout.saturating_add(self.rto_max);
+        if self.stall_timeout() <= floor {
+            return Err(ConfigError::StallTimeout {
+                stall: self.stall_timeout(),
+                floor,
+            });
         }
         self.policy().map(|_| ())
     }
@@ -465,6 +517,12 @@ const NEVER: Instant = Instant::from_nanos(u64::MAX);
 /// spacing cost 20 ms, 1.2 % of a 20 MB transfer at 100 Mbit/s). A receiver
 /// that hears none finishes anyway once the sender falls silent.
 const BYE_SPACING: Duration = Duration::from_millis(2);
+/// The shortest default [`SenderConfig::stall_timeout`]: well beyond a
+/// peer timeout, so a receiver that stops answering is removed (and named)
+/// first, and a window that waits for a few backed-off retransmissions is
+/// not taken for a stall; a transfer whose window has not moved for 20 s
+/// is not going to finish in any time a user waits for.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// Bound on queued unicast control packets; peers retransmit what is dropped.
 const CTRL_QUEUE_MAX: usize = 4096;
 
@@ -518,6 +576,8 @@ pub struct Sender {
     /// from then on (none goes before the object's hash is known).
     close_sent: Option<Instant>,
     phase_since: Instant,
+    /// Last progress of the session (see [`SenderConfig::stall_timeout`]).
+    progress_at: Instant,
     pacing: Pacing,
     /// The group's membership and rate resynchronisation (several senders).
     group: Option<RateGroup>,
@@ -525,6 +585,10 @@ pub struct Sender {
     /// pacing allowance (so the allowance's deadline is a wake-up).
     pace_blocked: bool,
     unicast: VecDeque<(SocketAddr, u64, u16, Option<SocketAddrV4>)>,
+    /// Ranks removed from the session that are owed a unicast `Bye` with
+    /// the reason: the session's closing Byes carry the session's error,
+    /// not each removed member's.
+    removed: VecDeque<u16>,
     events: VecDeque<SenderEvent>,
     outcome: Option<Outcome>,
     error: Option<String>,
@@ -593,10 +657,12 @@ impl Sender {
             control_due: true,
             close_sent: None,
             phase_since: now,
+            progress_at: now,
             pacing,
             group,
             pace_blocked: false,
             unicast: VecDeque::new(),
+            removed: VecDeque::new(),
             events: VecDeque::new(),
             outcome: None,
             error: None,
@@ -726,7 +792,7 @@ impl Sender {
         self.error = Some(reason.to_owned());
         for rank in 0..self.members.len() {
             if self.members[rank].state != MemberState::Verified {
-                self.fail_member(rank, format!("sender aborted: {reason}"));
+                self.fail_member(now, rank, format!("sender aborted: {reason}"));
             }
         }
         self.enter_farewell(now);
@@ -742,6 +808,9 @@ impl Sender {
             _ => self.control_at,
         };
         if let Some(d) = self.group.as_ref().and_then(RateGroup::next_deadline) {
+            t = t.min(d);
+        }
+        if let Some(d) = self.stall_deadline() {
             t = t.min(d);
         }
         if self.phase == Phase::Sending {
@@ -761,18 +830,12 @@ impl Sender {
             // Only a packet the allowance held back waits for it; asking
             // otherwise would return a past deadline for a packet that
             // waits on something else (the window, a repair's suppression).
-            if self.pace_blocked {
-                match &self.pacing {
-                    Pacing::Off => {}
-                    Pacing::Fixed(p) => {
-                        t = t.min(p.ready_at(self.config.packet_size + WIRE_OVERHEAD_BYTES));
-                    }
-                    Pacing::Hunt(c) => {
-                        t = t.min(c.ready_at());
-                        if let Some(d) = c.next_deadline() {
-                            t = t.min(d);
-                        }
-                    }
+            if let Some(ready) = self.held_by_pacer_until() {
+                t = t.min(ready);
+                if let Pacing::Hunt(c) = &self.pacing
+                    && let Some(d) = c.next_deadline()
+                {
+                    t = t.min(d);
                 }
             }
         }
@@ -783,6 +846,11 @@ impl Sender {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.phase != Phase::Done {
             self.group_step(now);
+        }
+        if self.stall_deadline().is_some_and(|d| now >= d) {
+            let reason = self.stall_report(now);
+            self.abort(now, &reason);
+            return;
         }
         match self.phase {
             Phase::Done => {}
@@ -893,9 +961,11 @@ impl Sender {
                 if self.phase == Phase::Offering && self.members[i].state == MemberState::Admitted {
                     if r.status == Status::Ok {
                         self.members[i].state = MemberState::Accepted;
+                        self.progress_at = now;
                         self.events.push_back(SenderEvent::Accepted { rank });
                     } else {
                         self.fail_member(
+                            now,
                             i,
                             format!("refused the offer ({:?}): {}", r.status, r.text),
                         );
@@ -922,6 +992,7 @@ impl Sender {
                 match (c.status, self.object.hash) {
                     (Status::Ok, Some(hash)) if c.hash == hash => {
                         self.members[i].state = MemberState::Verified;
+                        self.progress_at = now;
                         self.members[i].cumulative = self.packets;
                         self.events.push_back(SenderEvent::Verified { rank });
                     }
@@ -929,6 +1000,7 @@ impl Sender {
                     // so this cannot happen unless something is broken:
                     // do not count a copy we know to differ as verified.
                     (Status::Ok, Some(hash)) => self.fail_member(
+                        now,
                         i,
                         format!(
                             "reported a verified copy whose hash ({}…) differs from the \
@@ -942,6 +1014,7 @@ impl Sender {
                     (Status::Ok, None) => return,
                     _ => {
                         self.fail_member(
+                            now,
                             i,
                             format!("could not verify the object ({:?}): {}", c.status, c.text),
                         );
@@ -959,7 +1032,7 @@ impl Sender {
                     self.members[i].state,
                     MemberState::Failed | MemberState::Verified
                 ) {
-                    self.fail_member(i, format!("left the session: {}", l.text));
+                    self.fail_member(now, i, format!("left the session: {}", l.text));
                     self.after_member_change(now);
                 }
             }
@@ -987,6 +1060,16 @@ impl Sender {
             });
             self.stats.control_sent += 1;
             return emit(Dest::Unicast(to), header, body, buf);
+        }
+        if let Some(rank) = self.removed.pop_front() {
+            let m = &self.members[usize::from(rank)];
+            let text = truncate_utf8(m.reason.as_deref().unwrap_or(""), 255);
+            self.stats.control_sent += 1;
+            let bye = Body::Bye(Bye {
+                aborted: true,
+                text,
+            });
+            return emit(Dest::Unicast(m.addr), header, bye, buf);
         }
         if let Some(own) = self.own_rate()
             && let Some(body) = self.group.as_mut().and_then(|g| g.poll_transmit(own))
@@ -1516,6 +1599,7 @@ impl Sender {
             .unwrap_or(self.packets);
         if base > self.base {
             self.base = base;
+            self.progress_at = now;
             self.last_activity = now;
             self.rto = self.config.rto;
             self.stall_since = None;
@@ -1548,8 +1632,105 @@ impl Sender {
     /// fires after an RTO with neither a data transmission nor progress of
     /// the window's base: a sender still sending is not stuck, and a poll
     /// may lie a whole poll interval after the base.
+    ///
+    /// While the allowance holds back a packet that could go, the sender is
+    /// waiting on itself, not on the receivers: the timer counts from when
+    /// the packet may go. Counting from the last transmission made every
+    /// gap between two packets a timeout once Hunt's spacing exceeded the
+    /// RTO, and every timeout is an error that widens the spacing: under
+    /// loss the rate fell to its floor and stayed there (issue 19's hang).
     fn rto_deadline(&self) -> Option<Instant> {
-        (self.base < self.high).then(|| self.last_activity + self.rto)
+        if self.base >= self.high {
+            return None;
+        }
+        let from = match self.held_by_pacer_until() {
+            Some(ready) => self.last_activity.max(ready),
+            None => self.last_activity,
+        };
+        Some(from + self.rto)
+    }
+
+    /// When the allowance lets go the packet it held back at the last
+    /// [`Sender::poll_transmit`], if it held one back.
+    fn held_by_pacer_until(&self) -> Option<Instant> {
+        if !self.pace_blocked {
+            return None;
+        }
+        match &self.pacing {
+            Pacing::Off => None,
+            Pacing::Fixed(p) => Some(p.ready_at(self.config.packet_size + WIRE_OVERHEAD_BYTES)),
+            Pacing::Hunt(c) => Some(c.ready_at()),
+        }
+    }
+
+    /// When the progress watchdog fires: while sending, and while closing
+    /// once the `Close` could go (before it, the sender waits for its own
+    /// hashing, which is no stall).
+    fn stall_deadline(&self) -> Option<Instant> {
+        let watched = match self.phase {
+            Phase::Sending => true,
+            Phase::Closing => self.object.hash.is_some(),
+            _ => false,
+        };
+        watched.then(|| self.progress_at + self.config.stall_timeout())
+    }
+
+    /// What the watchdog says when it ends the session: where the window
+    /// stands, who holds it back, and what the pacing and timers were doing.
+    fn stall_report(&self, now: Instant) -> String {
+        let secs = now.saturating_since(self.progress_at).as_secs_f64();
+        let mut msg = format!("no progress for {secs:.1} s (stall timeout) ");
+        if self.phase == Phase::Sending {
+            let _ = write!(
+                msg,
+                "while sending: {} of {} packets acknowledged by every receiver, {} sent, \
+                 {} retransmission timeouts, RTO {} ms",
+                self.base,
+                self.packets,
+                self.high,
+                self.stats.timeouts,
+                self.rto.as_millis()
+            );
+            let behind: Vec<String> = self
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.in_data() && m.cumulative == self.base)
+                .take(8)
+                .map(|(rank, m)| format!("rank {rank} {:?}", m.name))
+                .collect();
+            if !behind.is_empty() {
+                let _ = write!(msg, "; holding the window back: {}", behind.join(", "));
+            }
+        } else {
+            msg.push_str("while closing: waiting for ");
+            let waiting: Vec<String> = self
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.state == MemberState::Accepted)
+                .take(8)
+                .map(|(rank, m)| format!("rank {rank} {:?}", m.name))
+                .collect();
+            let _ = write!(msg, "{} to confirm", waiting.join(", "));
+        }
+        match &self.pacing {
+            Pacing::Off => {}
+            Pacing::Fixed(_) => {
+                let _ = write!(msg, "; paced at a fixed rate");
+            }
+            Pacing::Hunt(c) => {
+                let _ = write!(
+                    msg,
+                    "; Hunt's rate {:.0} packets/s (spacing {:.3} ms, {:?}, {} back-offs)",
+                    c.rate_pps(),
+                    c.spacing().as_secs_f64() * 1e3,
+                    c.state(),
+                    c.stats().backoffs
+                );
+            }
+        }
+        msg
     }
 
     fn slot(&self, index: u32) -> usize {
@@ -1592,7 +1773,7 @@ impl Sender {
         }
     }
 
-    fn fail_member(&mut self, i: usize, reason: String) {
+    fn fail_member(&mut self, now: Instant, i: usize, reason: String) {
         let m = &mut self.members[i];
         if m.state == MemberState::Failed {
             return;
@@ -1602,6 +1783,10 @@ impl Sender {
         // cost) rather than crawl one stall poll per RTO.
         self.relay_broken |= self.policy.relays();
         m.state = MemberState::Failed;
+        self.progress_at = now;
+        if self.removed.len() < CTRL_QUEUE_MAX {
+            self.removed.push_back(i as u16);
+        }
         self.events.push_back(SenderEvent::MemberFailed {
             rank: i as u16,
             name: m.name.clone(),
@@ -1644,7 +1829,7 @@ impl Sender {
                     "{what}; silent for {:.1} s",
                     now.saturating_since(m.last_heard).as_secs_f64()
                 );
-                self.fail_member(i, reason);
+                self.fail_member(now, i, reason);
             }
         }
         self.after_member_change(now);
@@ -1700,6 +1885,7 @@ impl Sender {
             });
         }
         self.phase_since = now;
+        self.progress_at = now;
         self.rto = self.config.rto;
         self.control_due = matches!(phase, Phase::Offering | Phase::Closing);
         self.control_at = now;
@@ -1729,6 +1915,7 @@ impl Sender {
         );
         self.control_due = true;
         self.unicast.clear();
+        self.removed.clear();
     }
 
     fn finish(&mut self) {
@@ -1833,6 +2020,8 @@ mod tests {
         /// The hash the receiver's application reports as its own: the
         /// `Close`'s (an honest, matching copy) unless set.
         report_hash: Option<[u8; HASH_LEN]>,
+        /// Why the receiver failed, if it did.
+        receiver_failure: Option<String>,
     }
 
     impl Pair {
@@ -1841,14 +2030,18 @@ mod tests {
         }
 
         fn with_size(size: usize, hash: Option<[u8; HASH_LEN]>) -> Self {
+            let config = SenderConfig {
+                receivers: 1,
+                ..SenderConfig::default()
+            };
+            Self::with_config(size, hash, config)
+        }
+
+        fn with_config(size: usize, hash: Option<[u8; HASH_LEN]>, config: SenderConfig) -> Self {
             let object = ObjectInfo {
                 size: size as u64,
                 name: "obj.bin".into(),
                 hash,
-            };
-            let config = SenderConfig {
-                receivers: 1,
-                ..SenderConfig::default()
             };
             let receiver = Receiver::new(
                 ReceiverConfig {
@@ -1866,6 +2059,7 @@ mod tests {
                 sent: Vec::new(),
                 sender_events: Vec::new(),
                 report_hash: None,
+                receiver_failure: None,
             }
         }
 
@@ -1895,6 +2089,7 @@ mod tests {
                             let hash = self.report_hash.unwrap_or(expected);
                             self.receiver.confirm(Status::Ok, hash, "");
                         }
+                        ReceiverEvent::Failed(why) => self.receiver_failure = Some(why),
                         _ => {}
                     }
                 }
@@ -2030,5 +2225,59 @@ mod tests {
         assert!(reason.contains("differs"), "{reason}");
         assert!(reason.contains("1111111111111111"), "{reason}");
         assert!(reason.contains("4242424242424242"), "{reason}");
+    }
+
+    #[test]
+    fn a_session_that_stops_moving_ends_naming_the_stall() {
+        // Paced at 1 kbit/s: after the pacer's first bucket the window's
+        // base cannot move (nak-poll polls only the last packet), while the
+        // receiver stays alive and nothing times out.
+        let config = SenderConfig {
+            receivers: 1,
+            rate_bits_per_s: Some(1_000),
+            stall_timeout: Some(Duration::from_secs(10)),
+            ..SenderConfig::default()
+        };
+        let mut p = Pair::with_config(200_000, Some(HASH), config);
+        let until = p.at(60);
+        p.run_until(until);
+        assert!(p.sender.is_finished(), "the watchdog ended the session");
+        assert!(p.now < p.at(11), "ended at {:?}", p.now);
+        let error = p
+            .sender
+            .outcome()
+            .and_then(|o| o.error.clone())
+            .unwrap_or_default();
+        assert!(error.contains("no progress for 10.0 s"), "{error}");
+        assert!(error.contains("while sending: 0 of 139 packets"), "{error}");
+        assert!(
+            error.contains("holding the window back: rank 0 \"r\""),
+            "{error}"
+        );
+        assert!(error.contains("paced at a fixed rate"), "{error}");
+        // The receiver hears the reason in the Bye.
+        let failure = p.receiver_failure.unwrap_or_default();
+        assert!(failure.contains("no progress for 10.0 s"), "{failure}");
+    }
+
+    #[test]
+    fn the_default_stall_timeout_covers_a_paced_window_and_a_silent_receiver() {
+        let c = SenderConfig::default();
+        // 4 × (peer timeout 5 s + largest RTO 0.8 s).
+        assert_eq!(c.stall_timeout(), Duration::from_millis(23_200));
+        let slow = SenderConfig {
+            rate_bits_per_s: Some(1_000_000),
+            ..SenderConfig::default()
+        };
+        // Four windows of 512 × 1514 wire bytes at 1 Mbit/s: 24.8 s.
+        assert_eq!(slow.stall_timeout().as_millis(), 24_805);
+        let short = SenderConfig {
+            stall_timeout: Some(Duration::from_secs(5)),
+            ..SenderConfig::default()
+        };
+        assert!(matches!(
+            short.validate(),
+            Err(ConfigError::StallTimeout { .. })
+        ));
     }
 }

@@ -12,7 +12,7 @@ mod common;
 
 use common::PACKET;
 use rmcast_proto::{HuntParams, ProtocolId, RateControl, SenderConfig};
-use rmcast_sim::{HostCost, RunReport, Scenario};
+use rmcast_sim::{HostCost, LossModel, RunReport, Scenario};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -186,4 +186,39 @@ fn thesis_timers_run_the_same_group() {
     let m = measure(&r);
     show("thesis", &sc, &r, &m);
     assert!(r.outcome.ok);
+}
+
+/// Issue 19's hang: under loss that does not depend on the rate (5 % at
+/// every receiver, as `--loss 0.05` does), every gap was an error that
+/// widened the spacing, and once the spacing passed the RTO every pause
+/// between two packets was a timeout, another error: the rate fell to one
+/// packet a second (Hunt's widest spacing) and stayed there. A 1 MiB
+/// transfer to 2 receivers took 246-480 s of virtual time; 8 receivers and
+/// 4 MiB now take under 3 s. The timer no longer counts while the
+/// allowance holds a packet back, and errors at a spacing of two RTTs or
+/// more are background loss.
+#[test]
+fn hunt_under_rate_independent_loss_keeps_a_live_rate() {
+    for seed in 0..3 {
+        let sc = Scenario {
+            receivers: 8,
+            object_size: 4 << 20,
+            config: SenderConfig {
+                protocol: ProtocolId::NakPoll,
+                rate_control: Some(RateControl::Hunt(HuntParams::default())),
+                ..SenderConfig::default()
+            },
+            loss: LossModel::Bernoulli(0.05),
+            seed: rmcast_sim::seed_from_env(seed),
+            time_limit: Duration::from_secs(60),
+            ..Scenario::default()
+        };
+        let r = rmcast_sim::run_or_panic(&sc);
+        println!(
+            "seed {}: {:.2} s, {:.1} Mbit/s, {} resent",
+            r.seed, r.seconds, r.goodput_mbit_s, r.retransmitted_packets
+        );
+        assert!(r.outcome.ok, "seed {}: {:?}", r.seed, r.outcome);
+        assert!(r.seconds < 10.0, "seed {}: {:.1} s", r.seed, r.seconds);
+    }
 }
