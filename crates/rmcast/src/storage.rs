@@ -6,6 +6,7 @@ use rmcast_proto::{HASH_LEN, OfferInfo, SessionId, Status};
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -198,6 +199,46 @@ fn make_parents(root: &Path, rel: &Path) -> Result<PathBuf, Refusal> {
     Ok(dir)
 }
 
+/// Removes the part files of `rel` (`.NAME.rmcast-part-SESSION`, any
+/// session) that no live receiver holds locked: a receiver killed mid-
+/// transfer cannot remove its own, and each is as large as the object.
+/// Only `rel`'s own directory is looked at, only if it is a real directory
+/// (not a symlink), and a file some receiver still writes is left alone.
+fn remove_stale_parts(root: &Path, rel: &Path) {
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return;
+    };
+    let dir = root.join(parent);
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return;
+    }
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(name);
+    prefix.push(".rmcast-part-");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_name().as_bytes().starts_with(prefix.as_bytes()) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file) = OpenOptions::new().read(true).open(&path) else {
+            continue;
+        };
+        // SAFETY: flock on a file descriptor we own; no memory involved.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            continue; // a live receiver writes it
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            tracing::info!(
+                "removed {}, left by a receiver that died mid-transfer",
+                path.display()
+            );
+        }
+    }
+}
+
 /// Prepares storage for `offer`, or says why the receiver must refuse it.
 pub(crate) fn prepare(
     target: &Target,
@@ -236,6 +277,7 @@ pub(crate) fn prepare(
         }
         Target::Dir(root) => {
             let rel = safe_relative_path(&offer.name).map_err(|e| (Status::UnsafeName, e))?;
+            remove_stale_parts(root, &rel);
             let free = available_bytes(root).map_err(|e| {
                 (
                     Status::Io,
@@ -273,6 +315,14 @@ pub(crate) fn prepare(
                 .create_new(true)
                 .open(&temp)
                 .map_err(|e| (Status::Io, format!("cannot create {}: {e}", temp.display())))?;
+            // Held until the file is closed: a part file nobody holds
+            // locked belongs to a receiver that died (remove_stale_parts).
+            // SAFETY: flock on a file descriptor we own; no memory involved.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let e = io::Error::last_os_error();
+                let _ = std::fs::remove_file(&temp);
+                return Err((Status::Io, format!("cannot lock {}: {e}", temp.display())));
+            }
             let part = Part {
                 file,
                 temp,
@@ -528,6 +578,33 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         sink.discard();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_dead_receivers_part_file_is_removed_and_a_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Target::Dir(dir.path().into());
+        // Left by a receiver killed mid-transfer: nobody holds it locked.
+        let stale = dir.path().join(".w.bin.rmcast-part-00000000000000aa");
+        std::fs::write(&stale, vec![0u8; 4096]).unwrap();
+        // Another file of the same directory is not ours to touch.
+        let other = dir.path().join(".v.bin.rmcast-part-00000000000000aa");
+        std::fs::write(&other, b"x").unwrap();
+        // A live receiver of another session writing the same name.
+        let live = prepare(&target, &offer("w.bin", b"abc"), SessionId(5), None).unwrap();
+        assert!(!stale.exists(), "the dead receiver's part file is gone");
+        assert!(other.exists());
+        let mine = prepare(&target, &offer("w.bin", b"abc"), SessionId(6), None).unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(
+            names.len(),
+            3,
+            "{names:?}: the live receiver's part file stays"
+        );
+        drop((live, mine));
     }
 
     #[test]
