@@ -8,9 +8,11 @@
 //! matrix (tests/matrix.rs) and the ring / tree matrix
 //! (tests/protocols_matrix.rs), every cell with its test's seed (10 MB
 //! cells included; `RMCAST_SIM_FULL` is not honoured here: the golden
-//! set is fixed), the ring / tree crash runs, and the rate-control groups
-//! (tests/rate_control.rs, tests/multi_sender.rs). Table 2 and the rate
-//! groups are rendered whole by `common::report_text::render_report`
+//! set is fixed), the ring / tree crash runs, the rate-control groups
+//! (tests/rate_control.rs, tests/multi_sender.rs) and the behaviours of
+//! tests/behaviour.rs (crashes, garbage and foreign sessions, sequence
+//! wrap, overflowing buffers and ports). Table 2, the rate groups and the
+//! behaviours (but their thousand receivers) are rendered whole by `common::report_text::render_report`
 //! (every field; traces as length + blake3); the matrices, 1,500 runs,
 //! one line per run by `summary_line` (headline numbers and the blake3 of
 //! the whole rendering), to keep the files small. All values are virtual
@@ -22,6 +24,7 @@
 
 mod common;
 
+use common::behaviour::*;
 use common::golden::compare;
 use common::matrices::*;
 use common::rate::*;
@@ -174,4 +177,49 @@ fn golden_rate_control() {
         ));
     }
     golden("rate_control", runs, render_report);
+}
+
+/// The behaviours of tests/behaviour.rs (crashes, garbage and foreign
+/// sessions, sequence wrap, socket and port overflow, goodput at 30, a
+/// thousand receivers), under ack and nak-poll.
+#[test]
+fn golden_behaviour() {
+    let mut runs = Vec::new();
+    for (protocol, i) in FEEDBACK_ROWS {
+        runs.push((
+            format!("feedback {protocol:?} poll_interval={i:?}"),
+            feedback_scenario(protocol, i),
+        ));
+    }
+    for protocol in PROTOCOLS {
+        runs.push((format!("crash {protocol:?}"), crash_scenario(protocol)));
+        runs.push((format!("garbage {protocol:?}"), garbage_scenario(protocol)));
+        for isn in WRAP_ISNS {
+            for k in 0..2 {
+                runs.push((
+                    format!("wrap {protocol:?} isn={isn} loss={k}"),
+                    wrap_scenario(protocol, isn, k),
+                ));
+            }
+        }
+        runs.push((
+            format!("socket overflow {protocol:?}"),
+            socket_overflow_scenario(protocol),
+        ));
+        runs.push((
+            format!("small ports {protocol:?}"),
+            small_ports_scenario(protocol),
+        ));
+        runs.push((format!("replay {protocol:?}"), replay_scenario(protocol)));
+        runs.push((format!("goodput {protocol:?}"), goodput_scenario(protocol)));
+    }
+    runs.push(("a thousand receivers".to_string(), thousand_scenario()));
+    // Whole reports, but one line for the thousand receivers.
+    golden("behaviour", runs, |label, r| {
+        if r.receivers.len() > 100 {
+            summary_line(label, r)
+        } else {
+            render_report(label, r)
+        }
+    });
 }

@@ -1,6 +1,7 @@
 //! Helpers shared by the simulator's integration tests.
 #![allow(dead_code)]
 
+pub mod behaviour;
 pub mod golden;
 pub mod matrices;
 pub mod rate;
