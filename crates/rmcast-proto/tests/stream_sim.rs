@@ -1,13 +1,12 @@
 //! PRMP scenarios on the seeded in-memory network (`stream_net`).
 
+mod stream_cases;
 mod stream_net;
 
 use rmcast_proto::Instant;
-use rmcast_proto::stream::{
-    Admission, CongestionControl, MemberId, RemoveReason, StreamEvent, StreamReceiverEvent,
-};
+use rmcast_proto::stream::{Admission, MemberId, RemoveReason, StreamEvent, StreamReceiverEvent};
 use std::time::Duration;
-use stream_net::{Rng, Scenario, messages, run, secs};
+use stream_net::{run, secs};
 
 /// Every live receiver got exactly the messages sent, in order.
 fn assert_delivered_all(
@@ -36,10 +35,8 @@ fn assert_delivered_all(
 
 #[test]
 fn invitation_handshake_admits_everyone_and_delivers_a_small_stream() {
-    let mut sc = Scenario::new(1, 4);
-    let mut rng = Rng::new(1);
-    let msgs = messages(&mut rng, 50, 3000);
-    sc.messages = msgs.clone();
+    let sc = stream_cases::handshake();
+    let msgs = sc.messages.clone();
     let out = run(sc);
     let joined = out
         .sender_events
@@ -77,17 +74,8 @@ fn removed(out: &stream_net::Outcome) -> Vec<(std::time::Duration, u16)> {
 
 #[test]
 fn a_reader_that_stops_for_ten_seconds_loses_nothing_and_is_never_overrun() {
-    let mut sc = Scenario::new(7, 3);
-    let mut rng = Rng::new(7);
-    let msgs = messages(&mut rng, 1500, 2500);
-    sc.messages = msgs.clone();
-    sc.receiver.buffer_packets = 48;
-    sc.sender.message_bytes_max = 8000;
-    sc.sender.send_buffer_packets = 256;
-    sc.down.jitter = Duration::from_micros(300);
-    sc.down.loss = 0.01;
-    sc.pauses = vec![(1, secs(0.2), secs(10.2))];
-    sc.deadline = secs(60.0);
+    let sc = stream_cases::paused_reader();
+    let msgs = sc.messages.clone();
     let out = run(sc);
     assert!(out.closed, "seed {}: {:?}", out.seed, out.sender_events);
     assert!(
@@ -131,12 +119,9 @@ fn a_reader_that_stops_for_ten_seconds_loses_nothing_and_is_never_overrun() {
 
 #[test]
 fn a_crashed_receiver_is_removed_within_the_bound_and_the_rest_finish() {
-    let mut sc = Scenario::new(11, 5);
-    let mut rng = Rng::new(11);
-    let msgs = messages(&mut rng, 3000, 2000);
-    sc.messages = msgs.clone();
-    let crash = secs(0.005);
-    sc.crashes = vec![(2, crash)];
+    let sc = stream_cases::crash();
+    let msgs = sc.messages.clone();
+    let crash = sc.crashes[0].1;
     let bound = sc.sender.removal_bound(5);
     let out = run(sc);
     let gone = removed(&out);
@@ -164,19 +149,8 @@ fn a_crashed_receiver_is_removed_within_the_bound_and_the_rest_finish() {
 
 #[test]
 fn responses_at_the_sender_never_exceed_the_response_rate_with_100_receivers() {
-    let mut sc = Scenario::new(23, 100);
-    let mut rng = Rng::new(23);
-    let msgs = messages(&mut rng, 4000, 1200);
-    sc.messages = msgs.clone();
-    sc.sender.response_rate = 2000;
-    sc.sender.epoch = Duration::from_millis(5);
-    sc.sender.admission = Admission::Invite {
-        receivers: Vec::new(),
-        concurrency: 16,
-    };
-    sc.down.jitter = Duration::from_micros(200);
-    sc.up.jitter = Duration::from_micros(200);
-    sc.down.loss = 0.001;
+    let sc = stream_cases::response_rate_100();
+    let msgs = sc.messages.clone();
     let cap = sc.sender.responses_per_epoch();
     let epoch_ns = sc.sender.epoch.as_nanos() as u64;
     let out = run(sc);
@@ -216,15 +190,8 @@ fn responses_at_the_sender_never_exceed_the_response_rate_with_100_receivers() {
 
 #[test]
 fn announcement_model_admits_those_who_ask_within_the_period() {
-    let mut sc = Scenario::new(31, 6);
-    sc.sender.admission = Admission::Announce {
-        duration: Duration::from_millis(300),
-        interval: Duration::from_millis(50),
-        receivers_max: 5,
-    };
-    let mut rng = Rng::new(31);
-    let msgs = messages(&mut rng, 100, 4000);
-    sc.messages = msgs.clone();
+    let sc = stream_cases::announce();
+    let msgs = sc.messages.clone();
     let out = run(sc);
     let joined: Vec<_> = out
         .sender_events
@@ -269,11 +236,8 @@ fn announcement_model_admits_those_who_ask_within_the_period() {
 
 #[test]
 fn a_receiver_that_leaves_is_reported_and_the_session_goes_on() {
-    let mut sc = Scenario::new(41, 4);
-    let mut rng = Rng::new(41);
-    let msgs = messages(&mut rng, 2000, 2000);
-    sc.messages = msgs.clone();
-    sc.leaves = vec![(3, secs(0.004))];
+    let sc = stream_cases::leave();
+    let msgs = sc.messages.clone();
     let out = run(sc);
     assert!(
         out.first(|e| *e == StreamEvent::Left(MemberId(3)))
@@ -297,15 +261,8 @@ fn a_receiver_that_leaves_is_reported_and_the_session_goes_on() {
 
 #[test]
 fn an_invitee_that_never_answers_is_given_up_and_the_others_proceed() {
-    let mut sc = Scenario::new(43, 6);
-    sc.absent = vec![4];
-    sc.sender.admission = Admission::Invite {
-        receivers: Vec::new(),
-        concurrency: 2,
-    };
-    let mut rng = Rng::new(43);
-    let msgs = messages(&mut rng, 50, 1000);
-    sc.messages = msgs.clone();
+    let sc = stream_cases::absent_invitee();
+    let msgs = sc.messages.clone();
     let out = run(sc);
     assert_eq!(
         out.sender_events
@@ -333,12 +290,7 @@ fn an_invitee_that_never_answers_is_given_up_and_the_others_proceed() {
 
 #[test]
 fn keepalive_polls_hold_an_idle_session_and_find_a_crash() {
-    let mut sc = Scenario::new(47, 3);
-    sc.messages = vec![b"late".to_vec()];
-    sc.send_from = secs(8.0);
-    sc.crashes = vec![(0, secs(2.0))];
-    sc.sender.keepalive = Duration::from_millis(500);
-    sc.receiver.sender_timeout = Duration::from_secs(3);
+    let sc = stream_cases::keepalive_idle_crash();
     let bound = sc.sender.removal_bound(3);
     let out = run(sc);
     let gone = removed(&out);
@@ -372,12 +324,8 @@ fn keepalive_polls_hold_an_idle_session_and_find_a_crash() {
 
 #[test]
 fn congestion_window_grows_then_collapses_to_one_on_a_nack() {
-    let mut sc = Scenario::new(53, 4);
-    let mut rng = Rng::new(53);
-    let msgs = messages(&mut rng, 3000, 1200);
-    sc.messages = msgs.clone();
-    sc.sender.congestion = CongestionControl::TcpLike;
-    sc.down.loss = 0.005;
+    let sc = stream_cases::cwnd_collapse();
+    let msgs = sc.messages.clone();
     let out = run(sc);
     assert!(out.closed);
     assert_delivered_all(&out, &msgs, 0..4);
@@ -404,10 +352,7 @@ fn congestion_window_grows_then_collapses_to_one_on_a_nack() {
 
 #[test]
 fn without_loss_the_congestion_window_only_grows() {
-    let mut sc = Scenario::new(59, 3);
-    let mut rng = Rng::new(59);
-    sc.messages = messages(&mut rng, 500, 1200);
-    sc.sender.congestion = CongestionControl::TcpLike;
+    let sc = stream_cases::cwnd_grows();
     let out = run(sc);
     assert!(out.closed);
     let trace = &out.cwnd_trace;
@@ -423,11 +368,8 @@ fn without_loss_the_congestion_window_only_grows() {
 fn repairs_go_unicast_to_a_lone_loser_and_multicast_to_many() {
     // Loss only on the way to receiver 0's... every link loses a little:
     // most losses are single (unicast), none of it breaks delivery.
-    let mut sc = Scenario::new(61, 8);
-    let mut rng = Rng::new(61);
-    let msgs = messages(&mut rng, 2000, 1200);
-    sc.messages = msgs.clone();
-    sc.down.loss = 0.01;
+    let sc = stream_cases::repairs();
+    let msgs = sc.messages.clone();
     let out = run(sc);
     assert!(out.closed);
     assert_delivered_all(&out, &msgs, 0..8);

@@ -3,9 +3,10 @@
 
 mod common;
 
+use common::behaviour::*;
 use common::*;
-use rmcast_proto::{ProtocolId, SenderConfig};
-use rmcast_sim::{Crash, LossModel, Scenario};
+use rmcast_proto::ProtocolId;
+use rmcast_sim::LossModel;
 use std::time::Duration;
 
 /// Paper Table 2: control packets per data packet are N for ack and N / i for
@@ -18,27 +19,11 @@ use std::time::Duration;
 /// N × (polls / packets) with polls = ⌊packets / i⌋ + 1 for the last packet.
 #[test]
 fn feedback_per_data_packet_matches_table_2() {
-    const N: u16 = 30;
-    let size = 3_000_000;
-    for (protocol, poll_interval) in [
-        (ProtocolId::Ack, None),
-        (ProtocolId::NakPoll, None),
-        (ProtocolId::NakPoll, Some(16)),
-    ] {
-        let s = Scenario {
-            receivers: N,
-            object_size: size,
-            config: SenderConfig {
-                protocol,
-                poll_interval,
-                window: WINDOW,
-                ..SenderConfig::default()
-            },
-            seed: 30,
-            ..Scenario::default()
-        };
+    for (protocol, poll_interval) in FEEDBACK_ROWS {
+        let s = feedback_scenario(protocol, poll_interval);
+        let size = s.object_size;
         let r = check(&s);
-        let n = f64::from(N);
+        let n = f64::from(s.receivers);
         let table = match protocol {
             ProtocolId::Ack => n,
             _ => {
@@ -69,14 +54,9 @@ fn feedback_per_data_packet_matches_table_2() {
 /// peer_timeout + 2 × rto_max of the crash, and everyone else verified.
 #[test]
 fn crashed_receiver_fails_alone_and_in_bounded_time() {
-    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
-        let crash_at = Duration::from_millis(60);
-        let mut s = scenario(protocol, 8, 3_000_000, LossModel::None, 77);
-        s.config.peer_timeout = Duration::from_secs(1);
-        s.crashes = vec![Crash {
-            receiver: 3,
-            at: crash_at,
-        }];
+    for protocol in PROTOCOLS {
+        let s = crash_scenario(protocol);
+        let crash_at = s.crashes[0].at;
         let r = check(&s);
         let dead = r
             .outcome
@@ -116,10 +96,8 @@ fn crashed_receiver_fails_alone_and_in_bounded_time() {
 /// an address that is not the sender's) are counted once each and change nothing.
 #[test]
 fn garbage_and_foreign_sessions_are_counted_and_ignored() {
-    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
-        let mut s = scenario(protocol, 4, 2_000_000, LossModel::Bernoulli(0.01), 5);
-        s.garbage_per_s = 5_000.0;
-        let r = check(&s);
+    for protocol in PROTOCOLS {
+        let r = check(&garbage_scenario(protocol));
         assert!(r.garbage_injected > 100, "{}", r.garbage_injected);
         for rx in &r.receivers {
             assert!(rx.garbage_seen > 50);
@@ -145,16 +123,10 @@ fn garbage_and_foreign_sessions_are_counted_and_ignored() {
 /// confusing either side, under loss.
 #[test]
 fn sequence_numbers_wrap_under_loss() {
-    let size = 300 * PAYLOAD + 17;
-    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
-        for isn in [u32::MAX - 5, u32::MAX - 40, u32::MAX, u32::MAX - 299] {
-            for (k, loss) in [LossModel::Bernoulli(0.05), LossModel::bursty(0.05, 3.0)]
-                .into_iter()
-                .enumerate()
-            {
-                let mut s = scenario(protocol, 4, size, loss, u64::from(isn) + k as u64);
-                s.isn = Some(isn);
-                let r = check(&s);
+    for protocol in PROTOCOLS {
+        for isn in WRAP_ISNS {
+            for k in 0..2 {
+                let r = check(&wrap_scenario(protocol, isn, k));
                 assert_eq!(r.data_packets, 301);
                 assert!(r.retransmitted_packets > 0, "the loss must have bitten");
             }
@@ -166,11 +138,8 @@ fn sequence_numbers_wrap_under_loss() {
 /// and the protocol still completes; the buffer never exceeds its limit.
 #[test]
 fn socket_overflow_is_counted_and_repaired() {
-    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
-        let mut s = scenario(protocol, 3, 500_000, LossModel::None, 11);
-        s.socket_buffer_bytes = 16 * 1024;
-        s.cost.recv_per_packet = Duration::from_micros(300);
-        let r = check(&s);
+    for protocol in PROTOCOLS {
+        let r = check(&socket_overflow_scenario(protocol));
         assert!(r.drops.socket_overflow > 0, "{:?}", r.drops);
         assert!(r.max_socket_buffer_bytes <= 16 * 1024);
         assert!(r.receivers.iter().any(|x| x.socket_overflow > 0));
@@ -181,13 +150,8 @@ fn socket_overflow_is_counted_and_repaired() {
 /// queues never exceed their limit and the transfer completes.
 #[test]
 fn small_switch_ports_drop_tail_and_transfer_completes() {
-    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
-        let mut s = scenario(protocol, 30, 500_000, LossModel::None, 12);
-        // Room for two data frames (1538 wire bytes each) or all thirty
-        // joins (94), not for thirty acks per data packet (92 each) for long.
-        // (With 2000 bytes a dropped Join is never resent: see proto_findings.rs.)
-        s.port_queue_bytes = 4_000;
-        let r = check(&s);
+    for protocol in PROTOCOLS {
+        let r = check(&small_ports_scenario(protocol));
         assert!(r.max_port_queue_bytes <= 4_000);
         if protocol == ProtocolId::Ack {
             assert!(r.drops.port_overflow > 0, "{:?}", r.drops);
@@ -198,9 +162,8 @@ fn small_switch_ports_drop_tail_and_transfer_completes() {
 /// The same scenario and seed give the same report, event for event.
 #[test]
 fn same_seed_replays_identically() {
-    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
-        let mut s = scenario(protocol, 8, 400_000, LossModel::bursty(0.05, 3.0), 99);
-        s.garbage_per_s = 1_000.0;
+    for protocol in PROTOCOLS {
+        let s = replay_scenario(protocol);
         let a = rmcast_sim::run(&s).expect("run passes");
         let b = rmcast_sim::replay(99, &s).expect("replay passes");
         assert_eq!(a, b);
@@ -231,18 +194,8 @@ fn failure_reports_seed_scenario_and_replay_recipe() {
 #[test]
 fn goodput_at_thirty_receivers_orders_nak_poll_above_ack() {
     let mut goodput = Vec::new();
-    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
-        let s = Scenario {
-            receivers: 30,
-            object_size: 2_000_000,
-            config: SenderConfig {
-                protocol,
-                ..SenderConfig::default()
-            },
-            seed: 2,
-            ..Scenario::default()
-        };
-        let r = check(&s);
+    for protocol in PROTOCOLS {
+        let r = check(&goodput_scenario(protocol));
         let to_verdicts = 2_000_000.0 * 8.0 / r.verdicts_seconds / 1e6;
         eprintln!(
             "{protocol:?}: {:.1} Mbit/s to finish ({:.4} s), {to_verdicts:.1} Mbit/s to the last verdict \
@@ -262,13 +215,6 @@ fn goodput_at_thirty_receivers_orders_nak_poll_above_ack() {
 /// A thousand receivers on one switch (addresses 10.0.0.2 … 10.0.3.233).
 #[test]
 fn a_thousand_receivers_all_verify() {
-    let s = scenario(
-        ProtocolId::NakPoll,
-        1000,
-        100_000,
-        LossModel::Bernoulli(0.01),
-        1000,
-    );
-    let r = check(&s);
+    let r = check(&thousand_scenario());
     assert_eq!(r.outcome.verified(), 1000);
 }

@@ -15,52 +15,12 @@
 mod common;
 
 use common::PACKET;
-use rmcast_proto::{
-    HuntParams, ProtocolId, RateControl, RateGroupConfig, ReceiverConfig, SenderConfig,
-};
-use rmcast_sim::{HostCost, OutstandingSample, RateSample, RunReport, Scenario, SimError};
-use std::time::Duration;
-
-/// The slow receiver's number.
-const SLOW: u16 = 2;
-/// Its CPU cost per datagram received: ~10,000 packets/s.
-const SLOW_RECV: Duration = Duration::from_micros(100);
-/// Data packets all senders send together.
-const TOTAL_PACKETS: u64 = 32_000;
+use common::rate::{MULTI_TOTAL_PACKETS, SLOW, multi_sender_group};
+use rmcast_proto::{HuntParams, RateControl};
+use rmcast_sim::{OutstandingSample, RateSample, RunReport, Scenario, SimError};
 
 fn group(senders: u16, rate_control: RateControl, with_group: bool, seed: u64) -> Scenario {
-    let slow = HostCost {
-        recv_per_packet: SLOW_RECV,
-        ..HostCost::modern()
-    };
-    let packets = TOTAL_PACKETS / u64::from(senders);
-    Scenario {
-        senders,
-        receivers: 4,
-        object_size: packets * (PACKET as u64 - 24),
-        config: SenderConfig {
-            protocol: ProtocolId::NakPoll,
-            packet_size: PACKET,
-            window: 256,
-            poll_interval: Some(32),
-            rate_control: Some(rate_control),
-            rate_group: with_group.then(RateGroupConfig::default),
-            ..SenderConfig::default()
-        },
-        receiver: ReceiverConfig {
-            rate_nak_interval: with_group.then_some(Duration::from_millis(2)),
-            ..ReceiverConfig::default()
-        },
-        link_rate_bits_per_s: 1_000_000_000,
-        // Room for 44 full datagrams: 4.4 ms of the slow receiver's work.
-        socket_buffer_bytes: 64 * 1024,
-        receiver_costs: vec![(SLOW, slow)],
-        trace_outstanding: true,
-        trace_rate: true,
-        seed,
-        time_limit: Duration::from_secs(120),
-        ..Scenario::default()
-    }
+    multi_sender_group(senders, rate_control, with_group, MULTI_TOTAL_PACKETS, seed)
 }
 
 /// Packets per second the slow receiver can take (mean jitter included).

@@ -15,134 +15,10 @@
 
 mod common;
 
+use common::matrices::*;
 use common::*;
-use rmcast_proto::{ProtocolId, Repair, SenderConfig, TreeShape};
-use rmcast_sim::{LossModel, RunReport, Scenario};
-use std::time::Duration;
-
-const RECEIVERS: [u16; 4] = [1, 2, 8, 32];
-const TEN_MB: u64 = 10_000_000;
-const SMALL_LARGE: u64 = 300_000;
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Loss {
-    None,
-    OnePercent,
-    TenPercent,
-    Bursty,
-}
-
-const LOSSES: [Loss; 4] = [Loss::None, Loss::OnePercent, Loss::TenPercent, Loss::Bursty];
-
-impl Loss {
-    fn model(self) -> LossModel {
-        match self {
-            Loss::None => LossModel::None,
-            Loss::OnePercent => LossModel::Bernoulli(0.01),
-            Loss::TenPercent => LossModel::Bernoulli(0.10),
-            // About 3 % of packets, in bursts of 4 on average (as tests/matrix.rs).
-            Loss::Bursty => LossModel::bursty(0.03, 4.0),
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Variant {
-    Ring,
-    /// Flat tree of height 1 (every receiver a root: the ack protocol's traffic).
-    Flat1,
-    /// Flat tree of height 3.
-    Flat3,
-    /// Flat tree of height N (one chain).
-    FlatN,
-    /// Binary tree.
-    Binary,
-}
-
-const VARIANTS: [Variant; 5] = [
-    Variant::Ring,
-    Variant::Flat1,
-    Variant::Flat3,
-    Variant::FlatN,
-    Variant::Binary,
-];
-
-impl Variant {
-    /// The ring needs a window above N: max(32, N + 1).
-    fn window(self, n: u16) -> u32 {
-        match self {
-            Variant::Ring => WINDOW.max(u32::from(n) + 1),
-            _ => WINDOW,
-        }
-    }
-
-    fn config(self, n: u16, repair: Repair) -> SenderConfig {
-        let (protocol, height, shape) = match self {
-            Variant::Ring => (ProtocolId::Ring, 6, TreeShape::Flat),
-            Variant::Flat1 => (ProtocolId::Tree, 1, TreeShape::Flat),
-            Variant::Flat3 => (ProtocolId::Tree, 3, TreeShape::Flat),
-            Variant::FlatN => (ProtocolId::Tree, n, TreeShape::Flat),
-            // The height is ignored by the binary shape (but must be ≥ 1).
-            Variant::Binary => (ProtocolId::Tree, 1, TreeShape::Binary),
-        };
-        SenderConfig {
-            protocol,
-            packet_size: PACKET,
-            window: self.window(n),
-            repair,
-            tree_height: height,
-            tree_shape: shape,
-            ..SenderConfig::default()
-        }
-    }
-}
-
-fn full() -> bool {
-    std::env::var("RMCAST_SIM_FULL").is_ok_and(|v| v == "1")
-}
-
-/// The object sizes of one cell: the edges around a packet and a window,
-/// then the large object (see the module docs for which cells get 10 MB).
-fn sizes(variant: Variant, repair: Repair, n: u16, loss: Loss) -> Vec<u64> {
-    let w = u64::from(variant.window(n));
-    let vi = VARIANTS.iter().position(|&v| v == variant).expect("listed");
-    let ri = usize::from(repair == Repair::GoBackN);
-    let ten_mb_loss = LOSSES[(2 * vi + ri) % LOSSES.len()];
-    let large = if full() || (loss == ten_mb_loss && n >= 8) {
-        TEN_MB
-    } else {
-        SMALL_LARGE
-    };
-    vec![
-        0,
-        1,
-        PAYLOAD,
-        PAYLOAD + 1,
-        (w - 1) * PAYLOAD,
-        w * PAYLOAD,
-        (w + 1) * PAYLOAD,
-        large,
-    ]
-}
-
-fn scenario_for(
-    variant: Variant,
-    repair: Repair,
-    n: u16,
-    size: u64,
-    loss: Loss,
-    seed: u64,
-) -> Scenario {
-    Scenario {
-        receivers: n,
-        object_size: size,
-        config: variant.config(n, repair),
-        loss: loss.model(),
-        seed,
-        time_limit: Duration::from_secs(300),
-        ..Scenario::default()
-    }
-}
+use rmcast_proto::{ProtocolId, Repair};
+use rmcast_sim::{LossModel, RunReport};
 
 fn check_cell(
     variant: Variant,
@@ -210,36 +86,26 @@ fn check_cell(
 
 fn matrix(variant: Variant, repair: Repair, loss: Loss) {
     let started = std::time::Instant::now();
-    let vi = VARIANTS.iter().position(|&v| v == variant).expect("listed") as u64;
-    let li = LOSSES.iter().position(|&l| l == loss).expect("listed") as u64;
-    for (i, &n) in RECEIVERS.iter().enumerate() {
-        for (j, size) in sizes(variant, repair, n, loss).into_iter().enumerate() {
-            let seed = 3000
-                + 1000 * vi
-                + 200 * li
-                + 100 * u64::from(repair == Repair::GoBackN)
-                + 10 * i as u64
-                + j as u64;
-            let s = scenario_for(variant, repair, n, size, loss, seed);
-            let r = check(&s);
-            if size >= SMALL_LARGE {
-                eprintln!(
-                    "{variant:?} {repair:?} {loss:?} n={n} size={size} seed={seed}: {:.3} s, \
-                     {:.1} Mbit/s, {} rtx ({} unicast, {} multicast repairs, {} rewinds), \
-                     {} timeouts, {:.2} feedback/data at the sender, {:.2} sent",
-                    r.seconds,
-                    r.goodput_mbit_s,
-                    r.retransmitted_packets,
-                    r.sender.unicast_repairs,
-                    r.sender.multicast_repairs,
-                    r.sender.rewinds,
-                    r.sender.timeouts,
-                    r.feedback_per_data,
-                    r.feedback_sent as f64 / r.data_packets.max(1) as f64,
-                );
-            }
-            check_cell(variant, repair, n, size, loss, seed, &r);
+    for Cell { n, size, seed } in ring_tree_cells(variant, repair, loss, full()) {
+        let s = ring_tree_scenario(variant, repair, n, size, loss, seed);
+        let r = check(&s);
+        if size >= SMALL_LARGE {
+            eprintln!(
+                "{variant:?} {repair:?} {loss:?} n={n} size={size} seed={seed}: {:.3} s, \
+                 {:.1} Mbit/s, {} rtx ({} unicast, {} multicast repairs, {} rewinds), \
+                 {} timeouts, {:.2} feedback/data at the sender, {:.2} sent",
+                r.seconds,
+                r.goodput_mbit_s,
+                r.retransmitted_packets,
+                r.sender.unicast_repairs,
+                r.sender.multicast_repairs,
+                r.sender.rewinds,
+                r.sender.timeouts,
+                r.feedback_per_data,
+                r.feedback_sent as f64 / r.data_packets.max(1) as f64,
+            );
         }
+        check_cell(variant, repair, n, size, loss, seed, &r);
     }
     eprintln!("{variant:?} {repair:?} {loss:?}: {:?}", started.elapsed());
 }
@@ -303,13 +169,7 @@ cells! {
 
 /// One receiver of 8 crashes 60 ms into a 3 MB transfer (peer_timeout 1 s).
 fn crash_run(variant: Variant, repair: Repair) -> (RunReport, f64, f64) {
-    let mut s = scenario_for(variant, repair, 8, 3_000_000, Loss::None, 7);
-    s.config.peer_timeout = Duration::from_secs(1);
-    s.crashes = vec![rmcast_sim::Crash {
-        receiver: 1,
-        at: Duration::from_millis(60),
-    }];
-    let r = check(&s);
+    let r = check(&ring_tree_crash_scenario(variant, repair));
     let failed_at = r.receivers[0]
         .sender_failed_seconds
         .expect("the crashed receiver was failed");

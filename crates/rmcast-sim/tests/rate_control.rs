@@ -11,43 +11,11 @@
 mod common;
 
 use common::PACKET;
+use common::rate::{COMPARISON_PACKETS, HUNT_PACKETS, SLOW, rate_group as group};
 use rmcast_proto::{HuntParams, ProtocolId, RateControl, SenderConfig};
-use rmcast_sim::{HostCost, LossModel, RunReport, Scenario};
+use rmcast_sim::{LossModel, RunReport, Scenario};
 use std::fmt::Write as _;
 use std::time::Duration;
-
-/// The slow receiver's host number.
-const SLOW: u16 = 2;
-/// Its fixed CPU cost per datagram received: ~10,000 packets/s.
-const SLOW_RECV: Duration = Duration::from_micros(100);
-
-fn group(rate_control: RateControl, packets: u64, seed: u64) -> Scenario {
-    let slow = HostCost {
-        recv_per_packet: SLOW_RECV,
-        ..HostCost::modern()
-    };
-    Scenario {
-        receivers: 4,
-        object_size: packets * (PACKET as u64 - 24),
-        config: SenderConfig {
-            protocol: ProtocolId::NakPoll,
-            packet_size: PACKET,
-            window: 256,
-            poll_interval: Some(32),
-            rate_control: Some(rate_control),
-            ..SenderConfig::default()
-        },
-        link_rate_bits_per_s: 1_000_000_000,
-        // Room for 44 full datagrams: 4.4 ms of the slow receiver's work.
-        socket_buffer_bytes: 64 * 1024,
-        receiver_costs: vec![(SLOW, slow)],
-        trace_outstanding: true,
-        trace_rate: true,
-        seed,
-        time_limit: Duration::from_secs(120),
-        ..Scenario::default()
-    }
-}
 
 /// Packets per second the slow receiver can take: one CPU, one datagram at
 /// a time, mean jitter included.
@@ -143,7 +111,7 @@ fn show(name: &str, sc: &Scenario, r: &RunReport, m: &Measured) {
 
 #[test]
 fn hunt_converges_to_the_slowest_receivers_capacity_without_overruns() {
-    let sc = group(RateControl::Hunt(HuntParams::adaptive()), 40_000, 9);
+    let sc = group(RateControl::Hunt(HuntParams::adaptive()), HUNT_PACKETS, 9);
     let r = rmcast_sim::run_or_panic(&sc);
     let m = measure(&r);
     show("hunt", &sc, &r, &m);
@@ -164,7 +132,7 @@ fn hunt_converges_to_the_slowest_receivers_capacity_without_overruns() {
 
 #[test]
 fn unpaced_sender_overruns_the_slowest_receiver() {
-    let sc = group(RateControl::Off, 20_000, 9);
+    let sc = group(RateControl::Off, COMPARISON_PACKETS, 9);
     let r = rmcast_sim::run_or_panic(&sc);
     let m = measure(&r);
     show("off", &sc, &r, &m);
@@ -181,7 +149,11 @@ fn thesis_timers_run_the_same_group() {
     // Table 4.1 with Table C.1's constants: fixed 20 ms timers and a 40 µs
     // unit. Not held to the 10 % bound (its additive unit is coarse next to a
     // 100 µs spacing); it must complete, and it is printed for comparison.
-    let sc = group(RateControl::Hunt(HuntParams::thesis()), 20_000, 9);
+    let sc = group(
+        RateControl::Hunt(HuntParams::thesis()),
+        COMPARISON_PACKETS,
+        9,
+    );
     let r = rmcast_sim::run_or_panic(&sc);
     let m = measure(&r);
     show("thesis", &sc, &r, &m);

@@ -19,58 +19,9 @@
 
 mod common;
 
+use common::table2::*;
 use common::*;
-use rmcast_proto::{ProtocolId, SenderConfig, TreeShape};
-use rmcast_sim::{LossModel, OutstandingSample, RunReport, Scenario};
-
-const N: u16 = 30;
-/// 3 MB: 2072 packets of 1448 bytes, so the last-packet and
-/// partial-poll-interval edges weigh under 2 %.
-const SIZE: u64 = 3_000_000;
-
-#[derive(Clone, Copy, Debug)]
-enum Row {
-    Ack,
-    NakPoll(u32),
-    Ring,
-    Tree(u16),
-    Binary,
-}
-
-fn table2_scenario(row: Row) -> Scenario {
-    let mut config = SenderConfig {
-        packet_size: PACKET,
-        // Small enough that ack's 30 × window acks fit the sender's switch
-        // port (no drops, so the counts are the protocol's alone), above N
-        // for the ring.
-        window: WINDOW,
-        ..SenderConfig::default()
-    };
-    match row {
-        Row::Ack => config.protocol = ProtocolId::Ack,
-        Row::NakPoll(i) => {
-            config.protocol = ProtocolId::NakPoll;
-            config.poll_interval = Some(i);
-        }
-        Row::Ring => config.protocol = ProtocolId::Ring,
-        Row::Tree(h) => {
-            config.protocol = ProtocolId::Tree;
-            config.tree_height = h;
-        }
-        Row::Binary => {
-            config.protocol = ProtocolId::Tree;
-            config.tree_shape = TreeShape::Binary;
-        }
-    }
-    Scenario {
-        receivers: N,
-        object_size: SIZE,
-        config,
-        loss: LossModel::None,
-        seed: 2,
-        ..Scenario::default()
-    }
-}
+use rmcast_sim::{LossModel, OutstandingSample, RunReport};
 
 struct Measured {
     /// Feedback packets sent by all receivers / data packets.
@@ -231,21 +182,7 @@ fn ring_memory_run(
     loss: LossModel,
     seed: u64,
 ) -> (u32, u32, RunReport) {
-    let s = Scenario {
-        receivers: n,
-        object_size: 2_000_000,
-        config: SenderConfig {
-            protocol: ProtocolId::Ring,
-            packet_size: PACKET,
-            window,
-            rate_bits_per_s: rate,
-            ..SenderConfig::default()
-        },
-        loss,
-        seed,
-        trace_outstanding: true,
-        ..Scenario::default()
-    };
+    let s = ring_memory_scenario(n, window, rate, loss, seed);
     let r = check(&s);
     let packets = r.data_packets as u32;
     let trace = &r.outstanding_trace;
@@ -280,19 +217,18 @@ fn ring_memory_run(
 /// window (never exceeded) keeps more in flight.
 #[test]
 fn ring_buffers_at_least_n_minus_one_packets_in_steady_state() {
-    for n in [8u16, 30] {
-        // Paced at 20 Mbit/s: each ack is back before the next packet goes.
-        let (min, max, _) = ring_memory_run(n, 50, Some(20_000_000), LossModel::None, 11);
-        assert_eq!(min, u32::from(n) - 1, "paced ring, N = {n}");
-        assert!(max <= 50);
-        // Unpaced, the paper's window of 50 and a tight one of N + 1.
-        for window in [50, u32::from(n) + 1] {
-            let (min, max, _) = ring_memory_run(n, window, None, LossModel::None, 12);
+    for (n, window, rate, seed) in ring_memory_lossless() {
+        let (min, max, _) = ring_memory_run(n, window, rate, LossModel::None, seed);
+        assert!(max <= window);
+        if rate.is_some() {
+            // Paced at 20 Mbit/s: each ack is back before the next packet goes.
+            assert_eq!(min, u32::from(n) - 1, "paced ring, N = {n}");
+        } else {
+            // Unpaced, the paper's window of 50 and a tight one of N + 1.
             assert!(
                 min >= u32::from(n) - 1,
                 "N = {n}, window {window}: min {min}"
             );
-            assert!(max <= window);
         }
     }
 }
@@ -304,7 +240,7 @@ fn ring_buffers_at_least_n_minus_one_packets_in_steady_state() {
 /// the ceiling, the window; measured and printed here.
 #[test]
 fn ring_under_loss_never_exceeds_the_window() {
-    for loss in [LossModel::Bernoulli(0.01), LossModel::bursty(0.03, 4.0)] {
+    for loss in ring_memory_losses() {
         let (min, max, _) = ring_memory_run(30, 50, None, loss, 13);
         assert!(max <= 50);
         eprintln!("  under loss the steady-state minimum was {min}");

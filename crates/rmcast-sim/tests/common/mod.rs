@@ -1,6 +1,13 @@
 //! Helpers shared by the simulator's integration tests.
 #![allow(dead_code)]
 
+pub mod behaviour;
+pub mod golden;
+pub mod matrices;
+pub mod rate;
+pub mod report_text;
+pub mod table2;
+
 use rmcast_proto::{ProtocolId, SenderConfig};
 use rmcast_sim::{LossModel, RunReport, Scenario};
 use std::time::Duration;
