@@ -1,5 +1,6 @@
 //! The datagram families' errors: why bytes are not a packet, why a packet
-//! could not be written.
+//! could not be written. The TCP overlay has its own
+//! ([`crate::overlay::DecodeError`]): a frame fails in other ways.
 
 /// Why a byte string is not an rmcast packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -7,9 +7,10 @@
 //!   Its items are re-exported here: `rmcast_wire::Packet` is
 //!   `rmcast_wire::transfer::Packet`.
 //! - [`stream`]: PRMP, the message-stream datagrams (`0x50`–`0x62`).
+//! - [`overlay`]: the TCP overlay's framed control messages (`RO` frames).
 //!
-//! The two families share the 16-byte common [`Header`] and the
-//! errors [`DecodeError`] and [`EncodeError`]; both share the
+//! The two datagram families share the 16-byte common [`Header`] and the
+//! errors [`DecodeError`] and [`EncodeError`]; every family shares the
 //! length-checked readers and writers, [`truncate_utf8`], and one
 //! definition of "an enum carried as a byte" (kind bytes, status codes,
 //! reasons, protocol ids: each defines `to_u8`, `from_u8`, `TryFrom<u8>`,
@@ -19,14 +20,17 @@
 //! before it reads a field, and any byte string is either a message or an
 //! error value, never a panic; decoding is canonical (what decodes
 //! re-encodes to the same bytes); an encoder writes into a caller's buffer
-//! and reports a buffer that is too small. Decoding copies and allocates
-//! nothing (bodies borrow from the datagram). Unit and property tests sit
+//! and reports a buffer that is too small. Datagram decoding copies and
+//! allocates nothing (bodies borrow from the datagram); the overlay's
+//! control messages own their strings and peer lists, because they are few,
+//! small, and live longer than the read buffer. Unit and property tests sit
 //! beside each module.
 //!
 //! The byte layouts are documented in `docs/wire-format.md`.
 //!
 //! This crate is not the protocol: which message is sent when lives in
-//! `rmcast-proto`. It does no I/O and reads no clock.
+//! `rmcast-proto` (and, for the overlay, `rmcast::overlay`). It does no I/O
+//! and reads no clock.
 
 mod cursor;
 mod enums;
@@ -35,6 +39,7 @@ mod header;
 mod seq;
 mod text;
 
+pub mod overlay;
 pub mod stream;
 pub mod transfer;
 
