@@ -24,7 +24,9 @@
 //! allocates nothing (bodies borrow from the datagram); the overlay's
 //! control messages own their strings and peer lists, because they are few,
 //! small, and live longer than the read buffer. Unit and property tests sit
-//! beside each module.
+//! beside each module; [`oracle`] states the decoders' contracts once for
+//! the fuzz targets in `fuzz/` and for `tests/corpus.rs`, which replays
+//! their committed seeds (`fuzz/seeds/`) in every `cargo test`.
 //!
 //! The byte layouts are documented in `docs/wire-format.md`.
 //!
@@ -39,6 +41,7 @@ mod header;
 mod seq;
 mod text;
 
+pub mod oracle;
 pub mod overlay;
 pub mod stream;
 pub mod transfer;
