@@ -48,6 +48,17 @@ impl<'a> Reader<'a> {
         core::str::from_utf8(self.bytes(len)?).map_err(|_| DecodeError::BadText)
     }
 
+    /// A UTF-8 string preceded by a two-byte length (the overlay's strings).
+    pub(crate) fn text16(&mut self) -> Result<&'a str, DecodeError> {
+        let len = usize::from(self.u16()?);
+        core::str::from_utf8(self.bytes(len)?).map_err(|_| DecodeError::BadText)
+    }
+
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
     pub(crate) fn rest(&mut self) -> &'a [u8] {
         let out = &self.buf[self.pos..];
         self.pos = self.buf.len();
@@ -77,7 +88,10 @@ impl<'a> Writer<'a> {
     }
 
     pub(crate) fn bytes(&mut self, data: &[u8]) -> Result<(), EncodeError> {
-        let end = self.pos + data.len();
+        let end = self
+            .pos
+            .checked_add(data.len())
+            .ok_or(EncodeError::BufferTooSmall)?;
         let dst = self
             .buf
             .get_mut(self.pos..end)
@@ -106,6 +120,13 @@ impl<'a> Writer<'a> {
     pub(crate) fn text(&mut self, s: &str) -> Result<(), EncodeError> {
         let len = u8::try_from(s.len()).map_err(|_| EncodeError::TextTooLong)?;
         self.u8(len)?;
+        self.bytes(s.as_bytes())
+    }
+
+    /// A UTF-8 string preceded by a two-byte length (the overlay's strings).
+    pub(crate) fn text16(&mut self, s: &str) -> Result<(), EncodeError> {
+        let len = u16::try_from(s.len()).map_err(|_| EncodeError::TextTooLong)?;
+        self.u16(len)?;
         self.bytes(s.as_bytes())
     }
 

@@ -4,7 +4,8 @@
 //! call wakes up at least that often to look at the abort flag and at how
 //! long the peer has been stalled, so no thread ever waits forever.
 
-use super::wire::{FrameReader, Msg};
+use super::frame::FrameReader;
+use rmcast_wire::overlay::Msg;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

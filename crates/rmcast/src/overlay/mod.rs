@@ -49,11 +49,11 @@
 //! it shares its storage, name checks and reports.
 
 mod demo;
+mod frame;
 mod io;
 mod receiver;
 mod sender;
 pub mod topology;
-mod wire;
 
 pub use demo::{OverlayDemoConfig, demo};
 pub use receiver::recv_to_dir;

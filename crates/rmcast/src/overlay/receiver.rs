@@ -10,11 +10,11 @@
 
 use super::io::{self, Pool, Seg, TICK, XferError};
 use super::topology::{Forwarding, SegmentSet};
-use super::wire::{Assignment, Msg, Peer};
 use super::{OverlayRecvConfig, io_err, pool_slots, segment_count, segment_len};
 use crate::storage::{Sink, Target, prepare};
 use crate::{Error, Progress, ReceiverStats, RecvReport, SessionId, Status};
 use rmcast_proto::{OfferInfo, ProtocolId, Seq};
+use rmcast_wire::overlay::{Assignment, Msg, Peer};
 use std::fs::File;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
@@ -321,7 +321,7 @@ impl Node<'_> {
             .collect();
         let abort = AtomicBool::new(false);
         let stored = AtomicU64::new(0);
-        let mode = a.shape.forwarding();
+        let mode = Forwarding::of(a.shape);
         let inactivity = self.inactivity;
 
         std::thread::scope(|scope| {
@@ -641,7 +641,7 @@ fn read_parent(
 ) -> Result<(), XferError> {
     let set = a.parents[pi].segments;
     let total = segment_count(a.size, a.segment_size);
-    let store_and_forward = a.shape.forwarding() == Forwarding::StoreAndForward;
+    let store_and_forward = Forwarding::of(a.shape) == Forwarding::StoreAndForward;
     for i in 0..set.count(total) {
         let index = set.nth(i);
         let len = segment_len(a.size, a.segment_size, index);

@@ -7,10 +7,11 @@
 
 use super::io::{self, TICK, XferError};
 use super::topology::{Forwarding, SENDER, SegmentSet, Topology};
-use super::wire::{Assignment, MAX_NAME, Msg, Peer, truncate};
 use super::{OverlaySendConfig, io_err, segment_count};
 use crate::sender::Hashed;
 use crate::{Error, MemberOutcome, Progress, SendReport, SenderStats, SessionId, Status};
+use rmcast_wire::overlay::{Assignment, MAX_NAME, Msg, Peer};
+use rmcast_wire::truncate_utf8;
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -647,7 +648,7 @@ fn on_event(s: &mut Session<'_>, ev: Ev, phase: Phase, last_confirmation: &mut O
                         s.members.push(Member {
                             conn,
                             stream,
-                            name: truncate(&name, MAX_NAME).to_owned(),
+                            name: truncate_utf8(&name, MAX_NAME).to_owned(),
                             data_addr,
                             last_heard: now,
                             bytes: 0,
@@ -807,7 +808,7 @@ fn spawn_edges<'scope>(
             (l.peer, m.data_addr, l.segments)
         })
         .collect();
-    match cfg.shape.forwarding() {
+    match Forwarding::of(cfg.shape) {
         Forwarding::Pipelined => {
             for (rank, addr, set) in children {
                 let tx = tx.clone();

@@ -44,26 +44,10 @@
 //! receives `k+1`); tree and binomial are the paper's unsegmented
 //! store-and-forward variants; direct never forwards.
 
+pub use rmcast_wire::overlay::{OverlayShape, SegmentSet};
+
 /// The sender's rank.
 pub const SENDER: u16 = 0;
-
-/// The overlay a transfer runs over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum OverlayShape {
-    /// The sender writes the object to each receiver over its own connection.
-    Direct,
-    /// Store-and-forward tree of constant fanout with the sender at the root.
-    Tree {
-        /// Children per node (at least 1).
-        fanout: u32,
-    },
-    /// Store-and-forward binomial tree.
-    Binomial,
-    /// Pipelined chain through all receivers (segmented seqtree).
-    Chain,
-    /// Two pipelined binary trees fed alternate segments (segmented bintree).
-    Bintree,
-}
 
 /// How a node relays what it receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,55 +58,13 @@ pub enum Forwarding {
     StoreAndForward,
 }
 
-impl OverlayShape {
-    /// The protocol name as the CLI and reports spell it, e.g. `"tcp-bintree"`.
+impl Forwarding {
+    /// How nodes of `shape` relay the object.
     #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Direct => "tcp-direct",
-            Self::Tree { .. } => "tcp-tree",
-            Self::Binomial => "tcp-binomial",
-            Self::Chain => "tcp-chain",
-            Self::Bintree => "tcp-bintree",
-        }
-    }
-
-    /// How nodes of this shape relay the object.
-    #[must_use]
-    pub fn forwarding(self) -> Forwarding {
-        match self {
-            Self::Tree { .. } | Self::Binomial => Forwarding::StoreAndForward,
-            Self::Direct | Self::Chain | Self::Bintree => Forwarding::Pipelined,
-        }
-    }
-
-    pub(crate) fn code(self) -> (u8, u32) {
-        match self {
-            Self::Direct => (1, 0),
-            Self::Tree { fanout } => (2, fanout),
-            Self::Binomial => (3, 0),
-            Self::Chain => (4, 0),
-            Self::Bintree => (5, 0),
-        }
-    }
-
-    pub(crate) fn from_code(code: u8, fanout: u32) -> Option<Self> {
-        Some(match code {
-            1 => Self::Direct,
-            2 if fanout > 0 => Self::Tree { fanout },
-            3 => Self::Binomial,
-            4 => Self::Chain,
-            5 => Self::Bintree,
-            _ => return None,
-        })
-    }
-}
-
-impl std::fmt::Display for OverlayShape {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Tree { fanout } => write!(f, "tcp-tree (fanout {fanout})"),
-            other => f.write_str(other.name()),
+    pub fn of(shape: OverlayShape) -> Self {
+        match shape {
+            OverlayShape::Tree { .. } | OverlayShape::Binomial => Self::StoreAndForward,
+            OverlayShape::Direct | OverlayShape::Chain | OverlayShape::Bintree => Self::Pipelined,
         }
     }
 }
@@ -139,72 +81,6 @@ pub fn parse_shape(protocol: &str, fanout: u32) -> Option<OverlayShape> {
         "tcp-bintree" => OverlayShape::Bintree,
         _ => return None,
     })
-}
-
-/// Which segments an edge carries, in increasing index order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SegmentSet {
-    /// Every segment.
-    All,
-    /// Segments 0, 2, 4, …
-    Even,
-    /// Segments 1, 3, 5, …
-    Odd,
-}
-
-impl SegmentSet {
-    /// True when segment `index` belongs to the set.
-    #[must_use]
-    pub fn contains(self, index: u64) -> bool {
-        match self {
-            Self::All => true,
-            Self::Even => index.is_multiple_of(2),
-            Self::Odd => index % 2 == 1,
-        }
-    }
-
-    /// How many of `total` segments belong to the set.
-    #[must_use]
-    pub fn count(self, total: u64) -> u64 {
-        match self {
-            Self::All => total,
-            Self::Even => total.div_ceil(2),
-            Self::Odd => total / 2,
-        }
-    }
-
-    /// The index of the `i`-th segment of the set.
-    #[must_use]
-    pub fn nth(self, i: u64) -> u64 {
-        match self {
-            Self::All => i,
-            Self::Even => 2 * i,
-            Self::Odd => 2 * i + 1,
-        }
-    }
-
-    /// True when every segment of `self` is in `other`.
-    #[must_use]
-    pub fn is_subset_of(self, other: Self) -> bool {
-        other == Self::All || self == other
-    }
-
-    pub(crate) fn code(self) -> u8 {
-        match self {
-            Self::All => 0,
-            Self::Even => 1,
-            Self::Odd => 2,
-        }
-    }
-
-    pub(crate) fn from_code(code: u8) -> Option<Self> {
-        Some(match code {
-            0 => Self::All,
-            1 => Self::Even,
-            2 => Self::Odd,
-            _ => return None,
-        })
-    }
 }
 
 /// One end of an edge as seen from a node: the peer and what flows.

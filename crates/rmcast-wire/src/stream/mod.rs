@@ -14,6 +14,8 @@
 
 use crate::Seq;
 use crate::cursor::{Reader, Writer};
+use crate::enums::wire_enum;
+use crate::header::{read_header, write_header};
 use crate::{DecodeError, EncodeError, Header};
 
 /// Data flag: the packet carries the first fragment of a message.
@@ -36,57 +38,35 @@ pub const fn poll_request_len(entries: usize) -> usize {
     }
 }
 
-/// PRMP packet types; the value is the type byte on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum StreamKind {
-    /// Sender → group: a session admits receivers for a while (announcement model).
-    Announce = 0x50,
-    /// Receiver → sender: please admit me (answer to an `Announce`).
-    ConnectRequest = 0x51,
-    /// Sender → receiver: handshake step 1, join with this rank.
-    Invite = 0x52,
-    /// Receiver → sender: handshake step 2, I join, with this buffer.
-    Accept = 0x53,
-    /// Sender → receiver: handshake step 3, you are a member.
-    Confirm = 0x54,
-    /// Receiver → sender: I leave the session.
-    Leave = 0x55,
-    /// Sender → receiver: your leave is recorded.
-    LeaveAck = 0x56,
-    /// Sender → group or receiver: the stream ends at `final_seq`; a poll.
-    Close = 0x57,
-    /// Receiver → sender: answer to a `Close` poll (response layout).
-    CloseAck = 0x58,
-    /// Sender → receiver: you are not (or no longer) a member.
-    Reset = 0x59,
-    /// Sender → group or receiver: a fragment of a message, maybe with a poll.
-    Data = 0x60,
-    /// Sender → group or receiver: a standalone poll (also keepalive, window probe).
-    Poll = 0x61,
-    /// Receiver → sender: answer to a poll: ACK, NACK bitmap, free buffer.
-    Response = 0x62,
-}
-
-impl StreamKind {
-    /// The PRMP kind of type byte `v`, if it is one.
-    pub fn from_u8(v: u8) -> Result<Self, DecodeError> {
-        Ok(match v {
-            0x50 => Self::Announce,
-            0x51 => Self::ConnectRequest,
-            0x52 => Self::Invite,
-            0x53 => Self::Accept,
-            0x54 => Self::Confirm,
-            0x55 => Self::Leave,
-            0x56 => Self::LeaveAck,
-            0x57 => Self::Close,
-            0x58 => Self::CloseAck,
-            0x59 => Self::Reset,
-            0x60 => Self::Data,
-            0x61 => Self::Poll,
-            0x62 => Self::Response,
-            other => return Err(DecodeError::UnknownKind(other)),
-        })
+wire_enum! {
+    /// PRMP packet types; the value is the type byte on the wire.
+    pub enum StreamKind (DecodeError, DecodeError::UnknownKind) {
+        /// Sender → group: a session admits receivers for a while (announcement model).
+        Announce = 0x50,
+        /// Receiver → sender: please admit me (answer to an `Announce`).
+        ConnectRequest = 0x51,
+        /// Sender → receiver: handshake step 1, join with this rank.
+        Invite = 0x52,
+        /// Receiver → sender: handshake step 2, I join, with this buffer.
+        Accept = 0x53,
+        /// Sender → receiver: handshake step 3, you are a member.
+        Confirm = 0x54,
+        /// Receiver → sender: I leave the session.
+        Leave = 0x55,
+        /// Sender → receiver: your leave is recorded.
+        LeaveAck = 0x56,
+        /// Sender → group or receiver: the stream ends at `final_seq`; a poll.
+        Close = 0x57,
+        /// Receiver → sender: answer to a `Close` poll (response layout).
+        CloseAck = 0x58,
+        /// Sender → receiver: you are not (or no longer) a member.
+        Reset = 0x59,
+        /// Sender → group or receiver: a fragment of a message, maybe with a poll.
+        Data = 0x60,
+        /// Sender → group or receiver: a standalone poll (also keepalive, window probe).
+        Poll = 0x61,
+        /// Receiver → sender: answer to a poll: ACK, NACK bitmap, free buffer.
+        Response = 0x62,
     }
 }
 
@@ -142,31 +122,19 @@ pub struct Accept<'a> {
     pub name: &'a str,
 }
 
-/// Why the sender resets a receiver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ResetReason {
-    /// Admission is over (no admission mid-session).
-    AdmissionClosed = 1,
-    /// The session admits no more receivers.
-    SessionFull = 2,
-    /// The receiver was removed (suspected dead, or gave up on).
-    Removed = 3,
-    /// The receiver's buffer cannot hold the largest message.
-    BufferTooSmall = 4,
-    /// The sender does not know this receiver.
-    NotMember = 5,
-}
-
-impl ResetReason {
-    fn from_u8(v: u8) -> Result<Self, DecodeError> {
-        Ok(match v {
-            1 => Self::AdmissionClosed,
-            2 => Self::SessionFull,
-            3 => Self::Removed,
-            4 => Self::BufferTooSmall,
-            5 => Self::NotMember,
-            _ => return Err(DecodeError::BadField("reset.reason")),
-        })
+wire_enum! {
+    /// Why the sender resets a receiver.
+    pub enum ResetReason (DecodeError, |_| DecodeError::BadField("reset.reason")) {
+        /// Admission is over (no admission mid-session).
+        AdmissionClosed = 1,
+        /// The session admits no more receivers.
+        SessionFull = 2,
+        /// The receiver was removed (suspected dead, or gave up on).
+        Removed = 3,
+        /// The receiver's buffer cannot hold the largest message.
+        BufferTooSmall = 4,
+        /// The sender does not know this receiver.
+        NotMember = 5,
     }
 }
 
@@ -458,7 +426,7 @@ impl<'a> StreamPacket<'a> {
     /// panic; object-engine types give `UnknownKind`.
     pub fn decode(datagram: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(datagram);
-        let (kind, header) = crate::read_header(&mut r, StreamKind::from_u8)?;
+        let (kind, header) = read_header(&mut r, StreamKind::from_u8)?;
         let body = match kind {
             StreamKind::Announce => {
                 let receivers_max = r.u16()?;
@@ -539,7 +507,7 @@ impl<'a> StreamPacket<'a> {
     /// Writes the packet into `buf` and returns its length.
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
         let mut w = Writer::new(buf);
-        crate::write_header_byte(&mut w, &self.header, self.body.kind() as u8)?;
+        write_header(&mut w, &self.header, self.body.kind().to_u8())?;
         match &self.body {
             StreamBody::Announce(a) => {
                 w.u16(a.receivers_max)?;
@@ -573,7 +541,7 @@ impl<'a> StreamPacket<'a> {
                 write_poll(&mut w, &b.poll)?;
             }
             StreamBody::CloseAck(x) | StreamBody::Response(x) => write_response(&mut w, x)?,
-            StreamBody::Reset { reason } => w.u8(*reason as u8)?,
+            StreamBody::Reset { reason } => w.u8(reason.to_u8())?,
             StreamBody::Data(d) => {
                 w.u32(d.seq.0)?;
                 w.u8(d.flags)?;

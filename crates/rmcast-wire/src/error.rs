@@ -1,0 +1,49 @@
+//! The datagram families' errors: why bytes are not a packet, why a packet
+//! could not be written. The TCP overlay has its own
+//! ([`crate::overlay::DecodeError`]): a frame fails in other ways.
+
+/// Why a byte string is not an rmcast packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Shorter than its header or body says it must be.
+    #[error("truncated packet")]
+    Truncated,
+    /// Does not start with the rmcast magic: some other program's traffic.
+    #[error("foreign packet (bad magic)")]
+    BadMagic,
+    /// An rmcast packet of a version this build does not speak.
+    #[error("unsupported wire version {0}")]
+    BadVersion(u8),
+    /// Packet type byte not known.
+    #[error("unknown packet type {0:#04x}")]
+    UnknownKind(u8),
+    /// Flags this version does not implement (authentication, reserved bits).
+    #[error("unsupported header flags {0:#04x}")]
+    UnsupportedFlags(u8),
+    /// A field holds a value outside its range.
+    #[error("invalid value in field `{0}`")]
+    BadField(&'static str),
+    /// A text field is not UTF-8.
+    #[error("text field is not UTF-8")]
+    BadText,
+    /// Bytes left over after the body.
+    #[error("trailing bytes after the packet body")]
+    TrailingBytes,
+}
+
+/// Why a packet could not be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// The destination buffer cannot hold the packet.
+    #[error("buffer too small for packet")]
+    BufferTooSmall,
+    /// A text field is longer than 255 bytes.
+    #[error("text field longer than 255 bytes")]
+    TextTooLong,
+    /// A bitmap is longer than 65,535 bytes.
+    #[error("bitmap longer than 65535 bytes")]
+    BitmapTooLong,
+    /// A `Welcome` upstream address with an unspecified IP or a zero port.
+    #[error("upstream address must have both an IP and a port")]
+    BadUpstream,
+}

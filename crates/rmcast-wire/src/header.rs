@@ -1,0 +1,111 @@
+//! The 16-byte common header every datagram starts with, shared by the
+//! object-transfer packets ([`crate::transfer`]) and PRMP ([`crate::stream`]).
+
+use crate::cursor::{Reader, Writer};
+use crate::{DecodeError, EncodeError};
+
+/// The two bytes every rmcast datagram starts with: ASCII "RM".
+pub const MAGIC: [u8; 2] = *b"RM";
+/// The wire format version this crate speaks. Version 2 moved the object's
+/// hash from `Offer` to `Close` (so a sender can announce before it has read
+/// the object); a version-1 peer's packets are refused as `BadVersion`.
+pub const VERSION: u8 = 2;
+/// Length of the common header.
+pub const HEADER_LEN: usize = 16;
+/// The rank field of packets sent by the sender.
+pub const RANK_SENDER: u16 = 0xFFFF;
+/// The rank field of a receiver that has not been admitted yet.
+pub const RANK_UNASSIGNED: u16 = 0xFFFE;
+/// Largest number of receivers a session can admit (ranks 0..MAX_RECEIVERS).
+pub const MAX_RECEIVERS: u16 = 0xFFF0;
+/// Largest UDP payload over IPv4 (65,535 - 20 - 8).
+pub const MAX_DATAGRAM: usize = 65_507;
+
+/// Header flag: a 16-byte authentication tag follows the body. Reserved for
+/// the authenticated wire format; this version rejects packets that set it.
+pub const FLAG_AUTH: u8 = 0x01;
+
+/// Random per-transfer identifier: two transfers on one group never mix.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SessionId(pub u64);
+
+impl core::fmt::Debug for SessionId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl core::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// The common header of every datagram (16 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Flag bits; this version requires zero.
+    pub flags: u8,
+    /// Group key epoch of the authenticated format; zero in this version.
+    pub key_epoch: u8,
+    /// Who sent it: [`RANK_SENDER`], a receiver rank, or [`RANK_UNASSIGNED`].
+    pub rank: u16,
+    /// Which transfer it belongs to.
+    pub session: SessionId,
+}
+
+impl Header {
+    /// A header of this version with no flags.
+    #[must_use]
+    pub const fn new(session: SessionId, rank: u16) -> Self {
+        Self {
+            flags: 0,
+            key_epoch: 0,
+            rank,
+            session,
+        }
+    }
+}
+
+/// Reads the 16-byte header every rmcast datagram starts with (both
+/// engines' kinds: `kind` maps the type byte, refusing the other engine's).
+/// Until authentication lands, set flags and a non-zero key epoch are refused.
+pub(crate) fn read_header<K>(
+    r: &mut Reader<'_>,
+    kind: impl FnOnce(u8) -> Result<K, DecodeError>,
+) -> Result<(K, Header), DecodeError> {
+    if r.array::<2>().map_err(|_| DecodeError::BadMagic)? != MAGIC {
+        return Err(DecodeError::BadMagic);
+    }
+    let version = r.u8()?;
+    if version != VERSION {
+        return Err(DecodeError::BadVersion(version));
+    }
+    let kind = kind(r.u8()?)?;
+    let flags = r.u8()?;
+    if flags != 0 {
+        return Err(DecodeError::UnsupportedFlags(flags));
+    }
+    let key_epoch = r.u8()?;
+    if key_epoch != 0 {
+        return Err(DecodeError::BadField("key_epoch"));
+    }
+    let header = Header {
+        flags,
+        key_epoch,
+        rank: r.u16()?,
+        session: SessionId(r.u64()?),
+    };
+    Ok((kind, header))
+}
+
+/// Writes the 16-byte header with the type byte `kind`.
+pub(crate) fn write_header(w: &mut Writer<'_>, h: &Header, kind: u8) -> Result<(), EncodeError> {
+    w.bytes(&MAGIC)?;
+    w.u8(VERSION)?;
+    w.u8(kind)?;
+    w.u8(h.flags)?;
+    w.u8(h.key_epoch)?;
+    w.u16(h.rank)?;
+    w.u64(h.session.0)
+}

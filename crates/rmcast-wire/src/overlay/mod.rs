@@ -1,0 +1,371 @@
+//! The TCP overlay's control messages and their framing (`tcp-*` protocols).
+//!
+//! Without IP multicast, `rmcast::overlay` relays the object along a tree
+//! of TCP connections. Every control message is one frame: an 8-byte
+//! header, then the payload.
+//!
+//! ```text
+//! 0      2        3      4              8
+//! +------+--------+------+--------------+----------------+
+//! | "RO" | ver 2  | type | payload len  | payload ...    |
+//! +------+--------+------+--------------+----------------+
+//! ```
+//!
+//! Integers are big-endian. Strings are a `u16` length and UTF-8 bytes;
+//! socket addresses a family byte (4 or 6), the address bytes and a `u16`
+//! port. [`Msg::parse_header`] refuses payloads over [`MAX_PAYLOAD`] before
+//! anyone allocates for them, and [`Msg::decode`] turns any byte string into
+//! a message or a [`DecodeError`], never a panic; what decodes re-encodes to
+//! the same bytes. Messages own their strings and peer lists: they are few
+//! and small, and outlive the read buffer. Reading frames from a socket is
+//! the runtime's business (`rmcast::overlay`), not this module's.
+//!
+//! Data connections start with one [`Msg::DataHello`] frame and then carry
+//! the raw bytes of the edge's segments in index order: both ends know the
+//! segment size, the object size and the edge's [`SegmentSet`], so no
+//! per-segment header is needed (TCP orders and checksums; BLAKE3 verifies
+//! end to end).
+
+mod codec;
+
+use std::net::SocketAddr;
+
+use crate::enums::wire_enum;
+use crate::{HASH_LEN, Status};
+
+/// First two bytes of every frame.
+pub const MAGIC: [u8; 2] = *b"RO";
+/// Version this code speaks (2: the object's hash left `Assign` for its own
+/// `Hash` message, sent once the sender has it).
+pub const VERSION: u8 = 2;
+/// Bytes of the frame header.
+pub const HEADER_LEN: usize = 8;
+/// Largest payload accepted (an assignment with many children fits).
+pub const MAX_PAYLOAD: usize = 1 << 20;
+/// Longest receiver name on the wire, in bytes (longer names are cut at a
+/// character boundary when encoded, and refused when decoded).
+pub const MAX_NAME: usize = 255;
+
+/// Why bytes are not a valid frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Does not start with `RO`: not an overlay frame.
+    #[error("not an rmcast overlay frame (bad magic)")]
+    Magic,
+    /// An overlay version this build does not speak.
+    #[error("unsupported overlay protocol version {0}")]
+    Version(u8),
+    /// Message type byte not known.
+    #[error("unknown message type {0}")]
+    Type(u8),
+    /// The header announces a payload over [`MAX_PAYLOAD`].
+    #[error("payload of {0} bytes is too long")]
+    TooLong(usize),
+    /// Shorter than its header or payload says it must be.
+    #[error("frame is truncated")]
+    Truncated,
+    /// A field holds a value outside its range.
+    #[error("bad field: {0}")]
+    BadField(&'static str),
+    /// Bytes left over after the message.
+    #[error("trailing bytes after the message")]
+    Trailing,
+}
+
+/// The shared readers report in the datagram families' terms; say the
+/// same things in the overlay's.
+impl From<crate::DecodeError> for DecodeError {
+    fn from(e: crate::DecodeError) -> Self {
+        match e {
+            crate::DecodeError::Truncated => Self::Truncated,
+            crate::DecodeError::TrailingBytes => Self::Trailing,
+            crate::DecodeError::BadText => Self::BadField("string is not UTF-8"),
+            crate::DecodeError::BadField(f) => Self::BadField(f),
+            crate::DecodeError::BadMagic => Self::Magic,
+            crate::DecodeError::BadVersion(v) => Self::Version(v),
+            crate::DecodeError::UnknownKind(t) => Self::Type(t),
+            crate::DecodeError::UnsupportedFlags(_) => Self::BadField("flags"),
+        }
+    }
+}
+
+wire_enum! {
+    /// Message types; the value is the type byte of the frame header.
+    pub enum MsgKind (DecodeError, DecodeError::Type) {
+        /// Receiver → sender: join.
+        Register = 1,
+        /// Sender → receiver: rank, position and object.
+        Assign = 2,
+        /// Receiver → sender: storage prepared or refused.
+        Ready = 3,
+        /// Sender → receivers: open data connections now.
+        Start = 4,
+        /// Receiver → sender: bytes stored (its heartbeat too).
+        Progress = 5,
+        /// Sender → receiver: still alive.
+        Heartbeat = 6,
+        /// Receiver → sender: verified and done, or why not.
+        Complete = 7,
+        /// Sender → receiver: discard the partial file.
+        Abort = 8,
+        /// Parent → child: first frame of a data connection.
+        DataHello = 9,
+        /// Sender → receiver: the object's hash.
+        Hash = 10,
+    }
+}
+
+wire_enum! {
+    /// The shape byte of an `Assign` (the fanout travels beside it).
+    pub enum ShapeCode (DecodeError, |_| DecodeError::BadField("shape")) {
+        /// [`OverlayShape::Direct`].
+        Direct = 1,
+        /// [`OverlayShape::Tree`].
+        Tree = 2,
+        /// [`OverlayShape::Binomial`].
+        Binomial = 3,
+        /// [`OverlayShape::Chain`].
+        Chain = 4,
+        /// [`OverlayShape::Bintree`].
+        Bintree = 5,
+    }
+}
+
+wire_enum! {
+    /// The family byte of a socket address.
+    pub enum AddrFamily (DecodeError, |_| DecodeError::BadField("address family")) {
+        /// IPv4: 4 address bytes follow.
+        V4 = 4,
+        /// IPv6: 16 address bytes follow.
+        V6 = 6,
+    }
+}
+
+wire_enum! {
+    /// Which segments an edge carries, in increasing index order.
+    pub enum SegmentSet (DecodeError, |_| DecodeError::BadField("segment set")) {
+        /// Every segment.
+        All = 0,
+        /// Segments 0, 2, 4, …
+        Even = 1,
+        /// Segments 1, 3, 5, …
+        Odd = 2,
+    }
+}
+
+impl SegmentSet {
+    /// True when segment `index` belongs to the set.
+    #[must_use]
+    pub fn contains(self, index: u64) -> bool {
+        match self {
+            Self::All => true,
+            Self::Even => index.is_multiple_of(2),
+            Self::Odd => index % 2 == 1,
+        }
+    }
+
+    /// How many of `total` segments belong to the set.
+    #[must_use]
+    pub fn count(self, total: u64) -> u64 {
+        match self {
+            Self::All => total,
+            Self::Even => total.div_ceil(2),
+            Self::Odd => total / 2,
+        }
+    }
+
+    /// The index of the `i`-th segment of the set.
+    #[must_use]
+    pub fn nth(self, i: u64) -> u64 {
+        match self {
+            Self::All => i,
+            Self::Even => 2 * i,
+            Self::Odd => 2 * i + 1,
+        }
+    }
+
+    /// True when every segment of `self` is in `other`.
+    #[must_use]
+    pub fn is_subset_of(self, other: Self) -> bool {
+        other == Self::All || self == other
+    }
+}
+
+/// The overlay a transfer runs over (see `rmcast::overlay::topology`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OverlayShape {
+    /// The sender writes the object to each receiver over its own connection.
+    Direct,
+    /// Store-and-forward tree of constant fanout with the sender at the root.
+    Tree {
+        /// Children per node (at least 1).
+        fanout: u32,
+    },
+    /// Store-and-forward binomial tree.
+    Binomial,
+    /// Pipelined chain through all receivers (segmented seqtree).
+    Chain,
+    /// Two pipelined binary trees fed alternate segments (segmented bintree).
+    Bintree,
+}
+
+impl OverlayShape {
+    /// The protocol name as the CLI and reports spell it, e.g. `"tcp-bintree"`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Direct => "tcp-direct",
+            Self::Tree { .. } => "tcp-tree",
+            Self::Binomial => "tcp-binomial",
+            Self::Chain => "tcp-chain",
+            Self::Bintree => "tcp-bintree",
+        }
+    }
+
+    /// The shape byte and the fanout as an `Assign` carries them (the
+    /// fanout is 0 for every shape but the tree).
+    #[must_use]
+    pub fn code(self) -> (u8, u32) {
+        let (code, fanout) = match self {
+            Self::Direct => (ShapeCode::Direct, 0),
+            Self::Tree { fanout } => (ShapeCode::Tree, fanout),
+            Self::Binomial => (ShapeCode::Binomial, 0),
+            Self::Chain => (ShapeCode::Chain, 0),
+            Self::Bintree => (ShapeCode::Bintree, 0),
+        };
+        (code.to_u8(), fanout)
+    }
+
+    /// The shape of a shape byte and fanout; `None` for an unknown byte, a
+    /// tree of fanout 0, or a fanout on a shape that has none (so that
+    /// every accepted pair is the one [`OverlayShape::code`] writes).
+    #[must_use]
+    pub fn from_code(code: u8, fanout: u32) -> Option<Self> {
+        let shape = match ShapeCode::from_u8(code).ok()? {
+            ShapeCode::Tree => return (fanout > 0).then_some(Self::Tree { fanout }),
+            ShapeCode::Direct => Self::Direct,
+            ShapeCode::Binomial => Self::Binomial,
+            ShapeCode::Chain => Self::Chain,
+            ShapeCode::Bintree => Self::Bintree,
+        };
+        (fanout == 0).then_some(shape)
+    }
+}
+
+impl std::fmt::Display for OverlayShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tree { fanout } => write!(f, "tcp-tree (fanout {fanout})"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// A peer as a node must know it: who, where, and which segments flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// Its rank: 0 the sender, `1..=n` the receivers.
+    pub rank: u16,
+    /// Its name for reports (at most [`MAX_NAME`] bytes on the wire).
+    pub name: String,
+    /// Where it listens for data (or the sender's address).
+    pub addr: SocketAddr,
+    /// The segments that flow on the edge to or from it.
+    pub segments: SegmentSet,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.rank == 0 {
+            write!(f, "the sender at {}", self.addr)
+        } else {
+            write!(f, "rank {} {:?} at {}", self.rank, self.name, self.addr)
+        }
+    }
+}
+
+/// Everything a receiver must know to take part (the `Assign` message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    /// Session id: random per transfer, echoed in every `DataHello`.
+    pub session: u64,
+    /// The receiver's rank (`1..=receivers`).
+    pub rank: u16,
+    /// How many receivers the session has.
+    pub receivers: u16,
+    /// The overlay's shape.
+    pub shape: OverlayShape,
+    /// Bytes per segment (at least 1).
+    pub segment_size: u32,
+    /// Object length in bytes.
+    pub size: u64,
+    /// File name (a relative path, checked by the receiver).
+    pub name: String,
+    /// Silence after which a peer is declared dead, in milliseconds.
+    pub inactivity_ms: u32,
+    /// Where this receiver's segments come from.
+    pub parents: Vec<Peer>,
+    /// Where it sends segments, in the order it serves them.
+    pub children: Vec<Peer>,
+}
+
+/// One control message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// Receiver → sender: join, with the address children-data arrives on.
+    Register {
+        /// Its name for reports (at most [`MAX_NAME`] bytes on the wire).
+        name: String,
+        /// Where it listens for data connections.
+        data_addr: SocketAddr,
+    },
+    /// Sender → receiver: rank, topology position and object.
+    Assign(Box<Assignment>),
+    /// Receiver → sender: storage prepared (`Ok`) or refused.
+    Ready {
+        /// `Ok`, or why not.
+        status: Status,
+        /// Details for a human.
+        text: String,
+    },
+    /// Sender → receivers: everyone is ready; open data connections.
+    Start,
+    /// Receiver → sender: bytes stored so far (also its heartbeat).
+    Progress {
+        /// Bytes stored.
+        bytes: u64,
+    },
+    /// Sender → receiver: still alive.
+    Heartbeat,
+    /// Receiver → sender: verified and done forwarding, or why not.
+    Complete {
+        /// `Ok`, or why not.
+        status: Status,
+        /// Details for a human.
+        text: String,
+    },
+    /// Sender → receiver: the transfer failed; discard the partial file.
+    Abort {
+        /// Why, for a human.
+        text: String,
+    },
+    /// Parent → child, first frame of a data connection.
+    DataHello {
+        /// The session's id.
+        session: u64,
+        /// The parent's rank.
+        from: u16,
+        /// The child's rank.
+        to: u16,
+    },
+    /// Sender → receiver: the object's BLAKE3 hash. The sender hashes while
+    /// the session forms and data flows, and sends it once, when it has it
+    /// and the receiver has its assignment.
+    Hash {
+        /// The hash.
+        hash: [u8; HASH_LEN],
+    },
+}
+
+#[cfg(test)]
+mod tests;

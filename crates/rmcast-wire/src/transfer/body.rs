@@ -1,0 +1,233 @@
+//! The object-transfer bodies, one struct per packet type, borrowing from
+//! the datagram they were decoded from.
+
+use std::net::SocketAddrV4;
+
+#[cfg(doc)]
+use super::ECHO_COPY_MAX;
+use super::rate::{RateNak, RateReport, RateSync};
+use super::{HASH_LEN, Kind, ProtocolId, Status};
+use crate::{Header, Seq};
+#[cfg(doc)]
+use crate::{POLL_ALL, POLL_NONE, RANK_UNASSIGNED};
+
+/// `Hello`: announces a session on the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// Receivers the sender waits for.
+    pub receivers_wanted: u16,
+    /// Protocol the session will run.
+    pub protocol: ProtocolId,
+}
+
+/// `Join`: a receiver asks to be admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Join<'a> {
+    /// Random identity the receiver picked; makes retransmitted joins idempotent.
+    pub receiver_id: u64,
+    /// Human-readable name used in reports (host:pid or `--name`).
+    pub name: &'a str,
+}
+
+/// `Welcome`: the sender's answer to a `Join`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    /// The identity from the `Join` being answered.
+    pub receiver_id: u64,
+    /// The rank given, or [`RANK_UNASSIGNED`] if the session is full.
+    pub rank: u16,
+    /// Tree protocol: the unicast address of this receiver's parent, to
+    /// which it relays aggregated acknowledgements. `None` (encoded
+    /// 0.0.0.0:0): acknowledge to the sender.
+    pub upstream: Option<SocketAddrV4>,
+}
+
+/// `Offer`: the object about to be sent and the session's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offer<'a> {
+    /// Object length in bytes.
+    pub object_size: u64,
+    /// Sequence number of the object's first data packet.
+    pub isn: Seq,
+    /// Object bytes per data packet (all but the last are full).
+    pub payload_size: u16,
+    /// Sender window in packets; receivers keep at most this far ahead.
+    pub window: u32,
+    /// Protocol the data phase runs.
+    pub protocol: ProtocolId,
+    /// Protocol parameter (tree height for `Tree`, otherwise 0).
+    pub protocol_param: u16,
+    /// Number of admitted receivers.
+    pub receivers: u16,
+    /// Test knob: receivers drop this many data packets per million at
+    /// random (`rmcast send --loss`). Zero in production.
+    pub test_loss_ppm: u32,
+    /// File name (a relative path, checked by the receiver).
+    pub name: &'a str,
+}
+
+/// `OfferReply`: a receiver accepts ([`Status::Ok`]) or refuses the offer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OfferReply<'a> {
+    /// `Ok` to accept, otherwise why not.
+    pub status: Status,
+    /// Details for a human.
+    pub text: &'a str,
+}
+
+/// `Data`: one packet of the object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Data<'a> {
+    /// Sequence number; the object offset is `(seq - isn) * payload_size`.
+    pub seq: Seq,
+    /// Who must acknowledge it: [`POLL_ALL`], [`POLL_NONE`] or one rank.
+    pub poll: u16,
+    /// Which transmission of `seq` this is: 0 the first, 1 the first resend,
+    /// ... (saturating). Echoed in feedback, so the sender knows which copy
+    /// a receiver answered.
+    pub copy: u16,
+    /// The object bytes.
+    pub payload: &'a [u8],
+}
+
+/// `Ack` and `Nak` bodies: what a receiver holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Feedback<'a> {
+    /// Next sequence number expected: every packet before it is held.
+    pub cumulative: Seq,
+    /// Sequence number of the data packet that prompted this feedback (a
+    /// poll, or the packet that revealed a gap): packets sent before it and
+    /// missing from the bitmap are lost, not in flight.
+    pub echo: Seq,
+    /// The `copy` of that data packet, up to [`ECHO_COPY_MAX`] (which
+    /// means "that many or more": the sender then assumes the first copy).
+    pub echo_copy: u8,
+    /// Tree protocol: `cumulative` holds for the sender's whole subtree
+    /// (itself and every receiver below it), not just the sender.
+    pub aggregate: bool,
+    /// Bit `i` (LSB first within each byte) set when packet
+    /// `cumulative + 1 + i` is held.
+    pub bitmap: &'a [u8],
+}
+
+impl Feedback<'_> {
+    /// Whether the bitmap says packet `seq` is held (`cumulative` itself never is).
+    #[must_use]
+    pub fn holds(&self, seq: Seq) -> bool {
+        if seq < self.cumulative {
+            return true;
+        }
+        let Some(bit) = seq.since(self.cumulative).checked_sub(1) else {
+            return false;
+        };
+        let byte = (bit / 8) as usize;
+        self.bitmap
+            .get(byte)
+            .is_some_and(|b| b & (1 << (bit % 8)) != 0)
+    }
+}
+
+/// `Close`: every receiver holds every byte; the object's hash, to verify
+/// against. It travels here rather than in the `Offer` so the sender can
+/// start sending before it has read (hashed) the whole object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Close {
+    /// BLAKE3 hash of the object.
+    pub hash: [u8; HASH_LEN],
+}
+
+/// `Complete`: the receiver's verdict on the object it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Complete<'a> {
+    /// `Ok` when the hash matched.
+    pub status: Status,
+    /// The hash the receiver computed.
+    pub hash: [u8; HASH_LEN],
+    /// Details for a human.
+    pub text: &'a str,
+}
+
+/// `Bye`: the sender ends the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bye<'a> {
+    /// `true` when the sender gave up instead of finishing.
+    pub aborted: bool,
+    /// Why, for a human.
+    pub text: &'a str,
+}
+
+/// `Leave`: a receiver quits before the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leave<'a> {
+    /// Why, for a human.
+    pub text: &'a str,
+}
+
+/// A packet body, by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// See [`Hello`].
+    Hello(Hello),
+    /// See [`Join`].
+    Join(Join<'a>),
+    /// See [`Welcome`].
+    Welcome(Welcome),
+    /// See [`Offer`].
+    Offer(Offer<'a>),
+    /// See [`OfferReply`].
+    OfferReply(OfferReply<'a>),
+    /// See [`Data`].
+    Data(Data<'a>),
+    /// Positive feedback, see [`Feedback`].
+    Ack(Feedback<'a>),
+    /// Negative feedback, see [`Feedback`].
+    Nak(Feedback<'a>),
+    /// Sender announces the object's hash and asks every receiver for its
+    /// `Complete`, see [`Close`].
+    Close(Close),
+    /// See [`Complete`].
+    Complete(Complete<'a>),
+    /// See [`Bye`].
+    Bye(Bye<'a>),
+    /// See [`Leave`].
+    Leave(Leave<'a>),
+    /// See [`RateNak`].
+    RateNak(RateNak),
+    /// See [`RateReport`].
+    RateReport(RateReport),
+    /// See [`RateSync`].
+    RateSync(RateSync),
+}
+
+impl Body<'_> {
+    /// The packet type of this body.
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        match self {
+            Body::Hello(_) => Kind::Hello,
+            Body::Join(_) => Kind::Join,
+            Body::Welcome(_) => Kind::Welcome,
+            Body::Offer(_) => Kind::Offer,
+            Body::OfferReply(_) => Kind::OfferReply,
+            Body::Data(_) => Kind::Data,
+            Body::Ack(_) => Kind::Ack,
+            Body::Nak(_) => Kind::Nak,
+            Body::Close(_) => Kind::Close,
+            Body::Complete(_) => Kind::Complete,
+            Body::Bye(_) => Kind::Bye,
+            Body::Leave(_) => Kind::Leave,
+            Body::RateNak(_) => Kind::RateNak,
+            Body::RateReport(_) => Kind::RateReport,
+            Body::RateSync(_) => Kind::RateSync,
+        }
+    }
+}
+
+/// A whole datagram: header and body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet<'a> {
+    /// The common header.
+    pub header: Header,
+    /// The typed body.
+    pub body: Body<'a>,
+}

@@ -1,0 +1,303 @@
+//! Parse and emit for the object-transfer packets.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use super::body::*;
+use super::rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
+use super::{DATA_HEADER_LEN, ECHO_COPY_MAX, Kind, ProtocolId, Status};
+use crate::cursor::{Reader, Writer};
+use crate::header::{read_header, write_header};
+use crate::{DecodeError, EncodeError, HEADER_LEN, Header, MAGIC, Seq, SessionId, VERSION};
+
+impl<'a> Packet<'a> {
+    /// Parses a datagram. Any input gives a packet or an error, never a panic.
+    pub fn decode(datagram: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(datagram);
+        let (kind, header) = read_header(&mut r, Kind::from_u8)?;
+        let body = match kind {
+            Kind::Hello => {
+                let receivers_wanted = r.u16()?;
+                let protocol = ProtocolId::from_u8(r.u8()?)?;
+                Body::Hello(Hello {
+                    receivers_wanted,
+                    protocol,
+                })
+            }
+            Kind::Join => Body::Join(Join {
+                receiver_id: r.u64()?,
+                name: r.text()?,
+            }),
+            Kind::Welcome => {
+                let receiver_id = r.u64()?;
+                let rank = r.u16()?;
+                let ip = Ipv4Addr::from(r.u32()?);
+                let port = r.u16()?;
+                let upstream = match (ip.is_unspecified(), port) {
+                    (true, 0) => None,
+                    (false, p) if p != 0 => Some(SocketAddrV4::new(ip, p)),
+                    _ => return Err(DecodeError::BadField("welcome.upstream")),
+                };
+                Body::Welcome(Welcome {
+                    receiver_id,
+                    rank,
+                    upstream,
+                })
+            }
+            Kind::Offer => {
+                let object_size = r.u64()?;
+                let isn = Seq(r.u32()?);
+                let payload_size = r.u16()?;
+                if payload_size == 0 {
+                    return Err(DecodeError::BadField("payload_size"));
+                }
+                let window = r.u32()?;
+                if window == 0 {
+                    return Err(DecodeError::BadField("window"));
+                }
+                let protocol = ProtocolId::from_u8(r.u8()?)?;
+                let protocol_param = r.u16()?;
+                let receivers = r.u16()?;
+                let test_loss_ppm = r.u32()?;
+                if test_loss_ppm > 1_000_000 {
+                    return Err(DecodeError::BadField("test_loss_ppm"));
+                }
+                let name = r.text()?;
+                Body::Offer(Offer {
+                    object_size,
+                    isn,
+                    payload_size,
+                    window,
+                    protocol,
+                    protocol_param,
+                    receivers,
+                    test_loss_ppm,
+                    name,
+                })
+            }
+            Kind::OfferReply => Body::OfferReply(OfferReply {
+                status: Status::from_u8(r.u8()?)?,
+                text: r.text()?,
+            }),
+            Kind::Data => {
+                let seq = Seq(r.u32()?);
+                let poll = r.u16()?;
+                let copy = r.u16()?;
+                Body::Data(Data {
+                    seq,
+                    poll,
+                    copy,
+                    payload: r.rest(),
+                })
+            }
+            Kind::Ack | Kind::Nak => {
+                let cumulative = Seq(r.u32()?);
+                let echo = Seq(r.u32()?);
+                // Bit 0: aggregate; bits 1–7: the echoed packet's copy.
+                let bits = r.u8()?;
+                let len = usize::from(r.u16()?);
+                let fb = Feedback {
+                    cumulative,
+                    echo,
+                    echo_copy: bits >> 1,
+                    aggregate: bits & 1 == 1,
+                    bitmap: r.bytes(len)?,
+                };
+                if kind == Kind::Ack {
+                    Body::Ack(fb)
+                } else {
+                    Body::Nak(fb)
+                }
+            }
+            Kind::Close => Body::Close(Close { hash: r.array()? }),
+            Kind::Complete => Body::Complete(Complete {
+                status: Status::from_u8(r.u8()?)?,
+                hash: r.array()?,
+                text: r.text()?,
+            }),
+            Kind::Bye => Body::Bye(Bye {
+                aborted: match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::BadField("bye.aborted")),
+                },
+                text: r.text()?,
+            }),
+            Kind::Leave => Body::Leave(Leave { text: r.text()? }),
+            Kind::RateNak => {
+                let kind = RateNakKind::from_u8(r.u8()?)?;
+                Body::RateNak(RateNak {
+                    kind,
+                    seq: Seq(r.u32()?),
+                })
+            }
+            Kind::RateReport => {
+                let epoch = r.u32()?;
+                let phase = RatePhase::from_u8(r.u8()?)?;
+                let spacing_ns = r.u64()?;
+                if spacing_ns == 0 {
+                    return Err(DecodeError::BadField("rate_report.spacing"));
+                }
+                Body::RateReport(RateReport {
+                    epoch,
+                    phase,
+                    spacing_ns,
+                    messages: r.u64()?,
+                })
+            }
+            Kind::RateSync => {
+                let epoch = r.u32()?;
+                let op = r.u8()?;
+                let spacing_ns = r.u64()?;
+                let members = r.u16()?;
+                let op = match (op, spacing_ns, members) {
+                    (0, 0, 0) => RateSyncOp::Request,
+                    (1, s, m) if s > 0 => RateSyncOp::Set {
+                        spacing_ns: s,
+                        members: m,
+                    },
+                    _ => return Err(DecodeError::BadField("rate_sync")),
+                };
+                Body::RateSync(RateSync { epoch, op })
+            }
+        };
+        r.finish()?;
+        Ok(Packet { header, body })
+    }
+
+    /// Writes the packet into `buf` and returns its length.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
+        let mut w = Writer::new(buf);
+        write_header(&mut w, &self.header, self.body.kind().to_u8())?;
+        match &self.body {
+            Body::Hello(h) => {
+                w.u16(h.receivers_wanted)?;
+                w.u8(h.protocol.to_u8())?;
+            }
+            Body::Join(j) => {
+                w.u64(j.receiver_id)?;
+                w.text(j.name)?;
+            }
+            Body::Welcome(x) => {
+                w.u64(x.receiver_id)?;
+                w.u16(x.rank)?;
+                let up = x
+                    .upstream
+                    .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+                if up.ip().is_unspecified() != (up.port() == 0) {
+                    return Err(EncodeError::BadUpstream);
+                }
+                w.u32(u32::from(*up.ip()))?;
+                w.u16(up.port())?;
+            }
+            Body::Offer(o) => {
+                w.u64(o.object_size)?;
+                w.u32(o.isn.0)?;
+                w.u16(o.payload_size)?;
+                w.u32(o.window)?;
+                w.u8(o.protocol.to_u8())?;
+                w.u16(o.protocol_param)?;
+                w.u16(o.receivers)?;
+                w.u32(o.test_loss_ppm)?;
+                w.text(o.name)?;
+            }
+            Body::OfferReply(x) => {
+                w.u8(x.status.to_u8())?;
+                w.text(x.text)?;
+            }
+            Body::Data(d) => {
+                w.u32(d.seq.0)?;
+                w.u16(d.poll)?;
+                w.u16(d.copy)?;
+                w.bytes(d.payload)?;
+            }
+            Body::Ack(f) | Body::Nak(f) => {
+                w.u32(f.cumulative.0)?;
+                w.u32(f.echo.0)?;
+                w.u8(u8::from(f.aggregate) | f.echo_copy.min(ECHO_COPY_MAX) << 1)?;
+                let len = u16::try_from(f.bitmap.len()).map_err(|_| EncodeError::BitmapTooLong)?;
+                w.u16(len)?;
+                w.bytes(f.bitmap)?;
+            }
+            Body::Close(c) => w.bytes(&c.hash)?,
+            Body::Complete(c) => {
+                w.u8(c.status.to_u8())?;
+                w.bytes(&c.hash)?;
+                w.text(c.text)?;
+            }
+            Body::Bye(b) => {
+                w.u8(u8::from(b.aborted))?;
+                w.text(b.text)?;
+            }
+            Body::Leave(l) => w.text(l.text)?,
+            Body::RateNak(n) => {
+                w.u8(n.kind.to_u8())?;
+                w.u32(n.seq.0)?;
+            }
+            Body::RateReport(x) => {
+                w.u32(x.epoch)?;
+                w.u8(x.phase.to_u8())?;
+                w.u64(x.spacing_ns.max(1))?;
+                w.u64(x.messages)?;
+            }
+            Body::RateSync(x) => {
+                w.u32(x.epoch)?;
+                let (op, spacing_ns, members) = match x.op {
+                    RateSyncOp::Request => (0, 0, 0),
+                    RateSyncOp::Set {
+                        spacing_ns,
+                        members,
+                    } => (1, spacing_ns.max(1), members),
+                };
+                w.u8(op)?;
+                w.u64(spacing_ns)?;
+                w.u16(members)?;
+            }
+        }
+        Ok(w.len())
+    }
+}
+
+/// Writes a data packet's header into `buf[..DATA_HEADER_LEN]`, leaving the
+/// payload to the caller (so it can be read straight from the object into the
+/// send buffer, one copy in all).
+pub fn encode_data_header(
+    buf: &mut [u8],
+    header: &Header,
+    seq: Seq,
+    poll: u16,
+    copy: u16,
+) -> Result<usize, EncodeError> {
+    let mut w = Writer::new(buf);
+    write_header(&mut w, header, Kind::Data.to_u8())?;
+    w.u32(seq.0)?;
+    w.u16(poll)?;
+    w.u16(copy)?;
+    debug_assert_eq!(w.len(), DATA_HEADER_LEN);
+    Ok(w.len())
+}
+
+/// Reads only the header of a datagram (for cheap filtering by session).
+pub fn peek_header(datagram: &[u8]) -> Result<(Kind, Header), DecodeError> {
+    let head = datagram.get(..HEADER_LEN).ok_or(DecodeError::Truncated)?;
+    if head[..2] != MAGIC {
+        return Err(DecodeError::BadMagic);
+    }
+    if head[2] != VERSION {
+        return Err(DecodeError::BadVersion(head[2]));
+    }
+    let kind = Kind::from_u8(head[3])?;
+    let mut r = Reader::new(&head[4..]);
+    let header = Header {
+        flags: r.u8()?,
+        key_epoch: r.u8()?,
+        rank: r.u16()?,
+        session: SessionId(r.u64()?),
+    };
+    if header.flags != 0 {
+        return Err(DecodeError::UnsupportedFlags(header.flags));
+    }
+    if header.key_epoch != 0 {
+        return Err(DecodeError::BadField("key_epoch"));
+    }
+    Ok((kind, header))
+}

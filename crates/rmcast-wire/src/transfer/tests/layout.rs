@@ -1,0 +1,291 @@
+//! Fixed byte layouts, header rejections and length checks.
+
+use super::*;
+
+// ---------------------------------------------------------------------------
+// Fixed layouts
+// ---------------------------------------------------------------------------
+
+#[test]
+fn hello_layout_matches_fixed_bytes() {
+    let (bytes, packet) = &samples()[0];
+    assert_eq!(bytes.len(), HEADER_LEN + 3);
+    assert_wire(bytes, packet);
+}
+
+#[test]
+fn data_layout_matches_fixed_bytes() {
+    let (bytes, packet) = &samples()[5];
+    assert_eq!(packet.body.kind(), Kind::Data);
+    assert_eq!(bytes.len(), DATA_HEADER_LEN + 3);
+    assert_wire(bytes, packet);
+}
+
+#[test]
+fn every_kind_matches_its_fixed_bytes() {
+    let samples = samples();
+    let kinds: Vec<Kind> = samples.iter().map(|(_, p)| p.body.kind()).collect();
+    assert_eq!(
+        kinds,
+        [
+            Kind::Hello,
+            Kind::Join,
+            Kind::Welcome,
+            Kind::Offer,
+            Kind::OfferReply,
+            Kind::Data,
+            Kind::Ack,
+            Kind::Nak,
+            Kind::Close,
+            Kind::Complete,
+            Kind::Bye,
+            Kind::Leave,
+            Kind::RateNak,
+            Kind::RateReport,
+            Kind::RateSync,
+        ]
+    );
+    for (bytes, packet) in &samples {
+        assert_eq!(bytes[3], packet.body.kind() as u8);
+        assert_wire(bytes, packet);
+    }
+}
+
+#[test]
+fn body_lengths_match_the_documented_layout() {
+    // Fixed part of each body (text and bitmap contents excluded), as in
+    // docs/wire-format.md.
+    let fixed = |p: &Packet<'_>| -> usize {
+        match p.body {
+            Body::Hello(_) => 3,
+            Body::Join(j) => 9 + j.name.len(),
+            Body::Welcome(_) => 16,
+            Body::Offer(o) => 28 + o.name.len(),
+            Body::OfferReply(x) => 2 + x.text.len(),
+            Body::Data(d) => 8 + d.payload.len(),
+            Body::Ack(f) | Body::Nak(f) => 11 + f.bitmap.len(),
+            Body::Close(_) => 32,
+            Body::Complete(c) => 34 + c.text.len(),
+            Body::Bye(b) => 2 + b.text.len(),
+            Body::Leave(l) => 1 + l.text.len(),
+            Body::RateNak(_) => 5,
+            Body::RateReport(_) => 21,
+            Body::RateSync(_) => 15,
+        }
+    };
+    for (bytes, packet) in samples() {
+        assert_eq!(bytes.len(), HEADER_LEN + fixed(&packet), "{packet:?}");
+    }
+}
+
+#[test]
+fn text_of_255_bytes_round_trips() {
+    let name = "é".repeat(127) + "x"; // 255 bytes
+    assert_eq!(name.len(), 255);
+    let p = Packet {
+        header: Header::new(SID, 0),
+        body: Body::Leave(Leave { text: &name }),
+    };
+    let bytes = encode_vec(&p);
+    assert_eq!(bytes[HEADER_LEN], 255);
+    assert_eq!(Packet::decode(&bytes), Ok(p));
+}
+
+// ---------------------------------------------------------------------------
+// Header rejections
+// ---------------------------------------------------------------------------
+
+#[test]
+fn wrong_magic_is_bad_magic() {
+    for (bytes, _) in samples() {
+        for (i, b) in [(0, b'X'), (1, b'X'), (0, b'r'), (1, 0x00)] {
+            let mut bad = bytes.clone();
+            bad[i] = b;
+            assert_eq!(Packet::decode(&bad), Err(DecodeError::BadMagic));
+            assert_eq!(peek_header(&bad), Err(DecodeError::BadMagic));
+        }
+    }
+}
+
+#[test]
+fn inputs_shorter_than_the_magic_are_bad_magic() {
+    assert_eq!(Packet::decode(&[]), Err(DecodeError::BadMagic));
+    assert_eq!(Packet::decode(b"R"), Err(DecodeError::BadMagic));
+    assert_eq!(Packet::decode(b"RM"), Err(DecodeError::Truncated));
+}
+
+#[test]
+fn wrong_version_is_bad_version() {
+    for (bytes, _) in samples() {
+        // Version 1 (hash in the Offer) included: its Offer would misparse.
+        for v in [0u8, 1, 3, 0x7F, 0xFF] {
+            let mut bad = bytes.clone();
+            bad[2] = v;
+            assert_eq!(Packet::decode(&bad), Err(DecodeError::BadVersion(v)));
+            assert_eq!(peek_header(&bad), Err(DecodeError::BadVersion(v)));
+        }
+    }
+}
+
+#[test]
+fn close_without_its_hash_is_truncated() {
+    // Version 1's Close had an empty body; under version 2 the hash is
+    // required, whole.
+    let (bytes, _) = &samples()[8];
+    assert_eq!(bytes.len(), HEADER_LEN + HASH_LEN);
+    for len in HEADER_LEN..bytes.len() {
+        assert_eq!(Packet::decode(&bytes[..len]), Err(DecodeError::Truncated));
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert_eq!(Packet::decode(&longer), Err(DecodeError::TrailingBytes));
+}
+
+#[test]
+fn a_version_1_offer_is_refused_not_misparsed() {
+    // The old layout (hash between receivers and test_loss_ppm) with the
+    // old version byte: refused before the body is read.
+    let (new, _) = &samples()[3];
+    let mut old = new[..offer_at(23)].to_vec();
+    old.extend_from_slice(&[0xAA; HASH_LEN]);
+    old.extend_from_slice(&new[offer_at(23)..]);
+    old[2] = 1;
+    assert_eq!(Packet::decode(&old), Err(DecodeError::BadVersion(1)));
+    assert_eq!(peek_header(&old), Err(DecodeError::BadVersion(1)));
+}
+
+#[test]
+fn unknown_type_is_unknown_kind() {
+    let (bytes, _) = &samples()[0];
+    for t in [0x00u8, 0x0D, 0x0E, 0x7F, 0x80, 0xFF] {
+        let mut bad = bytes.clone();
+        bad[3] = t;
+        assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownKind(t)));
+        assert_eq!(peek_header(&bad), Err(DecodeError::UnknownKind(t)));
+    }
+}
+
+#[test]
+fn auth_flag_is_unsupported_flags() {
+    for (bytes, _) in samples() {
+        let mut bad = bytes.clone();
+        bad[4] = FLAG_AUTH;
+        assert_eq!(
+            Packet::decode(&bad),
+            Err(DecodeError::UnsupportedFlags(FLAG_AUTH))
+        );
+        // An authenticated packet carries a tag after the body; still refused.
+        bad.extend_from_slice(&[0u8; 16]);
+        assert_eq!(
+            Packet::decode(&bad),
+            Err(DecodeError::UnsupportedFlags(FLAG_AUTH))
+        );
+    }
+}
+
+#[test]
+fn any_nonzero_flags_are_unsupported_flags() {
+    let (bytes, _) = &samples()[0];
+    for f in 1..=u8::MAX {
+        let mut bad = bytes.clone();
+        bad[4] = f;
+        assert_eq!(Packet::decode(&bad), Err(DecodeError::UnsupportedFlags(f)));
+    }
+}
+
+#[test]
+fn nonzero_key_epoch_is_rejected() {
+    let (bytes, _) = &samples()[0];
+    for e in [1u8, 2, 0xFF] {
+        let mut bad = bytes.clone();
+        bad[5] = e;
+        assert_eq!(
+            Packet::decode(&bad),
+            Err(DecodeError::BadField("key_epoch"))
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Length checks
+// ---------------------------------------------------------------------------
+
+#[test]
+fn truncated_packets_are_errors_not_panics() {
+    for (bytes, packet) in samples() {
+        // A data payload runs to the end of the datagram, so cutting into it
+        // leaves a valid, shorter Data packet; everything else must fail.
+        let must_fail = match packet.body {
+            Body::Data(_) => DATA_HEADER_LEN,
+            _ => bytes.len(),
+        };
+        for len in 0..must_fail {
+            let want = if len < 2 {
+                DecodeError::BadMagic
+            } else {
+                DecodeError::Truncated
+            };
+            assert_eq!(
+                Packet::decode(&bytes[..len]),
+                Err(want),
+                "{packet:?} cut to {len}"
+            );
+        }
+    }
+}
+
+#[test]
+fn truncated_data_payload_decodes_as_a_shorter_payload() {
+    let (bytes, packet) = &samples()[5];
+    let Body::Data(d) = packet.body else {
+        unreachable!()
+    };
+    for len in DATA_HEADER_LEN..=bytes.len() {
+        let got = Packet::decode(&bytes[..len]).expect("data header is whole");
+        assert_eq!(
+            got.body,
+            Body::Data(Data {
+                payload: &d.payload[..len - DATA_HEADER_LEN],
+                ..d
+            })
+        );
+    }
+}
+
+#[test]
+fn length_prefixed_fields_longer_than_the_datagram_are_truncated() {
+    // Join whose name length says 3 but only 2 bytes follow.
+    let mut join = samples()[1].0.clone();
+    let len_at = HEADER_LEN + 8;
+    join[len_at] = 3;
+    assert_eq!(Packet::decode(&join), Err(DecodeError::Truncated));
+    // Ack whose bitmap length says 0xFFFF.
+    let mut ack = samples()[6].0.clone();
+    ack[HEADER_LEN + 9] = 0xFF;
+    ack[HEADER_LEN + 10] = 0xFF;
+    assert_eq!(Packet::decode(&ack), Err(DecodeError::Truncated));
+}
+
+#[test]
+fn trailing_bytes_are_rejected() {
+    for (bytes, packet) in samples() {
+        if packet.body.kind() == Kind::Data {
+            continue; // a Data payload takes every remaining byte
+        }
+        for extra in [&[0u8][..], &[0xFF, 0xFF], &[0u8; 16]] {
+            let long = cat(&[&bytes, extra]);
+            assert_eq!(
+                Packet::decode(&long),
+                Err(DecodeError::TrailingBytes),
+                "{packet:?} + {extra:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn shorter_length_prefix_leaves_trailing_bytes() {
+    let mut join = samples()[1].0.clone();
+    join[HEADER_LEN + 8] = 1; // name "a", then a stray "b"
+    assert_eq!(Packet::decode(&join), Err(DecodeError::TrailingBytes));
+}
