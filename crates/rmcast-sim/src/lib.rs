@@ -54,6 +54,7 @@
 
 #![warn(missing_docs)]
 
+pub mod campaign;
 mod report;
 mod scenario;
 mod sim;

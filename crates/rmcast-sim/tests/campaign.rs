@@ -1,0 +1,46 @@
+//! The seeded fault campaign (issue 19) at CI scale: a few hundred seeds
+//! per protocol, each with faults drawn from its seed (loss, bursts,
+//! feedback loss, a crash, garbage, sequence wrap, a slow reader, a late
+//! hash), every run through the simulator's invariants. A failure names
+//! the protocol and seed; `cargo run --release -p rmcast-sim --example
+//! campaign -- --protocol P --seed S --runs 1 -v` replays it. The full
+//! campaign (10,000 seeds per protocol) is the example without `--runs 1`.
+
+use rmcast_sim::campaign::{self, CampaignProtocol, Cell};
+
+/// Seeds per protocol here; `RMCAST_CAMPAIGN_RUNS` overrides.
+const RUNS: u64 = 250;
+
+#[test]
+fn every_protocol_survives_its_seeded_faults() {
+    let runs = std::env::var("RMCAST_CAMPAIGN_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(RUNS);
+    let mut failures = Vec::new();
+    for p in CampaignProtocol::ALL {
+        let mut cell = Cell::default();
+        for seed in 0..runs {
+            let run = campaign::run(p, seed);
+            cell.add(&run);
+            if let Err(e) = &run.result {
+                let first = e.to_string();
+                failures.push(format!(
+                    "{p} seed {seed} ({}): {}",
+                    run.class.name(),
+                    first.lines().next().unwrap_or_default()
+                ));
+            }
+        }
+        println!(
+            "{p}: {} runs, {} failures, {} with a failed receiver, worst {:.2} s",
+            cell.runs, cell.failures, cell.member_failures, cell.worst_seconds
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failing runs (replay: cargo run --release -p rmcast-sim --example campaign -- --protocol P --seed S --runs 1 -v):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
