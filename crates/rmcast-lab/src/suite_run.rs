@@ -20,7 +20,7 @@ use crate::signals;
 use crate::suite::{Backend, Experiment, Metric, Preset, Series, SeriesKind, Suite, XKind, XValue};
 use crate::units;
 use anyhow::{Context, Result, bail};
-use rmcast::{ProtocolId, Repair, SenderConfig, TreeShape};
+use rmcast::{ProtocolId, Repair, SenderConfig, TreeShape, parse_duration};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -636,31 +636,6 @@ fn sim_protocol(s: &Series) -> Option<ProtocolId> {
         "tree" => ProtocolId::Tree,
         _ => return None,
     })
-}
-
-/// Parses `50ms`, `2s`, `250us`, `100ns`, `1m`; a bare number is seconds (as the CLI).
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration `{s}`: expected e.g. 50ms, 2s"))?;
-    let k = match unit.trim() {
-        "" | "s" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "ns" => 1e-9,
-        "m" | "min" => 60.0,
-        u => return Err(format!("invalid duration unit `{u}` in `{s}`")),
-    };
-    let secs = v * k;
-    if !secs.is_finite() || secs > 1e6 {
-        return Err(format!("duration `{s}` is out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// Sender flags the simulator understands (the CLI's names and meanings).
