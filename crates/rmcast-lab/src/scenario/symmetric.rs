@@ -1,7 +1,7 @@
 //! The `symmetric` tool kind: the PRMP paper's closed group (Section 5).
 //!
 //! A point's `receivers` is the group size N: the runner starts
-//! `rmcast lab rounds` ([`crate::rounds`]) on hosts h0..hN−1 at once (every
+//! `rmcast lab rounds` ([`crate::tools::rounds`]) on hosts h0..hN−1 at once (every
 //! host is a peer; the testbed's hN stays idle), with the point's size as
 //! the bytes each node sends and the tool's `args` (`--proto prmp|ff|multitcp
 //! --round S --think-ms 100 --response-rate 20 …`) passed through. It
@@ -19,13 +19,13 @@
 //! - data packets, repairs, and responses per data packet (PRMP/FF: the
 //!   senders' own counters summed over nodes).
 
-use crate::metrics::{ProcRecord, RunRecord};
 use crate::procs::{Exit, Proc, ProcSet};
-use crate::rounds::NodeReport;
-use crate::runner::{Point, RunOptions};
 use crate::scenario::Scenario;
+use crate::scenario::metrics::{ProcRecord, RunRecord};
+use crate::scenario::runner::{Point, RunOptions};
 use crate::signals;
 use crate::testbed::Testbed;
+use crate::tools::rounds::NodeReport;
 use anyhow::Result;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ pub(crate) fn run_one(
     pt: &Point,
 ) -> Result<RunRecord> {
     let n = pt.n;
-    let (run_dir, mut rec) = crate::runner::start_record(sc, opts, tb, pt)?;
+    let (run_dir, mut rec) = crate::scenario::runner::start_record(sc, opts, tb, pt)?;
     if n < 2 || n > tb.hosts().len() {
         rec.status = "unavailable".into();
         rec.reasons.push(format!(
@@ -161,7 +161,7 @@ pub(crate) fn run_one(
     }
     let mut nodes_rep: Vec<NodeReport> = Vec::new();
     for (i, f) in reports.iter().enumerate() {
-        match crate::blast::read_report::<NodeReport>(f) {
+        match crate::tools::blast::read_report::<NodeReport>(f) {
             Some(r) => {
                 if !r.ok {
                     reasons.push(format!("h{i}: a session did not close cleanly"));

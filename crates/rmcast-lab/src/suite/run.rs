@@ -13,8 +13,8 @@
 //! Every point lands in `DIR/suite-points.json` (+ `.csv`), rewritten after
 //! each experiment so an interrupted run keeps what it measured.
 
-use crate::metrics::{self, PointRecord, Spread};
-use crate::runner;
+use crate::scenario::metrics::{self, PointRecord, Spread};
+use crate::scenario::runner;
 use crate::scenario::{Copies, Inject, Scenario, Tool};
 use crate::signals;
 use crate::suite::{Backend, Experiment, Metric, Preset, Series, SeriesKind, Suite, XKind, XValue};

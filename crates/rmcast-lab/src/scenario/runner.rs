@@ -7,12 +7,12 @@
 //! failed run is killed by PID and recorded with its reasons; the runner
 //! goes on with the next.
 
-use crate::metrics::{self, ProcRecord, RunRecord};
-use crate::peers::{self, Completion, Plan};
 use crate::procs::{Exit, Proc, ProcSet};
+use crate::scenario::metrics::{self, ProcRecord, RunRecord};
 use crate::scenario::{Copies, Scenario, TestbedKind, Tool, ToolKind};
 use crate::signals;
 use crate::testbed::{Local, Netns, NetnsSpec, Testbed};
+use crate::tools::{self, Completion, Plan};
 use crate::units;
 use anyhow::{Context, Result};
 use std::io::Write as _;
@@ -309,7 +309,7 @@ fn run_one(
     object: &Path,
 ) -> Result<RunRecord> {
     if pt.tool.kind == ToolKind::Symmetric {
-        return crate::symmetric::run_one(sc, opts, tb, pt);
+        return crate::scenario::symmetric::run_one(sc, opts, tb, pt);
     }
     let (run_dir, mut rec) = start_record(sc, opts, tb, pt)?;
     let copies = CopiesDir::new(sc.copies, &run_dir)?;
@@ -331,7 +331,7 @@ fn run_one(
     // Performance failure: not done when 1 % of the expected goodput would have been.
     // A paced blast takes as long as its schedule: allow twice that.
     let limit_s = match pt.tool.kind {
-        ToolKind::Blast => crate::blast::planned_seconds(
+        ToolKind::Blast => crate::tools::blast::planned_seconds(
             &pt.tool.args,
             pt.size,
             blast_pace(pt.tool, pt.rate_bits_per_s),
@@ -344,7 +344,7 @@ fn run_one(
     // Ports differ per run (and per process for loopback runs side by side).
     let port = 20000 + 2 * ((pt.seq as u32 * 7 + std::process::id() * 131) % 10000) as u16;
     let group = Ipv4Addr::new(239, 77, 1 + (pt.seq % 200) as u8, 1);
-    let ctx = peers::Ctx {
+    let ctx = tools::Ctx {
         tb,
         n: pt.n,
         object,
@@ -359,7 +359,7 @@ fn run_one(
         self_cmd: &opts.self_cmd,
         limit_s,
     };
-    let plan = match peers::plan(pt.tool, &ctx) {
+    let plan = match tools::plan(pt.tool, &ctx) {
         Ok(p) => p,
         Err(why) => {
             rec.status = "unavailable".into();
@@ -374,7 +374,7 @@ fn run_one(
         let dir = object.parent().unwrap_or(Path::new("."));
         objects.push(make_object_k(dir, pt.size, k)?);
     }
-    let extra = peers::more_senders(&plan, &objects[1..]);
+    let extra = tools::more_senders(&plan, &objects[1..]);
     let hosts = pt.n + 1;
     let before = tb.counters(hosts)?;
     let shaper_before = tb.shaper_drops()?;
@@ -662,7 +662,7 @@ impl Drop for CopiesDir {
 }
 
 /// The pace a blast gets from the link when its arguments name none
-/// (as [`peers::plan`] computes it).
+/// (as [`tools::plan`] computes it).
 fn blast_pace(tool: &Tool, rate_bits_per_s: Option<u64>) -> Option<u64> {
     rate_bits_per_s.map(|r| (r as f64 * tool.rate_fraction.unwrap_or(0.95)) as u64)
 }
@@ -671,8 +671,8 @@ fn blast_pace(tool: &Tool, rate_bits_per_s: Option<u64>) -> Option<u64> {
 /// it sent (its count is authoritative; a receiver's own count of the end
 /// marker is the fallback), the offered rate, and the received goodput.
 fn read_blast_reports(rec: &mut RunRecord, run_dir: &Path, n: usize, reasons: &mut Vec<String>) {
-    use crate::blast::{RecvReport, SendReport, read_report};
-    let sender: Option<SendReport> = read_report(&peers::blast_report(run_dir, 0));
+    use crate::tools::blast::{RecvReport, SendReport, read_report};
+    let sender: Option<SendReport> = read_report(&tools::blast_report(run_dir, 0));
     match &sender {
         None => reasons.push("h0: no blast-send report".into()),
         Some(s) => {
@@ -691,7 +691,7 @@ fn read_blast_reports(rec: &mut RunRecord, run_dir: &Path, n: usize, reasons: &m
     let mut losses = Vec::new();
     let mut goodput = Vec::new();
     for i in 1..=n {
-        let Some(r) = read_report::<RecvReport>(&peers::blast_report(run_dir, i)) else {
+        let Some(r) = read_report::<RecvReport>(&tools::blast_report(run_dir, i)) else {
             reasons.push(format!("h{i}: no blast-recv report"));
             continue;
         };
@@ -797,7 +797,7 @@ fn watch_run(
     sc: &Scenario,
     tb: &Testbed,
     plan: &Plan,
-    extra: &[peers::ProcSpec],
+    extra: &[tools::ProcSpec],
     run_dir: &Path,
     out_dirs: &[PathBuf],
     set: &mut ProcSet,

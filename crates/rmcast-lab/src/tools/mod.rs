@@ -4,6 +4,9 @@
 //!
 //! Settings follow /work/shared/notes/peers.md; docs/lab.md says why.
 
+pub mod blast;
+pub mod rounds;
+
 use crate::scenario::{Tool, ToolKind};
 use crate::testbed::Testbed;
 use anyhow::{Context, Result, bail};
@@ -491,7 +494,8 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
             }
         }
         ToolKind::Blast => {
-            let (dgram, added_pps, count) = crate::blast::plan_numbers(&tool.args, c.size, paced)?;
+            let (dgram, added_pps, count) =
+                crate::tools::blast::plan_numbers(&tool.args, c.size, paced)?;
             let me = &c.self_cmd[0];
             let prefix: Vec<String> = c.self_cmd[1..].to_vec();
             let recv = receivers
@@ -585,7 +589,9 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
             }
         }
         ToolKind::Symmetric => {
-            return Err("symmetric groups are run by crate::symmetric, not planned here".into());
+            return Err(
+                "symmetric groups are run by crate::scenario::symmetric, not planned here".into(),
+            );
         }
     };
     Ok(plan)

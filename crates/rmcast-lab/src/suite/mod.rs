@@ -2,11 +2,14 @@
 //! `docs/suites.md`): one `[[experiment]]` per published figure or table,
 //! `[defaults]` merged into every experiment, `[experiment.quick]` replacing
 //! fields under `--quick`. This module parses and checks a suite; running
-//! it is [`crate::suite_run`], rendering it [`crate::suite_report`].
+//! it is [`crate::suite::run`], rendering it [`crate::report::suite`].
 //!
 //! Every error names the experiment (and series or claim) and the field,
 //! and the quick variant of every experiment is checked even when the full
 //! one is run, so a broken `[experiment.quick]` fails before CI does.
+
+pub mod claims;
+pub mod run;
 
 use crate::scenario::TestbedKind;
 use anyhow::{Context, Result, bail};

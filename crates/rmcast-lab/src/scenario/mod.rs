@@ -15,6 +15,10 @@
 //! protocol = "nak-poll"
 //! ```
 
+pub mod metrics;
+pub mod runner;
+pub mod symmetric;
+
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -251,7 +255,7 @@ impl Scenario {
                 );
             }
             if t.kind == ToolKind::Blast {
-                crate::blast::plan_numbers(&t.args, 1, None)
+                crate::tools::blast::plan_numbers(&t.args, 1, None)
                     .map_err(|e| anyhow::anyhow!("tool {}: {e}", t.name))?;
             }
             if let Some(k) = t.senders {
