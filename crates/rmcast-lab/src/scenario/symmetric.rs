@@ -19,12 +19,13 @@
 //! - data packets, repairs, and responses per data packet (PRMP/FF: the
 //!   senders' own counters summed over nodes).
 
+use super::Scenario;
+use super::metrics::RunRecord;
+use super::record::{Point, RunOptions, finish_record, record_traffic, start_record, wait_reaped};
 use crate::procs::{Exit, Proc, ProcSet};
-use crate::scenario::Scenario;
-use crate::scenario::metrics::{ProcRecord, RunRecord};
-use crate::scenario::runner::{Point, RunOptions};
 use crate::signals;
 use crate::testbed::Testbed;
+use crate::tools::read_report;
 use crate::tools::rounds::NodeReport;
 use anyhow::Result;
 use std::net::Ipv4Addr;
@@ -38,7 +39,7 @@ pub(crate) fn run_one(
     pt: &Point,
 ) -> Result<RunRecord> {
     let n = pt.n;
-    let (run_dir, mut rec) = crate::scenario::runner::start_record(sc, opts, tb, pt)?;
+    let (run_dir, mut rec) = start_record(sc, opts, tb, pt)?;
     if n < 2 || n > tb.hosts().len() {
         rec.status = "unavailable".into();
         rec.reasons.push(format!(
@@ -141,10 +142,7 @@ pub(crate) fn run_one(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !set.poll_all() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_reaped(&mut set, Duration::from_secs(2));
     let after = tb.counters(n)?;
     rec.shaper_drops = tb.shaper_drops()?.saturating_sub(shaper_before);
     for p in &set.procs {
@@ -161,7 +159,7 @@ pub(crate) fn run_one(
     }
     let mut nodes_rep: Vec<NodeReport> = Vec::new();
     for (i, f) in reports.iter().enumerate() {
-        match crate::tools::blast::read_report::<NodeReport>(f) {
+        match read_report::<NodeReport>(f) {
             Some(r) => {
                 if !r.ok {
                     reasons.push(format!("h{i}: a session did not close cleanly"));
@@ -180,11 +178,7 @@ pub(crate) fn run_one(
         }
     }
     let delta: Vec<_> = after.iter().zip(&before).map(|(a, b)| a.since(b)).collect();
-    rec.tx_bytes_total = delta.iter().map(|d| d.tx_bytes).sum();
-    rec.rx_bytes_total = delta.iter().map(|d| d.rx_bytes).sum();
-    rec.tx_packets_total = delta.iter().map(|d| d.tx_packets).sum();
-    rec.sender_tx_bytes = delta[0].tx_bytes;
-    rec.sender_tx_packets = delta[0].tx_packets;
+    record_traffic(&mut rec, &delta);
     let optimum = pt.size * n as u64;
     rec.overhead_bytes = rec.tx_bytes_total as i64 - optimum as i64;
     rec.cost = (rec.tx_bytes_total + rec.rx_bytes_total) as f64 / optimum.max(1) as f64;
@@ -207,31 +201,12 @@ pub(crate) fn run_one(
         rec.cpu_receiver_s_mean = Some(cpu.iter().sum::<f64>() / cpu.len() as f64);
         rec.cpu_receiver_s_max = cpu.iter().copied().reduce(f64::max);
     }
-    rec.procs = set
-        .procs
-        .iter()
-        .map(|p| ProcRecord {
-            label: p.label.clone(),
-            host: p.host,
-            pid: p.pid,
-            exit: p.ended.map(|e| e.exit),
-            killed_by_us: p.killed_by_us.clone(),
-            cpu_user_s: p.ended.map_or(0.0, |e| e.user_s),
-            cpu_sys_s: p.ended.map_or(0.0, |e| e.sys_s),
-            stderr_tail: p.stderr_tail(400),
-        })
-        .collect();
     if rec.shaper_drops > 0 {
         reasons.push(format!(
             "warning: the tbf shapers dropped {} packets",
             rec.shaper_drops
         ));
     }
-    rec.status = if reasons.iter().all(|r| r.starts_with("warning:")) {
-        "ok".into()
-    } else {
-        "failed".into()
-    };
-    rec.reasons = reasons;
+    finish_record(&mut rec, &set, reasons);
     Ok(rec)
 }
