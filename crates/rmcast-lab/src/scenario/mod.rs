@@ -188,13 +188,10 @@ impl Scenario {
         }
         for t in &self.tools {
             if t.kind == ToolKind::Rmcast {
-                match t.protocol.as_deref() {
-                    None
-                    | Some(
-                        "ack" | "nak-poll" | "ring" | "tree" | "tcp-direct" | "tcp-tree"
-                        | "tcp-binomial" | "tcp-chain" | "tcp-bintree",
-                    ) => {}
-                    Some(p) => bail!("tool {}: unknown rmcast protocol {p}", t.name),
+                if let Some(p) = t.protocol.as_deref()
+                    && !crate::tools::rmcast::PROTOCOLS.contains(&p)
+                {
+                    bail!("tool {}: unknown rmcast protocol {p}", t.name);
                 }
             } else if t.protocol.is_some() {
                 bail!(

@@ -9,7 +9,10 @@
 //! one is run, so a broken `[experiment.quick]` fails before CI does.
 
 pub mod claims;
+mod lab;
 pub mod run;
+pub mod sender_flags;
+pub mod sim;
 
 use crate::scenario::TestbedKind;
 use anyhow::{Context, Result, bail};
@@ -781,18 +784,7 @@ fn validate(label: &str, e: &Experiment) -> Result<()> {
     Ok(())
 }
 
-/// The protocols `kind = "rmcast"` accepts (the CLI's `--protocol`).
-pub const RMCAST_PROTOCOLS: [&str; 9] = [
-    "ack",
-    "nak-poll",
-    "ring",
-    "tree",
-    "tcp-direct",
-    "tcp-tree",
-    "tcp-binomial",
-    "tcp-chain",
-    "tcp-bintree",
-];
+pub use crate::tools::rmcast::PROTOCOLS as RMCAST_PROTOCOLS;
 
 /// A claim kind's name in suite files.
 pub fn kind_name(k: ClaimKind) -> &'static str {

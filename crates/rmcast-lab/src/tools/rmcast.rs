@@ -3,6 +3,19 @@
 
 use super::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, s};
 
+/// The protocols `kind = "rmcast"` accepts (the CLI's `--protocol`).
+pub const PROTOCOLS: [&str; 9] = [
+    "ack",
+    "nak-poll",
+    "ring",
+    "tree",
+    "tcp-direct",
+    "tcp-tree",
+    "tcp-binomial",
+    "tcp-chain",
+    "tcp-bintree",
+];
+
 /// The rmcast plan.
 pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     let paced = paced_rate(tool, c.rate_bits_per_s);
