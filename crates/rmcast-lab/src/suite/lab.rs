@@ -3,7 +3,7 @@
 //! parameter x gives one tool per series and x value, `{x}` substituted),
 //! run by [`runner::run_scenario`]; its per-point medians become suite points.
 
-use super::run::{SuiteOptions, SuitePoint};
+use super::points::SuitePoint;
 use super::sender_flags::{lab_sender_args, substitute};
 use super::{Backend, Experiment, Metric, Series, Suite, XKind, XValue};
 use crate::scenario::metrics::{self, PointRecord, Spread};
@@ -13,7 +13,7 @@ use crate::signals;
 use crate::tools;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The scenario tool for a series at one x, or why the lab cannot run it.
 fn lab_tool(s: &Series, name: String, x: Option<&XValue>) -> Result<Tool, String> {
@@ -88,13 +88,24 @@ fn lab_metric(m: Metric, p: &PointRecord) -> Option<Spread> {
 /// Tool name → (series, x index when x is a parameter).
 type Owners = BTreeMap<String, (String, Option<usize>)>;
 
+/// Where and how the lab backend runs.
+pub(super) struct LabOptions {
+    /// The suite's output directory (the scenario goes to `<exp>/lab` in it).
+    pub(super) out: PathBuf,
+    /// The rmcast binary.
+    pub(super) rmcast: PathBuf,
+    /// How to call this program's hidden subcommands.
+    pub(super) self_cmd: Vec<String>,
+    /// Override the repeats.
+    pub(super) repeats: Option<u32>,
+}
+
 /// Runs an experiment's lab points: one scenario, then its per-point medians.
 pub(super) fn run_lab(
     suite: &Suite,
     e: &Experiment,
     series: &[&Series],
-    opts: &SuiteOptions,
-    rmcast: &Path,
+    opts: &LabOptions,
 ) -> Result<Vec<SuitePoint>> {
     let xs = e.values_for(Backend::Lab);
     let (tools, owner, mut points) = lab_tools(e, series);
@@ -113,7 +124,7 @@ pub(super) fn run_lab(
             &sc,
             &runner::RunOptions {
                 out: dir.clone(),
-                rmcast: rmcast.to_path_buf(),
+                rmcast: opts.rmcast.clone(),
                 self_cmd: opts.self_cmd.clone(),
                 only: Vec::new(),
                 receivers: Vec::new(),

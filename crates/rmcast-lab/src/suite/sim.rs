@@ -2,7 +2,7 @@
 //! [`rmcast_sim`], `seeds` seeds per point on up to `available_parallelism`
 //! threads, medians over the seeds that passed every invariant.
 
-use super::run::SuitePoint;
+use super::points::SuitePoint;
 use super::sender_flags::{apply_sender_flags, substitute};
 use super::{Backend, Experiment, Metric, Preset, Series, SeriesKind, XKind, XValue};
 use crate::scenario::metrics::{self, Spread};

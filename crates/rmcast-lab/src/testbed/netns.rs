@@ -8,8 +8,8 @@
 //! Ids are `rml` + 5 characters from the PID and the clock, so two runs never
 //! collide, and every interface name stays far below 15 characters.
 
+use super::host::{Host, ip, is_root, run_cmd};
 use super::registry::{STATE_DIR, remove_namespaces, state_path, sweep_stale};
-use super::{Host, ip, is_root, run_cmd};
 use anyhow::{Context, Result, bail};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;

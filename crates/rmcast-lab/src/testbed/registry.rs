@@ -2,7 +2,7 @@
 //! (`rml*`) and the state files under `/run/rmcast-lab`: listing them,
 //! removing one or all, and sweeping those whose owner died.
 
-use super::{ip, is_root};
+use super::host::{ip, is_root};
 use anyhow::{Result, bail};
 use std::fmt::Write as _;
 use std::path::PathBuf;

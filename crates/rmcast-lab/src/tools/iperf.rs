@@ -1,7 +1,7 @@
 //! iperf3: one TCP flow from h0 to h1, the point-to-point ceiling
 //! (unverified; iperf3's own receiver-side figure is the goodput).
 
-use super::{Completion, Ctx, Plan, ProcSpec, Tool, require, s};
+use super::driver::{Completion, Ctx, Plan, ProcSpec, Tool, require, s};
 
 /// The iperf3 plan.
 pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {

@@ -1,7 +1,7 @@
 //! MultiTCP: one TCP connection from the sender to each receiver, the
 //! lab's own `rmcast lab tcp-send` / `tcp-recv`.
 
-use super::{Completion, Ctx, Plan, Tool, s};
+use super::driver::{Completion, Ctx, Plan, Tool, s};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use std::io::{Read, Write};

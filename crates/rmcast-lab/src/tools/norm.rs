@@ -2,7 +2,7 @@
 //! (`rmcast lab norm-send` / `norm-recv`, compiled in when libnorm-dev is
 //! installed), fixed rate, watermark acknowledgements from every receiver.
 
-use super::{Completion, Ctx, Plan, Tool, paced_rate, s};
+use super::driver::{Completion, Ctx, Plan, Tool, paced_rate, s};
 use anyhow::{Context, Result};
 use clap::Args;
 use std::net::Ipv4Addr;

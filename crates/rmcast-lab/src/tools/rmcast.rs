@@ -1,7 +1,7 @@
 //! rmcast itself: `rmcast recv` on every receiver, `rmcast send` on h0
 //! (several senders with `senders = S`, each with `--rate-group`).
 
-use super::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, s};
+use super::driver::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, s};
 
 /// The protocols `kind = "rmcast"` accepts (the CLI's `--protocol`).
 pub const PROTOCOLS: [&str; 9] = [

@@ -1,7 +1,7 @@
 //! udpcast: `udp-receiver` on every receiver, `udp-sender` on h0 (netns
 //! only: its rendezvous is a broadcast).
 
-use super::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, require, s};
+use super::driver::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, require, s};
 
 /// The udpcast plan.
 pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {

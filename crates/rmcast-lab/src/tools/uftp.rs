@@ -1,7 +1,7 @@
 //! uftp: the `uftpd` daemon on every receiver (done when its status file
 //! says so), `uftp` on h0 (netns only: one address per receiver id).
 
-use super::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, require, s};
+use super::driver::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, require, s};
 use std::path::PathBuf;
 
 /// The uftp plan.

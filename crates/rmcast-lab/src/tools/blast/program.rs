@@ -1,10 +1,9 @@
 //! The blast programs: `rmcast lab blast-send` paces datagrams on an
 //! absolute schedule, `rmcast lab blast-recv` counts what arrived.
 
-use super::{
-    BlastRecvArgs, BlastSendArgs, HEADER_LEN, Header, Kind, MAX_DATAGRAM, RecvReport, SendReport,
-};
+use super::wire::{HEADER_LEN, Header, Kind, MAX_DATAGRAM, RecvReport, SendReport};
 use anyhow::{Context, Result, bail};
+use clap::Args;
 use serde::Serialize;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::Write as _;
@@ -12,6 +11,67 @@ use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// `lab blast-send`.
+#[derive(Args, Debug, Clone)]
+pub struct BlastSendArgs {
+    /// Multicast group and port.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub group: SocketAddrV4,
+    /// Local address whose interface sends (IP_MULTICAST_IF).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub iface: Ipv4Addr,
+    /// Datagrams per second (0: as fast as the socket takes them).
+    #[arg(long, default_value_t = 10_000.0)]
+    pub pps: f64,
+    /// Pace by payload bytes per second instead (pps = this / --size).
+    #[arg(long, conflicts_with = "pps")]
+    pub bytes_per_s: Option<f64>,
+    /// UDP payload bytes per datagram, header included (24..=65507).
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// Data datagrams to send.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Send for this many seconds (with --count: whichever ends first).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Multicast TTL.
+    #[arg(long, default_value_t = 1)]
+    pub ttl: u32,
+    /// End markers sent after the data, 20 ms apart.
+    #[arg(long, default_value_t = 8)]
+    pub end_markers: u32,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout: f64,
+    /// Also write the JSON report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+/// `lab blast-recv`.
+#[derive(Args, Debug, Clone)]
+pub struct BlastRecvArgs {
+    /// Multicast group and port.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub group: SocketAddrV4,
+    /// Local address whose interface joins the group.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub iface: Ipv4Addr,
+    /// Give up if nothing ends the blast within this many seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout: f64,
+    /// Stop when nothing arrived for this many seconds after the first datagram.
+    #[arg(long, default_value_t = 3.0)]
+    pub idle: f64,
+    /// SO_RCVBUF in bytes [default: the system's].
+    #[arg(long)]
+    pub rcvbuf: Option<usize>,
+    /// Also write the JSON report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
 
 fn now_ns() -> u64 {
     SystemTime::now()
