@@ -7,10 +7,9 @@
 //! failed run is killed by PID and recorded with its reasons; the runner
 //! goes on with the next.
 //!
-//! This file is the sweep and the sequence of one run; [`super::watch`]
-//! watches the processes, [`super::judge`] judges the outcome,
-//! [`super::files`] makes the objects and finds the copies, and
-//! [`super::record`] holds what every kind of run records the same way.
+//! This file is the sweep and the sequence of one run; `watch.rs`
+//! watches the processes, `judge.rs` judges the outcome, `files.rs`
+//! makes the objects and finds the copies, and [`super::record`] holds what every kind of run records the same way.
 
 use super::files::{CopiesDir, corrupt, find_output, make_object, make_object_k};
 use super::judge::{

@@ -1,10 +1,10 @@
 //! Running a suite on its backends.
 //!
-//! - **lab**: each experiment becomes one ordinary [`Scenario`] (x =
+//! - **lab**: each experiment becomes one ordinary [`crate::scenario::Scenario`] (x =
 //!   receivers or size maps onto the scenario's lists; a parameter x gives
 //!   one tool per series and x value, `{x}` substituted) run by
-//!   [`runner::run_scenario`] into `DIR/<exp>/lab`; its per-point medians
-//!   become suite points ([`super::lab`]).
+//!   [`crate::scenario::runner::run_scenario`] into `DIR/<exp>/lab`; its per-point medians
+//!   become suite points (`lab.rs`).
 //! - **sim**: rmcast's UDP protocols on [`rmcast_sim`], `seeds` seeds per
 //!   point on up to `available_parallelism` threads, medians over the seeds
 //!   that passed every invariant. Tools the simulator does not model are

@@ -1,5 +1,5 @@
-//! Testbeds: a LAN of network namespaces (root, [`netns`]), or loopback
-//! (no root). [`registry`] finds and removes the namespaces of any lab
+//! Testbeds: a LAN of network namespaces (root, `netns.rs`), or loopback
+//! (no root). `registry.rs` finds and removes the namespaces of any lab
 //! testbed, including those a crashed run left behind.
 
 mod host;

@@ -16,7 +16,7 @@
 //! are in `program.rs`, the datagram header and the reports in
 //! [`wire`]; this file is the driver.
 //!
-//! Every datagram starts with a 24-byte header ([`Header`]): magic
+//! Every datagram starts with a 24-byte header ([`wire::Header`]): magic
 //! `RMBL`, kind (data or end), 3 bytes zero, sequence number (u64, big
 //! endian), send time (ns since the Unix epoch, u64, big endian). An end
 //! marker's sequence field is the number of data datagrams sent.
