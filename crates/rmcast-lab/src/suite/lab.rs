@@ -5,7 +5,7 @@
 
 use super::points::SuitePoint;
 use super::sender_flags::{lab_sender_args, substitute};
-use super::{Backend, Experiment, Metric, Series, Suite, XKind, XValue};
+use super::{Backend, Experiment, Metric, Series, Suite, SuiteOptions, XKind, XValue};
 use crate::scenario::metrics::{self, PointRecord, Spread};
 use crate::scenario::runner;
 use crate::scenario::{Copies, Inject, Scenario, Tool};
@@ -13,7 +13,7 @@ use crate::signals;
 use crate::tools;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The scenario tool for a series at one x, or why the lab cannot run it.
 fn lab_tool(s: &Series, name: String, x: Option<&XValue>) -> Result<Tool, String> {
@@ -88,24 +88,13 @@ fn lab_metric(m: Metric, p: &PointRecord) -> Option<Spread> {
 /// Tool name → (series, x index when x is a parameter).
 type Owners = BTreeMap<String, (String, Option<usize>)>;
 
-/// Where and how the lab backend runs.
-pub(super) struct LabOptions {
-    /// The suite's output directory (the scenario goes to `<exp>/lab` in it).
-    pub(super) out: PathBuf,
-    /// The rmcast binary.
-    pub(super) rmcast: PathBuf,
-    /// How to call this program's hidden subcommands.
-    pub(super) self_cmd: Vec<String>,
-    /// Override the repeats.
-    pub(super) repeats: Option<u32>,
-}
-
 /// Runs an experiment's lab points: one scenario, then its per-point medians.
 pub(super) fn run_lab(
     suite: &Suite,
     e: &Experiment,
     series: &[&Series],
-    opts: &LabOptions,
+    opts: &SuiteOptions,
+    rmcast: &Path,
 ) -> Result<Vec<SuitePoint>> {
     let xs = e.values_for(Backend::Lab);
     let (tools, owner, mut points) = lab_tools(e, series);
@@ -124,7 +113,7 @@ pub(super) fn run_lab(
             &sc,
             &runner::RunOptions {
                 out: dir.clone(),
-                rmcast: opts.rmcast.clone(),
+                rmcast: rmcast.to_path_buf(),
                 self_cmd: opts.self_cmd.clone(),
                 only: Vec::new(),
                 receivers: Vec::new(),

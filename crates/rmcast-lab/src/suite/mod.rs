@@ -19,6 +19,7 @@ mod validate;
 
 use crate::scenario::TestbedKind;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// Where an experiment runs.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -431,6 +432,30 @@ pub fn is_suite(text: &str) -> bool {
 }
 
 pub use crate::tools::rmcast::PROTOCOLS as RMCAST_PROTOCOLS;
+
+/// How to run a suite.
+pub struct SuiteOptions {
+    /// Output directory.
+    pub out: PathBuf,
+    /// Backends asked for (`--backend`).
+    pub backends: Vec<Backend>,
+    /// Only these experiment ids (empty: all).
+    pub only_experiments: Vec<String>,
+    /// Only these series names (empty: all).
+    pub only_series: Vec<String>,
+    /// The rmcast binary (needed by the lab backend).
+    pub rmcast: Option<PathBuf>,
+    /// How to call this program's hidden subcommands.
+    pub self_cmd: Vec<String>,
+    /// Override the lab repeats.
+    pub repeats: Option<u32>,
+    /// Override the sim seeds.
+    pub seeds: Option<u32>,
+    /// Whether the quick variant runs (recorded in the metadata).
+    pub quick: bool,
+    /// The command line, for the report's header.
+    pub command: String,
+}
 
 /// A claim kind's name in suite files.
 pub fn kind_name(k: ClaimKind) -> &'static str {

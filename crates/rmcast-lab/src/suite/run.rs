@@ -17,35 +17,11 @@ use super::{Backend, Series, Suite, lab, sim};
 use crate::signals;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 use std::time::Instant;
 
+pub use super::SuiteOptions;
 pub use super::points::{POINTS_FILE, SuitePoint, load_points, write_points};
 pub use super::sim::series_runs_on;
-
-/// How to run a suite.
-pub struct SuiteOptions {
-    /// Output directory.
-    pub out: PathBuf,
-    /// Backends asked for (`--backend`).
-    pub backends: Vec<Backend>,
-    /// Only these experiment ids (empty: all).
-    pub only_experiments: Vec<String>,
-    /// Only these series names (empty: all).
-    pub only_series: Vec<String>,
-    /// The rmcast binary (needed by the lab backend).
-    pub rmcast: Option<PathBuf>,
-    /// How to call this program's hidden subcommands.
-    pub self_cmd: Vec<String>,
-    /// Override the lab repeats.
-    pub repeats: Option<u32>,
-    /// Override the sim seeds.
-    pub seeds: Option<u32>,
-    /// Whether the quick variant runs (recorded in the metadata).
-    pub quick: bool,
-    /// The command line, for the report's header.
-    pub command: String,
-}
 
 /// When and where a suite ran, for the report's header (`DIR/suite-run.json`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -162,7 +138,7 @@ pub fn run_suite(suite: &Suite, opts: &SuiteOptions) -> Result<SuiteSummary> {
                         .rmcast
                         .clone()
                         .context("the lab backend needs the rmcast binary")?;
-                    lab::run_lab(suite, e, &series, &lab_options(opts, rmcast))?
+                    lab::run_lab(suite, e, &series, opts, &rmcast)?
                 }
             };
             summary.points += new.len();
@@ -180,16 +156,6 @@ pub fn run_suite(suite: &Suite, opts: &SuiteOptions) -> Result<SuiteSummary> {
         serde_json::to_string_pretty(&meta)?,
     )?;
     Ok(summary)
-}
-
-/// How the lab backend runs an experiment's scenario (`DIR/<exp>/lab`).
-fn lab_options(opts: &SuiteOptions, rmcast: PathBuf) -> lab::LabOptions {
-    lab::LabOptions {
-        out: opts.out.clone(),
-        rmcast,
-        self_cmd: opts.self_cmd.clone(),
-        repeats: opts.repeats,
-    }
 }
 
 // ---------------------------------------------------------------- metadata
