@@ -2,6 +2,7 @@
 
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use rmcast::HumanDuration;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -437,47 +438,6 @@ pub struct DemoArgs {
     pub common: CommonArgs,
 }
 
-/// A duration written like `50ms`, `2s`, `1.5s`, `1m`, `250us`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HumanDuration(pub Duration);
-
-impl std::str::FromStr for HumanDuration {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        parse_duration(s).map(HumanDuration)
-    }
-}
-
-/// Parses `50ms`, `2s`, `1.5s`, `1m`, `250us`, `100ns`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration `{s}`: expected e.g. 50ms, 2s, 1.5s, 1m"))?;
-    let scale = match unit.trim() {
-        "" | "s" | "sec" | "secs" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "ns" => 1e-9,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => {
-            return Err(format!(
-                "invalid duration unit `{other}` in `{s}`: use ns, us, ms, s, m or h"
-            ));
-        }
-    };
-    let secs = value * scale;
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("duration `{s}` is out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 fn parse_probability(s: &str) -> Result<f64, String> {
     let p: f64 = s
         .parse()
@@ -508,20 +468,6 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("50ms").unwrap(), Duration::from_millis(50));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
-        assert!(
-            parse_duration("fast")
-                .unwrap_err()
-                .contains("invalid duration")
-        );
-        assert!(parse_duration("5 parsecs").unwrap_err().contains("unit"));
     }
 
     #[test]

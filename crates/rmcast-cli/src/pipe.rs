@@ -1,9 +1,9 @@
 //! `rmcast pipe`: a byte stream from one sender's stdin to the stdout of
 //! every receiver, over PRMP (`docs/prmp.md`).
 
-use crate::args::HumanDuration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use rmcast::HumanDuration;
 use rmcast::stream::{
     Admission, CongestionControl, MemberInfo, RemoveReason, SenderEvent, StreamEvent,
     StreamReceiver, StreamReceiverEvent, StreamRecvConfig, StreamSendConfig, StreamSender,

@@ -17,22 +17,13 @@
 //! [`LabArgs`] + [`run`] to mount the lab as a subcommand of another clap
 //! CLI.
 
-pub mod blast;
-pub mod metrics;
-pub mod peers;
 pub mod procs;
 pub mod report;
-pub mod rounds;
-pub mod runner;
 pub mod scenario;
 pub mod signals;
 pub mod suite;
-pub mod suite_claims;
-pub mod suite_report;
-pub mod suite_run;
-pub mod symmetric;
 pub mod testbed;
-pub mod trace_plot;
+pub mod tools;
 pub mod units;
 
 use anyhow::{Context, Result, bail};
@@ -69,28 +60,28 @@ pub enum LabCommand {
     Report(ReportArgs),
     /// Plot Hunt's controller trace (`rmcast send --rate-trace FILE`) as
     /// an SVG of spacing over time.
-    PlotTrace(trace_plot::PlotTraceArgs),
+    PlotTrace(report::trace_plot::PlotTraceArgs),
     /// Internal: NORM file sender (used by the NORM peer driver).
     #[command(hide = true)]
-    NormSend(peers::NormSendArgs),
+    NormSend(tools::NormSendArgs),
     /// Internal: NORM file receiver.
     #[command(hide = true)]
-    NormRecv(peers::NormRecvArgs),
+    NormRecv(tools::NormRecvArgs),
     /// Internal: MultiTCP sender (one TCP connection per receiver).
     #[command(hide = true)]
-    TcpSend(peers::TcpSendArgs),
+    TcpSend(tools::TcpSendArgs),
     /// Internal: MultiTCP receiver.
     #[command(hide = true)]
-    TcpRecv(peers::TcpRecvArgs),
+    TcpRecv(tools::TcpRecvArgs),
     /// Internal: raw UDP multicast sender, no flow control (blast tool).
     #[command(hide = true)]
-    BlastSend(blast::BlastSendArgs),
+    BlastSend(tools::blast::BlastSendArgs),
     /// Internal: blast receiver (counts what arrived, reports JSON).
     #[command(hide = true)]
-    BlastRecv(blast::BlastRecvArgs),
+    BlastRecv(tools::blast::BlastRecvArgs),
     /// Internal: one node of the PRMP paper's symmetric rounds experiment.
     #[command(hide = true)]
-    Rounds(rounds::RoundsArgs),
+    Rounds(tools::rounds::RoundsArgs),
 }
 
 /// `lab up`.
@@ -246,7 +237,7 @@ pub fn run(args: LabArgs) -> Result<i32> {
             let scenario = scenario::Scenario::load(&a.scenario)
                 .with_context(|| format!("scenario {}", a.scenario.display()))?;
             let rmcast = resolve_rmcast(a.rmcast.as_deref())?;
-            let opts = runner::RunOptions {
+            let opts = scenario::runner::RunOptions {
                 out: a.out.clone(),
                 rmcast,
                 self_cmd: self_command()?,
@@ -254,9 +245,9 @@ pub fn run(args: LabArgs) -> Result<i32> {
                 receivers: a.receivers,
                 repeats: a.repeats,
             };
-            let summary = runner::run_scenario(&scenario, &opts)?;
+            let summary = scenario::runner::run_scenario(&scenario, &opts)?;
             if a.report {
-                report::write_report(&a.out)?;
+                report::scenario::write_report(&a.out)?;
             }
             eprintln!(
                 "rmcast-lab: {} runs, {} succeeded; results in {}",
@@ -271,7 +262,7 @@ pub fn run(args: LabArgs) -> Result<i32> {
             })
         }
         LabCommand::PlotTrace(a) => {
-            trace_plot::run(&a)?;
+            report::trace_plot::run(&a)?;
             Ok(0)
         }
         LabCommand::Report(a) => {
@@ -279,32 +270,32 @@ pub fn run(args: LabArgs) -> Result<i32> {
                 let Some(to) = a.to.as_deref() else {
                     bail!("several directories need --to PATH (the index to write)");
                 };
-                let path = suite_report::write_index(&a.dirs, to)?;
+                let path = report::suite::write_index(&a.dirs, to)?;
                 eprintln!("rmcast-lab: wrote {}", path.display());
                 return Ok(0);
             }
             let dir = &a.dirs[0];
-            let path = if dir.join(suite_run::POINTS_FILE).is_file() {
-                suite_report::write_report(dir, a.to.as_deref())?
+            let path = if dir.join(suite::run::POINTS_FILE).is_file() {
+                report::suite::write_report(dir, a.to.as_deref())?
             } else if a.to.is_some() {
                 bail!(
                     "--to applies to suite directories; {} has no {}",
                     dir.display(),
-                    suite_run::POINTS_FILE
+                    suite::run::POINTS_FILE
                 );
             } else {
-                report::write_report(dir)?
+                report::scenario::write_report(dir)?
             };
             eprintln!("rmcast-lab: wrote {}", path.display());
             Ok(0)
         }
-        LabCommand::NormSend(a) => peers::norm_send(&a),
-        LabCommand::NormRecv(a) => peers::norm_recv(&a),
-        LabCommand::TcpSend(a) => peers::tcp_send(&a),
-        LabCommand::TcpRecv(a) => peers::tcp_recv(&a),
-        LabCommand::BlastSend(a) => blast::blast_send(&a),
-        LabCommand::BlastRecv(a) => blast::blast_recv(&a),
-        LabCommand::Rounds(a) => rounds::rounds(&a),
+        LabCommand::NormSend(a) => tools::norm_send(&a),
+        LabCommand::NormRecv(a) => tools::norm_recv(&a),
+        LabCommand::TcpSend(a) => tools::tcp_send(&a),
+        LabCommand::TcpRecv(a) => tools::tcp_recv(&a),
+        LabCommand::BlastSend(a) => tools::blast::blast_send(&a),
+        LabCommand::BlastRecv(a) => tools::blast::blast_recv(&a),
+        LabCommand::Rounds(a) => tools::rounds::rounds(&a),
     }
 }
 
@@ -333,7 +324,7 @@ fn run_suite_command(a: RunArgs) -> Result<i32> {
     } else {
         None
     };
-    let opts = suite_run::SuiteOptions {
+    let opts = suite::run::SuiteOptions {
         out: a.out.clone(),
         backends,
         only_experiments: a.only_experiment,
@@ -345,9 +336,9 @@ fn run_suite_command(a: RunArgs) -> Result<i32> {
         quick: a.quick,
         command: command_line(),
     };
-    let summary = suite_run::run_suite(&suite, &opts)?;
+    let summary = suite::run::run_suite(&suite, &opts)?;
     if a.report {
-        let path = suite_report::write_report(&a.out, None)?;
+        let path = report::suite::write_report(&a.out, None)?;
         eprintln!("rmcast-lab: wrote {}", path.display());
     }
     eprintln!(

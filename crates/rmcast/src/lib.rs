@@ -14,7 +14,8 @@
 //!   group and store the object in a directory or in memory ([`RecvReport`]).
 //! - [`demo`]: one sender and N receiver threads over loopback, with a
 //!   byte-for-byte check of every copy.
-//! - [`parse_size`] / [`parse_rate`]: the size and rate syntax of the CLI.
+//! - [`parse_size`] / [`parse_rate`] / [`parse_duration`]: the size, rate
+//!   and duration syntax of the CLI (and of the lab's files).
 //!
 //! Defaults keep traffic on the machine: multicast leaves through
 //! `127.0.0.1` with TTL 1. Every long-running call takes an optional cancel
@@ -58,7 +59,7 @@ mod udp;
 
 pub use demo::{DemoConfig, DemoReport, demo, random_group};
 pub use name::safe_relative_path;
-pub use parse::{parse_rate, parse_size};
+pub use parse::{HumanDuration, parse_duration, parse_rate, parse_size};
 pub use receiver::{recv_sessions_to_dir, recv_to_dir, recv_to_vec};
 pub use rmcast_proto::{
     ConfigError, HASH_LEN, HuntParams, MemberOutcome, ProtocolId, RateControl, RateGroupConfig,

@@ -1,4 +1,7 @@
-//! The size and rate syntax of the command line.
+//! The size, rate and duration syntax of the command line, shared by the
+//! CLI's flags and the lab's scenario and suite files.
+
+use std::time::Duration;
 
 /// Splits "12.5 MiB" into exact decimal digits and a unit, or says why not.
 fn split(s: &str, what: &str, example: &str) -> Result<(u128, u32, String), String> {
@@ -94,6 +97,49 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
     Ok(rate)
 }
 
+/// Parses a duration: `50ms`, `2s`, `1.5s`, `1m`, `250us`, `100ns`, `1h`;
+/// a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration `{s}`: expected e.g. 50ms, 2s, 1.5s, 1m"))?;
+    let scale = match unit.trim() {
+        "" | "s" | "sec" | "secs" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "invalid duration unit `{other}` in `{s}`: use ns, us, ms, s, m or h"
+            ));
+        }
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("duration `{s}` is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A duration written like `50ms`, `2s`, `1.5s`, `1m`, `250us` (a flag's
+/// value type: [`parse_duration`] through `FromStr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl std::str::FromStr for HumanDuration {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_duration(s).map(HumanDuration)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +193,19 @@ mod tests {
             assert!(parse_rate(bad).is_err(), "{bad:?} accepted");
         }
         assert!(parse_rate("10mbps").unwrap_err().contains("ambiguous"));
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("50ms").unwrap(), Duration::from_millis(50));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert!(
+            parse_duration("fast")
+                .unwrap_err()
+                .contains("invalid duration")
+        );
+        assert!(parse_duration("5 parsecs").unwrap_err().contains("unit"));
     }
 }

@@ -3,9 +3,9 @@
 //! points as crosses), a table x | series | paper | lab | sim, and one
 //! verdict line per claim and backend.
 
+use crate::suite::claims::{self, Data, Verdict, num};
+use crate::suite::run::{self, RunMeta, SuitePoint};
 use crate::suite::{Backend, Claim, Experiment, Suite, XKind, kind_name};
-use crate::suite_claims::{self, Data, Verdict, num};
-use crate::suite_run::{self, RunMeta, SuitePoint};
 use anyhow::{Context, Result};
 use plotters::prelude::*;
 use std::collections::BTreeMap;
@@ -63,7 +63,7 @@ fn judged_on(e: &Experiment, c: &Claim, b: Backend, ran: &[Backend]) -> bool {
             e.series
                 .iter()
                 .find(|s| &s.name == name)
-                .is_some_and(|s| suite_run::series_runs_on(s, b))
+                .is_some_and(|s| run::series_runs_on(s, b))
         })
 }
 
@@ -73,7 +73,7 @@ fn load(dir: &Path) -> Result<(Suite, Vec<SuitePoint>, Option<RunMeta>)> {
         .with_context(|| format!("no suite.toml in {}", dir.display()))?;
     let suite =
         Suite::parse_resolved(&text).with_context(|| format!("{}/suite.toml", dir.display()))?;
-    let points = suite_run::load_points(dir)?;
+    let points = run::load_points(dir)?;
     let meta: Option<RunMeta> = std::fs::read_to_string(dir.join("suite-run.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
@@ -106,12 +106,7 @@ fn claim_verdicts(suite: &Suite, points: &[SuitePoint], ran: &[Backend]) -> Vec<
             let verdicts = [Backend::Lab, Backend::Sim]
                 .into_iter()
                 .filter(|&b| judged_on(e, c, b, ran))
-                .map(|b| {
-                    (
-                        b,
-                        suite_claims::judge(c, at, &backend_data(&mine, b)).verdict,
-                    )
-                })
+                .map(|b| (b, claims::judge(c, at, &backend_data(&mine, b)).verdict))
                 .collect();
             rows.push((e.id.clone(), c.text.trim().to_string(), verdicts));
         }
@@ -438,7 +433,7 @@ fn section(
                 continue;
             }
             let data = backend_data(&mine, b);
-            let j = suite_claims::judge(c, at, &data);
+            let j = claims::judge(c, at, &data);
             let why = if c.why.trim().is_empty() || j.verdict == Verdict::NotMeasured {
                 String::new()
             } else {
@@ -763,7 +758,7 @@ tolerance = 0.1
         let dir = tempfile::tempdir().unwrap();
         let suite = Suite::parse(SUITE, false).unwrap();
         std::fs::write(dir.path().join("suite.toml"), suite.to_toml().unwrap()).unwrap();
-        suite_run::write_points(dir.path(), &points()).unwrap();
+        run::write_points(dir.path(), &points()).unwrap();
         let p = write_report(dir.path(), None).unwrap();
         let md = std::fs::read_to_string(&p).unwrap();
         assert!(md.contains("![fig8](plots/fig8.svg)"), "{md}");

@@ -2,7 +2,7 @@
 //! (goodput, success and overhead against receivers; goodput against
 //! object size), one line per tool.
 
-use crate::metrics::{self, PointRecord, Spread};
+use crate::scenario::metrics::{self, PointRecord, Spread};
 use crate::units;
 use anyhow::{Context, Result};
 use plotters::prelude::*;

@@ -180,7 +180,8 @@ pub struct Spread {
     pub max: f64,
 }
 
-fn spread(mut v: Vec<f64>) -> Option<Spread> {
+/// Median, min and max of the finite values of a sample; `None` if there are none.
+pub(crate) fn spread(mut v: Vec<f64>) -> Option<Spread> {
     v.retain(|x| x.is_finite());
     if v.is_empty() {
         return None;
@@ -347,7 +348,8 @@ pub fn load_runs(dir: &Path) -> Result<Vec<RunRecord>> {
     Ok(serde_json::from_str(&text)?)
 }
 
-fn csv_field(s: &str) -> String {
+/// A CSV field, quoted when it holds a comma, a quote or a newline.
+pub(crate) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

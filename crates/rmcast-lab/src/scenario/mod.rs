@@ -15,6 +15,15 @@
 //! protocol = "nak-poll"
 //! ```
 
+mod files;
+mod judge;
+pub mod metrics;
+pub mod record;
+pub mod runner;
+pub mod symmetric;
+mod watch;
+
+pub use crate::tools::{Tool, ToolKind};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -42,63 +51,6 @@ pub enum Copies {
     /// verified: the transfer is measured without the shared disk. Each
     /// copy costs memory while the run lasts (N × size).
     Tmpfs,
-}
-
-/// The kind of file transfer tool.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolKind {
-    /// rmcast send/recv.
-    Rmcast,
-    /// udpcast: udp-sender / udp-receiver.
-    Udpcast,
-    /// uftp / uftpd.
-    Uftp,
-    /// NORM (libnorm) through the lab's own file driver.
-    Norm,
-    /// One TCP connection from the sender to each receiver.
-    Multitcp,
-    /// One iperf3 TCP flow to h1: the point-to-point ceiling (unverified).
-    Iperf3,
-    /// Raw UDP multicast, no flow control: per-receiver loss (unverified).
-    Blast,
-    /// The PRMP paper's closed group: `receivers` = N nodes, each running
-    /// `rmcast lab rounds` (args: `--proto prmp|ff|multitcp --round S …`).
-    Symmetric,
-}
-
-/// One tool under test.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Tool {
-    /// Name in results and plots (unique in the scenario).
-    pub name: String,
-    /// What it is.
-    pub kind: ToolKind,
-    /// rmcast: --protocol (ack, nak-poll, ring, tree, or a tcp-* overlay).
-    #[serde(default)]
-    pub protocol: Option<String>,
-    /// Sending rate as a fraction of the link rate (default 0.95; NORM 0.93).
-    #[serde(default)]
-    pub rate_fraction: Option<f64>,
-    /// Extra sender arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Extra receiver arguments.
-    #[serde(default)]
-    pub recv_args: Vec<String>,
-    /// rmcast with `--rate-control hunt`: this many senders on one group,
-    /// all on h0, each with its own object of the point's size and
-    /// `--rate-group`; receivers run `recv --sessions S` (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub senders: Option<u16>,
-}
-
-impl Tool {
-    /// Senders in one run (1 unless `senders` says more).
-    pub fn sender_count(&self) -> usize {
-        usize::from(self.senders.unwrap_or(1).max(1))
-    }
 }
 
 /// Deliberate faults, to prove the failure detector (tests use these).
@@ -236,13 +188,10 @@ impl Scenario {
         }
         for t in &self.tools {
             if t.kind == ToolKind::Rmcast {
-                match t.protocol.as_deref() {
-                    None
-                    | Some(
-                        "ack" | "nak-poll" | "ring" | "tree" | "tcp-direct" | "tcp-tree"
-                        | "tcp-binomial" | "tcp-chain" | "tcp-bintree",
-                    ) => {}
-                    Some(p) => bail!("tool {}: unknown rmcast protocol {p}", t.name),
+                if let Some(p) = t.protocol.as_deref()
+                    && !crate::tools::rmcast::PROTOCOLS.contains(&p)
+                {
+                    bail!("tool {}: unknown rmcast protocol {p}", t.name);
                 }
             } else if t.protocol.is_some() {
                 bail!(
@@ -251,7 +200,7 @@ impl Scenario {
                 );
             }
             if t.kind == ToolKind::Blast {
-                crate::blast::plan_numbers(&t.args, 1, None)
+                crate::tools::blast::plan_numbers(&t.args, 1, None)
                     .map_err(|e| anyhow::anyhow!("tool {}: {e}", t.name))?;
             }
             if let Some(k) = t.senders {

@@ -2,16 +2,24 @@
 //! `docs/suites.md`): one `[[experiment]]` per published figure or table,
 //! `[defaults]` merged into every experiment, `[experiment.quick]` replacing
 //! fields under `--quick`. This module parses and checks a suite; running
-//! it is [`crate::suite_run`], rendering it [`crate::suite_report`].
+//! it is [`crate::suite::run`], rendering it [`crate::report::suite`].
 //!
 //! Every error names the experiment (and series or claim) and the field,
 //! and the quick variant of every experiment is checked even when the full
 //! one is run, so a broken `[experiment.quick]` fails before CI does.
 
+pub mod claims;
+mod lab;
+mod load;
+pub mod points;
+pub mod run;
+pub mod sender_flags;
+pub mod sim;
+mod validate;
+
 use crate::scenario::TestbedKind;
-use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::PathBuf;
 
 /// Where an experiment runs.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -418,378 +426,36 @@ pub struct Suite {
     pub experiment: Vec<Experiment>,
 }
 
-/// The suite file's own fields (everything but `defaults` and `experiment`).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Header {
-    name: String,
-    #[serde(default)]
-    paper: String,
-    #[serde(default)]
-    title: String,
-    #[serde(default)]
-    notes: String,
-}
-
 /// Whether TOML text is a suite (it has `[[experiment]]`) rather than a plain scenario.
 pub fn is_suite(text: &str) -> bool {
     toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("experiment"))
 }
 
-fn check_name(what: &str, s: &str) -> Result<()> {
-    if s.is_empty()
-        || !s
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    {
-        bail!("{what} `{s}` must match [a-z0-9-]+");
-    }
-    Ok(())
+pub use crate::tools::rmcast::PROTOCOLS as RMCAST_PROTOCOLS;
+
+/// How to run a suite.
+pub struct SuiteOptions {
+    /// Output directory.
+    pub out: PathBuf,
+    /// Backends asked for (`--backend`).
+    pub backends: Vec<Backend>,
+    /// Only these experiment ids (empty: all).
+    pub only_experiments: Vec<String>,
+    /// Only these series names (empty: all).
+    pub only_series: Vec<String>,
+    /// The rmcast binary (needed by the lab backend).
+    pub rmcast: Option<PathBuf>,
+    /// How to call this program's hidden subcommands.
+    pub self_cmd: Vec<String>,
+    /// Override the lab repeats.
+    pub repeats: Option<u32>,
+    /// Override the sim seeds.
+    pub seeds: Option<u32>,
+    /// Whether the quick variant runs (recorded in the metadata).
+    pub quick: bool,
+    /// The command line, for the report's header.
+    pub command: String,
 }
-
-/// Fields `[defaults]` and `[experiment.quick]` may not set.
-const NOT_OVERRIDABLE: [&str; 4] = ["id", "series", "claim", "quick"];
-
-impl Suite {
-    /// Reads and checks a suite file; `quick` applies every `[experiment.quick]`.
-    pub fn load(path: &Path, quick: bool) -> Result<Suite> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        Suite::parse(&text, quick).with_context(|| format!("suite {}", path.display()))
-    }
-
-    /// Parses and checks suite text; `quick` applies every `[experiment.quick]`.
-    pub fn parse(text: &str, quick: bool) -> Result<Suite> {
-        let mut root: toml::Table = toml::from_str(text).context("invalid suite TOML")?;
-        let defaults = match root.remove("defaults") {
-            None => toml::Table::new(),
-            Some(toml::Value::Table(t)) => t,
-            Some(_) => bail!("`defaults` must be a table ([defaults])"),
-        };
-        for k in NOT_OVERRIDABLE {
-            if defaults.contains_key(k) {
-                bail!("[defaults] cannot set `{k}`");
-            }
-        }
-        if defaults.contains_key("skip") {
-            bail!("[defaults] cannot set `skip` (it belongs in [experiment.quick])");
-        }
-        let experiments = match root.remove("experiment") {
-            Some(toml::Value::Array(a)) => a,
-            Some(_) => bail!("`experiment` must be an array of tables ([[experiment]])"),
-            None => bail!("a suite needs at least one [[experiment]]"),
-        };
-        let header: Header = toml::Value::Table(root)
-            .try_into()
-            .context("suite header (name, paper, title, notes)")?;
-        check_name("suite name", &header.name)?;
-        if experiments.is_empty() {
-            bail!("a suite needs at least one [[experiment]]");
-        }
-        let mut out = Vec::new();
-        let mut ids: Vec<String> = Vec::new();
-        for (i, raw) in experiments.into_iter().enumerate() {
-            let toml::Value::Table(mut table) = raw else {
-                bail!("experiment #{} is not a table", i + 1);
-            };
-            let label = match table.get("id") {
-                Some(toml::Value::String(s)) => format!("experiment `{s}`"),
-                _ => format!("experiment #{}", i + 1),
-            };
-            let quick_table = match table.remove("quick") {
-                None => None,
-                Some(toml::Value::Table(t)) => Some(t),
-                Some(_) => bail!("{label}: `quick` must be a table ([experiment.quick])"),
-            };
-            let mut skip = false;
-            if let Some(q) = &quick_table {
-                for k in NOT_OVERRIDABLE {
-                    if q.contains_key(k) {
-                        bail!("{label}: [experiment.quick] cannot set `{k}`");
-                    }
-                }
-                match q.get("skip") {
-                    None => {}
-                    Some(toml::Value::Boolean(b)) => skip = *b,
-                    Some(_) => bail!("{label}: quick.skip must be true or false"),
-                }
-            }
-            let mut merged = defaults.clone();
-            merged.extend(table);
-            let full = resolve(&label, merged.clone())?;
-            // The quick variant is checked whichever one runs.
-            let quick_variant = match &quick_table {
-                Some(q) if !skip => {
-                    let mut m = merged;
-                    m.extend(
-                        q.iter()
-                            .filter(|(k, _)| *k != "skip")
-                            .map(|(k, v)| (k.clone(), v.clone())),
-                    );
-                    Some(resolve(&format!("{label} (quick)"), m)?)
-                }
-                _ => None,
-            };
-            if ids.contains(&full.id) {
-                bail!("{label}: duplicate experiment id `{}`", full.id);
-            }
-            ids.push(full.id.clone());
-            if quick && skip {
-                continue;
-            }
-            out.push(if quick {
-                quick_variant.unwrap_or(full)
-            } else {
-                full
-            });
-        }
-        Ok(Suite {
-            name: header.name,
-            paper: header.paper,
-            title: header.title,
-            notes: header.notes,
-            experiment: out,
-        })
-    }
-
-    /// The suite as it ran, in the suite format (no defaults, no quick).
-    pub fn to_toml(&self) -> Result<String> {
-        Ok(toml::to_string(self)?)
-    }
-
-    /// Parses a suite written by [`Suite::to_toml`] (`DIR/suite.toml`).
-    pub fn parse_resolved(text: &str) -> Result<Suite> {
-        Suite::parse(text, false)
-    }
-}
-
-/// Deserializes one merged experiment table with errors that name it, then checks it.
-fn resolve(label: &str, table: toml::Table) -> Result<Experiment> {
-    // Series and claims one by one first, so an error names which.
-    if let Some(toml::Value::Array(series)) = table.get("series") {
-        for (k, s) in series.iter().enumerate() {
-            let name = s
-                .get("name")
-                .and_then(|n| n.as_str())
-                .map_or(format!("#{}", k + 1), |n| format!("`{n}`"));
-            s.clone()
-                .try_into::<Series>()
-                .map_err(|e| anyhow::anyhow!("{label}, series {name}: {}", e.message().trim()))?;
-        }
-    }
-    if let Some(toml::Value::Array(claims)) = table.get("claim") {
-        for (k, c) in claims.iter().enumerate() {
-            c.clone().try_into::<Claim>().map_err(|e| {
-                anyhow::anyhow!("{label}, claim #{}: {}", k + 1, e.message().trim())
-            })?;
-        }
-    }
-    if !table.contains_key("series") {
-        bail!("{label}: no [[experiment.series]]");
-    }
-    let e = toml::Value::Table(table)
-        .try_into::<Experiment>()
-        .map_err(|e| anyhow::anyhow!("{label}: {}", e.message().trim()))?;
-    validate(label, &e)?;
-    Ok(e)
-}
-
-fn validate(label: &str, e: &Experiment) -> Result<()> {
-    check_name(&format!("{label}: id"), &e.id)?;
-    let xk = e.x_kind();
-    if xk == XKind::Param {
-        check_name(&format!("{label}: x"), &e.x.replace('_', "-"))?;
-    }
-    if e.values.is_empty() {
-        bail!("{label}: `values` is empty");
-    }
-    if e.sim_values.as_ref().is_some_and(Vec::is_empty) {
-        bail!("{label}: `sim_values` is empty");
-    }
-    for (field, vals) in [
-        ("values", Some(&e.values)),
-        ("sim_values", e.sim_values.as_ref()),
-    ] {
-        for v in vals.into_iter().flatten() {
-            e.x_number(v)
-                .map_err(|why| anyhow::anyhow!("{label}: {field}: {why}"))?;
-        }
-    }
-    if xk == XKind::Receivers
-        && let Some(v) = e.values.iter().find(|v| !matches!(v, XValue::Int(1..=250)))
-        && e.backends.contains(&Backend::Lab)
-    {
-        bail!(
-            "{label}: values: the lab hosts 1..=250 receivers, not `{}` (put larger groups in sim_values)",
-            v.text()
-        );
-    }
-    match xk {
-        XKind::Receivers => {}
-        _ => match e.receivers {
-            None => bail!("{label}: `receivers` is required when x is not receivers"),
-            Some(0) => bail!("{label}: `receivers` must be at least 1"),
-            Some(_) => {}
-        },
-    }
-    match (&e.size, xk) {
-        (_, XKind::Size) => {}
-        (None, _) => bail!("{label}: `size` is required when x is not size"),
-        (Some(s), _) => {
-            s.bytes()
-                .map_err(|why| anyhow::anyhow!("{label}: size: {why}"))?;
-        }
-    }
-    if e.backends.is_empty() {
-        bail!("{label}: `backends` is empty");
-    }
-    if e.rates.len() != 1 {
-        bail!(
-            "{label}: `rates` must name exactly one link rate (got {}); use one experiment per rate",
-            e.rates.len()
-        );
-    }
-    crate::units::parse_rate_opt(&e.rates[0])
-        .map_err(|why| anyhow::anyhow!("{label}: rates: {why}"))?;
-    if !(0.0..1.0).contains(&e.loss) {
-        bail!("{label}: `loss` must be in 0..1 (1 % is 0.01)");
-    }
-    if !(68..=65535).contains(&e.mtu) {
-        bail!("{label}: `mtu` must be in 68..=65535");
-    }
-    if e.repeats == 0 {
-        bail!("{label}: `repeats` must be at least 1");
-    }
-    if !(1..=1000).contains(&e.seeds) {
-        bail!("{label}: `seeds` must be in 1..=1000");
-    }
-    if e.stall_s <= 0.0 || e.max_run_s <= 0.0 {
-        bail!("{label}: `stall_s` and `max_run_s` must be positive");
-    }
-    if e.series.is_empty() {
-        bail!("{label}: no [[experiment.series]]");
-    }
-    let mut uses_x = false;
-    for (k, s) in e.series.iter().enumerate() {
-        let sl = format!("{label}, series `{}`", s.name);
-        if s.name.trim().is_empty() {
-            bail!("{label}, series #{}: `name` is empty", k + 1);
-        }
-        if s.name.contains(['@', '/', '|']) {
-            bail!("{sl}: the name may not contain @, / or |");
-        }
-        if e.series[..k].iter().any(|o| o.name == s.name) {
-            bail!("{label}: duplicate series name `{}`", s.name);
-        }
-        match (s.kind, s.protocol.as_deref()) {
-            (SeriesKind::Rmcast, None) => {}
-            (SeriesKind::Rmcast, Some(p)) if RMCAST_PROTOCOLS.contains(&p) => {}
-            (SeriesKind::Rmcast, Some(p)) => bail!(
-                "{sl}: unknown rmcast protocol `{p}` (one of {})",
-                RMCAST_PROTOCOLS.join(", ")
-            ),
-            (_, Some(_)) => bail!("{sl}: `protocol` applies to kind = \"rmcast\" only"),
-            (_, None) => {}
-        }
-        if let Some(f) = s.rate_fraction
-            && !(0.01..=1.0).contains(&f)
-        {
-            bail!("{sl}: rate_fraction must be in 0.01..=1");
-        }
-        if let Some(k) = s.senders {
-            let hunt = s
-                .args
-                .windows(2)
-                .any(|w| w[0] == "--rate-control" && w[1] == "hunt");
-            if !(1..=64).contains(&k) || (k > 1 && (s.kind != SeriesKind::Rmcast || !hunt)) {
-                bail!(
-                    "{sl}: senders must be 1..=64, above 1 only for rmcast with args --rate-control hunt"
-                );
-            }
-        }
-        let x_in_args = s.args.iter().chain(&s.recv_args).any(|a| a.contains("{x}"));
-        if x_in_args && xk != XKind::Param {
-            bail!(
-                "{sl}: args use {{x}}, but x = {} is set by the runner, not by a tool argument",
-                e.x
-            );
-        }
-        uses_x |= x_in_args;
-        for (px, py) in &s.paper {
-            e.x_number(px)
-                .map_err(|why| anyhow::anyhow!("{sl}: paper point x: {why}"))?;
-            if !py.is_finite() {
-                bail!("{sl}: paper point y must be a finite number");
-            }
-        }
-        if let Some(b) = &s.backends
-            && b.is_empty()
-        {
-            bail!("{sl}: `backends` is empty");
-        }
-    }
-    if xk == XKind::Param && !uses_x {
-        bail!(
-            "{label}: x = `{}` is a parameter, but no series uses {{x}} in its args",
-            e.x
-        );
-    }
-    for (k, c) in e.claim.iter().enumerate() {
-        let cl = format!("{label}, claim #{} ({:?})", k + 1, c.kind);
-        for s in &c.series {
-            if !e.series.iter().any(|o| &o.name == s) {
-                bail!("{cl}: series `{s}` does not exist in this experiment");
-            }
-        }
-        let n = c.series.len();
-        let want = match c.kind {
-            ClaimKind::Order => n >= 2,
-            ClaimKind::Ratio => n == 2,
-            _ => n == 1,
-        };
-        if !want {
-            bail!(
-                "{cl}: `{}` needs {} series, got {n}",
-                kind_name(c.kind),
-                match c.kind {
-                    ClaimKind::Order => "two or more",
-                    ClaimKind::Ratio => "exactly two",
-                    _ => "exactly one",
-                }
-            );
-        }
-        let needs_value = matches!(
-            c.kind,
-            ClaimKind::Ratio | ClaimKind::Below | ClaimKind::Above | ClaimKind::Near
-        );
-        match (needs_value, c.value) {
-            (true, None) => bail!("{cl}: `{}` needs `value`", kind_name(c.kind)),
-            (true, Some(v)) if !v.is_finite() => bail!("{cl}: `value` must be finite"),
-            _ => {}
-        }
-        if !(0.0..1.0).contains(&c.tolerance) {
-            bail!("{cl}: `tolerance` must be in 0..1 (relative; 5 % is 0.05)");
-        }
-        if let Some(at) = &c.at {
-            e.x_number(at)
-                .map_err(|why| anyhow::anyhow!("{cl}: at: {why}"))?;
-        }
-    }
-    Ok(())
-}
-
-/// The protocols `kind = "rmcast"` accepts (the CLI's `--protocol`).
-pub const RMCAST_PROTOCOLS: [&str; 9] = [
-    "ack",
-    "nak-poll",
-    "ring",
-    "tree",
-    "tcp-direct",
-    "tcp-tree",
-    "tcp-binomial",
-    "tcp-chain",
-    "tcp-bintree",
-];
 
 /// A claim kind's name in suite files.
 pub fn kind_name(k: ClaimKind) -> &'static str {

@@ -1,0 +1,127 @@
+//! Testbeds: a LAN of network namespaces (root, `netns.rs`), or loopback
+//! (no root). `registry.rs` finds and removes the namespaces of any lab
+//! testbed, including those a crashed run left behind.
+
+mod host;
+mod netns;
+mod registry;
+
+pub use host::{Host, IfCounters, is_root, run_cmd};
+pub use netns::{Netns, NetnsSpec};
+pub use registry::{is_lab_namespace, list_namespaces, remove_all, remove_testbed, status};
+
+use anyhow::Result;
+use host::read_counters;
+use std::net::Ipv4Addr;
+use std::process::Command;
+
+/// A testbed the runner drives.
+pub enum Testbed {
+    /// Loopback: every host is 127.0.0.1 in the current namespace.
+    Local(Local),
+    /// A namespace LAN.
+    Netns(Netns),
+}
+
+impl Testbed {
+    /// Hosts, h0 first.
+    pub fn hosts(&self) -> &[Host] {
+        match self {
+            Testbed::Local(l) => &l.hosts,
+            Testbed::Netns(n) => &n.hosts,
+        }
+    }
+    /// The interface name every host uses.
+    pub fn iface(&self) -> &'static str {
+        match self {
+            Testbed::Local(_) => "lo",
+            Testbed::Netns(_) => "eth0",
+        }
+    }
+    /// Whether this is the namespace LAN.
+    pub fn is_netns(&self) -> bool {
+        matches!(self, Testbed::Netns(_))
+    }
+    /// A command that runs `program args` on host `i`.
+    pub fn command(&self, i: usize, program: &str, args: &[String]) -> Command {
+        match &self.hosts()[i].ns {
+            None => {
+                let mut c = Command::new(program);
+                c.args(args);
+                c
+            }
+            Some(ns) => {
+                // `ip netns exec` execs the program: the PID we get is the tool's.
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, program]).args(args);
+                c
+            }
+        }
+    }
+    /// Counters of hosts 0..n (loopback: the one `lo`, as host 0).
+    pub fn counters(&self, n: usize) -> Result<Vec<IfCounters>> {
+        match self {
+            Testbed::Local(_) => Ok(vec![read_counters(None, "lo")?]),
+            Testbed::Netns(t) => t.hosts[..n]
+                .iter()
+                .map(|h| read_counters(h.ns.as_deref(), "eth0"))
+                .collect(),
+        }
+    }
+    /// Packets the tbf shapers dropped so far, summed over hosts.
+    pub fn shaper_drops(&self) -> Result<u64> {
+        match self {
+            Testbed::Local(_) => Ok(0),
+            Testbed::Netns(t) => t.shaper_drops(),
+        }
+    }
+    /// Packets the loss rules dropped so far, summed over receivers.
+    pub fn loss_drops(&self) -> Result<u64> {
+        match self {
+            Testbed::Local(_) => Ok(0),
+            Testbed::Netns(t) => t.loss_drops(),
+        }
+    }
+    /// Sets the random loss on every receiver's input (netns only).
+    pub fn set_loss(&mut self, p: f64) -> Result<()> {
+        match self {
+            Testbed::Local(_) => Ok(()),
+            Testbed::Netns(t) => t.set_loss(p),
+        }
+    }
+    /// One paragraph on what was built.
+    pub fn describe(&self) -> String {
+        match self {
+            Testbed::Local(l) => format!(
+                "local loopback testbed, {} hosts at 127.0.0.1",
+                l.hosts.len()
+            ),
+            Testbed::Netns(t) => t.describe(),
+        }
+    }
+    /// Removes everything (the Drop guard does this too).
+    pub fn teardown(&mut self) -> Result<()> {
+        match self {
+            Testbed::Local(_) => Ok(()),
+            Testbed::Netns(t) => t.teardown(),
+        }
+    }
+}
+
+/// The loopback testbed.
+pub struct Local {
+    hosts: Vec<Host>,
+}
+
+impl Local {
+    /// A sender and `receivers` receivers, all 127.0.0.1.
+    pub fn new(receivers: u16) -> Local {
+        let hosts = (0..=receivers)
+            .map(|_| Host {
+                ns: None,
+                addr: Ipv4Addr::LOCALHOST,
+            })
+            .collect();
+        Local { hosts }
+    }
+}

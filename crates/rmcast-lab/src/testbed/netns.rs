@@ -1,0 +1,339 @@
+//! The namespace LAN.
+//!
+//! The namespace LAN touches nothing outside namespaces it creates: the
+//! bridge lives in its own "switch" namespace (`<id>-sw`), and each host
+//! `<id>-hI` gets one veth pair whose ends are created directly inside the
+//! switch and host namespaces. Deleting the namespaces deletes the bridge
+//! and every veth, so cleanup is "kill our processes in them, delete them".
+//! Ids are `rml` + 5 characters from the PID and the clock, so two runs never
+//! collide, and every interface name stays far below 15 characters.
+
+use super::host::{Host, ip, is_root, run_cmd};
+use super::registry::{STATE_DIR, remove_namespaces, state_path, sweep_stale};
+use anyhow::{Context, Result, bail};
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+/// tbf burst: at least the largest GSO super-packet (64 KB), with room.
+const TBF_BURST: &str = "256kb";
+/// tbf queue limit: above 2 × the largest SO_SNDBUF a tool asks for (rmcast
+/// and uftp ask 4 MiB, doubled by the kernel to 8 MiB; NORM 16 MiB → 32 MiB),
+/// so the socket blocks before the shaper could drop.
+const TBF_LIMIT: &str = "80mb";
+
+/// What to build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetnsSpec {
+    /// Receivers: hosts h1..hN (h0 sends).
+    pub receivers: u16,
+    /// Per-host egress rate; None leaves the veth unshaped.
+    pub rate_bits_per_s: Option<u64>,
+    /// MTU of every veth (1500, or 9000 for jumbo frames).
+    pub mtu: u32,
+}
+
+/// A namespace LAN; removed on drop unless [`Netns::keep`] was called.
+pub struct Netns {
+    /// The run's unique id (`rml` + 5 characters).
+    pub id: String,
+    /// Hosts h0..hN.
+    pub hosts: Vec<Host>,
+    switch_ns: String,
+    spec: NetnsSpec,
+    /// IGMP snooping on the bridge, as read back from the kernel.
+    pub multicast_snooping: Option<bool>,
+    loss: f64,
+    keep: bool,
+    removed: bool,
+}
+
+fn new_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut x = (u64::from(std::process::id()) << 20) ^ nanos ^ (nanos >> 29);
+    const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut s = String::from("rml");
+    for _ in 0..5 {
+        s.push(ALPHABET[(x % 36) as usize] as char);
+        x /= 36;
+    }
+    s
+}
+
+impl Netns {
+    /// Builds the LAN; on any error the partial testbed is removed.
+    pub fn create(spec: &NetnsSpec) -> Result<Netns> {
+        if !is_root() {
+            bail!(
+                "the netns testbed needs root (CAP_NET_ADMIN to create namespaces, veths and a bridge); \
+                 run as root, or use testbed = \"local\" for a loopback run"
+            );
+        }
+        if spec.receivers == 0 || spec.receivers > 250 {
+            bail!("receivers must be 1..=250, not {}", spec.receivers);
+        }
+        if !(576..=65000).contains(&spec.mtu) {
+            bail!("mtu {} is out of range", spec.mtu);
+        }
+        sweep_stale();
+        let id = new_id();
+        let hosts = (0..=spec.receivers)
+            .map(|i| Host {
+                ns: Some(format!("{id}-h{i}")),
+                addr: Ipv4Addr::new(10, 77, 0, (i + 1) as u8),
+            })
+            .collect();
+        let mut tb = Netns {
+            switch_ns: format!("{id}-sw"),
+            id,
+            hosts,
+            spec: spec.clone(),
+            multicast_snooping: None,
+            loss: 0.0,
+            keep: false,
+            removed: false,
+        };
+        tb.write_state(false)?;
+        tb.build()?; // on error, Drop removes what was made
+        Ok(tb)
+    }
+
+    fn write_state(&self, kept: bool) -> Result<()> {
+        std::fs::create_dir_all(STATE_DIR)?;
+        let state = serde_json::json!({
+            "id": self.id,
+            "pid": std::process::id(),
+            "namespaces": self.namespaces(),
+            "receivers": self.spec.receivers,
+            "rate": crate::units::fmt_rate(self.spec.rate_bits_per_s),
+            "mtu": self.spec.mtu,
+            "kept": kept,
+        });
+        std::fs::write(state_path(&self.id), state.to_string())?;
+        Ok(())
+    }
+
+    fn namespaces(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.hosts.iter().filter_map(|h| h.ns.clone()).collect();
+        v.push(self.switch_ns.clone());
+        v
+    }
+
+    /// `ip netns exec` bind-mounts /etc/netns/NS/* over /etc: give every
+    /// host a hosts file with the lab's names and a resolver that fails at
+    /// once (127.0.0.1 inside the namespace), so tools that look names up
+    /// (uftp's getnameinfo) do not wait seconds for an unreachable DNS server.
+    fn write_etc(&self, ns: &str) -> Result<()> {
+        let dir = PathBuf::from("/etc/netns").join(ns);
+        std::fs::create_dir_all(&dir)?;
+        let mut hosts = String::from("127.0.0.1 localhost\n");
+        for (i, h) in self.hosts.iter().enumerate() {
+            let _ = writeln!(hosts, "{} h{i} {}", h.addr, h.ns.as_deref().unwrap_or(""));
+        }
+        std::fs::write(dir.join("hosts"), hosts)?;
+        std::fs::write(
+            dir.join("resolv.conf"),
+            "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+        )?;
+        Ok(())
+    }
+
+    fn build(&mut self) -> Result<()> {
+        let sw = self.switch_ns.clone();
+        let mtu = self.spec.mtu.to_string();
+        ip(&["netns", "add", &sw])?;
+        // IGMP snooping off, explicitly: the bridge floods multicast to every
+        // port like a plain switch, which is what the experiments assume.
+        ip(&["-n", &sw, "link", "set", "lo", "up"])?;
+        ip(&[
+            "-n",
+            &sw,
+            "link",
+            "add",
+            "br0",
+            "type",
+            "bridge",
+            "mcast_snooping",
+            "0",
+            "stp_state",
+            "0",
+        ])?;
+        ip(&["-n", &sw, "link", "set", "br0", "up"])?;
+        for (i, h) in self.hosts.clone().iter().enumerate() {
+            crate::signals::check()?;
+            let ns = h.ns.as_deref().expect("netns hosts have a namespace");
+            let port = format!("p{i}");
+            ip(&["netns", "add", ns])?;
+            self.write_etc(ns)?;
+            // No IPv6: no router solicitations or DAD in the counters.
+            ip(&[
+                "netns",
+                "exec",
+                ns,
+                "sh",
+                "-c",
+                "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
+            ])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            ip(&[
+                "-n", &sw, "link", "add", &port, "mtu", &mtu, "type", "veth", "peer", "name",
+                "eth0", "mtu", &mtu, "netns", ns,
+            ])?;
+            ip(&["-n", &sw, "link", "set", &port, "master", "br0", "up"])?;
+            let cidr = format!("{}/24", h.addr);
+            ip(&["-n", ns, "addr", "add", &cidr, "brd", "+", "dev", "eth0"])?;
+            ip(&["-n", ns, "link", "set", "eth0", "up"])?;
+            ip(&["-n", ns, "route", "add", "default", "dev", "eth0"])?;
+            ip(&["-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth0"])?;
+            if let Some(rate) = self.spec.rate_bits_per_s {
+                let rate = format!("{rate}bit");
+                run_cmd(
+                    "tc",
+                    &[
+                        "-n", ns, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate,
+                        "burst", TBF_BURST, "limit", TBF_LIMIT,
+                    ],
+                    None,
+                )?;
+            }
+        }
+        let info = ip(&["-n", &sw, "-d", "-j", "link", "show", "br0"])?;
+        let v: serde_json::Value = serde_json::from_str(&info).context("ip -j link show br0")?;
+        self.multicast_snooping = v[0]["linkinfo"]["info_data"]["mcast_snooping"]
+            .as_u64()
+            .map(|x| x != 0);
+        if self.multicast_snooping != Some(false) {
+            bail!(
+                "could not turn IGMP snooping off on the lab bridge (read back {:?})",
+                self.multicast_snooping
+            );
+        }
+        Ok(())
+    }
+
+    /// Sets random loss with probability `p` on every receiver's UDP and TCP
+    /// input (nftables, `numgen random`); 0 removes the rule.
+    pub fn set_loss(&mut self, p: f64) -> Result<()> {
+        if !(0.0..1.0).contains(&p) {
+            bail!("loss {p} is outside 0..1");
+        }
+        let per_100k = (p * 100_000.0).round() as u64;
+        let mut script = String::from("add table inet rml\ndelete table inet rml\n");
+        if per_100k > 0 {
+            writeln!(
+                script,
+                "table inet rml {{\n  chain input {{\n    type filter hook input priority 0; policy accept;\n    \
+                 meta l4proto {{ udp, tcp }} numgen random mod 100000 < {per_100k} counter drop\n  }}\n}}"
+            )?;
+        }
+        for h in &self.hosts[1..] {
+            let ns = h.ns.as_deref().expect("netns host");
+            run_cmd(
+                "ip",
+                &["netns", "exec", ns, "nft", "-f", "-"],
+                Some(&script),
+            )
+            .context("setting loss with nftables (apt-get install nftables)")?;
+        }
+        self.loss = p;
+        Ok(())
+    }
+
+    pub(super) fn loss_drops(&self) -> Result<u64> {
+        if self.loss == 0.0 {
+            return Ok(0);
+        }
+        let mut total = 0;
+        for h in &self.hosts[1..] {
+            let ns = h.ns.as_deref().expect("netns host");
+            let text = ip(&["netns", "exec", ns, "nft", "list", "table", "inet", "rml"])?;
+            if let Some(rest) = text.split("counter packets ").nth(1) {
+                total += rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+        Ok(total)
+    }
+
+    pub(super) fn shaper_drops(&self) -> Result<u64> {
+        if self.spec.rate_bits_per_s.is_none() {
+            return Ok(0);
+        }
+        let mut total = 0;
+        for h in &self.hosts {
+            let ns = h.ns.as_deref().expect("netns host");
+            let text = run_cmd(
+                "tc",
+                &["-n", ns, "-s", "-j", "qdisc", "show", "dev", "eth0"],
+                None,
+            )?;
+            let v: serde_json::Value = serde_json::from_str(&text).context("tc -j qdisc")?;
+            for q in v.as_array().into_iter().flatten() {
+                if q["kind"] == "tbf" {
+                    total += q["drops"].as_u64().unwrap_or(0);
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// What was built, for the log and `lab up`.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "netns testbed {}: {} hosts h0..h{} (h0 = sender) at 10.77.0.1..{} /24 on bridge br0 in namespace {} \
+             (IGMP snooping: {}), egress tbf {} (burst {TBF_BURST}, limit {TBF_LIMIT}; counts Ethernet headers, not preamble/FCS/gap), \
+             MTU {}; loss is set per point on receivers' UDP+TCP input",
+            self.id,
+            self.hosts.len(),
+            self.hosts.len() - 1,
+            self.hosts.len(),
+            self.switch_ns,
+            match self.multicast_snooping {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "unknown",
+            },
+            crate::units::fmt_rate(self.spec.rate_bits_per_s),
+            self.spec.mtu,
+        );
+        s.push_str("\nnamespaces:");
+        for h in &self.hosts {
+            let _ = write!(s, " {}={}", h.ns.as_deref().unwrap_or("-"), h.addr);
+        }
+        s
+    }
+
+    /// Leaves the testbed up after this process ends (`lab up`).
+    pub fn keep(mut self) -> Result<()> {
+        self.keep = true;
+        self.write_state(true)
+    }
+
+    /// Kills every process left in our namespaces (by PID) and deletes them.
+    pub fn teardown(&mut self) -> Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        self.removed = true;
+        let left = remove_namespaces(&self.namespaces());
+        let _ = std::fs::remove_file(state_path(&self.id));
+        left
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        if let Err(e) = self.teardown() {
+            eprintln!("rmcast-lab: cleanup of testbed {}: {e:#}", self.id);
+        }
+    }
+}
