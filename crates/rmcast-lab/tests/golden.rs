@@ -23,7 +23,7 @@ mod golden;
 mod report_text;
 
 use rmcast_lab::suite::{Backend, Suite};
-use rmcast_lab::suite_run::{series_runs_on, sim_scenario};
+use rmcast_lab::suite::sim::{series_runs_on, sim_scenario};
 use std::path::Path;
 use std::process::Command;
 
