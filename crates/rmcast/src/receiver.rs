@@ -44,8 +44,8 @@ pub fn recv_to_dir(
 /// (several senders on one group), each into `cfg.out_dir` under its
 /// offered name, as [`recv_to_dir`] does for one.
 ///
-/// One `Receiver` machine per session, demultiplexed by the session id in
-/// every packet's header; the sockets are shared. It joins the first
+/// One `Receiver` machine per session, routed by the session id in every
+/// packet's header (`rmcast_proto::Endpoint`); the sockets are shared. It joins the first
 /// `sessions` sessions announced (`cfg.session` is ignored) and returns
 /// when each has ended, one result per session in the order they were
 /// announced. `cfg.listen_timeout` bounds the wait for each next session:
