@@ -35,6 +35,7 @@
 //! driver supplies payload bytes through [`PayloadSource`] and reports the
 //! verification result through [`Receiver::confirm`].
 
+mod endpoint;
 mod pacer;
 mod policy;
 mod rate;
@@ -44,6 +45,7 @@ mod sender;
 pub mod stream;
 mod time;
 
+pub use endpoint::{Endpoint, EndpointConfig, EndpointStats, SessionHandle};
 pub use pacer::Pacer;
 pub use policy::{Children, FeedbackPolicy, TreeShape};
 pub use rate::{

@@ -8,8 +8,8 @@
 //! [`rmcast_proto::Receiver`]. With [`Scenario::senders`] = S > 1, hosts
 //! 0..S each run a sender (own session, object, sequence space and rate
 //! state) to the same group, hosts S..S+N are the receivers, each running
-//! one receiver machine per session and demultiplexing datagrams by session
-//! id, and the senders hear the group's multicast too. Host `h` has the fake address
+//! one receiver machine per session in an [`rmcast_proto::Endpoint`] that
+//! routes datagrams by session id as the runtime's does, and the senders hear the group's multicast too. Host `h` has the fake address
 //! `10.0.{(h+1)>>8}.{(h+1)&255}:5000`. Every host has an uplink into one
 //! switch, and the switch has one output port per host. Every uplink and
 //! port is a FIFO transmitter with a rate and a drop-tail queue in wire bytes

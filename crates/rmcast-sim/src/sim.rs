@@ -9,12 +9,13 @@ use crate::{
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rmcast_proto::{
-    DataChunk, Dest, Instant, Kind, MAX_DATAGRAM, ObjectInfo, Receiver, ReceiverConfig,
-    ReceiverEvent, ReceiverStats, Sender, SenderEvent, Seq, SessionId, Status,
+    DataChunk, Dest, Endpoint, EndpointConfig, EndpointStats, Instant, Kind, MAX_DATAGRAM,
+    ObjectInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats, Sender, SenderEvent, Seq,
+    SessionId, Status,
 };
 use rmcast_wire::{
     Body, Bye, Close, Data, Feedback, Header, Offer, Packet, ProtocolId, RANK_SENDER, VERSION,
-    Welcome, peek_header,
+    Welcome,
 };
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -243,16 +244,34 @@ impl Link {
 
 enum Machine {
     Sender(Box<Sender>),
-    /// One receiver machine per sender session, demultiplexed by session id.
-    Receivers(Vec<Rx>),
+    /// One receiver machine per sender session, routed by the endpoint
+    /// (the runtime's rule).
+    Receivers(Box<Rxs>),
 }
 
-/// One receiver machine and its application, for one sender's session.
-struct Rx {
-    machine: Box<Receiver>,
-    /// Index of the sender (and its session and object).
-    sender: usize,
-    app: RxApp,
+/// A receiver host's sessions: the endpoint's machines, and `apps[h]`
+/// the application of session `h`.
+struct Rxs {
+    endpoint: Endpoint,
+    apps: Vec<RxApp>,
+}
+
+impl Rxs {
+    /// One application per machine, for listeners the endpoint started.
+    fn sync_apps(&mut self) {
+        let n = self.endpoint.session_count();
+        self.apps.resize_with(n, RxApp::default);
+    }
+}
+
+/// Index of the sender whose session `machine` joined; with one sender,
+/// that sender whatever the machine heard (as before the endpoint).
+fn side_of(sides: &[SenderSide], machine: &Receiver) -> Option<usize> {
+    if sides.len() == 1 {
+        return Some(0);
+    }
+    let session = machine.session()?;
+    sides.iter().position(|s| s.session == session)
 }
 
 /// A receiver's application for one session: the object buffer and the
@@ -467,28 +486,35 @@ impl<'s> Sim<'s> {
                 m
             } else {
                 let k = h + 1 - senders;
-                let rxs = sides
-                    .iter()
-                    .enumerate()
-                    .map(|(i, side)| {
-                        let rc = ReceiverConfig {
-                            receiver_id: master.next_u64(),
-                            name: format!("r{k}"),
-                            session: if senders > 1 {
-                                Some(side.session)
-                            } else {
-                                sc.receiver.session
-                            },
-                            ..sc.receiver.clone()
-                        };
-                        Rx {
-                            machine: Box::new(Receiver::new(rc, Instant::ZERO)),
-                            sender: i,
-                            app: RxApp::default(),
-                        }
-                    })
-                    .collect();
-                Machine::Receivers(rxs)
+                // One draw per sender as before the endpoint, so the seeds
+                // drawn after these stay where they were; the endpoint
+                // derives its later listeners' ids from the first.
+                let receiver_id = master.next_u64();
+                for _ in 1..senders {
+                    master.next_u64();
+                }
+                let rc = ReceiverConfig {
+                    receiver_id,
+                    name: format!("r{k}"),
+                    session: if senders > 1 {
+                        None
+                    } else {
+                        sc.receiver.session
+                    },
+                    ..sc.receiver.clone()
+                };
+                let endpoint = Endpoint::new(
+                    EndpointConfig {
+                        receiver: rc,
+                        sessions: senders,
+                        own_addr: Some(host_addr(h)),
+                    },
+                    Instant::ZERO,
+                );
+                Machine::Receivers(Box::new(Rxs {
+                    endpoint,
+                    apps: vec![RxApp::default()],
+                }))
             };
             hosts.push(Host {
                 machine,
@@ -607,7 +633,7 @@ impl<'s> Sim<'s> {
     fn all_receivers_ended(&self) -> bool {
         self.hosts[self.senders..].iter().all(|h| {
             h.crashed_at.is_some()
-                || matches!(&h.machine, Machine::Receivers(rxs) if rxs.iter().all(|r| r.machine.is_finished()))
+                || matches!(&h.machine, Machine::Receivers(rxs) if rxs.endpoint.is_finished())
         })
     }
 
@@ -634,8 +660,9 @@ impl<'s> Sim<'s> {
                 let t = match &mut host.machine {
                     Machine::Sender(s) => s.poll_transmit(at, &self.sides[h].object, &mut host.buf),
                     Machine::Receivers(rxs) => rxs
-                        .iter_mut()
-                        .find_map(|r| r.machine.poll_transmit(at, &mut host.buf)),
+                        .endpoint
+                        .poll_transmit(at, &mut host.buf)
+                        .map(|(_, t)| t),
                 };
                 if is_sender {
                     self.observe_sender(h, now)?;
@@ -769,50 +796,55 @@ impl<'s> Sim<'s> {
                 }
             }
             Machine::Receivers(rxs) => {
-                for rx in rxs.iter_mut() {
-                    let r = &mut rx.machine;
-                    let hash = self.sides[rx.sender].hash;
-                    while let Some(e) = r.poll_event() {
-                        any = true;
-                        let app = &mut rx.app;
-                        match e {
-                            ReceiverEvent::Admitted { rank, .. } => app.rank = Some(rank),
-                            ReceiverEvent::Offer(info) => {
-                                if info.size != self.sc.object_size {
-                                    return Err(invariant(
-                                        now,
-                                        format!("host {h} was offered {info:?}"),
-                                    ));
-                                }
-                                app.data = vec![0; info.size as usize];
-                                app.delivered = vec![0; (info.packets as usize).div_ceil(64)];
-                                app.payload_size = u64::from(info.payload_size);
-                                r.accept_offer();
+                rxs.sync_apps();
+                while let Some((s, e)) = rxs.endpoint.poll_event() {
+                    any = true;
+                    let r = rxs.endpoint.session_mut(s);
+                    let app = &mut rxs.apps[s.0];
+                    match e {
+                        ReceiverEvent::Admitted { rank, .. } => app.rank = Some(rank),
+                        ReceiverEvent::Offer(info) => {
+                            if info.size != self.sc.object_size {
+                                return Err(invariant(
+                                    now,
+                                    format!("host {h} was offered {info:?}"),
+                                ));
                             }
-                            ReceiverEvent::AllData => {
-                                if r.expected_hash() != Some(hash) {
-                                    return Err(invariant(
-                                        now,
-                                        format!(
-                                            "host {h} was asked to verify against {:?}",
-                                            r.expected_hash()
-                                        ),
-                                    ));
-                                }
-                                app.all_data_at = Some(now);
-                                let got = *blake3::hash(&app.data).as_bytes();
-                                if got == hash {
-                                    app.hash_ok = true;
-                                    r.confirm(Status::Ok, got, "");
-                                } else {
-                                    r.confirm(Status::HashMismatch, got, "hash differs");
-                                }
+                            app.data = vec![0; info.size as usize];
+                            app.delivered = vec![0; (info.packets as usize).div_ceil(64)];
+                            app.payload_size = u64::from(info.payload_size);
+                            r.accept_offer();
+                        }
+                        ReceiverEvent::AllData => {
+                            let Some(k) = side_of(&self.sides, r) else {
+                                return Err(invariant(
+                                    now,
+                                    format!("host {h} holds all data of no sender's session"),
+                                ));
+                            };
+                            let hash = self.sides[k].hash;
+                            if r.expected_hash() != Some(hash) {
+                                return Err(invariant(
+                                    now,
+                                    format!(
+                                        "host {h} was asked to verify against {:?}",
+                                        r.expected_hash()
+                                    ),
+                                ));
                             }
-                            ReceiverEvent::Finished => app.ended_at = Some(now),
-                            ReceiverEvent::Failed(why) => {
-                                app.ended_at = Some(now);
-                                app.failure = Some(why);
+                            app.all_data_at = Some(now);
+                            let got = *blake3::hash(&app.data).as_bytes();
+                            if got == hash {
+                                app.hash_ok = true;
+                                r.confirm(Status::Ok, got, "");
+                            } else {
+                                r.confirm(Status::HashMismatch, got, "hash differs");
                             }
+                        }
+                        ReceiverEvent::Finished => app.ended_at = Some(now),
+                        ReceiverEvent::Failed(why) => {
+                            app.ended_at = Some(now);
+                            app.failure = Some(why);
                         }
                     }
                 }
@@ -825,7 +857,7 @@ impl<'s> Sim<'s> {
         let host = &mut self.hosts[h];
         let want = match &host.machine {
             Machine::Sender(s) => s.poll_timeout(),
-            Machine::Receivers(rxs) => rxs.iter().filter_map(|r| r.machine.poll_timeout()).min(),
+            Machine::Receivers(rxs) => rxs.endpoint.poll_timeout(),
         }
         .map(|t| t.as_nanos().max(now))
         // A host waiting to send cannot act on an expiry before it may send
@@ -888,13 +920,7 @@ impl<'s> Sim<'s> {
         let at = Instant::from_nanos(now);
         match &mut host.machine {
             Machine::Sender(s) => s.handle_timeout(at),
-            Machine::Receivers(rxs) => {
-                for r in rxs.iter_mut() {
-                    if r.machine.poll_timeout().is_some_and(|d| d <= at) {
-                        r.machine.handle_timeout(at);
-                    }
-                }
-            }
+            Machine::Receivers(rxs) => rxs.endpoint.handle_timeout(at),
         }
         let end = self.service(h, now)?;
         self.hosts[h].cpu_free = end;
@@ -1227,21 +1253,19 @@ impl<'s> Sim<'s> {
         match &mut host.machine {
             Machine::Sender(s) => s.handle_datagram(at, from, &slot.bytes),
             Machine::Receivers(rxs) => {
-                // Demultiplex by session id; what names no session of ours
-                // (garbage, foreign sessions) goes to the first machine,
-                // which counts and drops it.
-                let i = match peek_header(&slot.bytes) {
-                    Ok((_, header)) if rxs.len() > 1 => rxs
-                        .iter()
-                        .position(|r| self.sides[r.sender].session == header.session)
-                        .unwrap_or(0),
-                    _ => 0,
-                };
-                let rx = &mut rxs[i];
-                if let Some(chunk) = rx.machine.handle_datagram(at, from, &slot.bytes)
-                    && let Err(what) = deliver(&mut rx.app, &self.sides[rx.sender].object, chunk)
-                {
-                    return Err(invariant(t, format!("host {h}: {what}")));
+                // The endpoint routes it, as the runtime's does.
+                let routed = rxs.endpoint.handle_datagram(at, from, &slot.bytes);
+                rxs.sync_apps();
+                if let Some((s, Some(chunk))) = routed {
+                    let Some(k) = side_of(&self.sides, rxs.endpoint.session(s)) else {
+                        return Err(invariant(
+                            t,
+                            format!("host {h}: data of no sender's session delivered"),
+                        ));
+                    };
+                    if let Err(what) = deliver(&mut rxs.apps[s.0], &self.sides[k].object, chunk) {
+                        return Err(invariant(t, format!("host {h}: {what}")));
+                    }
                 }
             }
         }
@@ -1371,7 +1395,7 @@ impl<'s> Sim<'s> {
                 else {
                     return Err(invariant(now, format!("member {m:?} is no receiver host")));
                 };
-                if m.verified && self.rx(h, k).app.data != *object {
+                if m.verified && self.rx(h, k).is_none_or(|(_, app)| app.data != *object) {
                     return Err(invariant(
                         now,
                         format!(
@@ -1414,14 +1438,16 @@ impl<'s> Sim<'s> {
             let Machine::Receivers(rxs) = &self.hosts[h].machine else {
                 unreachable!("hosts S.. are receivers");
             };
-            for r in rxs {
-                if !crashed(h) && !r.machine.is_finished() {
+            for (_, r) in rxs.endpoint.iter() {
+                if !crashed(h) && !r.is_finished() {
                     return Err(invariant(
                         now,
-                        format!(
-                            "live host {h}'s receiver of sender {} never ended",
-                            r.sender
-                        ),
+                        match side_of(&self.sides, r) {
+                            Some(k) => {
+                                format!("live host {h}'s receiver of sender {k} never ended")
+                            }
+                            None => format!("live host {h}'s listener for a session never ended"),
+                        },
                     ));
                 }
             }
@@ -1439,12 +1465,16 @@ impl<'s> Sim<'s> {
         Ok(())
     }
 
-    /// Receiver host `h`'s machine for sender `k`'s session.
-    fn rx(&self, h: usize, k: usize) -> &Rx {
+    /// Receiver host `h`'s machine and application for sender `k`'s
+    /// session, if it joined it.
+    fn rx(&self, h: usize, k: usize) -> Option<(&Receiver, &RxApp)> {
         let Machine::Receivers(rxs) = &self.hosts[h].machine else {
             unreachable!("hosts S.. are receivers");
         };
-        &rxs[k]
+        rxs.endpoint
+            .iter()
+            .find(|(_, r)| side_of(&self.sides, r) == Some(k))
+            .map(|(s, r)| (r, &rxs.apps[s.0]))
     }
 
     fn report(&self) -> RunReport {
@@ -1470,7 +1500,7 @@ impl<'s> Sim<'s> {
                 };
                 // One sender: its machine; several: the worst of them.
                 let latest = |f: fn(&RxApp) -> Option<u64>| -> Option<f64> {
-                    let all: Option<Vec<u64>> = rxs.iter().map(|r| f(&r.app)).collect();
+                    let all: Option<Vec<u64>> = rxs.apps.iter().map(f).collect();
                     all.and_then(|v| v.into_iter().max()).map(secs)
                 };
                 let c = &host.counters;
@@ -1478,14 +1508,18 @@ impl<'s> Sim<'s> {
                     host: (i + 1) as u16,
                     name: format!("r{}", i + 1),
                     addr: host_addr(i + self.senders),
-                    rank: rxs[0].app.rank,
-                    hash_ok: rxs.iter().all(|r| r.app.hash_ok),
+                    // Sender 0's session, as before the endpoint.
+                    rank: self.rx(i + self.senders, 0).and_then(|(_, app)| app.rank),
+                    hash_ok: rxs.apps.iter().all(|a| a.hash_ok),
                     all_data_seconds: latest(|a| a.all_data_at),
                     ended_seconds: latest(|a| a.ended_at),
-                    failure: rxs.iter().find_map(|r| r.app.failure.clone()),
+                    failure: rxs.apps.iter().find_map(|a| a.failure.clone()),
                     crashed_seconds: host.crashed_at.map(secs),
                     sender_failed_seconds: self.log.failed_at[i + 1].map(secs),
-                    stats: sum_stats(rxs.iter().map(|r| r.machine.stats())),
+                    stats: sum_stats(
+                        rxs.endpoint.iter().map(|(_, r)| r.stats()),
+                        rxs.endpoint.stats(),
+                    ),
                     data_lost: c.data_lost,
                     data_frames: host.data_frames,
                     fragment_loss: c.fragment_loss,
@@ -1614,16 +1648,20 @@ impl<'s> Sim<'s> {
                 }
                 Machine::Receivers(rxs) => {
                     let k = h + 1 - self.senders;
-                    for rx in rxs {
-                        let r = &rx.machine;
+                    for (s, r) in rxs.endpoint.iter() {
+                        let session = side_of(&self.sides, r).map_or_else(
+                            || "listening".to_string(),
+                            |k| self.sides[k].session.to_string(),
+                        );
+                        let failure = &rxs.apps.get(s.0).and_then(|a| a.failure.clone());
                         let _ = writeln!(
                             out,
                             "  host {h} r{k}{crashed} (session {}): rank {:?}, finished {}, holds {} bytes in order, failure {:?}, timer {:?}, socket {} B, {:?}",
-                            self.sides[rx.sender].session,
+                            session,
                             r.rank(),
                             r.is_finished(),
                             r.received_bytes(),
-                            rx.app.failure,
+                            failure,
                             r.poll_timeout(),
                             host.socket_bytes,
                             r.stats()
@@ -1636,9 +1674,18 @@ impl<'s> Sim<'s> {
     }
 }
 
-/// The counters of several receiver machines on one host, added up.
-fn sum_stats<'a>(all: impl Iterator<Item = &'a ReceiverStats>) -> ReceiverStats {
-    let mut t = ReceiverStats::default();
+/// The counters of several receiver machines on one host, added up, with
+/// what their endpoint dropped counted as the strays one machine would
+/// have counted (one session: the endpoint drops nothing).
+fn sum_stats<'a>(
+    all: impl Iterator<Item = &'a ReceiverStats>,
+    dropped: &EndpointStats,
+) -> ReceiverStats {
+    let mut t = ReceiverStats {
+        foreign: dropped.unrouted,
+        malformed: dropped.malformed,
+        ..ReceiverStats::default()
+    };
     for x in all {
         t.data_packets += x.data_packets;
         t.duplicates += x.duplicates;

@@ -8,7 +8,8 @@ use mio::{Events, Poll, Token};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rmcast_proto::{
-    Dest, Instant, Kind, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, SessionId, Status,
+    DataChunk, Dest, Endpoint, EndpointConfig, Instant, Kind, OfferInfo, Receiver, ReceiverConfig,
+    ReceiverEvent, SessionHandle, Status,
 };
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -43,8 +44,8 @@ pub fn recv_to_dir(
 /// (several senders on one group), each into `cfg.out_dir` under its
 /// offered name, as [`recv_to_dir`] does for one.
 ///
-/// One `Receiver` machine per session, demultiplexed by the session id in
-/// every packet's header; the sockets are shared. It joins the first
+/// One `Receiver` machine per session, routed by the session id in every
+/// packet's header (`rmcast_proto::Endpoint`); the sockets are shared. It joins the first
 /// `sessions` sessions announced (`cfg.session` is ignored) and returns
 /// when each has ended, one result per session in the order they were
 /// announced. `cfg.listen_timeout` bounds the wait for each next session:
@@ -90,11 +91,11 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The machine plus everything the driver knows about the transfer.
+/// Everything the driver knows about one session's transfer; its machine
+/// lives in the [`Endpoint`] under the same handle.
 struct Driver<'a> {
     cfg: &'a RecvConfig,
     target: Target,
-    machine: Receiver,
     sink: Sink,
     offer: Option<OfferInfo>,
     /// Test loss: probability of dropping a data packet before the machine sees it.
@@ -116,69 +117,67 @@ struct Driver<'a> {
 }
 
 impl Driver<'_> {
-    /// Feeds one datagram to the machine and stores the bytes it yields.
-    fn on_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+    /// Test loss: true if this data packet is dropped before the machine
+    /// sees it.
+    fn test_drops(&mut self, bytes: &[u8]) -> bool {
         if self.loss > 0.0
             && matches!(rmcast_wire::peek_header(bytes), Ok((Kind::Data, _)))
             && self.rng.random_bool(self.loss)
         {
             self.dropped += 1;
-            return;
+            return true;
         }
-        if let Some(chunk) = self.machine.handle_datagram(now, from, bytes)
-            && let Err(e) = self
-                .sink
-                .write(chunk.offset, chunk.bytes)
-                .and_then(|()| self.sink.hash_ahead(self.machine.received_bytes()))
+        false
+    }
+
+    /// Stores the bytes the machine yielded.
+    fn store(&mut self, machine: &mut Receiver, chunk: DataChunk<'_>) {
+        if let Err(e) = self
+            .sink
+            .write(chunk.offset, chunk.bytes)
+            .and_then(|()| self.sink.hash_ahead(machine.received_bytes()))
         {
             let text = format!("cannot write the object: {e}");
             tracing::error!("{text}");
             self.sink.discard();
             self.end.get_or_insert(End::Failed(text.clone()));
-            self.machine.leave(&text);
+            machine.leave(&text);
         }
-        self.on_events();
     }
 
-    /// Reacts to the machine's events; true if there were any (a reaction
-    /// may owe a datagram, so the caller transmits again before sleeping).
-    fn on_events(&mut self) -> bool {
-        let mut any = false;
-        while let Some(e) = self.machine.poll_event() {
-            any = true;
-            match e {
-                ReceiverEvent::Admitted {
-                    session,
-                    rank,
-                    sender,
-                } => {
-                    tracing::info!("joined session {session} of {sender} with rank {rank}");
-                    self.rng = StdRng::seed_from_u64(mix(self.cfg.seed ^ mix(u64::from(rank))));
+    /// Reacts to one of the machine's events.
+    fn on_event(&mut self, machine: &mut Receiver, e: ReceiverEvent) {
+        match e {
+            ReceiverEvent::Admitted {
+                session,
+                rank,
+                sender,
+            } => {
+                tracing::info!("joined session {session} of {sender} with rank {rank}");
+                self.rng = StdRng::seed_from_u64(mix(self.cfg.seed ^ mix(u64::from(rank))));
+            }
+            ReceiverEvent::Offer(info) => self.on_offer(machine, info),
+            // Every byte is in and a Close brought the hash to check.
+            // Verified after the next transmit pass, so the ack for the
+            // last packet is not held back by hashing the object.
+            ReceiverEvent::AllData => self.verify_pending = true,
+            ReceiverEvent::Finished => {
+                self.end.get_or_insert(End::Finished);
+            }
+            ReceiverEvent::Failed(reason) => {
+                if !self.verified {
+                    self.sink.discard();
                 }
-                ReceiverEvent::Offer(info) => self.on_offer(info),
-                // Every byte is in and a Close brought the hash to check.
-                // Verified after the next transmit pass, so the ack for the
-                // last packet is not held back by hashing the object.
-                ReceiverEvent::AllData => self.verify_pending = true,
-                ReceiverEvent::Finished => {
-                    self.end.get_or_insert(End::Finished);
-                }
-                ReceiverEvent::Failed(reason) => {
-                    if !self.verified {
-                        self.sink.discard();
-                    }
-                    tracing::warn!("transfer failed: {reason}");
-                    self.end.get_or_insert(End::Failed(reason));
-                }
+                tracing::warn!("transfer failed: {reason}");
+                self.end.get_or_insert(End::Failed(reason));
             }
         }
-        any
     }
 
-    fn on_offer(&mut self, info: OfferInfo) {
+    fn on_offer(&mut self, machine: &mut Receiver, info: OfferInfo) {
         let offered = f64::from(info.test_loss_ppm) / 1e6;
         self.loss = self.cfg.loss.max(offered).clamp(0.0, 1.0);
-        let session = self.machine.session().unwrap_or_default();
+        let session = machine.session().unwrap_or_default();
         tracing::info!(
             "offered {:?} ({} bytes, {} packets, protocol {:?})",
             info.name,
@@ -193,7 +192,7 @@ impl Driver<'_> {
             tracing::warn!("refusing {:?}: {text}", info.name);
             self.offer = Some(info);
             self.end = Some(End::Refused(text.clone()));
-            self.machine.refuse_offer(Status::Other, &text);
+            machine.refuse_offer(Status::Other, &text);
             return;
         }
         match prepare(&self.target, &info, session, self.cfg.max_bytes) {
@@ -201,23 +200,23 @@ impl Driver<'_> {
                 self.sink = sink;
                 self.accepted_at = Some(self.clock.now());
                 self.offer = Some(info);
-                self.machine.accept_offer();
+                machine.accept_offer();
             }
             Err((status, text)) => {
                 tracing::warn!("refusing {:?}: {text}", info.name);
                 self.offer = Some(info);
                 self.end = Some(End::Refused(text.clone()));
-                self.machine.refuse_offer(status, &text);
+                machine.refuse_offer(status, &text);
             }
         }
     }
 
     /// Every byte is in and the sender's `Close` said which hash they must
     /// have: finish the incremental hash, compare, and store or discard.
-    fn on_all_data(&mut self) {
+    fn on_all_data(&mut self, machine: &mut Receiver) {
         self.all_data = true;
         // The machine reports AllData only once a Close brought the hash.
-        let Some(expected) = self.machine.expected_hash() else {
+        let Some(expected) = machine.expected_hash() else {
             debug_assert!(false, "AllData before the Close's hash");
             return;
         };
@@ -230,15 +229,11 @@ impl Driver<'_> {
                         tracing::info!("verified and stored {}", p.display());
                     }
                     self.path = path;
-                    self.machine.confirm(Status::Ok, hash, "");
+                    machine.confirm(Status::Ok, hash, "");
                 }
                 Err(e) => {
                     self.sink.discard();
-                    self.machine.confirm(
-                        Status::Io,
-                        hash,
-                        &format!("cannot store the object: {e}"),
-                    );
+                    machine.confirm(Status::Io, hash, &format!("cannot store the object: {e}"));
                 }
             },
             Ok(hash) => {
@@ -248,34 +243,33 @@ impl Driver<'_> {
                     hex(&hash[..8]),
                     hex(&expected[..8])
                 );
-                self.machine.confirm(Status::HashMismatch, hash, &text);
+                machine.confirm(Status::HashMismatch, hash, &text);
             }
             Err(e) => {
                 self.sink.discard();
-                self.machine.confirm(
+                machine.confirm(
                     Status::Io,
                     [0; rmcast_proto::HASH_LEN],
                     &format!("cannot read the object back: {e}"),
                 );
             }
         }
-        self.on_events();
     }
 
-    fn progress(&self) -> Progress {
+    fn progress(&self, machine: &Receiver) -> Progress {
         let phase = if self.verified {
             "done"
         } else if self.all_data {
             "verifying"
         } else if self.offer.is_some() {
             "receiving"
-        } else if self.machine.session().is_some() {
+        } else if machine.session().is_some() {
             "joining"
         } else {
             "listening"
         };
         Progress {
-            done_bytes: self.machine.received_bytes(),
+            done_bytes: machine.received_bytes(),
             total_bytes: self.offer.as_ref().map_or(0, |o| o.size),
             phase,
         }
@@ -297,28 +291,15 @@ fn run(
 }
 
 impl<'a> Driver<'a> {
-    /// A machine listening for the next session announced (or for
-    /// `cfg.session` when it receives one session only).
+    /// The driver of a machine listening for the next session announced.
     fn listening(
         cfg: &'a RecvConfig,
         target: Target,
-        session: Option<SessionId>,
         names: Option<Rc<RefCell<HashSet<String>>>>,
     ) -> Self {
-        let clock = Clock;
-        let machine_cfg = ReceiverConfig {
-            receiver_id: rand::random(),
-            name: cfg.name.clone(),
-            session,
-            sender_timeout: cfg.sender_timeout,
-            listen_timeout: cfg.listen_timeout,
-            rate_nak_interval: cfg.rate_nak_interval,
-            ..ReceiverConfig::default()
-        };
         Self {
             cfg,
             target,
-            machine: Receiver::new(machine_cfg, clock.now()),
             sink: Sink::None,
             offer: None,
             loss: cfg.loss,
@@ -331,12 +312,12 @@ impl<'a> Driver<'a> {
             all_data: false,
             verify_pending: false,
             end: None,
-            clock,
+            clock: Clock,
             names,
         }
     }
 
-    fn report(&mut self) -> Result<(RecvReport, Vec<u8>), Error> {
+    fn report(&mut self, machine: &Receiver) -> Result<(RecvReport, Vec<u8>), Error> {
         let bytes = self.offer.as_ref().map_or(0, |o| o.size);
         let seconds = match (self.accepted_at, self.verified_at) {
             (Some(a), Some(v)) => net::secs_between(a, v),
@@ -351,10 +332,10 @@ impl<'a> Driver<'a> {
             bytes,
             seconds,
             goodput_mbps: goodput_mbps(bytes, seconds),
-            rank: self.machine.rank(),
-            session: self.machine.session(),
+            rank: machine.rank(),
+            session: machine.session(),
             verified: self.verified,
-            stats: self.machine.stats().clone(),
+            stats: machine.stats().clone(),
             test_dropped_packets: self.dropped,
         };
         match self.end.take() {
@@ -369,82 +350,119 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// The machines of one receiving process: one per session joined, plus
-/// at most one still listening for the next session announced.
+/// The sessions of one receiving process: the [`Endpoint`] holds their
+/// machines (and routes each datagram to one), `drivers[h]` the rest of
+/// session `h`.
 struct Sessions<'a> {
     cfg: &'a RecvConfig,
     target: Target,
-    max: usize,
+    endpoint: Endpoint,
     drivers: Vec<Driver<'a>>,
     names: Option<Rc<RefCell<HashSet<String>>>>,
-    /// The feedback socket's address: our own multicast rate NAKs come
-    /// back to the group socket, and must not count as another member's.
-    own: Option<SocketAddr>,
-    /// Where the next transmit pass starts, so no session starves the rest.
-    next_tx: usize,
 }
 
-impl Sessions<'_> {
-    /// Hands a datagram to the machine of its session.
-    fn on_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
-        if self.max == 1 {
-            // One session: one machine sees everything (it counts strays).
-            self.drivers[0].on_datagram(now, from, bytes);
-            return;
-        }
-        let (kind, header) = match rmcast_wire::peek_header(bytes) {
-            Ok(h) => h,
-            Err(_) => (Kind::Data, rmcast_wire::Header::new(SessionId(0), 0)),
-        };
-        if kind == Kind::RateNak && Some(from) == self.own {
-            return;
-        }
-        let i = self
-            .drivers
-            .iter()
-            .position(|d| d.machine.session() == Some(header.session))
-            .or_else(|| {
-                self.drivers
-                    .iter()
-                    .position(|d| d.machine.session().is_none() && d.end.is_none())
-            });
-        let Some(i) = i else {
-            // A session beyond the ones we receive, or the group's senders
-            // talking among themselves: not ours.
-            return;
-        };
-        let was_listening = self.drivers[i].machine.session().is_none();
-        self.drivers[i].on_datagram(now, from, bytes);
-        if was_listening
-            && self.drivers[i].machine.session().is_some()
-            && self.drivers.len() < self.max
-        {
-            tracing::info!(
-                "session {} announced; {} of {} sessions",
-                header.session,
-                self.drivers.len(),
-                self.max
-            );
-            let next = Driver::listening(self.cfg, self.target.clone(), None, self.names.clone());
-            self.drivers.push(next);
+impl<'a> Sessions<'a> {
+    /// One machine listening for the first of `sessions` sessions (for
+    /// `cfg.session` only, when it receives one); `own` is the feedback
+    /// socket's address.
+    fn new(cfg: &'a RecvConfig, target: Target, sessions: usize, own: Option<SocketAddr>) -> Self {
+        let names = (sessions > 1).then(|| Rc::new(RefCell::new(HashSet::new())));
+        let endpoint = Endpoint::new(
+            EndpointConfig {
+                receiver: ReceiverConfig {
+                    receiver_id: rand::random(),
+                    name: cfg.name.clone(),
+                    session: if sessions == 1 { cfg.session } else { None },
+                    sender_timeout: cfg.sender_timeout,
+                    listen_timeout: cfg.listen_timeout,
+                    rate_nak_interval: cfg.rate_nak_interval,
+                    ..ReceiverConfig::default()
+                },
+                sessions,
+                // Our own multicast rate NAKs come back to the group
+                // socket, and must not count as another member's.
+                own_addr: own,
+            },
+            Clock.now(),
+        );
+        Self {
+            cfg,
+            target: target.clone(),
+            endpoint,
+            drivers: vec![Driver::listening(cfg, target, names.clone())],
+            names,
         }
     }
 
+    /// Verifies every session holding all its bytes (then reacts to what
+    /// that caused); true if any did.
+    fn verify(&mut self) -> bool {
+        let mut any = false;
+        for (h, machine) in self.endpoint.iter_mut() {
+            let d = &mut self.drivers[h.0];
+            if d.verify_pending {
+                d.verify_pending = false;
+                d.on_all_data(machine);
+                any = true;
+            }
+        }
+        self.on_events();
+        any
+    }
+
+    /// Hands a datagram to the machine of its session (as the endpoint
+    /// routes it) and stores the bytes it yields.
+    fn on_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        let Some(h) = self.endpoint.route(from, bytes) else {
+            return;
+        };
+        if self.drivers[h.0].test_drops(bytes) {
+            return;
+        }
+        if let Some(chunk) = self.endpoint.deliver(h, now, from, bytes) {
+            self.drivers[h.0].store(self.endpoint.session_mut(h), chunk);
+        }
+        while self.drivers.len() < self.endpoint.session_count() {
+            // The endpoint started a listener for the next session.
+            tracing::info!(
+                "session {} announced; {} of {} sessions",
+                self.endpoint.session(h).session().unwrap_or_default(),
+                self.drivers.len(),
+                self.endpoint.max_sessions()
+            );
+            let next = Driver::listening(self.cfg, self.target.clone(), self.names.clone());
+            self.drivers.push(next);
+        }
+        self.on_events();
+    }
+
+    /// Reacts to the machines' events; true if there were any (a reaction
+    /// may owe a datagram, so the caller transmits again before sleeping).
+    fn on_events(&mut self) -> bool {
+        let mut any = false;
+        while let Some((h, e)) = self.endpoint.poll_event() {
+            any = true;
+            self.drivers[h.0].on_event(self.endpoint.session_mut(h), e);
+        }
+        any
+    }
+
     fn progress(&self) -> Progress {
+        let machine = |i: usize| self.endpoint.session(SessionHandle(i));
         if let [d] = self.drivers.as_slice() {
-            return d.progress();
+            return d.progress(machine(0));
         }
         let mut p = Progress {
             done_bytes: 0,
             total_bytes: 0,
             phase: "done",
         };
-        for d in &self.drivers {
-            let q = d.progress();
+        for (i, d) in self.drivers.iter().enumerate() {
+            let q = d.progress(machine(i));
             p.done_bytes += q.done_bytes;
             p.total_bytes += q.total_bytes;
             if q.phase != "done" && d.end.is_none() {
-                p.phase = if d.machine.session().is_some() {
+                p.phase = if machine(i).session().is_some() {
                     "receiving"
                 } else if p.phase == "done" {
                     "listening"
@@ -486,17 +504,7 @@ fn run_many(
     let group = SocketAddr::V4(cfg.group);
 
     let clock = Clock;
-    let names = (sessions > 1).then(|| Rc::new(RefCell::new(HashSet::new())));
-    let first_session = if sessions == 1 { cfg.session } else { None };
-    let mut d = Sessions {
-        cfg,
-        target: target.clone(),
-        max: sessions,
-        drivers: vec![Driver::listening(cfg, target, first_session, names.clone())],
-        names,
-        own,
-        next_tx: 0,
-    };
+    let mut d = Sessions::new(cfg, target, sessions, own);
     if sessions == 1 {
         tracing::info!("{:?} listening on {group} via {}", cfg.name, cfg.iface);
     } else {
@@ -517,8 +525,9 @@ fn run_many(
         let now = clock.now();
         if !cancel_seen && net::is_cancelled(cfg.cancel.as_ref()) {
             cancel_seen = true;
-            let several = d.max > 1;
-            for d in &mut d.drivers {
+            let several = sessions > 1;
+            for (h, machine) in d.endpoint.iter_mut() {
+                let d = &mut d.drivers[h.0];
                 if several && d.end.is_some() && !d.verified {
                     // This session is over already; the others still run.
                     continue;
@@ -532,22 +541,15 @@ fn run_many(
                     tracing::warn!("interrupted; leaving the session");
                     d.end = Some(End::Cancelled);
                     d.sink.discard();
-                    d.machine.leave("interrupted");
-                    let _ = d.on_events();
+                    machine.leave("interrupted");
                 }
             }
+            let _ = d.on_events();
         }
 
-        let n = d.drivers.len();
-        let first = d.next_tx % n;
         let mut tx_more = unicast.transmit(|buf| {
-            // Round robin over the sessions, starting where the last pass
-            // left off.
-            let (i, t) = (0..n).find_map(|k| {
-                let i = (first + k) % n;
-                d.drivers[i].machine.poll_transmit(now, buf).map(|t| (i, t))
-            })?;
-            d.next_tx = i + 1;
+            // The endpoint takes the sessions round robin.
+            let (_, t) = d.endpoint.poll_transmit(now, buf)?;
             let to = match t.dest {
                 Dest::Group => group,
                 Dest::Unicast(a) => a,
@@ -563,15 +565,9 @@ fn run_many(
         // Transmit first (the ack for the last packet must not wait for the
         // hash), then react; a reaction's datagram goes on the next pass,
         // at once rather than after the next arrival.
-        for d in &mut d.drivers {
-            if d.on_events() {
-                tx_more = true;
-            }
-            if d.verify_pending {
-                d.verify_pending = false;
-                d.on_all_data();
-                tx_more = true;
-            }
+        let reacted = d.on_events();
+        if d.verify() || reacted {
+            tx_more = true;
         }
 
         if d.drivers.iter().all(|d| d.end.is_some()) && linger_until.is_none() {
@@ -595,10 +591,8 @@ fn run_many(
 
         unicast.update_interest(&poll)?;
         let mut wait = d
-            .drivers
-            .iter()
-            .filter_map(|d| d.machine.poll_timeout())
-            .min()
+            .endpoint
+            .poll_timeout()
             .map_or(MAX_WAIT, |t| t.saturating_since(now))
             .min(MAX_WAIT);
         if let Some(until) = linger_until {
@@ -617,24 +611,24 @@ fn run_many(
             d.on_datagram(now, from, bytes);
         });
         rx_backlog = more_group || more_unicast;
-        for d in &mut d.drivers {
-            if d.machine.poll_timeout().is_some_and(|t| now >= t) {
-                d.machine.handle_timeout(now);
-                let _ = d.on_events();
-            }
-        }
+        d.endpoint.handle_timeout(now);
+        let _ = d.on_events();
     }
 
     if let Some(cb) = progress {
         let p = d.progress();
         cb(p);
     }
-    let mut results: Vec<_> = d.drivers.iter_mut().map(Driver::report).collect();
+    let mut results: Vec<_> = d
+        .endpoint
+        .iter()
+        .map(|(h, machine)| d.drivers[h.0].report(machine))
+        .collect();
     if sessions > 1 {
         // The listener still waiting for one more session: its timeout is
         // worth reporting only if fewer sessions came than were asked for.
-        if let Some(last) = d.drivers.last()
-            && last.machine.session().is_none()
+        if let Some((_, last)) = d.endpoint.iter().last()
+            && last.session().is_none()
             && d.drivers.len() > 1
             && !matches!(results.last(), Some(Err(Error::Cancelled)))
         {
@@ -663,7 +657,7 @@ mod tests {
         data: &[u8],
         announced: [u8; 32],
     ) -> (Driver<'a>, Sender) {
-        let mut driver = Driver::listening(cfg, Target::Dir(dir.to_owned()), None, None);
+        let mut d = Sessions::new(cfg, Target::Dir(dir.to_owned()), 1, None);
         let clock = Clock;
         let object = ObjectInfo {
             size: data.len() as u64,
@@ -674,7 +668,14 @@ mod tests {
             receivers: 1,
             ..SenderConfig::default()
         };
-        let mut sender = Sender::new(config, SessionId(3), Seq(0), object, clock.now()).unwrap();
+        let mut sender = Sender::new(
+            config,
+            rmcast_proto::SessionId(3),
+            Seq(0),
+            object,
+            clock.now(),
+        )
+        .unwrap();
         let (s_addr, r_addr): (SocketAddr, SocketAddr) = (
             "127.0.0.1:5000".parse().unwrap(),
             "127.0.0.1:6000".parse().unwrap(),
@@ -684,14 +685,10 @@ mod tests {
         while !sender.is_finished() && std::time::Instant::now() < deadline {
             let now = clock.now();
             while let Some(t) = sender.poll_transmit(now, data, &mut buf) {
-                driver.on_datagram(now, s_addr, &buf[..t.len]);
+                d.on_datagram(now, s_addr, &buf[..t.len]);
             }
-            driver.on_events();
-            if driver.verify_pending {
-                driver.verify_pending = false;
-                driver.on_all_data();
-            }
-            while let Some(t) = driver.machine.poll_transmit(now, &mut buf) {
+            d.verify();
+            while let Some((_, t)) = d.endpoint.poll_transmit(now, &mut buf) {
                 sender.handle_datagram(now, r_addr, &buf[..t.len]);
             }
             if sender.poll_timeout().is_some_and(|t| clock.now() >= t) {
@@ -699,7 +696,7 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        (driver, sender)
+        (d.drivers.remove(0), sender)
     }
 
     fn object() -> Vec<u8> {
