@@ -699,3 +699,50 @@ fn rate_group_without_hunt_is_refused() {
     assert_eq!(code, 1);
     assert!(err.contains("--rate-control hunt"), "{err}");
 }
+
+/// Two senders on one group (issue 19): receivers take the first session
+/// they hear, so the senders split them; each receiver must say which
+/// other session it saw, and its failure must name it.
+#[test]
+fn a_receiver_names_the_other_session_announced_on_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = group();
+    let senders: Vec<Proc> = ["a.bin", "b.bin"]
+        .iter()
+        .map(|name| {
+            let file = write_file(dir.path(), name, 1000);
+            Proc::spawn(
+                name,
+                rmcast().arg("send").arg(&file).args([
+                    "--receivers",
+                    "3",
+                    "--wait",
+                    "2s",
+                    "--group",
+                    &g,
+                ]),
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let receivers: Vec<Proc> = (0..2)
+        .map(|k| {
+            let out = dir.path().join(format!("out{k}"));
+            recv(&g, &out, &format!("r{k}"), &[])
+        })
+        .collect();
+    for s in senders {
+        let (code, _, err) = s.wait(Duration::from_secs(20));
+        assert_eq!(code, 1, "only 2 receivers for 3 wanted: {err}");
+    }
+    for (k, r) in receivers.into_iter().enumerate() {
+        let (code, out, err) = r.wait(Duration::from_secs(20));
+        assert_eq!(code, 1, "r{k}: {out}\n{err}");
+        assert!(err.contains("another session on"), "r{k}: {err}");
+        let text = format!("{out}{err}");
+        assert!(
+            text.contains("other sessions announced on this group and not taken"),
+            "r{k}: {text}"
+        );
+    }
+}

@@ -22,8 +22,8 @@ mod golden;
 #[path = "../../rmcast-sim/tests/common/report_text.rs"]
 mod report_text;
 
-use rmcast_lab::suite::{Backend, Suite};
 use rmcast_lab::suite::sim::{series_runs_on, sim_scenario};
+use rmcast_lab::suite::{Backend, Suite};
 use std::path::Path;
 use std::process::Command;
 

@@ -26,7 +26,7 @@
 //! for the endpoint's life: machines are never removed.
 
 use crate::receiver::{DataChunk, Receiver, ReceiverConfig, ReceiverEvent};
-use crate::{Instant, Kind, Transmit};
+use crate::{Instant, Kind, SessionId, Transmit};
 use std::net::SocketAddr;
 
 /// What an [`Endpoint`] receives, and as whom.
@@ -58,11 +58,28 @@ pub struct EndpointStats {
     pub own_rate_naks: u64,
 }
 
+/// A session announced on the group (a `Hello` heard), whether or not a
+/// machine of this endpoint took it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeenSession {
+    /// The announced session.
+    pub session: SessionId,
+    /// The address its `Hello` came from.
+    pub sender: SocketAddr,
+}
+
+/// At most this many announced sessions are remembered
+/// ([`Endpoint::sessions_seen`]): a hostile group cannot grow the list.
+pub const SEEN_SESSIONS_MAX: usize = 16;
+
 /// The receiver sessions of one socket set, and the rule routing each
 /// datagram to its session.
 pub struct Endpoint {
     config: EndpointConfig,
     machines: Vec<Receiver>,
+    /// Every session announced on the group, in the order first heard
+    /// (bounded): a receiver says which sessions it saw and which it took.
+    seen: Vec<SeenSession>,
     /// Where the next transmit pass starts, so no session starves the rest.
     next_tx: usize,
     stats: EndpointStats,
@@ -80,6 +97,7 @@ impl Endpoint {
             config,
             machines: vec![first],
             next_tx: 0,
+            seen: Vec::new(),
             stats: EndpointStats::default(),
         }
     }
@@ -97,6 +115,29 @@ impl Endpoint {
     /// The counters of datagrams dropped for belonging to no machine.
     pub fn stats(&self) -> &EndpointStats {
         &self.stats
+    }
+
+    /// The sessions announced on the group so far, in the order first heard
+    /// (at most [`SEEN_SESSIONS_MAX`]). A machine takes the first it hears;
+    /// the others tell the user that several senders share the group.
+    #[must_use]
+    pub fn sessions_seen(&self) -> &[SeenSession] {
+        &self.seen
+    }
+
+    /// Notes an announcement (`Hello`) of `session` from `from`.
+    fn note_announcement(&mut self, from: SocketAddr, datagram: &[u8]) {
+        let Ok((Kind::Hello, header)) = rmcast_wire::peek_header(datagram) else {
+            return;
+        };
+        if self.seen.len() < SEEN_SESSIONS_MAX
+            && !self.seen.iter().any(|s| s.session == header.session)
+        {
+            self.seen.push(SeenSession {
+                session: header.session,
+                sender: from,
+            });
+        }
     }
 
     /// The machine of session `h`.
@@ -144,6 +185,7 @@ impl Endpoint {
     /// machine sees it (test loss) call this, then [`Endpoint::deliver`];
     /// the rest call [`Endpoint::handle_datagram`].
     pub fn route(&mut self, from: SocketAddr, datagram: &[u8]) -> Option<SessionHandle> {
+        self.note_announcement(from, datagram);
         if self.config.sessions == 1 {
             // One session: its machine sees everything and counts strays.
             return Some(SessionHandle(0));
@@ -273,7 +315,7 @@ mod tests {
     //! One routing rule: by session, else the listener, else dropped and counted.
 
     use super::*;
-    use crate::{ProtocolId, Seq, SessionId};
+    use crate::{ProtocolId, Seq};
     use proptest::prelude::*;
     use rmcast_wire::{
         Body, Header, Hello, Offer, Packet, RANK_SENDER, RateNak, RateNakKind, Welcome,
@@ -363,6 +405,32 @@ mod tests {
         assert_eq!(ep.route(sender(1), &hello(5)), Some(SessionHandle(0)));
         assert_eq!(ep.listener(), None);
         assert_eq!(ep.stats(), &EndpointStats::default());
+    }
+
+    #[test]
+    fn every_announced_session_is_remembered_once_and_the_list_is_bounded() {
+        let mut ep = endpoint(1);
+        ep.handle_datagram(T0, sender(1), &hello(5));
+        ep.handle_datagram(T0, sender(2), &hello(6));
+        ep.handle_datagram(T0, sender(1), &hello(5));
+        assert_eq!(ep.session(SessionHandle(0)).session(), Some(SessionId(5)));
+        assert_eq!(
+            ep.sessions_seen(),
+            &[
+                SeenSession {
+                    session: SessionId(5),
+                    sender: sender(1)
+                },
+                SeenSession {
+                    session: SessionId(6),
+                    sender: sender(2)
+                },
+            ]
+        );
+        for k in 0..100 {
+            ep.route(sender(3), &hello(1000 + k));
+        }
+        assert_eq!(ep.sessions_seen().len(), SEEN_SESSIONS_MAX);
     }
 
     #[test]

@@ -45,7 +45,9 @@ mod sender;
 pub mod stream;
 mod time;
 
-pub use endpoint::{Endpoint, EndpointConfig, EndpointStats, SessionHandle};
+pub use endpoint::{
+    Endpoint, EndpointConfig, EndpointStats, SEEN_SESSIONS_MAX, SeenSession, SessionHandle,
+};
 pub use pacer::Pacer;
 pub use policy::{Children, FeedbackPolicy, TreeShape};
 pub use rate::{

@@ -9,7 +9,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rmcast_proto::{
     DataChunk, Dest, Endpoint, EndpointConfig, Instant, Kind, OfferInfo, Receiver, ReceiverConfig,
-    ReceiverEvent, SessionHandle, Status,
+    ReceiverEvent, SessionHandle, SessionId, Status,
 };
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -359,6 +359,8 @@ struct Sessions<'a> {
     endpoint: Endpoint,
     drivers: Vec<Driver<'a>>,
     names: Option<Rc<RefCell<HashSet<String>>>>,
+    /// How many of the endpoint's announced sessions were logged.
+    seen_logged: usize,
 }
 
 impl<'a> Sessions<'a> {
@@ -391,7 +393,66 @@ impl<'a> Sessions<'a> {
             endpoint,
             drivers: vec![Driver::listening(cfg, target, names.clone())],
             names,
+            seen_logged: 0,
         }
+    }
+
+    /// Whether a machine of ours took session `session`.
+    fn took(&self, session: SessionId) -> bool {
+        self.endpoint
+            .iter()
+            .any(|(_, m)| m.session() == Some(session))
+    }
+
+    /// Says which sessions were announced on the group and which were
+    /// taken: several senders on one group split the waiting receivers
+    /// between them, and each receiver must say so.
+    fn log_sessions_seen(&mut self) {
+        while let Some(s) = self.endpoint.sessions_seen().get(self.seen_logged).copied() {
+            self.seen_logged += 1;
+            if self.took(s.session) {
+                tracing::info!(
+                    "session {} of {} announced on {}: taken (the first announced{})",
+                    s.session,
+                    s.sender,
+                    self.cfg.group,
+                    if self.endpoint.max_sessions() > 1 {
+                        " while a machine was listening"
+                    } else {
+                        ""
+                    }
+                );
+            } else {
+                tracing::warn!(
+                    "another session on {}: {} from {}, not taken (this receiver takes the \
+                     first {} announced); senders sharing a group split its receivers: give \
+                     each sender its own --group, or use recv --sessions N",
+                    self.cfg.group,
+                    s.session,
+                    s.sender,
+                    self.endpoint.max_sessions()
+                );
+            }
+        }
+    }
+
+    /// The sessions announced on the group that no machine took, for a
+    /// failure report; empty when there were none.
+    fn untaken_sessions(&self) -> String {
+        let others: Vec<String> = self
+            .endpoint
+            .sessions_seen()
+            .iter()
+            .filter(|s| !self.took(s.session))
+            .map(|s| format!("{} from {}", s.session, s.sender))
+            .collect();
+        if others.is_empty() {
+            return String::new();
+        }
+        format!(
+            " (other sessions announced on this group and not taken: {}; a receiver takes the first announced)",
+            others.join(", ")
+        )
     }
 
     /// Verifies every session holding all its bytes (then reacts to what
@@ -421,6 +482,9 @@ impl<'a> Sessions<'a> {
         }
         if let Some(chunk) = self.endpoint.deliver(h, now, from, bytes) {
             self.drivers[h.0].store(self.endpoint.session_mut(h), chunk);
+        }
+        if self.seen_logged < self.endpoint.sessions_seen().len() {
+            self.log_sessions_seen();
         }
         while self.drivers.len() < self.endpoint.session_count() {
             // The endpoint started a listener for the next session.
@@ -619,10 +683,14 @@ fn run_many(
         let p = d.progress();
         cb(p);
     }
+    let untaken = d.untaken_sessions();
     let mut results: Vec<_> = d
         .endpoint
         .iter()
-        .map(|(h, machine)| d.drivers[h.0].report(machine))
+        .map(|(h, machine)| match d.drivers[h.0].report(machine) {
+            Err(Error::Failed(reason)) => Err(Error::Failed(format!("{reason}{untaken}"))),
+            other => other,
+        })
         .collect();
     if sessions > 1 {
         // The listener still waiting for one more session: its timeout is
