@@ -57,6 +57,7 @@
 mod report;
 mod scenario;
 mod sim;
+pub mod stream;
 
 pub use report::{
     Drops, Failure, OutstandingSample, RateSample, ReceiverReport, RunReport, SenderReport,

@@ -1,19 +1,20 @@
-//! PRMP scenarios on the seeded in-memory network (`stream_net`).
+//! PRMP scenarios on the simulator's seeded stream network
+//! (`rmcast_sim::stream`); every run is also checked against the stream's
+//! invariants (`rmcast_sim::stream::check`).
 
 mod stream_cases;
-mod stream_net;
 
 use rmcast_proto::Instant;
 use rmcast_proto::stream::{Admission, MemberId, RemoveReason, StreamEvent, StreamReceiverEvent};
+use rmcast_sim::stream::{StreamReport, StreamScenario, run_or_panic, secs};
 use std::time::Duration;
-use stream_net::{run, secs};
+
+fn run(sc: StreamScenario) -> StreamReport {
+    run_or_panic(&sc)
+}
 
 /// Every live receiver got exactly the messages sent, in order.
-fn assert_delivered_all(
-    out: &stream_net::Outcome,
-    sent: &[Vec<u8>],
-    who: impl Iterator<Item = usize>,
-) {
+fn assert_delivered_all(out: &StreamReport, sent: &[Vec<u8>], who: impl Iterator<Item = usize>) {
     for i in who {
         assert_eq!(
             out.delivered[i].len(),
@@ -62,7 +63,7 @@ fn invitation_handshake_admits_everyone_and_delivers_a_small_stream() {
     }
 }
 
-fn removed(out: &stream_net::Outcome) -> Vec<(std::time::Duration, u16)> {
+fn removed(out: &StreamReport) -> Vec<(std::time::Duration, u16)> {
     out.sender_events
         .iter()
         .filter_map(|(t, e)| match e {
@@ -402,7 +403,7 @@ fn no_admission_mid_session_a_late_request_is_reset() {
         events.contains(&StreamEvent::Established { members: 0 }),
         "{events:?}"
     );
-    let late = stream_net::receiver_addr(0);
+    let late = rmcast_sim::stream::receiver_addr(0);
     let req = StreamPacket {
         header: Header::new(session, RANK_UNASSIGNED),
         body: StreamBody::ConnectRequest(ConnectRequest {
@@ -457,7 +458,7 @@ fn ending_an_announcement_early_establishes_and_refuses_later_requests() {
     };
     let n = req.encode(&mut buf).unwrap();
     let datagram = buf[..n].to_vec();
-    s.handle_datagram(secs(0.2), stream_net::receiver_addr(0), &datagram);
+    s.handle_datagram(secs(0.2), rmcast_sim::stream::receiver_addr(0), &datagram);
     let t = s.poll_transmit(secs(0.2), &mut buf).expect("a reply");
     match StreamPacket::decode(&buf[..t.len]).unwrap().body {
         StreamBody::Reset { reason } => assert_eq!(reason, ResetReason::AdmissionClosed),
