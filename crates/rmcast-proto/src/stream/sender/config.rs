@@ -144,7 +144,7 @@ impl StreamSenderConfig {
         self.keepalive + (plan + self.rto_max) * self.remove_after
     }
 
-    /// Checks every field; [`StreamSender::new`] calls it.
+    /// Checks every field; [`StreamSender::new`](super::StreamSender::new) calls it.
     pub fn validate(&self) -> Result<(), StreamConfigError> {
         use StreamConfigError::Invalid;
         if self.payload_size == 0
