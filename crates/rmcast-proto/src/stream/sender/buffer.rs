@@ -2,14 +2,17 @@
 //! NACKs judged from responses, the choice between one multicast repair
 //! and unicast repairs, and freeing what every live member holds.
 
+use super::bits::Bits;
 use super::member::{MemberId, MemberStatus, PollState};
-use super::{StreamEvent, StreamSender};
+use super::{SendError, StreamEvent, StreamSender};
 use crate::stream::StreamTransmit as Transmit;
 use crate::stream::cc::CongestionControl;
 use crate::stream::ts_us;
 use crate::{Dest, Instant};
 use rmcast_wire::Seq;
 use rmcast_wire::stream::Response;
+use rmcast_wire::stream::{DATA_FIRST, DATA_LAST};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Per packet of the send buffer.
@@ -27,10 +30,123 @@ pub(super) struct Slot {
     pub(super) repair: Option<RepairMode>,
 }
 
+/// How a packet with NACKs is repaired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum RepairMode {
     Multicast,
     Unicast,
+}
+
+/// The send buffer: packets `base .. tail` in slots by sequence number,
+/// preallocated (`send_buffer_packets` × `payload_size` bytes and three
+/// bitsets of `send_buffer_packets` × members bits).
+#[derive(Debug)]
+pub(super) struct SendBuffer {
+    /// Oldest packet not yet held by every live member.
+    pub(super) base: Seq,
+    /// Next packet to transmit for the first time.
+    pub(super) next_tx: Seq,
+    /// Next sequence number `send` assigns.
+    pub(super) tail: Seq,
+    pub(super) isn: Seq,
+    pub(super) buffer_packets: u32,
+    pub(super) payload: Vec<u8>,
+    pub(super) slots: Vec<Slot>,
+    /// Per slot: members that reported the packet missing since its last transmission.
+    pub(super) lack: Bits,
+    /// Per slot: members that reported on the packet since its last transmission.
+    pub(super) reported: Bits,
+    /// Per slot: members still owed a unicast repair.
+    pub(super) repair_to: Bits,
+    /// Packets with NACKs, not yet decided.
+    pub(super) candidates: VecDeque<Seq>,
+    /// Packets decided for repair, in order.
+    pub(super) repairs: VecDeque<Seq>,
+    /// Data transmissions so far (first sends and repairs).
+    pub(super) transmissions: u64,
+}
+
+impl SendBuffer {
+    /// An empty buffer of `packets` slots of `payload_size` bytes whose
+    /// first packet is `isn`, with room for `members` members' bits.
+    pub(super) fn new(isn: Seq, packets: u32, payload_size: u16, members: usize) -> Self {
+        let w = packets as usize;
+        Self {
+            base: isn,
+            next_tx: isn,
+            tail: isn,
+            isn,
+            buffer_packets: packets,
+            payload: vec![0; w * usize::from(payload_size)],
+            slots: vec![Slot::default(); w],
+            lack: Bits::new(w, members),
+            reported: Bits::new(w, members),
+            repair_to: Bits::new(w, members),
+            candidates: VecDeque::with_capacity(w),
+            repairs: VecDeque::with_capacity(w),
+            transmissions: 0,
+        }
+    }
+
+    /// The slot of packet `s`.
+    pub(super) fn slot(&self, s: Seq) -> usize {
+        (s.since(self.isn) % self.buffer_packets) as usize
+    }
+
+    /// Packets in the buffer (unacknowledged or not yet sent).
+    pub(super) fn buffered(&self) -> u32 {
+        self.tail.since(self.base)
+    }
+
+    /// Queues one message as packets of `p` bytes with first/last flags,
+    /// or nothing if they do not all fit.
+    pub(super) fn push(&mut self, msg: &[u8], p: usize) -> Result<(), SendError> {
+        let packets = msg.len().div_ceil(p).max(1) as u32;
+        if self.buffered() + packets > self.buffer_packets {
+            return Err(SendError::WouldBlock);
+        }
+        for i in 0..packets {
+            let chunk =
+                &msg[(i as usize * p).min(msg.len())..((i as usize + 1) * p).min(msg.len())];
+            let w = self.slot(self.tail);
+            self.payload[w * p..w * p + chunk.len()].copy_from_slice(chunk);
+            let mut flags = 0;
+            if i == 0 {
+                flags |= DATA_FIRST;
+            }
+            if i + 1 == packets {
+                flags |= DATA_LAST;
+            }
+            self.slots[w] = Slot {
+                len: chunk.len() as u16,
+                flags,
+                ..Slot::default()
+            };
+            self.lack.clear_row(w);
+            self.reported.clear_row(w);
+            self.repair_to.clear_row(w);
+            self.tail = self.tail.add(1);
+        }
+        Ok(())
+    }
+
+    /// Room for `members` members' bits in every row.
+    pub(super) fn grow_members(&mut self, members: usize) {
+        let rows = self.slots.len();
+        self.lack.grow(rows, members);
+        self.reported.grow(rows, members);
+        self.repair_to.grow(rows, members);
+    }
+
+    /// Forgets the NACKs gathered for slot `w`.
+    pub(super) fn clear_nacks(&mut self, w: usize) {
+        let slot = &mut self.slots[w];
+        slot.lack_count = 0;
+        slot.first_nack_at = None;
+        slot.candidate = false;
+        self.lack.clear_row(w);
+        self.reported.clear_row(w);
+    }
 }
 
 impl StreamSender {
@@ -40,7 +156,7 @@ impl StreamSender {
     pub(super) fn on_response(&mut self, now: Instant, i: usize, r: &Response<'_>, close: bool) {
         // A receiver cannot hold what was never sent: a response that says
         // so is hostile or corrupt, counted and ignored.
-        if r.cumulative > self.next_tx || r.cumulative < self.isn {
+        if r.cumulative > self.buf.next_tx || r.cumulative < self.buf.isn {
             self.stats.malformed += 1;
             return;
         }
@@ -52,7 +168,7 @@ impl StreamSender {
         m.on_window(
             now,
             r.window_end(),
-            self.next_tx,
+            self.buf.next_tx,
             self.config.epoch,
             self.config.probe_max,
         );
@@ -85,17 +201,17 @@ impl StreamSender {
             self.events
                 .push_back(StreamEvent::Unsuspected(MemberId(i as u16)));
         }
-        if close && r.cumulative == self.tail && self.close_requested {
+        if close && r.cumulative == self.buf.tail && self.close_requested {
             m.close_confirmed = true;
         }
         // Judge every packet sent before the poll went out: held is an ACK,
         // missing a NACK (a packet resent since then is not judged).
-        let mut s = r.cumulative.max(self.base);
+        let mut s = r.cumulative.max(self.buf.base);
         while s < high {
-            let w = self.slot(s);
-            let slot = self.slots[w];
+            let w = self.buf.slot(s);
+            let slot = self.buf.slots[w];
             if slot.sent_no != 0 && slot.sent_no <= mark {
-                self.reported.set(w, i);
+                self.buf.reported.set(w, i);
                 if !r.holds(s) {
                     self.on_nack(now, s, w, i);
                 }
@@ -107,29 +223,29 @@ impl StreamSender {
     }
 
     pub(super) fn on_nack(&mut self, now: Instant, s: Seq, w: usize, i: usize) {
-        let slot = &mut self.slots[w];
+        let slot = &mut self.buf.slots[w];
         if let Some(mode) = slot.repair {
             // A repair is already queued; make sure it reaches this member.
             if mode == RepairMode::Unicast {
-                self.repair_to.set(w, i);
+                self.buf.repair_to.set(w, i);
             }
             return;
         }
-        if !self.lack.get(w, i) {
-            self.lack.set(w, i);
+        if !self.buf.lack.get(w, i) {
+            self.buf.lack.set(w, i);
             slot.lack_count += 1;
         }
         if !slot.nacked_ever {
             slot.nacked_ever = true;
             if self.config.congestion == CongestionControl::TcpLike {
                 self.cwnd
-                    .on_first_nack(slot.first_sent_no, self.transmissions);
+                    .on_first_nack(slot.first_sent_no, self.buf.transmissions);
             }
         }
         slot.first_nack_at.get_or_insert(now);
         if !slot.candidate {
             slot.candidate = true;
-            self.candidates.push_back(s);
+            self.buf.candidates.push_back(s);
         }
     }
 
@@ -138,53 +254,44 @@ impl StreamSender {
     /// by unicast to each once every live member reported (or the gathering
     /// time is over).
     pub(super) fn decide_repairs(&mut self, now: Instant) {
-        let n = self.candidates.len();
+        let n = self.buf.candidates.len();
         for _ in 0..n {
-            let Some(s) = self.candidates.pop_front() else {
+            let Some(s) = self.buf.candidates.pop_front() else {
                 break;
             };
-            if s < self.base {
+            if s < self.buf.base {
                 continue;
             }
-            let w = self.slot(s);
-            if self.slots[w].lack_count == 0 {
-                self.clear_nacks(w);
+            let w = self.buf.slot(s);
+            if self.buf.slots[w].lack_count == 0 {
+                self.buf.clear_nacks(w);
                 continue;
             }
-            let slot = self.slots[w];
+            let slot = self.buf.slots[w];
             let enough = slot.lack_count >= self.config.repair_multicast_min;
             let timed_out = slot
                 .first_nack_at
                 .is_some_and(|t| now >= t + self.config.repair_gather);
             let all_reported = self.members.iter().enumerate().all(|(i, m)| {
-                m.status != MemberStatus::Live || m.cum > s || self.reported.get(w, i)
+                m.status != MemberStatus::Live || m.cum > s || self.buf.reported.get(w, i)
             });
             if !(enough || timed_out || all_reported) {
-                self.candidates.push_back(s);
+                self.buf.candidates.push_back(s);
                 continue;
             }
             if enough {
-                self.slots[w].repair = Some(RepairMode::Multicast);
+                self.buf.slots[w].repair = Some(RepairMode::Multicast);
             } else {
                 for i in 0..self.members.len() {
-                    if self.lack.get(w, i) {
-                        self.repair_to.set(w, i);
+                    if self.buf.lack.get(w, i) {
+                        self.buf.repair_to.set(w, i);
                     }
                 }
-                self.slots[w].repair = Some(RepairMode::Unicast);
+                self.buf.slots[w].repair = Some(RepairMode::Unicast);
             }
-            self.clear_nacks(w);
-            self.repairs.push_back(s);
+            self.buf.clear_nacks(w);
+            self.buf.repairs.push_back(s);
         }
-    }
-
-    pub(super) fn clear_nacks(&mut self, w: usize) {
-        let slot = &mut self.slots[w];
-        slot.lack_count = 0;
-        slot.first_nack_at = None;
-        slot.candidate = false;
-        self.lack.clear_row(w);
-        self.reported.clear_row(w);
     }
 
     pub(super) fn advance_base(&mut self) {
@@ -197,47 +304,47 @@ impl StreamSender {
         else {
             return;
         };
-        if min > self.base {
-            let n = min.since(self.base);
+        if min > self.buf.base {
+            let n = min.since(self.buf.base);
             if self.config.congestion == CongestionControl::TcpLike {
                 self.cwnd.on_fully_acked(n);
             }
             // Everyone holds these: forget their repair state, so a stale
             // queue entry can never touch the slot's next packet.
-            let mut s = self.base;
+            let mut s = self.buf.base;
             while s < min {
-                let w = self.slot(s);
-                self.slots[w].repair = None;
-                self.clear_nacks(w);
-                self.repair_to.clear_row(w);
+                let w = self.buf.slot(s);
+                self.buf.slots[w].repair = None;
+                self.buf.clear_nacks(w);
+                self.buf.repair_to.clear_row(w);
                 s = s.add(1);
             }
-            self.base = min;
+            self.buf.base = min;
         }
     }
 
     pub(super) fn repair_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        while let Some(&s) = self.repairs.front() {
-            let w = self.slot(s);
-            if s < self.base {
+        while let Some(&s) = self.buf.repairs.front() {
+            let w = self.buf.slot(s);
+            if s < self.buf.base {
                 // Freed (and its slot maybe reused) in `advance_base`.
-                self.repairs.pop_front();
+                self.buf.repairs.pop_front();
                 continue;
             }
-            match self.slots[w].repair {
+            match self.buf.slots[w].repair {
                 Some(RepairMode::Multicast) => {
-                    self.repairs.pop_front();
-                    self.slots[w].repair = None;
+                    self.buf.repairs.pop_front();
+                    self.buf.slots[w].repair = None;
                     self.stats.multicast_repairs += 1;
                     return self.data_transmit(now, s, Dest::Group, buf);
                 }
                 Some(RepairMode::Unicast) => {
-                    let Some(i) = self.repair_to.first_set(w) else {
-                        self.repairs.pop_front();
-                        self.slots[w].repair = None;
+                    let Some(i) = self.buf.repair_to.first_set(w) else {
+                        self.buf.repairs.pop_front();
+                        self.buf.slots[w].repair = None;
                         continue;
                     };
-                    self.repair_to.clear(w, i);
+                    self.buf.repair_to.clear(w, i);
                     let m = &self.members[i];
                     let cum = m.cum;
                     if m.status != MemberStatus::Live || cum > s {
@@ -247,7 +354,7 @@ impl StreamSender {
                     return self.data_transmit(now, s, Dest::Unicast(m.addr), buf);
                 }
                 None => {
-                    self.repairs.pop_front();
+                    self.buf.repairs.pop_front();
                 }
             }
         }
@@ -289,7 +396,7 @@ mod tests {
         respond(&mut s, 1, now, ISN.add(3), 61, &[], false);
         assert_eq!(data(&drain(&mut s, now)), [Dest::Unicast(addr(0))]);
         assert_eq!(s.stats().unicast_repairs, 1);
-        assert_eq!(s.base, ISN);
+        assert_eq!(s.buf.base, ISN);
     }
 
     #[test]
@@ -321,9 +428,9 @@ mod tests {
         let (mut s, now) = three_packets_polled(2);
         assert_eq!(s.buffered_packets(), 3);
         respond(&mut s, 0, now, ISN.add(3), 61, &[], false);
-        assert_eq!(s.base, ISN);
+        assert_eq!(s.buf.base, ISN);
         respond(&mut s, 1, now, ISN.add(2), 62, &[], false);
-        assert_eq!((s.base, s.buffered_packets()), (ISN.add(2), 1));
+        assert_eq!((s.buf.base, s.buffered_packets()), (ISN.add(2), 1));
         assert_eq!(s.send_capacity_packets(), 63);
     }
 

@@ -22,10 +22,10 @@ impl StreamSender {
     }
 
     pub(super) fn may_send_new(&self) -> bool {
-        if self.next_tx == self.tail {
+        if self.buf.next_tx == self.buf.tail {
             return false;
         }
-        if self.flow_edge().is_none_or(|edge| self.next_tx >= edge) {
+        if self.flow_edge().is_none_or(|edge| self.buf.next_tx >= edge) {
             return false;
         }
         if self.config.congestion == CongestionControl::TcpLike

@@ -10,7 +10,7 @@
 //! | `config.rs` | [`StreamSenderConfig`], [`Admission`], validation, the removal bound |
 //! | `member.rs` | a member's state: handshake, RTT, poll state, liveness |
 //! | `session.rs` | session control: invitation and announcement handshakes, leave, suspicion and removal, the close, the control queue |
-//! | `buffer.rs` | the send buffer (per-packet slots and NACK bitsets), acknowledgements and NACKs, multicast/unicast repair |
+//! | `buffer.rs` | `SendBuffer` (sequence space, per-packet slots, NACK bitsets) and the machine's acknowledgement, NACK and multicast/unicast repair logic over it |
 //! | `bits.rs` | the fixed bitsets (one row per send-buffer slot, one bit per member) |
 //! | `flow.rs` | flow control by advertised windows, zero-window probes, the congestion-window gate |
 //! | `polls.rs` | poll planning (glue to [`super::PollPlanner`]) and poll encoding |
@@ -35,12 +35,10 @@ pub use member::{MemberId, MemberInfo, MemberStatus};
 use super::cc::CongestionWindow;
 use super::planner::PollPlanner;
 use crate::Instant;
-use bits::Bits;
-use buffer::Slot;
+use buffer::SendBuffer;
 use member::{Member, nonce};
 use rmcast_wire::stream::{
-    DATA_FIRST, DATA_LAST, MAX_POLL_ENTRIES, POLL_ENTRY_LEN, PollEntry, ResetReason, StreamBody,
-    StreamPacket,
+    MAX_POLL_ENTRIES, POLL_ENTRY_LEN, PollEntry, ResetReason, StreamBody, StreamPacket,
 };
 use rmcast_wire::{DecodeError, RANK_SENDER, Seq, SessionId};
 use session::Control;
@@ -145,27 +143,10 @@ pub struct StreamSender {
     phase: Phase,
     started: Instant,
     members: Vec<Member>,
-    /// Oldest packet not yet held by every live member.
-    base: Seq,
-    /// Next packet to transmit for the first time.
-    next_tx: Seq,
-    /// Next sequence number `send` assigns.
-    tail: Seq,
-    isn: Seq,
-    buffer_packets: u32,
-    payload: Vec<u8>,
-    slots: Vec<Slot>,
-    /// Per slot: members that reported the packet missing since its last transmission.
-    lack: Bits,
-    /// Per slot: members that reported on the packet since its last transmission.
-    reported: Bits,
-    /// Per slot: members still owed a unicast repair.
-    repair_to: Bits,
-    candidates: VecDeque<Seq>,
-    repairs: VecDeque<Seq>,
+    /// The send buffer: sequence space, packets, per-packet repair state.
+    buf: SendBuffer,
     planner: PollPlanner,
     cwnd: CongestionWindow,
-    transmissions: u64,
     poll_ids: u32,
     control: VecDeque<Control>,
     next_announce: Instant,
@@ -192,7 +173,6 @@ impl StreamSender {
         now: Instant,
     ) -> Result<Self, StreamConfigError> {
         config.validate()?;
-        let w = config.send_buffer_packets as usize;
         let per_epoch = config.responses_per_epoch() as u16;
         let mut members = Vec::new();
         if let Admission::Invite { receivers, .. } = &config.admission {
@@ -213,25 +193,13 @@ impl StreamSender {
             session,
             phase: Phase::Admitting,
             started: now,
-            base: isn,
-            next_tx: isn,
-            tail: isn,
-            isn,
-            buffer_packets: config.send_buffer_packets,
-            payload: vec![0; w * usize::from(config.payload_size)],
-            slots: vec![Slot::default(); w],
-            lack: Bits::new(w, n),
-            reported: Bits::new(w, n),
-            repair_to: Bits::new(w, n),
-            candidates: VecDeque::with_capacity(w),
-            repairs: VecDeque::with_capacity(w),
+            buf: SendBuffer::new(isn, config.send_buffer_packets, config.payload_size, n),
             planner: PollPlanner::new(
                 config.epoch,
                 per_epoch,
                 config.planning_horizon_epochs as usize,
             ),
             cwnd: CongestionWindow::new(config.send_buffer_packets),
-            transmissions: 0,
             poll_ids: 0,
             control: VecDeque::with_capacity(64),
             next_announce: now,
@@ -277,7 +245,7 @@ impl StreamSender {
                 addr: m.addr,
                 name: m.name.clone(),
                 status: m.status,
-                acked_packets: m.cum.since(self.isn),
+                acked_packets: m.cum.since(self.buf.isn),
                 close_confirmed: m.close_confirmed,
                 srtt: m.rtt.srtt(),
             })
@@ -296,13 +264,13 @@ impl StreamSender {
     /// Packets in the send buffer (unacknowledged or not yet sent).
     #[must_use]
     pub fn buffered_packets(&self) -> u32 {
-        self.tail.since(self.base)
+        self.buf.buffered()
     }
 
     /// Packets sent but not yet held by every live member.
     #[must_use]
     pub fn in_flight_packets(&self) -> u32 {
-        self.next_tx.since(self.base)
+        self.buf.next_tx.since(self.buf.base)
     }
 
     /// The group congestion window (also kept, unused, when control is off).
@@ -339,33 +307,7 @@ impl StreamSender {
         if msg.len() > self.config.message_bytes_max as usize {
             return Err(SendError::TooLarge);
         }
-        let p = usize::from(self.config.payload_size);
-        let packets = msg.len().div_ceil(p).max(1) as u32;
-        if self.buffered_packets() + packets > self.buffer_packets {
-            return Err(SendError::WouldBlock);
-        }
-        for i in 0..packets {
-            let chunk =
-                &msg[(i as usize * p).min(msg.len())..((i as usize + 1) * p).min(msg.len())];
-            let w = self.slot(self.tail);
-            self.payload[w * p..w * p + chunk.len()].copy_from_slice(chunk);
-            let mut flags = 0;
-            if i == 0 {
-                flags |= DATA_FIRST;
-            }
-            if i + 1 == packets {
-                flags |= DATA_LAST;
-            }
-            self.slots[w] = Slot {
-                len: chunk.len() as u16,
-                flags,
-                ..Slot::default()
-            };
-            self.lack.clear_row(w);
-            self.reported.clear_row(w);
-            self.repair_to.clear_row(w);
-            self.tail = self.tail.add(1);
-        }
+        self.buf.push(msg, usize::from(self.config.payload_size))?;
         self.stats.messages += 1;
         Ok(())
     }
@@ -373,7 +315,7 @@ impl StreamSender {
     /// Free send buffer in packets.
     #[must_use]
     pub fn send_capacity_packets(&self) -> u32 {
-        self.buffer_packets - self.buffered_packets()
+        self.buf.buffer_packets - self.buffered_packets()
     }
 
     /// Ends the stream: no more `send`; once every queued message is held
@@ -444,28 +386,28 @@ impl StreamSender {
         self.decide_repairs(now);
         self.plan_polls(now);
     }
-
-    pub(super) fn slot(&self, s: Seq) -> usize {
-        (s.since(self.isn) % self.buffer_packets) as usize
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::testkit::*;
     use super::*;
+    use rmcast_wire::stream::{DATA_FIRST, DATA_LAST};
 
     #[test]
     fn send_splits_a_message_into_flagged_packets_and_never_queues_half() {
         let mut s = joined(1, 64);
         s.send(&[7u8; 250]).unwrap();
         assert_eq!(s.buffered_packets(), 3);
-        let w = s.slot(ISN);
-        assert_eq!(s.slots[w].flags, DATA_FIRST);
-        assert_eq!(s.slots[s.slot(ISN.add(2))].flags, DATA_LAST);
-        assert_eq!(s.slots[s.slot(ISN.add(2))].len, 50);
+        let w = s.buf.slot(ISN);
+        assert_eq!(s.buf.slots[w].flags, DATA_FIRST);
+        assert_eq!(s.buf.slots[s.buf.slot(ISN.add(2))].flags, DATA_LAST);
+        assert_eq!(s.buf.slots[s.buf.slot(ISN.add(2))].len, 50);
         s.send(&[]).unwrap();
-        assert_eq!(s.slots[s.slot(ISN.add(3))].flags, DATA_FIRST | DATA_LAST);
+        assert_eq!(
+            s.buf.slots[s.buf.slot(ISN.add(3))].flags,
+            DATA_FIRST | DATA_LAST
+        );
         assert_eq!(s.send(&[0u8; 401]), Err(SendError::TooLarge));
         while s.send(&[1u8; 400]).is_ok() {}
         // 4 + 15 × 4 = 64: full, and the refused message left no trace.

@@ -18,7 +18,7 @@ impl StreamSender {
         if matches!(self.phase, Phase::Admitting | Phase::Done) {
             return None;
         }
-        if self.close_requested && self.phase == Phase::Open && self.next_tx == self.tail {
+        if self.close_requested && self.phase == Phase::Open && self.buf.next_tx == self.buf.tail {
             self.phase = Phase::Closing;
             self.plan_polls(now);
         }
@@ -27,12 +27,12 @@ impl StreamSender {
             return Some(t);
         }
         if self.may_send_new() {
-            let s = self.next_tx;
-            self.next_tx = s.add(1);
+            let s = self.buf.next_tx;
+            self.buf.next_tx = s.add(1);
             let t = self.data_transmit(now, s, Dest::Group, buf);
             self.stats.data_packets += 1;
-            let w = self.slot(s);
-            self.slots[w].first_sent_no = self.slots[w].sent_no;
+            let w = self.buf.slot(s);
+            self.buf.slots[w].first_sent_no = self.buf.slots[w].sent_no;
             // Every member now lacks an acknowledgement of this packet.
             self.plan_polls(now);
             return t;
@@ -48,14 +48,14 @@ impl StreamSender {
         dest: Dest,
         buf: &mut [u8],
     ) -> Option<Transmit> {
-        let w = self.slot(s);
-        let slot = self.slots[w];
-        self.transmissions += 1;
-        self.slots[w].sent_no = self.transmissions;
-        let high = if s >= self.next_tx {
+        let w = self.buf.slot(s);
+        let slot = self.buf.slots[w];
+        self.buf.transmissions += 1;
+        self.buf.slots[w].sent_no = self.buf.transmissions;
+        let high = if s >= self.buf.next_tx {
             s.add(1)
         } else {
-            self.next_tx
+            self.buf.next_tx
         };
         let n = if dest == Dest::Group {
             self.collect_polls(now, now + self.config.epoch, high)
@@ -66,7 +66,7 @@ impl StreamSender {
         self.encode_entries(now, n);
         let poll = self.encoded_poll(n);
         let p = usize::from(self.config.payload_size);
-        let payload = &self.payload[w * p..w * p + usize::from(slot.len)];
+        let payload = &self.buf.payload[w * p..w * p + usize::from(slot.len)];
         let body = StreamBody::Data(StreamData {
             seq: s,
             flags: slot.flags,

@@ -30,9 +30,10 @@ impl StreamSender {
             if m.status != MemberStatus::Live || m.poll != PollState::Idle {
                 continue;
             }
-            let unacked = m.cum < self.next_tx;
-            let blocked =
-                self.tail != self.next_tx && m.edge <= self.next_tx && now >= m.next_probe;
+            let unacked = m.cum < self.buf.next_tx;
+            let blocked = self.buf.tail != self.buf.next_tx
+                && m.edge <= self.buf.next_tx
+                && now >= m.next_probe;
             let close = closing && !m.close_confirmed;
             let keepalive = now >= m.last_heard + self.config.keepalive;
             if !(unacked || blocked || close || keepalive) {
@@ -72,7 +73,7 @@ impl StreamSender {
             m.poll = PollState::Outstanding {
                 poll_id: id,
                 deadline: now + delay + rto,
-                mark: self.transmissions,
+                mark: self.buf.transmissions,
                 high,
             };
             self.entries[n] = PollEntry {
@@ -110,7 +111,7 @@ impl StreamSender {
     }
 
     pub(super) fn poll_standalone(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let n = self.collect_polls(now, now, self.next_tx);
+        let n = self.collect_polls(now, now, self.buf.next_tx);
         if n == 0 {
             return None;
         }
@@ -123,7 +124,7 @@ impl StreamSender {
         self.encode_entries(now, n);
         let poll = self.encoded_poll(n);
         let b = PollBody {
-            next_seq: self.next_tx,
+            next_seq: self.buf.next_tx,
             poll,
         };
         let body = if self.phase == Phase::Closing {

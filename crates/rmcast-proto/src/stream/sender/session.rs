@@ -71,17 +71,13 @@ impl StreamSender {
             nonce(self.nonce_seed ^ c.receiver_id, i),
             MemberStatus::Inviting,
             &self.config,
-            self.isn,
+            self.buf.isn,
             now,
         );
         m.tries = 1;
         m.next_try = now + self.config.handshake_interval;
         self.members.push(m);
-        let bits = self.members.len();
-        let rows = self.slots.len();
-        self.lack.grow(rows, bits);
-        self.reported.grow(rows, bits);
-        self.repair_to.grow(rows, bits);
+        self.buf.grow_members(self.members.len());
         self.push_control(Control::Invite(i as u16));
     }
 
@@ -113,8 +109,8 @@ impl StreamSender {
                 m.status = MemberStatus::Live;
                 m.receiver_id = a.receiver_id;
                 m.name = truncate_utf8(a.name, 255).to_owned();
-                m.cum = self.base;
-                m.edge = self.base.add(a.buffer_packets);
+                m.cum = self.buf.base;
+                m.edge = self.buf.base.add(a.buffer_packets);
                 m.last_heard = now;
                 // One invite, one answer: an unambiguous first RTT
                 // sample (Karn), so the first polls land where planned.
@@ -189,7 +185,7 @@ impl StreamSender {
             .iter()
             .filter(|m| m.status == MemberStatus::Live)
             .all(|m| m.close_confirmed);
-        if all && self.base == self.tail {
+        if all && self.buf.base == self.buf.tail {
             self.finish();
         }
     }
@@ -214,13 +210,13 @@ impl StreamSender {
         }
         m.poll = PollState::Idle;
         m.status = MemberStatus::Gone;
-        for w in 0..self.slots.len() {
-            if self.lack.get(w, i) {
-                self.lack.clear(w, i);
-                self.slots[w].lack_count -= 1;
+        for w in 0..self.buf.slots.len() {
+            if self.buf.lack.get(w, i) {
+                self.buf.lack.clear(w, i);
+                self.buf.slots[w].lack_count -= 1;
             }
-            self.reported.clear(w, i);
-            self.repair_to.clear(w, i);
+            self.buf.reported.clear(w, i);
+            self.buf.repair_to.clear(w, i);
         }
     }
 
@@ -369,7 +365,7 @@ impl StreamSender {
                         nonce: m.nonce,
                         rank,
                         payload_size: self.config.payload_size,
-                        isn: self.isn,
+                        isn: self.buf.isn,
                         message_packets_max: self.config.message_packets_max(),
                     }),
                 )

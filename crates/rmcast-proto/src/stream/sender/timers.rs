@@ -63,7 +63,7 @@ impl StreamSender {
                     PollState::Idle => {
                         if self.phase != Phase::Admitting {
                             f(Timer::Keepalive(i), m.last_heard + self.config.keepalive);
-                            if self.tail != self.next_tx && m.edge <= self.next_tx {
+                            if self.buf.tail != self.buf.next_tx && m.edge <= self.buf.next_tx {
                                 f(Timer::Probe(i), m.next_probe);
                             }
                         }
@@ -72,8 +72,8 @@ impl StreamSender {
                 _ => {}
             }
         }
-        for &s in &self.candidates {
-            if let Some(first) = self.slots[self.slot(s)].first_nack_at {
+        for &s in &self.buf.candidates {
+            if let Some(first) = self.buf.slots[self.buf.slot(s)].first_nack_at {
                 f(Timer::RepairGather(s), first + self.config.repair_gather);
             }
         }
@@ -165,7 +165,7 @@ mod tests {
             // Every member answers at once, holding everything sent.
             for i in 0..3 {
                 if matches!(s.members[i].poll, PollState::Outstanding { .. }) {
-                    let next = s.next_tx;
+                    let next = s.buf.next_tx;
                     respond(&mut s, i, now, next, 8, &[], false);
                     look(&s);
                 }
