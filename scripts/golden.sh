@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check (default) or bless every golden file: the simulator's whole reports
-# for fixed seeds (rmcast-sim), the PRMP cases (rmcast-proto) and the fsu
+# for fixed seeds and the PRMP cases (rmcast-sim), and the fsu
 # suite's `--backend sim --quick` report and runs (rmcast-lab). See the
 # "Golden files" section of docs/architecture.md.
 #
@@ -17,7 +17,7 @@ case "${1:-check}" in
   *) echo "usage: $0 [check|bless]" >&2; exit 2 ;;
 esac
 cargo test --locked -p rmcast-sim --test golden
-cargo test --locked -p rmcast-proto --test stream_golden
+cargo test --locked -p rmcast-sim --test stream_golden
 cargo test --locked -p rmcast-lab --test golden
 if [ "${1:-check}" = bless ]; then
   git status --short -- '*/tests/golden/*'

@@ -58,6 +58,7 @@ pub mod campaign;
 mod report;
 mod scenario;
 mod sim;
+pub mod stream;
 
 pub use report::{
     Drops, Failure, OutstandingSample, RateSample, ReceiverReport, RunReport, SenderReport,

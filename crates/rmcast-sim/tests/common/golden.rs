@@ -3,8 +3,9 @@
 //! `RMCAST_GOLDEN_BLESS=1` rewrites the file instead (review the diff, and
 //! name every change in the commit message: it is a bug or a fix).
 //!
-//! Shared by rmcast-sim, rmcast-proto and rmcast-lab tests (the latter two
-//! include this file by `#[path]`), so it uses nothing but std.
+//! Shared by rmcast-sim and rmcast-lab tests (the latter and
+//! `stream_golden.rs` include this file by `#[path]`), so it uses nothing
+//! but std.
 #![allow(dead_code)]
 
 use std::fmt::Write as _;

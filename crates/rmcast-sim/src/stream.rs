@@ -1,12 +1,25 @@
-//! A seeded in-memory multicast network for PRMP tests: one sender, N
-//! receivers, per-direction delay with jitter (hence reordering), loss and
-//! duplication, virtual time. Every run replays from its seed, which every
-//! failure message names.
-
-#![allow(dead_code, clippy::needless_range_loop)]
+//! PRMP's network: a seeded in-memory multicast LAN for the message-stream
+//! machines ([`rmcast_proto::stream`]): one [`StreamSender`], N
+//! [`StreamReceiver`]s, per-direction delay with uniform jitter (hence
+//! reordering), Bernoulli loss and duplication, virtual time.
+//!
+//! It is a model of its own, simpler than the switched LAN of
+//! [`crate::Scenario`] (no rates, queues, fragments or CPU costs): PRMP's
+//! tests are about ordering, loss, membership and planning, and its golden
+//! file (`tests/golden/prmp.txt`) pins what the machines did under exactly
+//! this model, its splitmix64 draws and its event order.
+//!
+//! [`run`] plays a [`StreamScenario`] to the end and checks the stream's
+//! invariants ([`check`]): the run ended (the sender closed), every receiver
+//! read a prefix of what was sent, in order, each message once and whole,
+//! every receiver that stayed in the session read all of it, no packet was
+//! sent beyond a window a live receiver advertised, and no buffer outgrew
+//! its bound. A failing run returns a [`StreamSimError`] naming its seed;
+//! [`replay`] and [`run_or_panic`] (which honours `RMCAST_SIM_SEED`) replay
+//! it. Every run replays exactly from its seed.
 
 use rmcast_proto::stream::{
-    Admission, StreamEvent, StreamReceiver, StreamReceiverConfig, StreamReceiverEvent,
+    Admission, MemberId, StreamEvent, StreamReceiver, StreamReceiverConfig, StreamReceiverEvent,
     StreamSender, StreamSenderConfig,
 };
 use rmcast_proto::{Dest, Instant};
@@ -17,14 +30,18 @@ use std::collections::BinaryHeap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
-/// splitmix64: small, seedable, good enough for a network model.
+/// splitmix64: small, seedable, good enough for a network model (and the
+/// generator the golden file was made with: do not swap it).
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator whose first state is `seed`.
+    #[must_use]
     pub fn new(seed: u64) -> Self {
         Self(seed)
     }
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -32,25 +49,31 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+    /// Uniform in `[0, 1)`.
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
+    /// Uniform in `[0, n)` (modulo bias and all; `n` = 0 gives 0).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }
 }
 
-/// One direction of every link.
+/// One direction of every link (sender to receivers, or back).
 #[derive(Clone, Copy, Debug)]
 pub struct Link {
+    /// Fixed one-way delay.
     pub delay: Duration,
     /// Uniform extra delay in `[0, jitter)`: packets overtake each other.
     pub jitter: Duration,
+    /// Probability that a datagram is lost.
     pub loss: f64,
+    /// Probability that a datagram that is not lost arrives twice.
     pub duplicate: f64,
 }
 
 impl Link {
+    /// 250 µs one way, nothing lost, duplicated or reordered.
     pub const LAN: Link = Link {
         delay: Duration::from_micros(250),
         jitter: Duration::ZERO,
@@ -59,8 +82,11 @@ impl Link {
     };
 }
 
+/// The sender's address.
 pub const SENDER: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 5000));
 
+/// Receiver `i`'s address (`10.0.{1 + i/200}.{1 + i%200}:6000`).
+#[must_use]
 pub fn receiver_addr(i: usize) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(
         Ipv4Addr::new(10, 0, 1 + (i / 200) as u8, 1 + (i % 200) as u8),
@@ -68,29 +94,48 @@ pub fn receiver_addr(i: usize) -> SocketAddr {
     ))
 }
 
-pub struct Scenario {
+/// One PRMP run: the machines' configurations, the network, what the
+/// applications do and when.
+#[derive(Clone, Debug)]
+pub struct StreamScenario {
+    /// Seeds the session id, the sender's nonces, the receivers' ids and
+    /// every draw of the network.
     pub seed: u64,
+    /// Number of receivers (ranks 0..receivers).
     pub receivers: usize,
+    /// The sender's initial sequence number.
     pub isn: Seq,
-    /// `Admission::Invite` with an empty list is filled with every receiver.
+    /// The sender; `Admission::Invite` with an empty list is filled with
+    /// every receiver.
     pub sender: StreamSenderConfig,
+    /// Every receiver (its `receiver_id` and `name` are set per receiver).
     pub receiver: StreamReceiverConfig,
+    /// Sender to receivers.
     pub down: Link,
+    /// Receivers to sender.
     pub up: Link,
+    /// What the sending application sends, in order.
     pub messages: Vec<Vec<u8>>,
     /// Send the first message at this time (after admission).
     pub send_from: Instant,
+    /// Close the stream once `send` accepted every message.
     pub close_when_sent: bool,
-    /// Receiver i's application reads nothing in `[from, until)`.
+    /// `(i, from, until)`: receiver i's application reads nothing in `[from, until)`.
     pub pauses: Vec<(usize, Instant, Instant)>,
+    /// `(i, at)`: receiver i stops for good at `at`.
     pub crashes: Vec<(usize, Instant)>,
+    /// `(i, at)`: receiver i's application calls `leave` at `at`.
     pub leaves: Vec<(usize, Instant)>,
     /// Receivers that are not started at all (an invitee that never answers).
     pub absent: Vec<usize>,
+    /// The run stops here if the sender has not closed by then.
     pub deadline: Instant,
 }
 
-impl Scenario {
+impl StreamScenario {
+    /// `receivers` on a [`Link::LAN`] both ways, default configurations, no
+    /// messages, a 60 s deadline; the ISN is drawn from `seed`.
+    #[must_use]
     pub fn new(seed: u64, receivers: usize) -> Self {
         Self {
             seed,
@@ -112,6 +157,8 @@ impl Scenario {
     }
 }
 
+/// `s` seconds after the time origin.
+#[must_use]
 pub fn secs(s: f64) -> Instant {
     Instant::from_nanos((s * 1e9) as u64)
 }
@@ -126,30 +173,44 @@ pub fn messages(rng: &mut Rng, count: usize, max: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// What happened in one run.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct StreamReport {
+    /// The seed that replays it.
     pub seed: u64,
+    /// Virtual time when the run stopped.
     pub end: Instant,
+    /// The sender's events with the time they were polled.
     pub sender_events: Vec<(Instant, StreamEvent)>,
+    /// Each receiver's events with the time they were polled.
     pub receiver_events: Vec<Vec<(Instant, StreamReceiverEvent)>>,
+    /// What each receiver's application read, message by message.
     pub delivered: Vec<Vec<Vec<u8>>>,
+    /// Messages `send` accepted.
     pub sent: usize,
     /// Arrival times at the sender of every `Response` / `CloseAck`.
     pub response_arrivals: Vec<Instant>,
-    /// Data packets that reached a receiver at or beyond the window edge it
-    /// had advertised so far (must stay 0).
+    /// Data packets sent at or beyond the window edge a live receiver had
+    /// advertised to the sender (must stay 0).
     pub beyond_edge: u64,
     /// Largest number of packets a receiver held unread.
     pub max_buffered: Vec<u32>,
+    /// Largest number of packets in the sender's send buffer.
+    pub sender_buffered_max: u32,
     /// (time, cwnd) after every sender transmission.
     pub cwnd_trace: Vec<(Instant, u32)>,
+    /// The sender's counters at the end.
     pub sender_stats: rmcast_proto::stream::StreamSenderStats,
+    /// Each receiver's counters at the end.
     pub receiver_stats: Vec<rmcast_proto::stream::StreamReceiverStats>,
+    /// Whether the sender reported `Closed`.
     pub closed: bool,
+    /// Simulation steps (instants visited).
     pub steps: u64,
 }
 
-impl Outcome {
+impl StreamReport {
+    /// When the sender first reported an event matching `pred`.
     pub fn first(&self, pred: impl Fn(&StreamEvent) -> bool) -> Option<Instant> {
         self.sender_events
             .iter()
@@ -208,7 +269,11 @@ impl World {
     }
 }
 
-pub fn run(mut sc: Scenario) -> Outcome {
+/// Plays `scenario` to the end without judging it (see [`run`]).
+#[allow(clippy::needless_range_loop)] // one index names a receiver in several parallel vectors
+#[must_use]
+pub fn simulate(scenario: &StreamScenario) -> StreamReport {
+    let mut sc = scenario.clone();
     let n = sc.receivers;
     if let Admission::Invite { receivers, .. } = &mut sc.sender.admission
         && receivers.is_empty()
@@ -245,7 +310,7 @@ pub fn run(mut sc: Scenario) -> Outcome {
     for &i in &sc.absent {
         w.crashed[i] = true;
     }
-    let mut out = Outcome {
+    let mut out = StreamReport {
         seed: sc.seed,
         end: Instant::ZERO,
         sender_events: Vec::new(),
@@ -255,6 +320,7 @@ pub fn run(mut sc: Scenario) -> Outcome {
         response_arrivals: Vec::new(),
         beyond_edge: 0,
         max_buffered: vec![0; n],
+        sender_buffered_max: 0,
         cwnd_trace: Vec::new(),
         sender_stats: Default::default(),
         receiver_stats: Vec::new(),
@@ -285,6 +351,9 @@ pub fn run(mut sc: Scenario) -> Outcome {
                 sender.close();
                 close_called = true;
             }
+            // `send` is the only thing that fills the buffer: its high-water
+            // mark is always seen here.
+            out.sender_buffered_max = out.sender_buffered_max.max(sender.buffered_packets());
         }
         for i in 0..n {
             if w.crashed[i] {
@@ -477,4 +546,237 @@ pub fn run(mut sc: Scenario) -> Outcome {
     out.sender_stats = sender.stats().clone();
     out.receiver_stats = receivers.iter().map(|r| r.stats().clone()).collect();
     out
+}
+
+/// A run that broke an invariant: its seed, what broke, and the scenario.
+#[derive(Debug)]
+pub struct StreamSimError {
+    /// The seed that replays it.
+    pub seed: u64,
+    /// Every invariant the run broke, one line each.
+    pub failures: Vec<String>,
+    /// The whole run.
+    pub report: Box<StreamReport>,
+    /// What was run.
+    pub scenario: Box<StreamScenario>,
+}
+
+impl std::fmt::Display for StreamSimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "PRMP run with seed {} broke {} invariant(s) (replay: {}={} or rmcast_sim::stream::replay):",
+            self.seed,
+            self.failures.len(),
+            crate::SEED_ENV,
+            self.seed
+        )?;
+        for failure in &self.failures {
+            writeln!(f, "  {failure}")?;
+        }
+        writeln!(
+            f,
+            "ended at {:?}, closed {}, sent {} of {} messages, sender events {:?}",
+            self.report.end,
+            self.report.closed,
+            self.report.sent,
+            self.scenario.messages.len(),
+            self.report.sender_events
+        )?;
+        let mut sc = (*self.scenario).clone();
+        sc.messages.clear();
+        write!(f, "scenario (messages left out): {sc:?}")
+    }
+}
+
+impl std::error::Error for StreamSimError {}
+
+/// Whether receiver `i` is expected to read the whole stream: it was
+/// started, never crashed, left, failed or was removed, and its reader was
+/// not still paused when the run ended.
+fn stayed(sc: &StreamScenario, report: &StreamReport, i: usize) -> bool {
+    let id = MemberId(i as u16);
+    !sc.absent.contains(&i)
+        && !sc.crashes.iter().any(|&(r, t)| r == i && t <= report.end)
+        && !sc.leaves.iter().any(|&(r, t)| r == i && t <= report.end)
+        && !sc
+            .pauses
+            .iter()
+            .any(|&(r, _, until)| r == i && until > report.end)
+        && !report.sender_events.iter().any(|(_, e)| {
+            matches!(e, StreamEvent::Removed { id: x, .. } | StreamEvent::Left(x) if *x == id)
+        })
+        && !report.receiver_events[i].iter().any(|(_, e)| {
+            matches!(
+                e,
+                StreamReceiverEvent::Failed(_) | StreamReceiverEvent::Left
+            )
+        })
+}
+
+/// The invariants `report` breaks, one line each (empty: none): the run
+/// ended (the sender closed, when the scenario closes), `send` took every
+/// message, each receiver read a prefix of the stream in order (each
+/// message once, whole), each receiver that stayed read all of it, nothing
+/// was sent beyond an advertised window or dropped for lack of buffer, and
+/// no buffer outgrew its configured size.
+#[must_use]
+pub fn check(sc: &StreamScenario, report: &StreamReport) -> Vec<String> {
+    let mut failures = Vec::new();
+    if sc.close_when_sent && !report.closed {
+        failures.push(format!(
+            "the sender did not close by {:?} (deadline {:?})",
+            report.end, sc.deadline
+        ));
+    }
+    if report.closed && report.sent != sc.messages.len() {
+        failures.push(format!(
+            "closed after sending {} of {} messages",
+            report.sent,
+            sc.messages.len()
+        ));
+    }
+    let sent = &sc.messages[..report.sent.min(sc.messages.len())];
+    for (i, read) in report.delivered.iter().enumerate() {
+        if let Some(k) = read.iter().zip(sent).position(|(got, want)| got != want) {
+            failures.push(format!(
+                "receiver {i}: message {k} differs from the one sent (out of order, twice or torn)"
+            ));
+        } else if read.len() > sent.len() {
+            failures.push(format!(
+                "receiver {i}: read {} messages, {} were sent",
+                read.len(),
+                sent.len()
+            ));
+        } else if read.len() < sent.len() && report.closed && stayed(sc, report, i) {
+            failures.push(format!(
+                "receiver {i}: stayed in the session and read {} of {} messages",
+                read.len(),
+                sent.len()
+            ));
+        }
+    }
+    if report.beyond_edge != 0 {
+        failures.push(format!(
+            "{} data packets sent beyond an advertised window",
+            report.beyond_edge
+        ));
+    }
+    for (i, stats) in report.receiver_stats.iter().enumerate() {
+        if stats.beyond_window != 0 {
+            failures.push(format!(
+                "receiver {i}: {} packets arrived beyond its window",
+                stats.beyond_window
+            ));
+        }
+    }
+    for (i, &held) in report.max_buffered.iter().enumerate() {
+        if held > sc.receiver.buffer_packets {
+            failures.push(format!(
+                "receiver {i}: held {held} packets, its buffer is {}",
+                sc.receiver.buffer_packets
+            ));
+        }
+    }
+    if report.sender_buffered_max > sc.sender.send_buffer_packets {
+        failures.push(format!(
+            "the sender buffered {} packets, its buffer is {}",
+            report.sender_buffered_max, sc.sender.send_buffer_packets
+        ));
+    }
+    failures
+}
+
+/// Plays `scenario` to the end and checks its invariants ([`check`]).
+pub fn run(scenario: &StreamScenario) -> Result<StreamReport, StreamSimError> {
+    let report = simulate(scenario);
+    let failures = check(scenario, &report);
+    if failures.is_empty() {
+        Ok(report)
+    } else {
+        Err(StreamSimError {
+            seed: scenario.seed,
+            failures,
+            report: Box::new(report),
+            scenario: Box::new(scenario.clone()),
+        })
+    }
+}
+
+/// Runs `scenario` again with `seed` (to reproduce a reported failure).
+pub fn replay(seed: u64, scenario: &StreamScenario) -> Result<StreamReport, StreamSimError> {
+    let mut sc = scenario.clone();
+    sc.seed = seed;
+    run(&sc)
+}
+
+/// Runs `scenario` (its seed replaced by `RMCAST_SIM_SEED` when set) and
+/// panics with the seed and what broke if an invariant fails.
+#[track_caller]
+pub fn run_or_panic(scenario: &StreamScenario) -> StreamReport {
+    let seed = crate::seed_from_env(scenario.seed);
+    match replay(seed, scenario) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("rmcast-sim stream: failing seed {seed}");
+            panic!("{e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(seed: u64) -> StreamScenario {
+        let mut sc = StreamScenario::new(seed, 3);
+        sc.messages = messages(&mut Rng::new(seed), 40, 3000);
+        sc.down.loss = 0.02;
+        sc.down.jitter = Duration::from_micros(100);
+        sc
+    }
+
+    #[test]
+    fn a_seed_replays_the_same_run() {
+        let a = run(&small(5)).expect("invariants hold");
+        let mut other = small(5);
+        other.seed = 77;
+        let b = replay(5, &other).expect("invariants hold");
+        assert_eq!(format!("{:?}", a), format!("{:?}", b));
+        let c = run(&small(6)).expect("invariants hold");
+        assert_ne!(a.response_arrivals, c.response_arrivals);
+    }
+
+    #[test]
+    fn check_names_a_reader_that_got_a_message_twice_or_missed_the_end() {
+        let sc = small(5);
+        let mut report = simulate(&sc);
+        assert!(check(&sc, &report).is_empty());
+        let again = report.delivered[1][0].clone();
+        report.delivered[1].insert(1, again);
+        report.delivered[2].pop();
+        let failures = check(&sc, &report);
+        assert_eq!(failures.len(), 2, "{failures:?}");
+        assert!(failures[0].starts_with("receiver 1: message 1 differs"));
+        assert!(failures[1].starts_with("receiver 2: stayed"));
+    }
+
+    #[test]
+    fn a_crashed_receiver_owes_only_a_prefix() {
+        let mut sc = small(8);
+        sc.crashes = vec![(0, secs(0.001))];
+        let report = run(&sc).expect("invariants hold");
+        assert!(report.delivered[0].len() < sc.messages.len());
+        assert_eq!(report.delivered[1].len(), sc.messages.len());
+    }
+
+    #[test]
+    fn a_run_that_cannot_close_by_its_deadline_fails_with_its_seed() {
+        let mut sc = small(9);
+        sc.deadline = secs(0.001);
+        let e = run(&sc).expect_err("cannot close in 1 ms");
+        assert_eq!(e.seed, 9);
+        assert!(e.to_string().contains("seed 9"), "{e}");
+        assert!(e.failures[0].contains("did not close"), "{e}");
+    }
 }

@@ -1,25 +1,26 @@
 //! Golden file for the PRMP cases (`tests/golden/prmp.txt`): what the
 //! stream sender and receivers did in every scenario of tests/stream_sim.rs
-//! (`tests/stream_cases/`), pinned byte for byte, so that moving PRMP's
-//! tests off the private `stream_net` onto rmcast-sim (or splitting the
-//! machines) proves it preserved behaviour; any difference is a bug or a
-//! fix to name.
+//! (`tests/stream_cases/`), pinned byte for byte, so that a refactoring of
+//! the machines (or of `rmcast_sim::stream`, the network they run on here)
+//! proves it preserved behaviour; any difference is a bug or a fix to name.
+//! (The cases and this file came from rmcast-proto's tests, with their
+//! private `stream_net`, which became `rmcast_sim::stream` unchanged: both
+//! golden files stayed byte for byte.)
 //!
 //! `prmp.txt` holds only the machines' observables: every event of the
 //! sender and of each receiver with its virtual time, their stats, the
 //! congestion window after each transmission, what each receiver's
 //! application read (message count, bytes, digest), whether the session
-//! closed and the last virtual time. `prmp_net.txt` holds what only
-//! `stream_net` measures (its step count, the arrival times of responses
-//! at the sender, window-edge overruns, the largest unread backlog): it
-//! goes when `stream_net` does; `prmp.txt` must not change then.
+//! closed and the last virtual time. `prmp_net.txt` holds what only the
+//! network model measures (its step count, the arrival times of responses
+//! at the sender, window-edge overruns, the largest unread backlog): a
+//! change of the model may change it, but `prmp.txt` must not change then.
 //!
-//! Bless: `RMCAST_GOLDEN_BLESS=1 cargo test -p rmcast-proto --test stream_golden`.
+//! Bless: `RMCAST_GOLDEN_BLESS=1 cargo test -p rmcast-sim --test stream_golden`.
 
-#[path = "../../rmcast-sim/tests/common/golden.rs"]
+#[path = "common/golden.rs"]
 mod golden;
 mod stream_cases;
-mod stream_net;
 
 use golden::{compare, fnv64};
 use rmcast_proto::Instant;
@@ -46,7 +47,7 @@ fn golden_prmp_cases() {
     let mut machines = String::new();
     let mut net = String::new();
     for (name, build) in stream_cases::all() {
-        let out = stream_net::run(build());
+        let out = rmcast_sim::stream::run_or_panic(&build());
         let m = &mut machines;
         let _ = writeln!(m, "=== {name} seed {}", out.seed);
         let _ = writeln!(m, "end_ns: {}", ns(out.end));

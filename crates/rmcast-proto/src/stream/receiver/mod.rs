@@ -1,11 +1,18 @@
 //! The PRMP receiver: handshake, a bounded reorder buffer of packets that
 //! delivers whole messages in FIFO order exactly once, responses when
 //! polled, leave and the close.
+//!
+//! The reorder buffer (slots, cumulative point, whole-message reads, the
+//! advertised window) is its own sub-state in `reorder.rs`; this file is
+//! the session: handshake, polls and responses, leave, close, timers.
+
+mod reorder;
 
 use super::StreamTransmit as Transmit;
 use crate::{Dest, Instant, truncate_utf8};
+use reorder::{Read, ReorderBuffer, Stored};
 use rmcast_wire::stream::{
-    Accept, ConnectRequest, DATA_FIRST, DATA_LAST, PollRequest, Response, StreamBody, StreamPacket,
+    Accept, ConnectRequest, PollRequest, Response, StreamBody, StreamPacket,
 };
 use rmcast_wire::{Header, RANK_SENDER, RANK_UNASSIGNED, Seq, SessionId};
 use std::collections::VecDeque;
@@ -125,21 +132,9 @@ pub struct StreamReceiver {
     sender: Option<SocketAddr>,
     rank: u16,
     nonce: u64,
-    payload_size: usize,
-    /// Packet slots, `buffer_packets × payload_size` bytes, allocated once
-    /// at the invitation.
-    data: Vec<u8>,
-    len: Vec<u16>,
-    flags: Vec<u8>,
-    held: Vec<bool>,
-    /// Next packet the application reads.
-    read_seq: Seq,
-    /// First packet not held.
-    cum: Seq,
-    /// One past the highest packet known to exist.
-    high: Seq,
+    /// Packet slots, allocated once at the invitation.
+    buf: ReorderBuffer,
     final_seq: Option<Seq>,
-    isn: Seq,
     pending: Option<PendingResponse>,
     last_answered: Option<u32>,
     bitmap: Vec<u8>,
@@ -160,16 +155,8 @@ impl StreamReceiver {
             sender: None,
             rank: RANK_UNASSIGNED,
             nonce: 0,
-            payload_size: 0,
-            data: Vec::new(),
-            len: Vec::new(),
-            flags: Vec::new(),
-            held: Vec::new(),
-            read_seq: Seq(0),
-            cum: Seq(0),
-            high: Seq(0),
+            buf: ReorderBuffer::new(config.buffer_packets),
             final_seq: None,
-            isn: Seq(0),
             pending: None,
             last_answered: None,
             bitmap: vec![0; (config.buffer_packets as usize).div_ceil(8)],
@@ -203,19 +190,19 @@ impl StreamReceiver {
     /// Packets held and not yet read (the buffer in use).
     #[must_use]
     pub fn buffered_packets(&self) -> u32 {
-        self.cum.since(self.read_seq)
+        self.buf.buffered()
     }
 
     /// The window advertised now: packets from the cumulative point it can take.
     #[must_use]
     pub fn window_packets(&self) -> u32 {
-        self.config.buffer_packets - self.buffered_packets()
+        self.buf.window()
     }
 
     /// The exclusive right edge of the advertised window.
     #[must_use]
     pub fn window_end(&self) -> Seq {
-        self.read_seq.add(self.config.buffer_packets)
+        self.buf.window_end()
     }
 
     /// True once the session is over for this receiver (messages may still
@@ -228,7 +215,7 @@ impl StreamReceiver {
     /// True when the stream ended and every message has been read.
     #[must_use]
     pub fn at_end(&self) -> bool {
-        self.final_seq == Some(self.read_seq)
+        self.final_seq == Some(self.buf.read_seq())
     }
 
     /// Next event for the application.
@@ -240,40 +227,17 @@ impl StreamReceiver {
     /// `None` when the next message is not complete yet. Each message is
     /// yielded once, in the order the sender sent them.
     pub fn read(&mut self, out: &mut Vec<u8>) -> Option<usize> {
-        if self.held.is_empty() || self.read_seq == self.cum {
-            return None;
-        }
-        let first = self.slot(self.read_seq);
-        if self.flags[first] & DATA_FIRST == 0 {
-            // Only a broken sender starts a message without its first
-            // fragment; drop the fragment rather than deliver a torn message.
-            self.stats.malformed += 1;
-            self.free(self.read_seq);
-            self.read_seq = self.read_seq.add(1);
-            return None;
-        }
-        let mut end = self.read_seq;
-        loop {
-            if end >= self.cum {
-                return None;
+        match self.buf.read(out) {
+            Read::Message(len) => {
+                self.stats.messages_read += 1;
+                Some(len)
             }
-            if self.flags[self.slot(end)] & DATA_LAST != 0 {
-                break;
+            Read::NotYet => None,
+            Read::Torn => {
+                self.stats.malformed += 1;
+                None
             }
-            end = end.add(1);
         }
-        let start = out.len();
-        let mut s = self.read_seq;
-        while s <= end {
-            let w = self.slot(s);
-            let p = self.payload_size;
-            out.extend_from_slice(&self.data[w * p..w * p + usize::from(self.len[w])]);
-            self.free(s);
-            s = s.add(1);
-        }
-        self.read_seq = end.add(1);
-        self.stats.messages_read += 1;
-        Some(out.len() - start)
     }
 
     /// Leaves the session (spontaneous leave); the sender reports `Left`.
@@ -378,16 +342,7 @@ impl StreamReceiver {
                     self.sender = Some(from);
                     self.rank = inv.rank;
                     self.nonce = inv.nonce;
-                    self.isn = inv.isn;
-                    self.read_seq = inv.isn;
-                    self.cum = inv.isn;
-                    self.high = inv.isn;
-                    let b = self.config.buffer_packets as usize;
-                    self.payload_size = usize::from(inv.payload_size);
-                    self.data = vec![0; b * self.payload_size];
-                    self.len = vec![0; b];
-                    self.flags = vec![0; b];
-                    self.held = vec![false; b];
+                    self.buf.start(inv.isn, usize::from(inv.payload_size));
                     self.state = State::Accepting;
                     self.last_heard = now;
                     self.send_now = true;
@@ -439,10 +394,8 @@ impl StreamReceiver {
                     self.stats.malformed += 1;
                     return;
                 }
-                if b.next_seq > self.high {
-                    self.high = b.next_seq;
-                }
-                if close && self.final_seq.is_none() && b.next_seq >= self.cum {
+                self.buf.note_high(b.next_seq);
+                if close && self.final_seq.is_none() && b.next_seq >= self.buf.cum() {
                     self.final_seq = Some(b.next_seq);
                 }
                 if let State::Lingering { .. } = self.state
@@ -468,36 +421,11 @@ impl StreamReceiver {
     }
 
     fn on_data(&mut self, seq: Seq, flags: u8, payload: &[u8]) {
-        if payload.len() > self.payload_size {
-            self.stats.malformed += 1;
-            return;
-        }
-        if seq < self.cum {
-            self.stats.duplicates += 1;
-            return;
-        }
-        if seq.since(self.read_seq) >= self.config.buffer_packets {
-            self.stats.beyond_window += 1;
-            return;
-        }
-        let w = self.slot(seq);
-        if self.held[w] {
-            self.stats.duplicates += 1;
-            return;
-        }
-        let p = self.payload_size;
-        self.data[w * p..w * p + payload.len()].copy_from_slice(payload);
-        self.len[w] = payload.len() as u16;
-        self.flags[w] = flags;
-        self.held[w] = true;
-        self.stats.data_packets += 1;
-        if seq >= self.high {
-            self.high = seq.add(1);
-        }
-        while self.cum.since(self.read_seq) < self.config.buffer_packets
-            && self.held[self.slot(self.cum)]
-        {
-            self.cum = self.cum.add(1);
+        match self.buf.insert(seq, flags, payload) {
+            Stored::New => self.stats.data_packets += 1,
+            Stored::Duplicate => self.stats.duplicates += 1,
+            Stored::BeyondWindow => self.stats.beyond_window += 1,
+            Stored::Malformed => self.stats.malformed += 1,
         }
     }
 
@@ -580,19 +508,7 @@ impl StreamReceiver {
     ) -> Option<Transmit> {
         // Bitmap of the packets held past the cumulative point, up to the
         // highest known (bounded by the buffer).
-        let span = self
-            .high
-            .since(self.cum)
-            .saturating_sub(1)
-            .min(self.config.buffer_packets);
-        let bytes = (span as usize).div_ceil(8);
-        self.bitmap[..bytes].fill(0);
-        for i in 0..span {
-            let s = self.cum.add(1 + i);
-            if s.since(self.read_seq) < self.config.buffer_packets && self.held[self.slot(s)] {
-                self.bitmap[(i / 8) as usize] |= 1 << (i % 8);
-            }
-        }
+        let bytes = self.buf.held_bitmap(&mut self.bitmap);
         let response = Response {
             poll_id: p.poll_id,
             echo_ts_us: p.echo_ts_us,
@@ -600,11 +516,11 @@ impl StreamReceiver {
                 .saturating_since(p.received)
                 .as_micros()
                 .min(u32::MAX as u128) as u32,
-            cumulative: self.cum,
+            cumulative: self.buf.cum(),
             window_packets: self.window_packets(),
             bitmap: &self.bitmap[..bytes],
         };
-        let holds_all = self.final_seq == Some(self.cum);
+        let holds_all = self.final_seq == Some(self.buf.cum());
         let body = if p.close {
             StreamBody::CloseAck(response)
         } else {
@@ -626,21 +542,146 @@ impl StreamReceiver {
             buf,
         )
     }
-
-    fn slot(&self, s: Seq) -> usize {
-        (s.since(self.isn) % self.config.buffer_packets) as usize
-    }
-
-    fn free(&mut self, s: Seq) {
-        let w = self.slot(s);
-        self.held[w] = false;
-        self.flags[w] = 0;
-        self.len[w] = 0;
-    }
 }
 
 fn emit(dest: Dest, header: Header, body: StreamBody<'_>, buf: &mut [u8]) -> Option<Transmit> {
     let kind = body.kind();
     let len = StreamPacket { header, body }.encode(buf).ok()?;
     Some(Transmit { dest, len, kind })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcast_wire::MAX_DATAGRAM;
+    use rmcast_wire::stream::{
+        DATA_FIRST, DATA_LAST, Invite, PollBody, PollEntries, PollEntry, StreamData, StreamKind,
+    };
+
+    const SESSION: SessionId = SessionId(3);
+    const ISN: Seq = Seq(500);
+
+    fn ms(x: u64) -> Instant {
+        Instant::from_nanos(x * 1_000_000)
+    }
+
+    fn sender_addr() -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, 1], 5000))
+    }
+
+    fn deliver(r: &mut StreamReceiver, now: Instant, body: StreamBody<'_>) {
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let n = StreamPacket {
+            header: Header::new(SESSION, RANK_SENDER),
+            body,
+        }
+        .encode(&mut buf)
+        .unwrap();
+        r.handle_datagram(now, sender_addr(), &buf[..n]);
+    }
+
+    fn sent(r: &mut StreamReceiver, now: Instant) -> Vec<(StreamKind, Vec<u8>)> {
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        std::iter::from_fn(|| {
+            r.poll_transmit(now, &mut buf)
+                .map(|t| (t.kind, buf[..t.len].to_vec()))
+        })
+        .collect()
+    }
+
+    /// A receiver with an 8-packet buffer, invited and confirmed at 1 ms.
+    fn member() -> StreamReceiver {
+        let config = StreamReceiverConfig {
+            buffer_packets: 8,
+            ..StreamReceiverConfig::default()
+        };
+        let mut r = StreamReceiver::new(config, Instant::ZERO);
+        let invite = Invite {
+            nonce: 9,
+            rank: 2,
+            payload_size: 100,
+            isn: ISN,
+            message_packets_max: 4,
+        };
+        deliver(&mut r, ms(1), StreamBody::Invite(invite));
+        assert_eq!(sent(&mut r, ms(1))[0].0, StreamKind::Accept);
+        deliver(&mut r, ms(1), StreamBody::Confirm { nonce: 9 });
+        assert_eq!(
+            r.poll_event(),
+            Some(StreamReceiverEvent::Connected {
+                session: SESSION,
+                rank: 2
+            })
+        );
+        r
+    }
+
+    #[test]
+    fn a_poll_is_answered_after_its_delay_with_the_cumulative_point_and_window() {
+        let mut r = member();
+        let data = StreamData {
+            seq: ISN,
+            flags: DATA_FIRST | DATA_LAST,
+            poll: None,
+            payload: b"hello",
+        };
+        deliver(&mut r, ms(2), StreamBody::Data(data));
+        let mut raw = [0u8; 16];
+        let entries = [PollEntry {
+            rank: 2,
+            delay_us: 3000,
+        }];
+        let n = PollEntries::write(&entries, &mut raw).unwrap();
+        let poll = PollRequest {
+            poll_id: 1,
+            ts_us: 2000,
+            entries: PollEntries::from_raw(&raw[..n]).unwrap(),
+        };
+        let body = PollBody {
+            next_seq: ISN.add(1),
+            poll: Some(poll),
+        };
+        deliver(&mut r, ms(2), StreamBody::Poll(body));
+        assert!(sent(&mut r, ms(4)).is_empty(), "held for its delay");
+        assert_eq!(r.poll_timeout(), Some(ms(5)));
+        let out = sent(&mut r, ms(5));
+        match StreamPacket::decode(&out[0].1).unwrap().body {
+            StreamBody::Response(resp) => {
+                assert_eq!((resp.poll_id, resp.cumulative), (1, ISN.add(1)));
+                assert_eq!((resp.window_packets, resp.held_us), (7, 3000));
+            }
+            other => panic!("{:?}", other.kind()),
+        }
+        // The same poll again (duplicated) is not answered twice.
+        deliver(&mut r, ms(6), StreamBody::Poll(body));
+        assert!(sent(&mut r, ms(10)).is_empty());
+        let mut msg = Vec::new();
+        assert_eq!(r.read(&mut msg), Some(5));
+        assert_eq!(r.window_packets(), 8);
+    }
+
+    #[test]
+    fn a_silent_sender_fails_the_member_after_sender_timeout() {
+        let mut r = member();
+        let t = ms(1) + r.config.sender_timeout;
+        assert_eq!(r.poll_timeout(), Some(t));
+        r.handle_timeout(t);
+        assert!(matches!(
+            r.poll_event(),
+            Some(StreamReceiverEvent::Failed(_))
+        ));
+        assert!(r.is_finished());
+    }
+
+    #[test]
+    fn leaving_repeats_until_acknowledged() {
+        let mut r = member();
+        r.leave(ms(2));
+        assert_eq!(sent(&mut r, ms(2))[0].0, StreamKind::Leave);
+        r.handle_timeout(ms(102));
+        assert_eq!(sent(&mut r, ms(102))[0].0, StreamKind::Leave);
+        deliver(&mut r, ms(103), StreamBody::LeaveAck);
+        assert_eq!(r.poll_event(), Some(StreamReceiverEvent::Left));
+        assert!(r.is_finished());
+    }
 }

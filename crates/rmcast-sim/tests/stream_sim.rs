@@ -1,19 +1,22 @@
-//! PRMP scenarios on the seeded in-memory network (`stream_net`).
+//! PRMP scenarios on the simulator's seeded stream network
+//! (`rmcast_sim::stream`); every run is also checked against the stream's
+//! invariants (`rmcast_sim::stream::check`). The sender's own unit tests
+//! (handshakes, late requests, repairs, timers) are beside its code in
+//! `rmcast-proto/src/stream/sender/`.
 
 mod stream_cases;
-mod stream_net;
 
 use rmcast_proto::Instant;
-use rmcast_proto::stream::{Admission, MemberId, RemoveReason, StreamEvent, StreamReceiverEvent};
+use rmcast_proto::stream::{MemberId, RemoveReason, StreamEvent, StreamReceiverEvent};
+use rmcast_sim::stream::{StreamReport, StreamScenario, run_or_panic, secs};
 use std::time::Duration;
-use stream_net::{run, secs};
+
+fn run(sc: StreamScenario) -> StreamReport {
+    run_or_panic(&sc)
+}
 
 /// Every live receiver got exactly the messages sent, in order.
-fn assert_delivered_all(
-    out: &stream_net::Outcome,
-    sent: &[Vec<u8>],
-    who: impl Iterator<Item = usize>,
-) {
+fn assert_delivered_all(out: &StreamReport, sent: &[Vec<u8>], who: impl Iterator<Item = usize>) {
     for i in who {
         assert_eq!(
             out.delivered[i].len(),
@@ -62,7 +65,7 @@ fn invitation_handshake_admits_everyone_and_delivers_a_small_stream() {
     }
 }
 
-fn removed(out: &stream_net::Outcome) -> Vec<(std::time::Duration, u16)> {
+fn removed(out: &StreamReport) -> Vec<(std::time::Duration, u16)> {
     out.sender_events
         .iter()
         .filter_map(|(t, e)| match e {
@@ -377,90 +380,4 @@ fn repairs_go_unicast_to_a_lone_loser_and_multicast_to_many() {
     assert!(s.unicast_repairs > 0 && s.multicast_repairs > 0, "{s:?}");
     // With 1 % independent loss, two of eight rarely lose the same packet.
     assert!(s.unicast_repairs > s.multicast_repairs, "{s:?}");
-}
-
-#[test]
-fn no_admission_mid_session_a_late_request_is_reset() {
-    use rmcast_proto::stream::{StreamSender, StreamSenderConfig};
-    use rmcast_wire::stream::{ConnectRequest, ResetReason, StreamBody, StreamPacket};
-    use rmcast_wire::{Header, RANK_UNASSIGNED, Seq, SessionId};
-    let config = StreamSenderConfig {
-        admission: Admission::Announce {
-            duration: Duration::from_millis(100),
-            interval: Duration::from_millis(20),
-            receivers_max: 4,
-        },
-        ..StreamSenderConfig::default()
-    };
-    let session = SessionId(9);
-    let mut s = StreamSender::new(config, session, Seq(1), 5, Instant::ZERO).unwrap();
-    let mut buf = vec![0u8; rmcast_wire::MAX_DATAGRAM];
-    // Admission closes with nobody: the session ends at once.
-    s.handle_timeout(secs(0.2));
-    let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
-    assert!(
-        events.contains(&StreamEvent::Established { members: 0 }),
-        "{events:?}"
-    );
-    let late = stream_net::receiver_addr(0);
-    let req = StreamPacket {
-        header: Header::new(session, RANK_UNASSIGNED),
-        body: StreamBody::ConnectRequest(ConnectRequest {
-            receiver_id: 77,
-            buffer_packets: 1024,
-            name: "late",
-        }),
-    };
-    let n = req.encode(&mut buf).unwrap();
-    let datagram = buf[..n].to_vec();
-    s.handle_datagram(secs(0.3), late, &datagram);
-    let mut replies = Vec::new();
-    while let Some(t) = s.poll_transmit(secs(0.3), &mut buf) {
-        replies.push(StreamPacket::decode(&buf[..t.len]).unwrap().body.kind());
-        if let StreamBody::Reset { reason } = StreamPacket::decode(&buf[..t.len]).unwrap().body {
-            assert_eq!(reason, ResetReason::AdmissionClosed);
-        }
-    }
-    assert_eq!(replies, [rmcast_wire::stream::StreamKind::Reset]);
-}
-
-#[test]
-fn ending_an_announcement_early_establishes_and_refuses_later_requests() {
-    use rmcast_proto::stream::{StreamSender, StreamSenderConfig};
-    use rmcast_wire::stream::{ConnectRequest, ResetReason, StreamBody, StreamPacket};
-    use rmcast_wire::{Header, RANK_UNASSIGNED, Seq, SessionId};
-    let config = StreamSenderConfig {
-        admission: Admission::Announce {
-            duration: Duration::from_secs(60),
-            interval: Duration::from_millis(20),
-            receivers_max: 4,
-        },
-        ..StreamSenderConfig::default()
-    };
-    let session = SessionId(11);
-    let mut s = StreamSender::new(config, session, Seq(1), 5, Instant::ZERO).unwrap();
-    let mut buf = vec![0u8; rmcast_wire::MAX_DATAGRAM];
-    while s.poll_transmit(secs(0.0), &mut buf).is_some() {}
-    s.end_admission(secs(0.1));
-    let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
-    assert!(
-        events.contains(&StreamEvent::Established { members: 0 }),
-        "admission did not end at once: {events:?}"
-    );
-    let req = StreamPacket {
-        header: Header::new(session, RANK_UNASSIGNED),
-        body: StreamBody::ConnectRequest(ConnectRequest {
-            receiver_id: 78,
-            buffer_packets: 1024,
-            name: "late",
-        }),
-    };
-    let n = req.encode(&mut buf).unwrap();
-    let datagram = buf[..n].to_vec();
-    s.handle_datagram(secs(0.2), stream_net::receiver_addr(0), &datagram);
-    let t = s.poll_transmit(secs(0.2), &mut buf).expect("a reply");
-    match StreamPacket::decode(&buf[..t.len]).unwrap().body {
-        StreamBody::Reset { reason } => assert_eq!(reason, ResetReason::AdmissionClosed),
-        other => panic!("expected a reset, got {:?}", other.kind()),
-    }
 }
