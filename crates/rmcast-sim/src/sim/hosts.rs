@@ -1,0 +1,416 @@
+//! The hosts: each one's single CPU serving its socket buffer, and the
+//! drivers of the real state machines (sender, receiver endpoint and the
+//! application beside each), their timers and their crashes.
+
+use super::*;
+
+/// Stores a delivered chunk, checking it is new, aligned and the right bytes.
+pub(super) fn deliver(app: &mut RxApp, object: &[u8], chunk: DataChunk<'_>) -> Result<(), String> {
+    if app.payload_size == 0 {
+        return Err(format!(
+            "data delivered at offset {} before any offer",
+            chunk.offset
+        ));
+    }
+    if !chunk.offset.is_multiple_of(app.payload_size) {
+        return Err(format!("chunk at unaligned offset {}", chunk.offset));
+    }
+    let index = chunk.offset / app.payload_size;
+    let (word, bit) = ((index / 64) as usize, index % 64);
+    let start = chunk.offset as usize;
+    let end = start + chunk.bytes.len();
+    if word >= app.delivered.len() || end > app.data.len() {
+        return Err(format!("chunk {}..{} lies outside the object", start, end));
+    }
+    if app.delivered[word] & (1 << bit) != 0 {
+        return Err(format!(
+            "packet {index} (bytes {start}..{end}) delivered twice"
+        ));
+    }
+    if chunk.bytes != &object[start..end] {
+        return Err(format!(
+            "packet {index} (bytes {start}..{end}) delivered with wrong bytes"
+        ));
+    }
+    app.delivered[word] |= 1 << bit;
+    app.data[start..end].copy_from_slice(chunk.bytes);
+    Ok(())
+}
+
+impl Sim<'_> {
+    /// Drains a host's machine after an input at CPU time `now`: transmits
+    /// (each costing its [`crate::HostCost`] send cost, and waiting first
+    /// while the uplink is full if sends block), events (and the application's reactions,
+    /// which may owe more transmits), then re-arms its timer. Returns the
+    /// CPU time at which the host is free again.
+    pub(super) fn service(&mut self, h: usize, mut now: u64) -> Result<u64, Fail> {
+        let mut sent = 0usize;
+        let is_sender = h < self.senders;
+        if is_sender {
+            // The datagram or timer just handled may have moved the window.
+            self.observe_sender(h, now)?;
+        }
+        loop {
+            loop {
+                if !self.writable_now(h, now) {
+                    // Waiting for room on the uplink: no more sends for now.
+                    break;
+                }
+                let host = &mut self.hosts[h];
+                let at = Instant::from_nanos(now);
+                let t = match &mut host.machine {
+                    Machine::Sender(s) => s.poll_transmit(at, &self.sides[h].object, &mut host.buf),
+                    Machine::Receivers(rxs) => rxs
+                        .endpoint
+                        .poll_transmit(at, &mut host.buf)
+                        .map(|(_, t)| t),
+                };
+                if is_sender {
+                    self.observe_sender(h, now)?;
+                }
+                let Some(t) = t else { break };
+                sent += 1;
+                if sent > TRANSMIT_BOUND {
+                    return Err(invariant(
+                        now,
+                        format!("host {h} emits datagrams without end"),
+                    ));
+                }
+                let route = match t.dest {
+                    Dest::Group => Some(Route::Group),
+                    Dest::Unicast(addr) => {
+                        host_of(addr, self.hosts.len()).map(|d| Route::Host(d as u16))
+                    }
+                };
+                let Some(route) = route else {
+                    now += self.sc.cost_of(h).send_ns(t.len);
+                    self.drops.no_route += 1;
+                    continue;
+                };
+                let host = &self.hosts[h];
+                let pkt = self
+                    .pool
+                    .alloc(&host.buf[..t.len], h as u16, route, Some(t.kind));
+                self.pool.slots[pkt as usize].frags = self.frags(t.len);
+                if self.sc.blocking_send {
+                    let wire = self.sc.wire_bytes(t.len);
+                    if let Some(at) = self.hosts[h].uplink.room_at(now, wire)
+                        && at > now
+                    {
+                        // The socket is not writable: hold the datagram
+                        // and go on reading input until it is.
+                        self.hosts[h].pending_send = Some(pkt);
+                        self.arm_writable(h, at);
+                        break;
+                    }
+                }
+                now += self.sc.cost_of(h).send_ns(t.len);
+                self.uplink_send(h, now, pkt);
+            }
+            if !self.react(h, now)? {
+                break;
+            }
+        }
+        self.arm_timer(h, now);
+        Ok(now)
+    }
+
+    /// Checks the sender's buffer after a step of its machine: never more
+    /// packets outstanding than the window; records the trace when asked.
+    pub(super) fn observe_sender(&mut self, h: usize, now: u64) -> Result<(), Fail> {
+        let Machine::Sender(s) = &self.hosts[h].machine else {
+            unreachable!("hosts 0..S are senders");
+        };
+        let side = &mut self.sides[h];
+        if self.sc.trace_rate
+            && let Some(c) = s.rate()
+        {
+            let spacing_ns = u64::try_from(c.spacing().as_nanos()).unwrap_or(u64::MAX);
+            let decrease = c.state() == rmcast_proto::HuntState::Decrease;
+            let last = side.rate_trace.last();
+            if last.is_none_or(|l| (l.spacing_ns, l.decrease) != (spacing_ns, decrease)) {
+                side.rate_trace.push(RateSample {
+                    at_ns: now,
+                    spacing_ns,
+                    decrease,
+                    sent: s.stats().data_packets,
+                    rtt_ns: u64::try_from(c.rtt().as_nanos()).unwrap_or(u64::MAX),
+                });
+            }
+        }
+        // Once every byte is acknowledged (or every receiver failed) nothing
+        // is outstanding; `outstanding()` used to underflow then (see
+        // tests/proto_findings.rs), so it is not asked.
+        if s.acked_bytes() >= self.sc.object_size {
+            return Ok(());
+        }
+        let outstanding = s.outstanding();
+        if outstanding > self.window {
+            return Err(Failure::Invariant {
+                at: dur(now),
+                what: format!(
+                    "sender has {outstanding} packets outstanding, window is {}",
+                    self.window
+                ),
+            });
+        }
+        side.max_outstanding = side.max_outstanding.max(outstanding);
+        if self.sc.trace_outstanding {
+            let sent = u32::try_from(s.stats().data_packets).unwrap_or(u32::MAX);
+            let last = side.outstanding_trace.last();
+            if last.is_none_or(|l| (l.sent, l.outstanding) != (sent, outstanding)) {
+                side.outstanding_trace.push(OutstandingSample {
+                    at_ns: now,
+                    sent,
+                    outstanding,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles the machine's events; returns whether any arrived.
+    pub(super) fn react(&mut self, h: usize, now: u64) -> Result<bool, Fail> {
+        let mut any = false;
+        let host = &mut self.hosts[h];
+        match &mut host.machine {
+            Machine::Sender(s) => {
+                while let Some(e) = s.poll_event() {
+                    any = true;
+                    match e {
+                        SenderEvent::Verified { .. } => self.log.last_verdict_at = now,
+                        SenderEvent::MemberFailed { name, .. } => {
+                            self.log.last_verdict_at = now;
+                            let host = name.strip_prefix('r').and_then(|k| k.parse::<usize>().ok());
+                            if let Some(slot) = host.and_then(|k| self.log.failed_at.get_mut(k)) {
+                                slot.get_or_insert(now);
+                            }
+                        }
+                        SenderEvent::Finished => {
+                            self.log.finished[h] = Some(now);
+                            if self.log.finished.iter().all(Option::is_some) {
+                                self.log.finished_at = Some(now);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Machine::Receivers(rxs) => {
+                rxs.sync_apps();
+                while let Some((s, e)) = rxs.endpoint.poll_event() {
+                    any = true;
+                    let r = rxs.endpoint.session_mut(s);
+                    let app = &mut rxs.apps[s.0];
+                    match e {
+                        ReceiverEvent::Admitted { rank, .. } => app.rank = Some(rank),
+                        ReceiverEvent::Offer(info) => {
+                            if info.size != self.sc.object_size {
+                                return Err(invariant(
+                                    now,
+                                    format!("host {h} was offered {info:?}"),
+                                ));
+                            }
+                            app.data = vec![0; info.size as usize];
+                            app.delivered = vec![0; (info.packets as usize).div_ceil(64)];
+                            app.payload_size = u64::from(info.payload_size);
+                            r.accept_offer();
+                        }
+                        ReceiverEvent::AllData => {
+                            let Some(k) = side_of(&self.sides, r) else {
+                                return Err(invariant(
+                                    now,
+                                    format!("host {h} holds all data of no sender's session"),
+                                ));
+                            };
+                            let hash = self.sides[k].hash;
+                            if r.expected_hash() != Some(hash) {
+                                return Err(invariant(
+                                    now,
+                                    format!(
+                                        "host {h} was asked to verify against {:?}",
+                                        r.expected_hash()
+                                    ),
+                                ));
+                            }
+                            app.all_data_at = Some(now);
+                            let got = *blake3::hash(&app.data).as_bytes();
+                            if got == hash {
+                                app.hash_ok = true;
+                                r.confirm(Status::Ok, got, "");
+                            } else {
+                                r.confirm(Status::HashMismatch, got, "hash differs");
+                            }
+                        }
+                        ReceiverEvent::Finished => app.ended_at = Some(now),
+                        ReceiverEvent::Failed(why) => {
+                            app.ended_at = Some(now);
+                            app.failure = Some(why);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(any)
+    }
+
+    pub(super) fn arm_timer(&mut self, h: usize, now: u64) {
+        let host = &mut self.hosts[h];
+        let want = match &host.machine {
+            Machine::Sender(s) => s.poll_timeout(),
+            Machine::Receivers(rxs) => rxs.endpoint.poll_timeout(),
+        }
+        .map(|t| t.as_nanos().max(now))
+        // A host waiting to send cannot act on an expiry before it may send
+        // (the machine's deadline may be "transmit now").
+        .map(|t| t.max(host.writable_at.unwrap_or(0)));
+        if want == host.timer_at {
+            return;
+        }
+        host.timer_at = want;
+        host.timer_gen += 1;
+        let generation = host.timer_gen;
+        if let Some(t) = want {
+            self.push(t, Ev::Timer(h as u16, generation));
+        }
+    }
+
+    /// The driver's hashing thread hands the machine the hash and wakes the
+    /// event loop, which transmits (once its CPU is free, as for a timer).
+    pub(super) fn hash_ready(&mut self, h: usize) -> Result<(), Fail> {
+        let now = self.now;
+        if self.hosts[h].cpu_free > now {
+            let at = self.hosts[h].cpu_free;
+            self.push(at, Ev::HashReady(h as u16));
+            return Ok(());
+        }
+        let hash = self.sides[h].hash;
+        if let Machine::Sender(s) = &mut self.hosts[h].machine {
+            s.set_object_hash(hash);
+        }
+        let end = self.service(h, now)?;
+        self.hosts[h].cpu_free = end;
+        Ok(())
+    }
+
+    pub(super) fn timer(&mut self, h: usize, generation: u64) -> Result<(), Fail> {
+        let now = self.now;
+        let host = &mut self.hosts[h];
+        if generation != host.timer_gen || host.crashed_at.is_some() {
+            return Ok(());
+        }
+        if host.cpu_free > now {
+            // The CPU is busy: the expiry is handled when it frees up.
+            let at = host.cpu_free;
+            self.push(at, Ev::Timer(h as u16, generation));
+            return Ok(());
+        }
+        if host.last_fire == now {
+            host.fires_at_same_instant += 1;
+            if host.fires_at_same_instant > LIVELOCK_FIRES {
+                return Err(Failure::Livelock {
+                    at: dur(now),
+                    host: h as u16,
+                });
+            }
+        } else {
+            host.last_fire = now;
+            host.fires_at_same_instant = 0;
+        }
+        host.timer_at = None;
+        let at = Instant::from_nanos(now);
+        match &mut host.machine {
+            Machine::Sender(s) => s.handle_timeout(at),
+            Machine::Receivers(rxs) => rxs.endpoint.handle_timeout(at),
+        }
+        let end = self.service(h, now)?;
+        self.hosts[h].cpu_free = end;
+        Ok(())
+    }
+
+    pub(super) fn cpu(&mut self, h: usize) -> Result<(), Fail> {
+        let host = &mut self.hosts[h];
+        if host.crashed_at.is_some() {
+            return Ok(());
+        }
+        if host.cpu_free > self.now {
+            // Busy (a timer or a send ran meanwhile): read when it frees up.
+            let at = host.cpu_free;
+            self.push(at, Ev::Cpu(h as u16));
+            return Ok(());
+        }
+        let Some(pkt) = host.socket.pop_front() else {
+            host.cpu_scheduled = false;
+            return Ok(());
+        };
+        let slot = &self.pool.slots[pkt as usize];
+        // The application read it: the socket buffer frees the space now.
+        host.socket_bytes -= slot.bytes.len();
+        let jitter = if self.cpu_jitter > 0 {
+            host.cpu_rng.random_range(0..=self.cpu_jitter)
+        } else {
+            0
+        };
+        let t = self.now + self.sc.cost_of(h).recv_ns(slot.bytes.len()) + jitter;
+        let from = if slot.src == INTRUDER {
+            intruder_addr()
+        } else {
+            host_addr(usize::from(slot.src))
+        };
+        if slot.kind.is_none() {
+            host.counters.garbage_seen += 1;
+        }
+        let at = Instant::from_nanos(t);
+        match &mut host.machine {
+            Machine::Sender(s) => s.handle_datagram(at, from, &slot.bytes),
+            Machine::Receivers(rxs) => {
+                // The endpoint routes it, as the runtime's does.
+                let routed = rxs.endpoint.handle_datagram(at, from, &slot.bytes);
+                rxs.sync_apps();
+                if let Some((s, Some(chunk))) = routed {
+                    let Some(k) = side_of(&self.sides, rxs.endpoint.session(s)) else {
+                        return Err(invariant(
+                            t,
+                            format!("host {h}: data of no sender's session delivered"),
+                        ));
+                    };
+                    if let Err(what) = deliver(&mut rxs.apps[s.0], &self.sides[k].object, chunk) {
+                        return Err(invariant(t, format!("host {h}: {what}")));
+                    }
+                }
+            }
+        }
+        self.pool.release(pkt);
+        let end = self.service(h, t)?;
+        let host = &mut self.hosts[h];
+        host.cpu_free = end;
+        if host.socket.is_empty() {
+            host.cpu_scheduled = false;
+        } else {
+            self.push(end, Ev::Cpu(h as u16));
+        }
+        Ok(())
+    }
+
+    pub(super) fn crash(&mut self, h: usize) {
+        let now = self.now;
+        let host = &mut self.hosts[h];
+        if host.crashed_at.is_some() {
+            return;
+        }
+        host.crashed_at = Some(now);
+        host.socket_bytes = 0;
+        host.reasm_bytes = 0;
+        for r in std::mem::take(&mut host.reasm) {
+            self.pool.release(r.pkt);
+        }
+        if let Some(pkt) = host.pending_send.take() {
+            self.pool.release(pkt);
+        }
+        let queued: Vec<u32> = host.socket.drain(..).collect();
+        for pkt in queued {
+            self.drops.crashed_host += 1;
+            self.pool.release(pkt);
+        }
+    }
+}

@@ -1,0 +1,724 @@
+//! The event loop: hosts, links, the switch, and the drivers of the real
+//! state machines.
+
+use crate::report::{dur, secs};
+use crate::{
+    Drops, Failure, LossModel, OutstandingSample, RateSample, ReceiverReport, RunReport, Scenario,
+    SenderReport, SimError,
+};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rmcast_proto::{
+    DataChunk, Dest, Endpoint, EndpointConfig, EndpointStats, Instant, Kind, MAX_DATAGRAM,
+    ObjectInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats, Sender, SenderEvent, Seq,
+    SessionId, Status,
+};
+use rmcast_wire::{
+    Body, Bye, Close, Data, Feedback, Header, Offer, Packet, ProtocolId, RANK_SENDER, VERSION,
+    Welcome,
+};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+mod check;
+mod faults;
+mod hosts;
+mod net;
+
+use check::*;
+use faults::*;
+
+const UDP_PORT: u16 = 5000;
+/// Source index of injected garbage: a host outside the session.
+const INTRUDER: u16 = u16::MAX;
+/// Consecutive timer expiries at one instant before a host counts as livelocked.
+const LIVELOCK_FIRES: u32 = 10_000;
+/// Datagrams one service round may emit before the simulator calls it runaway.
+const TRANSMIT_BOUND: usize = 1 << 20;
+
+/// The fake unicast address of host `h` (0 is the sender): 10.0.hi.lo:5000.
+#[must_use]
+pub fn host_addr(h: usize) -> SocketAddr {
+    let x = h + 1;
+    SocketAddr::from(([10, 0, (x >> 8) as u8, (x & 0xff) as u8], UDP_PORT))
+}
+
+fn intruder_addr() -> SocketAddr {
+    SocketAddr::from(([10, 0, 255, 254], UDP_PORT))
+}
+
+fn host_of(addr: SocketAddr, hosts: usize) -> Option<usize> {
+    match addr {
+        SocketAddr::V4(a) if a.port() == UDP_PORT => {
+            let o = a.ip().octets();
+            if o[0] != 10 || o[1] != 0 {
+                return None;
+            }
+            let x = (usize::from(o[2]) << 8) | usize::from(o[3]);
+            x.checked_sub(1).filter(|&h| h < hosts)
+        }
+        _ => None,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    Group,
+    Host(u16),
+}
+
+/// A datagram in flight, shared by every copy the switch makes and every
+/// fragment of it.
+struct Slot {
+    bytes: Vec<u8>,
+    refs: u32,
+    src: u16,
+    route: Route,
+    /// `None` for injected garbage.
+    kind: Option<Kind>,
+    /// IP fragments it travels as.
+    frags: u16,
+    /// Unique per datagram of the run (the IP identification, never reused).
+    ip_id: u64,
+}
+
+/// Reusable datagram buffers, reference-counted by hand so a multicast to N
+/// ports holds one copy and the event loop stops allocating once warm.
+#[derive(Default)]
+struct Pool {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    next_ip_id: u64,
+}
+
+impl Pool {
+    fn alloc(&mut self, bytes: &[u8], src: u16, route: Route, kind: Option<Kind>) -> u32 {
+        self.next_ip_id += 1;
+        let ip_id = self.next_ip_id;
+        if let Some(id) = self.free.pop() {
+            let s = &mut self.slots[id as usize];
+            s.bytes.clear();
+            s.bytes.extend_from_slice(bytes);
+            s.refs = 1;
+            s.src = src;
+            s.route = route;
+            s.kind = kind;
+            s.frags = 1;
+            s.ip_id = ip_id;
+            id
+        } else {
+            self.slots.push(Slot {
+                bytes: bytes.to_vec(),
+                refs: 1,
+                src,
+                route,
+                kind,
+                frags: 1,
+                ip_id,
+            });
+            (self.slots.len() - 1) as u32
+        }
+    }
+
+    fn retain(&mut self, id: u32) {
+        self.slots[id as usize].refs += 1;
+    }
+
+    fn release(&mut self, id: u32) {
+        let s = &mut self.slots[id as usize];
+        debug_assert!(s.refs > 0);
+        s.refs -= 1;
+        if s.refs == 0 {
+            self.free.push(id);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// A frame (datagram, fragment index) finished crossing a host's uplink
+    /// and reaches the switch.
+    AtSwitch(u32, u16),
+    /// A frame (host, datagram, fragment index) finished crossing a switch
+    /// port and reaches the host.
+    AtHost(u16, u32, u16),
+    /// The host's CPU is free to read its next datagram.
+    Cpu(u16),
+    /// The host's uplink has room for the datagram it holds back.
+    Writable(u16),
+    /// The host's protocol timer, with the generation that armed it.
+    Timer(u16, u64),
+    Crash(u16),
+    Garbage,
+    /// The sender host's driver finished hashing the object.
+    HashReady(u16),
+}
+
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    /// Reversed: `BinaryHeap` is a max-heap and the earliest event goes first;
+    /// the insertion counter breaks ties so runs are exactly reproducible.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// A FIFO transmitter: a rate and a drop-tail queue in wire bytes.
+struct Link {
+    busy_until: u64,
+    /// (finish time, wire bytes) of every frame queued or on the wire.
+    fifo: VecDeque<(u64, usize)>,
+    bytes: usize,
+    limit: usize,
+    max_bytes: usize,
+}
+
+impl Link {
+    fn new(limit: usize) -> Self {
+        Self {
+            busy_until: 0,
+            fifo: VecDeque::new(),
+            bytes: 0,
+            limit,
+            max_bytes: 0,
+        }
+    }
+
+    fn drain(&mut self, now: u64) {
+        while let Some(&(finish, b)) = self.fifo.front() {
+            if finish > now {
+                break;
+            }
+            self.bytes -= b;
+            self.fifo.pop_front();
+        }
+    }
+
+    /// The earliest time from `now` at which `wire` more bytes fit, or
+    /// `None` if they never fit.
+    fn room_at(&mut self, now: u64, wire: usize) -> Option<u64> {
+        if wire > self.limit {
+            return None;
+        }
+        self.drain(now);
+        let mut bytes = self.bytes;
+        if bytes + wire <= self.limit {
+            return Some(now);
+        }
+        for &(finish, b) in &self.fifo {
+            bytes -= b;
+            if bytes + wire <= self.limit {
+                return Some(finish);
+            }
+        }
+        unreachable!("an empty queue has room for anything under its limit")
+    }
+
+    /// Queues a frame at `now`; returns when its last bit leaves, or `None` when dropped.
+    fn admit(&mut self, now: u64, wire: usize, rate_bits_per_s: u64) -> Option<u64> {
+        self.drain(now);
+        if self.bytes + wire > self.limit {
+            return None;
+        }
+        let tx_ns = (wire as u128 * 8_000_000_000).div_ceil(u128::from(rate_bits_per_s)) as u64;
+        let finish = self.busy_until.max(now) + tx_ns;
+        self.busy_until = finish;
+        self.fifo.push_back((finish, wire));
+        self.bytes += wire;
+        assert!(self.bytes <= self.limit, "queue over its limit");
+        self.max_bytes = self.max_bytes.max(self.bytes);
+        Some(finish)
+    }
+}
+
+enum Machine {
+    Sender(Box<Sender>),
+    /// One receiver machine per sender session, routed by the endpoint
+    /// (the runtime's rule).
+    Receivers(Box<Rxs>),
+}
+
+/// A receiver host's sessions: the endpoint's machines, and `apps[h]`
+/// the application of session `h`.
+struct Rxs {
+    endpoint: Endpoint,
+    apps: Vec<RxApp>,
+}
+
+impl Rxs {
+    /// One application per machine, for listeners the endpoint started.
+    fn sync_apps(&mut self) {
+        let n = self.endpoint.session_count();
+        self.apps.resize_with(n, RxApp::default);
+    }
+}
+
+/// Index of the sender whose session `machine` joined; with one sender,
+/// that sender whatever the machine heard (as before the endpoint).
+fn side_of(sides: &[SenderSide], machine: &Receiver) -> Option<usize> {
+    if sides.len() == 1 {
+        return Some(0);
+    }
+    let session = machine.session()?;
+    sides.iter().position(|s| s.session == session)
+}
+
+/// A receiver's application for one session: the object buffer and the
+/// delivery ledger.
+#[derive(Default)]
+struct RxApp {
+    data: Vec<u8>,
+    /// Bit per packet index: delivered by the machine already.
+    delivered: Vec<u64>,
+    payload_size: u64,
+    rank: Option<u16>,
+    hash_ok: bool,
+    all_data_at: Option<u64>,
+    ended_at: Option<u64>,
+    failure: Option<String>,
+}
+
+/// What happened to a host's input, whatever session it belonged to.
+#[derive(Default)]
+struct HostCounters {
+    data_lost: u64,
+    fragment_loss: u64,
+    socket_overflow: u64,
+    garbage_seen: u64,
+}
+
+/// A datagram being reassembled at a host. Holds one reference to its slot.
+struct Reasm {
+    ip_id: u64,
+    src: u16,
+    pkt: u32,
+    /// When its first fragment arrived.
+    first_at: u64,
+    /// Fragments arrived so far.
+    received: u16,
+    /// Fragment index expected next; fragments of one datagram arrive in
+    /// order (one FIFO path), so any other index means one was lost.
+    next: u16,
+    /// IP payload bytes held.
+    bytes: usize,
+}
+
+struct Host {
+    machine: Machine,
+    /// Transmit buffer, allocated once.
+    buf: Vec<u8>,
+    uplink: Link,
+    /// The switch output port towards this host.
+    port: Link,
+    loss_rng: ChaCha8Rng,
+    loss_bad: bool,
+    /// When the loss chain last stepped (virtual ns).
+    loss_at: u64,
+    cpu_rng: ChaCha8Rng,
+    /// Data frames (fragments count one each) that reached this host's switch port so far.
+    data_frames: u64,
+    /// Incomplete datagrams, oldest first.
+    reasm: Vec<Reasm>,
+    reasm_bytes: usize,
+    socket: VecDeque<u32>,
+    socket_bytes: usize,
+    max_socket_bytes: usize,
+    cpu_free: u64,
+    cpu_scheduled: bool,
+    /// A datagram waiting for room on the uplink (with `blocking_send`).
+    pending_send: Option<u32>,
+    /// When the scheduled `Writable` event fires, if one is.
+    writable_at: Option<u64>,
+    timer_at: Option<u64>,
+    timer_gen: u64,
+    fires_at_same_instant: u32,
+    last_fire: u64,
+    crashed_at: Option<u64>,
+    counters: HostCounters,
+}
+
+#[derive(Default)]
+struct SenderLog {
+    /// When each sender finished.
+    finished: Vec<Option<u64>>,
+    /// When the last sender finished, once all have.
+    finished_at: Option<u64>,
+    /// When a sender first failed each receiver (by receiver number 1..=N).
+    failed_at: Vec<Option<u64>>,
+    last_verdict_at: u64,
+}
+
+/// Per sender: its session, object and what the run recorded of it.
+struct SenderSide {
+    session: SessionId,
+    object: Vec<u8>,
+    hash: [u8; 32],
+    max_outstanding: u32,
+    outstanding_trace: Vec<OutstandingSample>,
+    rate_trace: Vec<RateSample>,
+}
+
+struct Sim<'s> {
+    sc: &'s Scenario,
+    /// Number of senders (hosts 0..S).
+    senders: usize,
+    sides: Vec<SenderSide>,
+    hosts: Vec<Host>,
+    pool: Pool,
+    heap: BinaryHeap<Scheduled>,
+    seq: u64,
+    now: u64,
+    events: u64,
+    drops: Drops,
+    garbage_rng: ChaCha8Rng,
+    garbage_injected: u64,
+    control_rng: ChaCha8Rng,
+    cpu_jitter: u64,
+    reasm_timeout: u64,
+    window: u32,
+    log: SenderLog,
+}
+
+type Fail = Failure;
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+pub(crate) fn run(sc: &Scenario) -> Result<RunReport, SimError> {
+    let mut sim = match Sim::new(sc) {
+        Ok(s) => s,
+        Err(failure) => {
+            return Err(SimError {
+                seed: sc.seed,
+                scenario: Box::new(sc.clone()),
+                failure,
+                snapshot: String::new(),
+            });
+        }
+    };
+    match sim.run_loop().and_then(|()| {
+        sim.settle_reassembly();
+        sim.check_final()
+    }) {
+        Ok(()) => Ok(sim.report()),
+        Err(failure) => Err(SimError {
+            seed: sc.seed,
+            scenario: Box::new(sc.clone()),
+            failure,
+            snapshot: sim.snapshot(),
+        }),
+    }
+}
+
+impl<'s> Sim<'s> {
+    fn new(sc: &'s Scenario) -> Result<Self, Fail> {
+        if sc.mtu < crate::scenario::MIN_MTU {
+            return Err(Failure::Scenario(format!(
+                "mtu {} is below IPv4's minimum of {}",
+                sc.mtu,
+                crate::scenario::MIN_MTU
+            )));
+        }
+        if sc.senders == 0 {
+            return Err(Failure::Scenario("a run needs at least one sender".into()));
+        }
+        let mut master = ChaCha8Rng::seed_from_u64(sc.seed);
+        let size = usize::try_from(sc.object_size).expect("object fits in memory");
+        let mut config = sc.config.clone();
+        config.receivers = sc.receivers;
+        let window = config.window;
+        let senders = usize::from(sc.senders);
+        // Sender 0 draws first and alone when S = 1, so single-sender runs
+        // replay exactly as before several senders existed.
+        let mut sides: Vec<SenderSide> = Vec::with_capacity(senders);
+        let mut machines = Vec::with_capacity(senders);
+        for k in 0..senders {
+            let mut object = vec![0u8; size];
+            ChaCha8Rng::seed_from_u64(master.next_u64()).fill_bytes(&mut object);
+            let hash = *blake3::hash(&object).as_bytes();
+            let mut session = SessionId(master.next_u64());
+            while sides.iter().any(|x| x.session == session) {
+                session = SessionId(master.next_u64());
+            }
+            let isn = Seq(sc.isn.unwrap_or_else(|| master.next_u32()));
+            let info = ObjectInfo {
+                size: sc.object_size,
+                name: format!("object{k}.bin"),
+                hash: sc.hash_ready_at.is_none().then_some(hash),
+            };
+            let info = if senders == 1 {
+                ObjectInfo {
+                    name: "object.bin".into(),
+                    ..info
+                }
+            } else {
+                info
+            };
+            let sender = Sender::new(config.clone(), session, isn, info, Instant::ZERO)
+                .map_err(Failure::Config)?;
+            machines.push(Machine::Sender(Box::new(sender)));
+            sides.push(SenderSide {
+                session,
+                object,
+                hash,
+                max_outstanding: 0,
+                outstanding_trace: Vec::new(),
+                rate_trace: Vec::new(),
+            });
+        }
+        let n = usize::from(sc.receivers);
+        let mut hosts = Vec::with_capacity(n + senders);
+        let mut machines = machines.into_iter();
+        for h in 0..n + senders {
+            let machine = if let Some(m) = machines.next() {
+                m
+            } else {
+                let k = h + 1 - senders;
+                // One draw per sender as before the endpoint, so the seeds
+                // drawn after these stay where they were; the endpoint
+                // derives its later listeners' ids from the first.
+                let receiver_id = master.next_u64();
+                for _ in 1..senders {
+                    master.next_u64();
+                }
+                let rc = ReceiverConfig {
+                    receiver_id,
+                    name: format!("r{k}"),
+                    session: if senders > 1 {
+                        None
+                    } else {
+                        sc.receiver.session
+                    },
+                    ..sc.receiver.clone()
+                };
+                let endpoint = Endpoint::new(
+                    EndpointConfig {
+                        receiver: rc,
+                        sessions: senders,
+                        own_addr: Some(host_addr(h)),
+                    },
+                    Instant::ZERO,
+                );
+                Machine::Receivers(Box::new(Rxs {
+                    endpoint,
+                    apps: vec![RxApp::default()],
+                }))
+            };
+            hosts.push(Host {
+                machine,
+                buf: vec![0; MAX_DATAGRAM],
+                uplink: Link::new(sc.uplink_queue_bytes),
+                port: Link::new(sc.port_queue_bytes),
+                loss_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
+                loss_bad: false,
+                loss_at: 0,
+                cpu_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
+                data_frames: 0,
+                reasm: Vec::new(),
+                reasm_bytes: 0,
+                socket: VecDeque::new(),
+                socket_bytes: 0,
+                max_socket_bytes: 0,
+                cpu_free: 0,
+                cpu_scheduled: false,
+                pending_send: None,
+                writable_at: None,
+                timer_at: None,
+                timer_gen: 0,
+                fires_at_same_instant: 0,
+                last_fire: 0,
+                crashed_at: None,
+                counters: HostCounters::default(),
+            });
+        }
+        let mut sim = Sim {
+            sc,
+            senders,
+            sides,
+            hosts,
+            pool: Pool::default(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            events: 0,
+            drops: Drops::default(),
+            garbage_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
+            garbage_injected: 0,
+            control_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
+            cpu_jitter: nanos(sc.cost.jitter),
+            reasm_timeout: nanos(sc.reassembly_timeout),
+            window,
+            log: SenderLog {
+                finished: vec![None; senders],
+                failed_at: vec![None; n + 1],
+                ..SenderLog::default()
+            },
+        };
+        for c in &sc.crashes {
+            if (1..=sc.receivers).contains(&c.receiver) {
+                let host = usize::from(c.receiver) + senders - 1;
+                sim.push(nanos(c.at), Ev::Crash(host as u16));
+            }
+        }
+        if let Some(at) = sc.hash_ready_at {
+            for h in 0..senders {
+                sim.push(nanos(at), Ev::HashReady(h as u16));
+            }
+        }
+        if sc.garbage_per_s > 0.0 {
+            let first = sim.next_garbage_gap();
+            sim.push(first, Ev::Garbage);
+        }
+        Ok(sim)
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Scheduled {
+            at,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn run_loop(&mut self) -> Result<(), Fail> {
+        let limit = nanos(self.sc.time_limit);
+        // Every machine starts at time zero: the sender announces, receivers listen.
+        for h in 0..self.hosts.len() {
+            let end = self.service(h, 0)?;
+            self.hosts[h].cpu_free = end;
+        }
+        while let Some(Scheduled { at, ev, .. }) = self.heap.pop() {
+            if at > limit {
+                if self.log.finished_at.is_none() {
+                    return Err(Failure::TimeLimit(self.sc.time_limit));
+                }
+                break;
+            }
+            debug_assert!(at >= self.now, "time went backwards");
+            self.now = at;
+            self.events += 1;
+            match ev {
+                Ev::AtSwitch(pkt, frag) => self.at_switch(pkt, frag),
+                Ev::AtHost(h, pkt, frag) => self.at_host(usize::from(h), pkt, frag),
+                Ev::Cpu(h) => self.cpu(usize::from(h))?,
+                Ev::Writable(h) => self.writable(usize::from(h))?,
+                Ev::Timer(h, generation) => self.timer(usize::from(h), generation)?,
+                Ev::Crash(h) => self.crash(usize::from(h)),
+                Ev::Garbage => self.garbage(),
+                Ev::HashReady(h) => self.hash_ready(usize::from(h))?,
+            }
+            if self.log.finished_at.is_some() && self.all_receivers_ended() {
+                break;
+            }
+        }
+        if self.log.finished_at.is_none() {
+            return Err(Failure::TimeLimit(self.sc.time_limit));
+        }
+        Ok(())
+    }
+
+    fn all_receivers_ended(&self) -> bool {
+        self.hosts[self.senders..].iter().all(|h| {
+            h.crashed_at.is_some()
+                || matches!(&h.machine, Machine::Receivers(rxs) if rxs.endpoint.is_finished())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_addresses_round_trip_up_to_a_thousand_receivers() {
+        for h in 0..=1000 {
+            assert_eq!(host_of(host_addr(h), 1001), Some(h));
+        }
+        assert_eq!(host_of(intruder_addr(), 1001), None);
+    }
+
+    #[test]
+    fn earliest_event_pops_first_and_ties_keep_insertion_order() {
+        let mut heap = BinaryHeap::new();
+        for (at, seq) in [(5, 1), (3, 2), (5, 0), (3, 3)] {
+            heap.push(Scheduled {
+                at,
+                seq,
+                ev: Ev::Garbage,
+            });
+        }
+        let order: Vec<(u64, u64)> =
+            std::iter::from_fn(|| heap.pop().map(|s| (s.at, s.seq))).collect();
+        assert_eq!(order, vec![(3, 2), (3, 3), (5, 0), (5, 1)]);
+    }
+
+    #[test]
+    fn link_drops_tail_when_full_and_drains_at_its_rate() {
+        // 1000 wire bytes at 8 Mbit/s take 1 ms.
+        let mut link = Link::new(2500);
+        assert_eq!(link.admit(0, 1000, 8_000_000), Some(1_000_000));
+        assert_eq!(link.admit(0, 1000, 8_000_000), Some(2_000_000));
+        assert_eq!(link.admit(0, 1000, 8_000_000), None);
+        // After the first frame left there is room again.
+        assert_eq!(link.admit(1_000_000, 1000, 8_000_000), Some(3_000_000));
+        assert!(link.max_bytes <= 2500);
+    }
+
+    #[test]
+    fn gilbert_elliott_chain_loses_about_its_mean() {
+        let model = LossModel::bursty(0.05, 5.0);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut bad = false;
+        let lost = (0..200_000)
+            .filter(|_| data_lost(&model, &mut rng, &mut bad, 1))
+            .count();
+        let share = lost as f64 / 200_000.0;
+        assert!((0.04..0.06).contains(&share), "lost {share}");
+    }
+
+    #[test]
+    fn a_long_silence_ends_a_burst_as_time_passes() {
+        // Bursts of ~5 frames: after 10,000 frame times in the bad state the
+        // chain has forgotten where it started and loses at its mean.
+        let model = LossModel::bursty(0.05, 5.0);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let lost = (0..20_000)
+            .filter(|_| {
+                let mut bad = true;
+                data_lost(&model, &mut rng, &mut bad, 10_000)
+            })
+            .count();
+        let share = lost as f64 / 20_000.0;
+        assert!((0.04..0.06).contains(&share), "lost {share}");
+        // One step later the same chain is still almost surely bad.
+        let mut bad = true;
+        let still = (0..1000)
+            .filter(|_| {
+                bad = true;
+                data_lost(&model, &mut rng, &mut bad, 1)
+            })
+            .count();
+        assert!(still > 700, "{still}");
+    }
+}
