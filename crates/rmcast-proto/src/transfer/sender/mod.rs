@@ -1,7 +1,7 @@
 //! The sender's state machine: admission, buffer handshake, windowed data
 //! with Go-back-N repair, and the close handshake.
 
-use crate::rate_group::{OwnRate, RateGroup, RateGroupConfig};
+use crate::transfer::rate::{OwnRate, RateGroup, RateGroupConfig};
 use crate::{
     Dest, ErrorSignal, FeedbackPolicy, Instant, Pacer, PayloadSource, RateControl, RateController,
     Transmit, TreeShape, truncate_utf8,
