@@ -1,11 +1,11 @@
 //! The receiver's state machine: join a session, answer the offer, take
 //! data in any order, acknowledge as polled, NAK gaps, confirm the hash.
 
-use crate::{Children, Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
+use crate::transfer::policy::relay::{ChildAck, Relay};
+use crate::{Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
 use rmcast_wire::{
     Body, Complete, ECHO_COPY_MAX, Feedback, HASH_LEN, Header, Join, Kind, Leave, OfferReply,
-    POLL_ALL, POLL_DIRECT, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak, RateNakKind,
-    Seq, SessionId, Status,
+    Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak, RateNakKind, Seq, SessionId, Status,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -208,18 +208,10 @@ pub struct Receiver {
     nak_echo_copy: u8,
     /// The session's feedback policy, from the offer.
     policy: Option<FeedbackPolicy>,
-    /// Tree: where aggregated acknowledgements go (`None`: the sender).
+    /// Tree: the parent the `Welcome` named (`None`: the sender).
     upstream: Option<SocketAddr>,
-    /// Tree: the children's ranks and their reported cumulative indexes.
-    children: Children,
-    child_cumulative: [u32; 2],
-    /// Tree: the aggregated cumulative index last reported upstream, and
-    /// the highest one an owed report will carry.
-    reported: u32,
-    pending_aggregate: u32,
-    /// Tree: aggregated acks owed upstream, one per advance (as the ack
-    /// protocol owes one per polled packet).
-    aggregate_owed: u32,
+    /// Tree: relaying the subtree's acknowledgements, from the offer on.
+    relay: Option<Relay>,
     /// Scratch for the bitmap of held packets sent with feedback.
     bitmap: Vec<u8>,
     last_nak: Option<(Instant, u32)>,
@@ -262,11 +254,7 @@ impl Receiver {
             nak_echo_copy: 0,
             policy: None,
             upstream: None,
-            children: Children::default(),
-            child_cumulative: [0; 2],
-            reported: 0,
-            pending_aggregate: 0,
-            aggregate_owed: 0,
+            relay: None,
             bitmap: Vec::new(),
             last_nak: None,
             rate_nak_owed: None,
@@ -610,7 +598,9 @@ impl Receiver {
     /// children): the application is asked to accept or refuse it.
     fn take_up_offer(&mut self, (info, policy): (OfferInfo, FeedbackPolicy)) {
         self.policy = Some(policy);
-        self.children = policy.children(self.rank);
+        self.relay = policy
+            .relays()
+            .then(|| Relay::new(policy.children(self.rank), self.upstream));
         self.offer = Some(info.clone());
         self.phase = Phase::Deciding;
         self.events.push_back(ReceiverEvent::Offer(info));
@@ -624,10 +614,11 @@ impl Receiver {
         copy: u8,
         payload: &'a [u8],
     ) -> Option<DataChunk<'a>> {
-        let relays = self.policy.is_some_and(|p| p.relays());
-        // Tree receivers report through their parent instead of answering
-        // polls; everyone answers a direct poll to the sender.
-        let polled = poll == POLL_DIRECT || !relays && (poll == POLL_ALL || poll == self.rank);
+        let relays = self.relay.is_some();
+        let polled = self
+            .policy
+            .unwrap_or(FeedbackPolicy::Ack)
+            .answers_poll(poll, self.rank);
         let t = self.transfer.as_mut()?;
         let index = seq.since(t.isn);
         if index >= t.packets {
@@ -679,8 +670,8 @@ impl Receiver {
         if polled {
             self.acks_owed += 1;
         }
-        if relays {
-            self.update_aggregate();
+        if let Some(relay) = &mut self.relay {
+            relay.update(t.cumulative);
         }
         self.check_all_data();
         fresh.then_some(DataChunk {
@@ -786,15 +777,9 @@ impl Receiver {
             });
             return emit(Dest::Group, header, body, buf);
         }
-        if self.aggregate_owed > 0 {
-            // Spread the pending advance over the acks owed, so each relayed
-            // ack reports one packet's worth, as the parent would have seen
-            // them one at a time.
-            let span = self.pending_aggregate.saturating_sub(self.reported);
-            let step = span.div_ceil(self.aggregate_owed).max(1);
-            self.aggregate_owed -= 1;
-            let aggregate = (self.reported + step).min(self.pending_aggregate);
-            self.reported = aggregate;
+        if let Some(relay) = &mut self.relay
+            && let Some(aggregate) = relay.poll_report()
+        {
             self.stats.acks += 1;
             let feedback = Feedback {
                 cumulative: t.isn.add(aggregate),
@@ -803,48 +788,26 @@ impl Receiver {
                 aggregate: true,
                 bitmap: &[],
             };
-            let dest = Dest::Unicast(self.upstream.unwrap_or(sender));
+            let dest = Dest::Unicast(relay.upstream().unwrap_or(sender));
             return emit(dest, header, Body::Ack(feedback), buf);
         }
         None
     }
 
-    /// Tree: the cumulative index this receiver's whole subtree holds.
-    fn aggregate(&self) -> u32 {
-        let own = self.transfer.as_ref().map_or(0, |t| t.cumulative);
-        let n = self.children.as_slice().len();
-        self.child_cumulative[..n]
-            .iter()
-            .fold(own, |a, &c| a.min(c))
-    }
-
-    fn update_aggregate(&mut self) {
-        let aggregate = self.aggregate();
-        if aggregate > self.pending_aggregate {
-            self.pending_aggregate = aggregate;
-            self.aggregate_owed += 1;
-        }
-    }
-
     /// Tree: a child's aggregated acknowledgement. Returns false if `rank`
-    /// is not a child of this receiver.
+    /// is not a child of this receiver (or nothing is being received).
     fn on_child_ack(&mut self, rank: u16, cumulative: Seq) -> bool {
-        let Some(slot) = self.children.as_slice().iter().position(|&c| c == rank) else {
+        let (Some(relay), Some(t)) = (&mut self.relay, &self.transfer) else {
             return false;
         };
-        let Some(t) = &self.transfer else {
-            return false;
-        };
-        let index = cumulative.since(t.isn);
-        if index > t.packets {
-            self.stats.malformed += 1;
-            return true;
+        match relay.on_child_ack(rank, cumulative.since(t.isn), t.packets, t.cumulative) {
+            ChildAck::NotAChild => false,
+            ChildAck::Malformed => {
+                self.stats.malformed += 1;
+                true
+            }
+            ChildAck::Taken => true,
         }
-        if index > self.child_cumulative[slot] {
-            self.child_cumulative[slot] = index;
-            self.update_aggregate();
-        }
-        true
     }
 
     fn fail(&mut self, reason: String) {

@@ -1,6 +1,7 @@
 //! The sender's state machine: admission, buffer handshake, windowed data
 //! with Go-back-N repair, and the close handshake.
 
+use crate::transfer::policy::SenderPolicy;
 use crate::transfer::rate::{OwnRate, RateGroup, RateGroupConfig};
 use crate::{
     Dest, ErrorSignal, FeedbackPolicy, Instant, Pacer, PayloadSource, RateControl, RateController,
@@ -8,8 +9,8 @@ use crate::{
 };
 use rmcast_wire::{
     Body, Bye, Close, DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, HASH_LEN, Header, Hello, Kind,
-    MAX_DATAGRAM, MAX_RECEIVERS, Offer, POLL_ALL, POLL_DIRECT, POLL_NONE, Packet, ProtocolId,
-    RANK_SENDER, RANK_UNASSIGNED, RatePhase, Seq, SessionId, Status, Welcome, encode_data_header,
+    MAX_DATAGRAM, MAX_RECEIVERS, Offer, POLL_DIRECT, POLL_NONE, Packet, ProtocolId, RANK_SENDER,
+    RANK_UNASSIGNED, RatePhase, Seq, SessionId, Status, Welcome, encode_data_header,
 };
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -529,7 +530,7 @@ const CTRL_QUEUE_MAX: usize = 4096;
 /// The sending side of one transfer.
 pub struct Sender {
     config: SenderConfig,
-    policy: FeedbackPolicy,
+    policy: SenderPolicy,
     session: SessionId,
     isn: Seq,
     object: ObjectInfo,
@@ -565,9 +566,6 @@ pub struct Sender {
     last_activity: Instant,
     /// Data transmissions so far (numbers `Lack::sent_no`).
     transmissions: u64,
-    /// Tree: a member failed, so relayed acks no longer cover its subtree
-    /// nor its ancestors; every poll goes directly to the sender from now on.
-    relay_broken: bool,
     /// Next resend of the phase's multicast control packet (Hello, Offer,
     /// Close, Bye); in `Closing` before the hash is known, the next keepalive.
     control_at: Instant,
@@ -640,8 +638,7 @@ impl Sender {
             stall_poll: None,
             last_activity: now,
             transmissions: 0,
-            relay_broken: false,
-            policy,
+            policy: SenderPolicy::new(policy),
             session,
             isn,
             object,
@@ -1183,16 +1180,7 @@ impl Sender {
                     Some(m) if lack.count == 1 && live > 1 => Dest::Unicast(m.addr),
                     _ => Dest::Group,
                 };
-                // The receivers that lacked it say at once that they hold
-                // it now: the window may wait on exactly this packet, and
-                // the policy's next poll may lie beyond the window. An
-                // intact tree reports through its relays instead: direct
-                // answers to repairs (all N of them for a multicast one)
-                // tripled the tree's resends under loss in the simulator.
-                let poll = match dest {
-                    _ if self.policy.relays() && !self.relay_broken => POLL_ALL,
-                    _ => POLL_DIRECT,
-                };
+                let poll = self.policy.repair_poll();
                 return Some(NextData {
                     index,
                     dest,
@@ -1211,10 +1199,7 @@ impl Sender {
         let poll = if index < self.high && index == self.base {
             POLL_DIRECT
         } else {
-            match self.policy.poll_for(index, self.packets) {
-                POLL_ALL if self.relay_broken => POLL_DIRECT,
-                poll => poll,
-            }
+            self.policy.poll_for(index, self.packets)
         };
         Some(NextData {
             index,
@@ -1401,7 +1386,7 @@ impl Sender {
                     payload_size: self.payload_size as u16,
                     window: self.config.window,
                     protocol: self.config.protocol,
-                    protocol_param: self.policy.protocol_param(),
+                    protocol_param: self.policy.policy().protocol_param(),
                     receivers: self.members.len() as u16,
                     test_loss_ppm: self.config.test_loss_ppm.min(1_000_000),
                     name: &self.object.name,
@@ -1506,6 +1491,7 @@ impl Sender {
         // address is known now.
         let upstream = self
             .policy
+            .policy()
             .parent(rank)
             .and_then(|p| self.members.get(usize::from(p)))
             .and_then(|m| match m.addr {
@@ -1540,20 +1526,15 @@ impl Sender {
         }
         self.rtt_sample(now, f);
         let mut advanced = false;
-        if f.aggregate && self.policy.relays() {
-            // A tree root speaks for its whole subtree.
-            for r in self.policy.subtree(rank) {
-                if let Some(m) = self.members.get_mut(usize::from(r))
-                    && m.in_data()
-                    && cumulative > m.cumulative
-                {
-                    m.cumulative = cumulative;
-                    advanced = true;
-                }
+        // A tree root's aggregate speaks for its whole subtree.
+        for r in self.policy.speaks_for(rank, f.aggregate) {
+            if let Some(m) = self.members.get_mut(usize::from(r))
+                && m.in_data()
+                && cumulative > m.cumulative
+            {
+                m.cumulative = cumulative;
+                advanced = true;
             }
-        } else if cumulative > self.members[i].cumulative {
-            self.members[i].cumulative = cumulative;
-            advanced = true;
         }
         if advanced {
             self.advance_base(now);
@@ -1778,10 +1759,7 @@ impl Sender {
         if m.state == MemberState::Failed {
             return;
         }
-        // Its parent waits for it forever and its children report to a dead
-        // address: fall back to direct acknowledgements (the ack protocol's
-        // cost) rather than crawl one stall poll per RTO.
-        self.relay_broken |= self.policy.relays();
+        self.policy.on_member_failed();
         m.state = MemberState::Failed;
         self.progress_at = now;
         if self.removed.len() < CTRL_QUEUE_MAX {
