@@ -28,7 +28,7 @@ impl Receiver {
                 // is answered by the Complete the application now
                 // owes, as when every byte came after the hash.
                 if !(waiting && self.phase == Phase::Verifying) {
-                    self.acks_owed += 1;
+                    self.feedback.acks_owed += 1;
                 }
             }
             _ => {}

@@ -77,30 +77,31 @@ impl Receiver {
         let gap = index > t.cumulative;
         if gap {
             let cumulative = t.cumulative;
-            let repeat = self.last_nak.is_some_and(|(at, c)| {
+            let repeat = self.feedback.last_nak.is_some_and(|(at, c)| {
                 c == cumulative && now.saturating_since(at) < self.config.nak_interval
             });
             if !repeat {
-                self.nak_owed = true;
-                self.nak_echo = seq;
-                self.nak_echo_copy = copy;
-                self.last_nak = Some((now, cumulative));
+                self.feedback.nak_owed = true;
+                self.feedback.nak_echo = seq;
+                self.feedback.nak_echo_copy = copy;
+                self.feedback.last_nak = Some((now, cumulative));
                 if let Some(interval) = self.config.rate_nak_interval
                     && self
+                        .feedback
                         .last_rate_nak
                         .is_none_or(|at| now.saturating_since(at) >= interval)
                 {
-                    self.rate_nak_owed = Some(t.isn.add(cumulative));
-                    self.last_rate_nak = Some(now);
+                    self.feedback.rate_nak_owed = Some(t.isn.add(cumulative));
+                    self.feedback.last_rate_nak = Some(now);
                 }
             }
         }
         if polled || relays {
-            self.last_echo = seq;
-            self.last_echo_copy = copy;
+            self.feedback.last_echo = seq;
+            self.feedback.last_echo_copy = copy;
         }
         if polled {
-            self.acks_owed += 1;
+            self.feedback.acks_owed += 1;
         }
         if let Some(relay) = &mut self.relay {
             relay.update(t.cumulative);

@@ -5,11 +5,33 @@
 //! [`Relay`](crate::transfer::policy::relay::Relay)).
 
 use super::data::fill_bitmap;
-use super::{Phase, Receiver, emit};
+use super::{Phase, Receiver};
+use crate::transfer::emit;
 use crate::transfer::policy::relay::ChildAck;
 use crate::{Dest, Instant, Transmit};
 use rmcast_wire::{Body, Feedback, Header, RANK_SENDER, RateNak, RateNakKind, Seq};
 use std::net::SocketAddr;
+
+/// Feedback owed to the sender: acks count, a NAK flag, their echoes,
+/// and the group's `RateNak`.
+#[derive(Default)]
+pub(super) struct FeedbackState {
+    pub(super) acks_owed: u32,
+    pub(super) nak_owed: bool,
+    pub(super) last_echo: Seq,
+    pub(super) nak_echo: Seq,
+    /// The `copy` of the packets behind `last_echo` and `nak_echo`.
+    pub(super) last_echo_copy: u8,
+    pub(super) nak_echo_copy: u8,
+    /// Scratch for the bitmap of held packets sent with feedback.
+    pub(super) bitmap: Vec<u8>,
+    /// When the last NAK went, and the cumulative index it reported.
+    pub(super) last_nak: Option<(Instant, u32)>,
+    /// An EXP `RateNak` owed to the group: the first message missing.
+    pub(super) rate_nak_owed: Option<Seq>,
+    /// When this session's last `RateNak` was sent or heard.
+    pub(super) last_rate_nak: Option<Instant>,
+}
 
 impl Receiver {
     /// Acknowledgements and NAKs owed to the sender, a `RateNak` owed to
@@ -26,34 +48,38 @@ impl Receiver {
         }
         let to = Dest::Unicast(sender);
         let cumulative = t.isn.add(t.cumulative);
-        if self.nak_owed || self.acks_owed > 0 {
-            let nak = self.nak_owed;
-            fill_bitmap(t, &mut self.bitmap);
+        if self.feedback.nak_owed || self.feedback.acks_owed > 0 {
+            let nak = self.feedback.nak_owed;
+            fill_bitmap(t, &mut self.feedback.bitmap);
             let feedback = Feedback {
                 cumulative,
-                echo: if nak { self.nak_echo } else { self.last_echo },
-                echo_copy: if nak {
-                    self.nak_echo_copy
+                echo: if nak {
+                    self.feedback.nak_echo
                 } else {
-                    self.last_echo_copy
+                    self.feedback.last_echo
+                },
+                echo_copy: if nak {
+                    self.feedback.nak_echo_copy
+                } else {
+                    self.feedback.last_echo_copy
                 },
                 aggregate: false,
-                bitmap: &self.bitmap,
+                bitmap: &self.feedback.bitmap,
             };
             let body = if nak {
                 // A NAK carries everything an ack would.
-                self.nak_owed = false;
-                self.acks_owed = self.acks_owed.saturating_sub(1);
+                self.feedback.nak_owed = false;
+                self.feedback.acks_owed = self.feedback.acks_owed.saturating_sub(1);
                 self.stats.naks += 1;
                 Body::Nak(feedback)
             } else {
-                self.acks_owed -= 1;
+                self.feedback.acks_owed -= 1;
                 self.stats.acks += 1;
                 Body::Ack(feedback)
             };
             return emit(to, header, body, buf);
         }
-        if let Some(seq) = self.rate_nak_owed.take() {
+        if let Some(seq) = self.feedback.rate_nak_owed.take() {
             self.stats.rate_naks += 1;
             let body = Body::RateNak(RateNak {
                 kind: RateNakKind::Exp,
@@ -67,8 +93,8 @@ impl Receiver {
             self.stats.acks += 1;
             let feedback = Feedback {
                 cumulative: t.isn.add(aggregate),
-                echo: self.last_echo,
-                echo_copy: self.last_echo_copy,
+                echo: self.feedback.last_echo,
+                echo_copy: self.feedback.last_echo_copy,
                 aggregate: true,
                 bitmap: &[],
             };
@@ -86,7 +112,7 @@ impl Receiver {
             && self.phase != Phase::Listening
         {
             self.stats.rate_naks_heard += 1;
-            self.last_rate_nak = Some(now);
+            self.feedback.last_rate_nak = Some(now);
         }
     }
 

@@ -28,12 +28,14 @@ mod test_support;
 pub use config::ReceiverConfig;
 pub use events::{DataChunk, OfferInfo, ReceiverEvent, ReceiverStats};
 
+use crate::transfer::emit;
 use crate::transfer::policy::relay::Relay;
 use crate::{Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
 use data::{Transfer, echo_copy};
+use feedback::FeedbackState;
 use rmcast_wire::{
-    Body, Complete, HASH_LEN, Header, Join, Kind, Leave, OfferReply, Packet, RANK_SENDER,
-    RANK_UNASSIGNED, Seq, SessionId, Status,
+    Body, Complete, HASH_LEN, Header, Join, Leave, OfferReply, Packet, RANK_SENDER,
+    RANK_UNASSIGNED, SessionId, Status,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -75,27 +77,14 @@ pub struct Receiver {
     /// An Offer heard before our Welcome, taken up when the Welcome comes.
     early_offer: Option<(OfferInfo, FeedbackPolicy)>,
     transfer: Option<Transfer>,
-    /// Feedback owed to the sender: acks count, a NAK flag, their echoes.
-    acks_owed: u32,
-    nak_owed: bool,
-    last_echo: Seq,
-    nak_echo: Seq,
-    /// The `copy` of the packets behind `last_echo` and `nak_echo`.
-    last_echo_copy: u8,
-    nak_echo_copy: u8,
+    /// What the receiver owes the sender about the data.
+    feedback: FeedbackState,
     /// The session's feedback policy, from the offer.
     policy: Option<FeedbackPolicy>,
     /// Tree: the parent the `Welcome` named (`None`: the sender).
     upstream: Option<SocketAddr>,
     /// Tree: relaying the subtree's acknowledgements, from the offer on.
     relay: Option<Relay>,
-    /// Scratch for the bitmap of held packets sent with feedback.
-    bitmap: Vec<u8>,
-    last_nak: Option<(Instant, u32)>,
-    /// An EXP `RateNak` owed to the group: the first message missing.
-    rate_nak_owed: Option<Seq>,
-    /// When this session's last `RateNak` was sent or heard.
-    last_rate_nak: Option<Instant>,
     reply_owed: bool,
     complete_owed: bool,
     leave_owed: Option<String>,
@@ -123,19 +112,10 @@ impl Receiver {
             verdict: None,
             early_offer: None,
             transfer: None,
-            acks_owed: 0,
-            nak_owed: false,
-            last_echo: Seq(0),
-            nak_echo: Seq(0),
-            last_echo_copy: 0,
-            nak_echo_copy: 0,
+            feedback: FeedbackState::default(),
             policy: None,
             upstream: None,
             relay: None,
-            bitmap: Vec::new(),
-            last_nak: None,
-            rate_nak_owed: None,
-            last_rate_nak: None,
             reply_owed: false,
             complete_owed: false,
             leave_owed: None,
@@ -372,12 +352,6 @@ impl Receiver {
         self.phase = Phase::Done;
         self.events.push_back(ReceiverEvent::Failed(reason));
     }
-}
-
-fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Transmit> {
-    let kind: Kind = body.kind();
-    let len = Packet { header, body }.encode(buf).ok()?;
-    Some(Transmit { dest, len, kind })
 }
 
 /// A text field's value: at most 255 bytes, cut at a character boundary.

@@ -6,7 +6,8 @@
 use super::close::BYE_SPACING;
 use super::membership::MemberState;
 use super::timers::Timer;
-use super::{Phase, Sender, emit};
+use super::{Phase, Sender};
+use crate::transfer::emit;
 use crate::{Dest, Instant, PayloadSource, Transmit, truncate_utf8};
 use rmcast_wire::{Body, Bye, Close, Header, Hello, Kind, Offer, POLL_NONE};
 

@@ -35,6 +35,7 @@ mod window;
 pub use config::{ConfigError, Repair, SenderConfig, WIRE_OVERHEAD_BYTES};
 pub use events::{MemberOutcome, Outcome, SenderEvent, SenderStats};
 
+use crate::transfer::emit;
 use crate::transfer::policy::SenderPolicy;
 use crate::{
     Dest, ErrorSignal, Instant, PayloadSource, RateController, RateGroup, Transmit, truncate_utf8,
@@ -475,10 +476,4 @@ impl Sender {
             self.timers.set(Timer::Control, keepalive);
         }
     }
-}
-
-fn emit(dest: Dest, header: Header, body: Body<'_>, buf: &mut [u8]) -> Option<Transmit> {
-    let kind = body.kind();
-    let len = Packet { header, body }.encode(buf).ok()?;
-    Some(Transmit { dest, len, kind })
 }
