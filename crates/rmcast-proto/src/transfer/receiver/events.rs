@@ -42,10 +42,16 @@ pub enum ReceiverEvent {
     },
     /// The object on offer: answer with [`Receiver::accept_offer`] or
     /// [`Receiver::refuse_offer`].
+    ///
+    /// [`Receiver::accept_offer`]: crate::Receiver::accept_offer
+    /// [`Receiver::refuse_offer`]: crate::Receiver::refuse_offer
     Offer(OfferInfo),
     /// Every byte has been delivered and the sender's `Close` said which
     /// hash they must have ([`Receiver::expected_hash`]): verify them and
     /// call [`Receiver::confirm`].
+    ///
+    /// [`Receiver::expected_hash`]: crate::Receiver::expected_hash
+    /// [`Receiver::confirm`]: crate::Receiver::confirm
     AllData,
     /// The session ended after this receiver confirmed; nothing more to do.
     Finished,

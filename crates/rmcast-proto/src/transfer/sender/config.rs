@@ -236,7 +236,7 @@ impl SenderConfig {
 
     /// Checks every field; `Sender::new` calls it.
     /// The progress watchdog's period: as configured, else the longest of
-    /// [`DEFAULT_STALL_TIMEOUT`], four times `peer_timeout + rto_max`, and
+    /// `DEFAULT_STALL_TIMEOUT` (20 s), four times `peer_timeout + rto_max`, and
     /// four windows at the starting rate (a paced sender with a large
     /// window may see its base move once a window).
     #[must_use]

@@ -36,7 +36,7 @@ pub enum SenderEvent {
         /// Its rank.
         rank: u16,
     },
-    /// The session is over; see [`Sender::outcome`].
+    /// The session is over; see [`Sender::outcome`](crate::Sender::outcome).
     Finished,
 }
 

@@ -193,6 +193,8 @@ impl Sender {
 
     /// Bytes the fixed pacer's bucket holds, when [`RateControl::Fixed`]
     /// paces: a runtime that wakes late should stay well inside it.
+    ///
+    /// [`RateControl::Fixed`]: crate::RateControl::Fixed
     #[must_use]
     pub fn pacer_bucket_bytes(&self) -> Option<u64> {
         match &self.pacing.mode {
@@ -202,6 +204,8 @@ impl Sender {
     }
 
     /// Hunt's rate controller, when [`RateControl::Hunt`] is in effect.
+    ///
+    /// [`RateControl::Hunt`]: crate::RateControl::Hunt
     #[must_use]
     pub fn rate(&self) -> Option<&RateController> {
         match &self.pacing.mode {
