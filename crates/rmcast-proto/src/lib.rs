@@ -37,31 +37,29 @@
 
 mod endpoint;
 mod pacer;
-mod policy;
-mod rate;
-mod rate_group;
-mod receiver;
-mod sender;
 pub mod stream;
 mod time;
+mod transfer;
 
 pub use endpoint::{
     Endpoint, EndpointConfig, EndpointStats, SEEN_SESSIONS_MAX, SeenSession, SessionHandle,
 };
 pub use pacer::Pacer;
-pub use policy::{Children, FeedbackPolicy, TreeShape};
-pub use rate::{
+pub use rmcast_wire::{HASH_LEN, Kind, ProtocolId, Seq, SessionId, Status};
+pub use time::Instant;
+pub use transfer::policy::{Children, FeedbackPolicy, TreeShape};
+pub use transfer::rate::{
     AdaptiveTimers, ErrorSignal, HuntParams, HuntState, HuntStep, HuntTimers, RateControl,
     RateController, RateStats,
 };
-pub use rate_group::{MAX_PEERS, OwnRate, RateGroup, RateGroupConfig, RateGroupStats};
-pub use receiver::{DataChunk, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats};
-pub use rmcast_wire::{HASH_LEN, Kind, ProtocolId, Seq, SessionId, Status};
-pub use sender::{
+pub use transfer::rate::{MAX_PEERS, OwnRate, RateGroup, RateGroupConfig, RateGroupStats};
+pub use transfer::receiver::{
+    DataChunk, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats,
+};
+pub use transfer::sender::{
     ConfigError, MemberOutcome, ObjectInfo, Outcome, Repair, Sender, SenderConfig, SenderEvent,
     SenderStats, WIRE_OVERHEAD_BYTES,
 };
-pub use time::Instant;
 
 use std::net::SocketAddr;
 

@@ -1,0 +1,188 @@
+//! Joining a session: the first `Hello` heard (of the session wanted), the
+//! `Join`s until a `Welcome` gives a rank, and the offer (kept if it
+//! overtook the `Welcome`) with the application's answer to it.
+
+use super::data::Transfer;
+use super::{Phase, Receiver, truncate};
+use crate::transfer::policy::relay::Relay;
+use crate::{FeedbackPolicy, Instant, OfferInfo, ReceiverEvent};
+use rmcast_wire::{Body, Header, Offer, RANK_UNASSIGNED, Status, Welcome};
+use std::net::SocketAddr;
+
+impl Receiver {
+    /// Listening: the first `Hello` of the session wanted starts joining it.
+    pub(super) fn on_listening(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        header: Header,
+        body: &Body<'_>,
+    ) {
+        if let Body::Hello(_) = body
+            && self.config.session.is_none_or(|s| s == header.session)
+        {
+            self.session = header.session;
+            self.sender = Some(from);
+            self.phase = Phase::Joining;
+            self.join_at = now;
+            self.last_from_sender = now;
+            return;
+        }
+        self.stats.foreign += 1;
+    }
+
+    /// The sender's `Welcome`: admitted with a rank (and, under the tree,
+    /// the parent to report to), or turned away from a full session.
+    pub(super) fn on_welcome(&mut self, from: SocketAddr, w: &Welcome) {
+        if w.receiver_id == self.config.receiver_id && self.phase == Phase::Joining {
+            if w.rank == RANK_UNASSIGNED {
+                self.fail(format!("session {} is full", self.session));
+            } else {
+                self.rank = w.rank;
+                self.upstream = w.upstream.map(SocketAddr::V4);
+                self.phase = Phase::Admitted;
+                self.events.push_back(ReceiverEvent::Admitted {
+                    session: self.session,
+                    rank: w.rank,
+                    sender: from,
+                });
+                if let Some(offer) = self.early_offer.take() {
+                    self.take_up_offer(offer);
+                }
+            }
+        }
+    }
+
+    /// The sender's `Offer`: shown to the application once admitted; kept
+    /// for the `Welcome` if it overtook it; answered again if repeated.
+    pub(super) fn on_offer(&mut self, o: &Offer<'_>) {
+        match self.phase {
+            Phase::Admitted | Phase::Joining => {
+                let Some(offer) = parse_offer(o) else {
+                    self.stats.malformed += 1;
+                    return;
+                };
+                if self.phase == Phase::Admitted {
+                    self.take_up_offer(offer);
+                } else {
+                    // The group's Offer overtook our Welcome (they
+                    // come on different sockets, and the Offer goes
+                    // out as soon as the last receiver joined): keep
+                    // it for the Welcome instead of waiting a whole
+                    // retransmission timeout (50 ms) for its repeat.
+                    self.early_offer.get_or_insert(offer);
+                }
+            }
+            Phase::Receiving | Phase::Verifying | Phase::Confirmed => self.reply_owed = true,
+            _ => {}
+        }
+    }
+
+    /// Takes up an offer once admitted (a rank is needed for the policy's
+    /// children): the application is asked to accept or refuse it.
+    fn take_up_offer(&mut self, (info, policy): (OfferInfo, FeedbackPolicy)) {
+        self.policy = Some(policy);
+        self.relay = policy
+            .relays()
+            .then(|| Relay::new(policy.children(self.rank), self.upstream));
+        self.offer = Some(info.clone());
+        self.phase = Phase::Deciding;
+        self.events.push_back(ReceiverEvent::Offer(info));
+    }
+
+    /// Accepts the offered object (after preparing storage for it).
+    pub fn accept_offer(&mut self) {
+        if self.phase != Phase::Deciding {
+            return;
+        }
+        let o = self.offer.as_ref().expect("deciding implies an offer");
+        let words = (o.packets as usize).div_ceil(64);
+        self.transfer = Some(Transfer {
+            isn: o.isn,
+            payload_size: u64::from(o.payload_size),
+            size: o.size,
+            packets: o.packets,
+            window: o.window,
+            held: vec![0; words],
+            cumulative: 0,
+            highest: 0,
+        });
+        self.reply = Some((Status::Ok, String::new()));
+        self.reply_owed = true;
+        self.phase = Phase::Receiving;
+        self.check_all_data();
+    }
+
+    /// Refuses the offered object; the receiver then ends.
+    pub fn refuse_offer(&mut self, status: Status, text: &str) {
+        if self.phase != Phase::Deciding {
+            return;
+        }
+        let status = if status == Status::Ok {
+            Status::Other
+        } else {
+            status
+        };
+        self.reply = Some((status, truncate(text)));
+        self.reply_owed = true;
+        self.fail(format!("refused the offer: {text}"));
+    }
+}
+
+/// An Offer's terms, or `None` when they cannot describe an object
+/// (a packet count that does not fit, an unknown protocol parameter).
+fn parse_offer(o: &rmcast_wire::Offer<'_>) -> Option<(OfferInfo, FeedbackPolicy)> {
+    let packets = match u32::try_from(o.object_size.div_ceil(u64::from(o.payload_size))) {
+        Ok(p) if p < u32::MAX => p,
+        _ => return None,
+    };
+    let policy = FeedbackPolicy::from_offer(o.protocol, o.protocol_param, o.receivers)?;
+    let info = OfferInfo {
+        name: o.name.to_owned(),
+        size: o.object_size,
+        protocol: o.protocol,
+        payload_size: o.payload_size,
+        window: o.window,
+        receivers: o.receivers,
+        isn: o.isn,
+        test_loss_ppm: o.test_loss_ppm,
+        packets,
+    };
+    Some((info, policy))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{events, fresh, handshake, sender};
+    use crate::{Instant, Kind, ReceiverEvent};
+
+    const SIZE: u64 = super::super::test_support::SIZE;
+
+    #[test]
+    fn an_offer_that_overtakes_the_welcome_is_taken_up_with_it() {
+        let now = Instant::ZERO;
+        let mut r = fresh();
+        let (hello, welcome, offer) = handshake();
+        r.handle_datagram(now, sender(), &hello);
+        r.handle_datagram(now, sender(), &offer);
+        assert!(
+            !events(&mut r)
+                .iter()
+                .any(|e| matches!(e, ReceiverEvent::Offer(_))),
+            "an offer before the Welcome has no rank to go with it"
+        );
+        r.handle_datagram(now, sender(), &welcome);
+        let ev = events(&mut r);
+        assert!(matches!(ev[0], ReceiverEvent::Admitted { rank: 0, .. }));
+        assert!(
+            matches!(&ev[1], ReceiverEvent::Offer(o) if o.size == SIZE && o.packets == 3),
+            "{ev:?}"
+        );
+        r.accept_offer();
+        let mut buf = vec![0u8; 4096];
+        let kinds: Vec<Kind> = std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
+            .map(|t| t.kind)
+            .collect();
+        assert!(kinds.contains(&Kind::OfferReply), "{kinds:?}");
+    }
+}

@@ -1,0 +1,141 @@
+//! The object's data: which packets are held (a bit each, so data in any
+//! order costs no reorder buffer), gaps that owe a NAK, polls that owe an
+//! ack, and the slice of each new packet handed to the driver to store.
+
+use super::Receiver;
+use crate::{DataChunk, FeedbackPolicy, Instant};
+use rmcast_wire::{ECHO_COPY_MAX, Seq};
+
+/// The accepted object's terms and what is held of it.
+pub(super) struct Transfer {
+    pub(super) isn: Seq,
+    pub(super) payload_size: u64,
+    pub(super) size: u64,
+    pub(super) packets: u32,
+    pub(super) window: u32,
+    /// Bit per packet: held or not.
+    pub(super) held: Vec<u64>,
+    /// Index of the first packet not held.
+    pub(super) cumulative: u32,
+    /// One past the highest packet held.
+    pub(super) highest: u32,
+}
+
+impl Transfer {
+    fn has(&self, index: u32) -> bool {
+        self.held[(index / 64) as usize] & (1 << (index % 64)) != 0
+    }
+
+    fn set(&mut self, index: u32) {
+        self.held[(index / 64) as usize] |= 1 << (index % 64);
+        self.highest = self.highest.max(index + 1);
+        while self.cumulative < self.packets && self.has(self.cumulative) {
+            self.cumulative += 1;
+        }
+    }
+}
+
+impl Receiver {
+    /// A data packet: stored if new and inside the window; a gap owes a
+    /// NAK (rate-limited), a poll an ack, a relay an aggregate update.
+    pub(super) fn on_data<'a>(
+        &mut self,
+        now: Instant,
+        seq: Seq,
+        poll: u16,
+        copy: u8,
+        payload: &'a [u8],
+    ) -> Option<DataChunk<'a>> {
+        let relays = self.relay.is_some();
+        let polled = self
+            .policy
+            .unwrap_or(FeedbackPolicy::Ack)
+            .answers_poll(poll, self.rank);
+        let t = self.transfer.as_mut()?;
+        let index = seq.since(t.isn);
+        if index >= t.packets {
+            self.stats.malformed += 1;
+            return None;
+        }
+        let offset = u64::from(index) * t.payload_size;
+        let expected_len = (t.size - offset).min(t.payload_size) as usize;
+        if payload.len() != expected_len {
+            self.stats.malformed += 1;
+            return None;
+        }
+        if index >= t.cumulative.saturating_add(t.window) {
+            self.stats.out_of_window += 1;
+            return None;
+        }
+        let fresh = !t.has(index);
+        if fresh {
+            t.set(index);
+            self.stats.data_packets += 1;
+        } else {
+            self.stats.duplicates += 1;
+        }
+        let gap = index > t.cumulative;
+        if gap {
+            let cumulative = t.cumulative;
+            let repeat = self.feedback.last_nak.is_some_and(|(at, c)| {
+                c == cumulative && now.saturating_since(at) < self.config.nak_interval
+            });
+            if !repeat {
+                self.feedback.nak_owed = true;
+                self.feedback.nak_echo = seq;
+                self.feedback.nak_echo_copy = copy;
+                self.feedback.last_nak = Some((now, cumulative));
+                if let Some(interval) = self.config.rate_nak_interval
+                    && self
+                        .feedback
+                        .last_rate_nak
+                        .is_none_or(|at| now.saturating_since(at) >= interval)
+                {
+                    self.feedback.rate_nak_owed = Some(t.isn.add(cumulative));
+                    self.feedback.last_rate_nak = Some(now);
+                }
+            }
+        }
+        if polled || relays {
+            self.feedback.last_echo = seq;
+            self.feedback.last_echo_copy = copy;
+        }
+        if polled {
+            self.feedback.acks_owed += 1;
+        }
+        if let Some(relay) = &mut self.relay {
+            relay.update(t.cumulative);
+        }
+        self.check_all_data();
+        fresh.then_some(DataChunk {
+            offset,
+            bytes: payload,
+        })
+    }
+}
+
+/// Largest bitmap sent with feedback: 2048 packets past the cumulative point.
+const MAX_BITMAP_BYTES: usize = 256;
+
+/// Writes the held-packet bitmap after `t.cumulative` (up to the highest
+/// packet held) into `out`.
+pub(super) fn fill_bitmap(t: &Transfer, out: &mut Vec<u8>) {
+    out.clear();
+    let first = t.cumulative + 1;
+    let end = t.highest.min(first + 8 * MAX_BITMAP_BYTES as u32);
+    if end <= first {
+        return;
+    }
+    out.resize((end - first).div_ceil(8) as usize, 0);
+    for index in first..end {
+        if t.has(index) {
+            let bit = index - first;
+            out[(bit / 8) as usize] |= 1 << (bit % 8);
+        }
+    }
+}
+
+/// A data packet's `copy` as feedback carries it: 7 bits, saturating.
+pub(super) fn echo_copy(copy: u16) -> u8 {
+    u8::try_from(copy).map_or(ECHO_COPY_MAX, |c| c.min(ECHO_COPY_MAX))
+}

@@ -1,0 +1,360 @@
+//! The receiver's state machine: join a session, answer the offer, take
+//! data in any order, acknowledge as polled, NAK gaps, confirm the hash.
+//!
+//! [`Receiver`] is the public face (`handle_*`, `poll_*`, getters and the
+//! application's answers); the phases' logic lives beside it:
+//!
+//! | file | what |
+//! |---|---|
+//! | `config.rs` | [`ReceiverConfig`] |
+//! | `events.rs` | [`OfferInfo`], [`ReceiverEvent`], [`DataChunk`], [`ReceiverStats`] |
+//! | `admission.rs` | `Hello`, `Join`/`Welcome`, the offer and the answer to it |
+//! | `data.rs` | the held-packet bitmap, gaps and polls, the chunks to store |
+//! | `feedback.rs` | acks, NAKs, `RateNak`s, a tree relay's aggregated acks |
+//! | `close.rs` | `Close` and its hash, verification, `Complete`, `Bye` |
+//!
+//! Tree relaying (children's reports, aggregation) is the tree policy's
+//! `Relay`; the receiver only feeds it and sends what it owes.
+
+mod admission;
+mod close;
+mod config;
+mod data;
+mod events;
+mod feedback;
+#[cfg(test)]
+mod test_support;
+
+pub use config::ReceiverConfig;
+pub use events::{DataChunk, OfferInfo, ReceiverEvent, ReceiverStats};
+
+use crate::transfer::emit;
+use crate::transfer::policy::relay::Relay;
+use crate::{Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
+use data::{Transfer, echo_copy};
+use feedback::FeedbackState;
+use rmcast_wire::{
+    Body, Complete, HASH_LEN, Header, Join, Leave, OfferReply, Packet, RANK_SENDER,
+    RANK_UNASSIGNED, SessionId, Status,
+};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Listening,
+    Joining,
+    /// Admitted, waiting for the offer.
+    Admitted,
+    /// Offer shown to the application, waiting for its answer.
+    Deciding,
+    /// Taking data; stays here with every byte in until a `Close` brings
+    /// the hash to verify against.
+    Receiving,
+    /// All data delivered and the hash known, waiting for the
+    /// application's verdict.
+    Verifying,
+    /// Verdict sent, waiting for the sender's Bye.
+    Confirmed,
+    Done,
+}
+
+/// The receiving side of one transfer.
+pub struct Receiver {
+    config: ReceiverConfig,
+    phase: Phase,
+    started: Instant,
+    session: SessionId,
+    sender: Option<SocketAddr>,
+    rank: u16,
+    last_from_sender: Instant,
+    join_at: Instant,
+    offer: Option<OfferInfo>,
+    /// The object's hash, from the first `Close` heard.
+    expected_hash: Option<[u8; HASH_LEN]>,
+    reply: Option<(Status, String)>,
+    verdict: Option<(Status, [u8; HASH_LEN], String)>,
+    /// An Offer heard before our Welcome, taken up when the Welcome comes.
+    early_offer: Option<(OfferInfo, FeedbackPolicy)>,
+    transfer: Option<Transfer>,
+    /// What the receiver owes the sender about the data.
+    feedback: FeedbackState,
+    /// The session's feedback policy, from the offer.
+    policy: Option<FeedbackPolicy>,
+    /// Tree: the parent the `Welcome` named (`None`: the sender).
+    upstream: Option<SocketAddr>,
+    /// Tree: relaying the subtree's acknowledgements, from the offer on.
+    relay: Option<Relay>,
+    reply_owed: bool,
+    complete_owed: bool,
+    leave_owed: Option<String>,
+    events: VecDeque<ReceiverEvent>,
+    stats: ReceiverStats,
+}
+
+impl Receiver {
+    /// A receiver listening for a session, starting at `now`.
+    #[must_use]
+    pub fn new(mut config: ReceiverConfig, now: Instant) -> Self {
+        config.name = truncate_utf8(&config.name, 255).to_owned();
+        Self {
+            config,
+            phase: Phase::Listening,
+            started: now,
+            session: SessionId(0),
+            sender: None,
+            rank: RANK_UNASSIGNED,
+            last_from_sender: now,
+            join_at: now,
+            offer: None,
+            expected_hash: None,
+            reply: None,
+            verdict: None,
+            early_offer: None,
+            transfer: None,
+            feedback: FeedbackState::default(),
+            policy: None,
+            upstream: None,
+            relay: None,
+            reply_owed: false,
+            complete_owed: false,
+            leave_owed: None,
+            events: VecDeque::new(),
+            stats: ReceiverStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    #[must_use]
+    pub fn stats(&self) -> &ReceiverStats {
+        &self.stats
+    }
+
+    /// The rank given by the sender, once admitted.
+    #[must_use]
+    pub fn rank(&self) -> Option<u16> {
+        (self.rank != RANK_UNASSIGNED).then_some(self.rank)
+    }
+
+    /// The session joined, once a `Hello` was heard.
+    #[must_use]
+    pub fn session(&self) -> Option<SessionId> {
+        (self.phase != Phase::Listening).then_some(self.session)
+    }
+
+    /// The object on offer, once announced.
+    #[must_use]
+    pub fn offer(&self) -> Option<&OfferInfo> {
+        self.offer.as_ref()
+    }
+
+    /// The BLAKE3 hash the object must have: the sender announces it in
+    /// `Close`, once every receiver holds every byte (so it could start
+    /// sending before it had read the object). `None` until then.
+    #[must_use]
+    pub fn expected_hash(&self) -> Option<[u8; HASH_LEN]> {
+        self.expected_hash
+    }
+
+    /// Object bytes held in order from the start.
+    #[must_use]
+    pub fn received_bytes(&self) -> u64 {
+        self.transfer.as_ref().map_or(0, |t| {
+            (u64::from(t.cumulative) * t.payload_size).min(t.size)
+        })
+    }
+
+    /// True once the machine has nothing more to do.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// Next event for the application.
+    pub fn poll_event(&mut self) -> Option<ReceiverEvent> {
+        self.events.pop_front()
+    }
+
+    /// Leaves the session (sends `Leave` when admitted) and ends.
+    pub fn leave(&mut self, text: &str) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        if self.rank != RANK_UNASSIGNED {
+            self.leave_owed = Some(truncate(text));
+        }
+        self.fail(format!("left the session: {text}"));
+    }
+
+    /// When the machine next needs [`Receiver::handle_timeout`].
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Done => None,
+            Phase::Listening => self.config.listen_timeout.map(|t| self.started + t),
+            Phase::Joining => Some(self.join_at.min(self.sender_deadline())),
+            _ => Some(self.sender_deadline()),
+        }
+    }
+
+    fn sender_deadline(&self) -> Instant {
+        self.last_from_sender + self.config.sender_timeout
+    }
+
+    /// Processes expired timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Done => {}
+            Phase::Listening => {
+                if let Some(t) = self.config.listen_timeout
+                    && now >= self.started + t
+                {
+                    self.fail(format!(
+                        "no session was announced within {:.1} s",
+                        t.as_secs_f64()
+                    ));
+                }
+            }
+            _ if now >= self.sender_deadline() => {
+                let silent = now.saturating_since(self.last_from_sender).as_secs_f64();
+                if self.phase == Phase::Confirmed {
+                    // Our copy is verified; the sender's Bye was lost or it died
+                    // after hearing us. Either way we are done.
+                    self.phase = Phase::Done;
+                    self.events.push_back(ReceiverEvent::Finished);
+                } else {
+                    self.fail(format!("the sender went silent for {silent:.1} s"));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Processes one datagram; returns object bytes to store, if it carried new ones.
+    pub fn handle_datagram<'a>(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &'a [u8],
+    ) -> Option<DataChunk<'a>> {
+        let packet = match Packet::decode(datagram) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return None;
+            }
+        };
+        if let Body::RateNak(_) = packet.body {
+            self.on_rate_nak(now, packet.header);
+            return None;
+        }
+        if packet.header.rank != RANK_SENDER {
+            self.on_peer_packet(packet.header, &packet.body);
+            return None;
+        }
+        if self.phase == Phase::Listening {
+            self.on_listening(now, from, packet.header, &packet.body);
+            return None;
+        }
+        if packet.header.session != self.session || Some(from) != self.sender {
+            self.stats.foreign += 1;
+            return None;
+        }
+        if self.phase == Phase::Done {
+            // Repeat a refusal or a failed verdict the sender may have missed.
+            match packet.body {
+                Body::Offer(_) if self.reply.is_some() => self.reply_owed = true,
+                Body::Close(_) if self.verdict.is_some() => self.complete_owed = true,
+                _ => {}
+            }
+            return None;
+        }
+        self.last_from_sender = now;
+        match packet.body {
+            Body::Hello(_) => None,
+            Body::Welcome(w) => {
+                self.on_welcome(from, &w);
+                None
+            }
+            Body::Offer(o) => {
+                self.on_offer(&o);
+                None
+            }
+            Body::Data(d) => self.on_data(now, d.seq, d.poll, echo_copy(d.copy), d.payload),
+            Body::Close(c) => {
+                self.on_close(c.hash);
+                None
+            }
+            // The senders' rate resynchronisation: not ours to act on.
+            Body::RateReport(_) | Body::RateSync(_) => None,
+            Body::Bye(b) => {
+                self.on_bye(b.text);
+                None
+            }
+            _ => {
+                self.stats.foreign += 1;
+                None
+            }
+        }
+    }
+
+    /// Writes the next datagram to send into `buf` and says where it goes.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let sender = self.sender?;
+        let to = Dest::Unicast(sender);
+        let header = Header::new(self.session, self.rank);
+        if let Some(text) = self.leave_owed.take() {
+            return emit(to, header, Body::Leave(Leave { text: &text }), buf);
+        }
+        if self.phase == Phase::Joining {
+            if self.join_at > now {
+                return None;
+            }
+            self.join_at = now + self.config.join_interval;
+            let body = Body::Join(Join {
+                receiver_id: self.config.receiver_id,
+                name: &self.config.name,
+            });
+            return emit(to, header, body, buf);
+        }
+        if self.reply_owed {
+            self.reply_owed = false;
+            if let Some((status, text)) = &self.reply {
+                return emit(
+                    to,
+                    header,
+                    Body::OfferReply(OfferReply {
+                        status: *status,
+                        text,
+                    }),
+                    buf,
+                );
+            }
+        }
+        if self.complete_owed {
+            self.complete_owed = false;
+            if let Some((status, hash, text)) = &self.verdict {
+                let body = Body::Complete(Complete {
+                    status: *status,
+                    hash: *hash,
+                    text,
+                });
+                return emit(to, header, body, buf);
+            }
+        }
+        self.poll_feedback(sender, header, buf)
+    }
+
+    fn fail(&mut self, reason: String) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        self.phase = Phase::Done;
+        self.events.push_back(ReceiverEvent::Failed(reason));
+    }
+}
+
+/// A text field's value: at most 255 bytes, cut at a character boundary.
+fn truncate(text: &str) -> String {
+    truncate_utf8(text, 255).to_owned()
+}

@@ -1,0 +1,324 @@
+//! How a sender runs a transfer ([`SenderConfig`]), and the checks that
+//! refuse a configuration that cannot work ([`ConfigError`]).
+
+use crate::{FeedbackPolicy, RateControl, RateGroupConfig, TreeShape};
+use rmcast_wire::{DATA_HEADER_LEN, MAX_DATAGRAM, MAX_RECEIVERS, ProtocolId};
+use std::time::Duration;
+
+/// How a sender runs a transfer.
+#[derive(Clone, Debug)]
+pub struct SenderConfig {
+    /// Reliability protocol.
+    pub protocol: ProtocolId,
+    /// Receivers to wait for before sending (1..=65520).
+    pub receivers: u16,
+    /// Size of a data datagram including rmcast's 24-byte header (the UDP
+    /// payload): 1472 fills a 1500-byte Ethernet MTU; up to 65,507 with IP
+    /// fragmentation.
+    pub packet_size: usize,
+    /// Packets in flight before the sender waits for acknowledgements.
+    pub window: u32,
+    /// NAK-poll: packets between polls; `None` means 85 % of the window.
+    pub poll_interval: Option<u32>,
+    /// Initial retransmission timeout; doubles on each expiry in a row.
+    pub rto: Duration,
+    /// Ceiling of the backed-off retransmission timeout.
+    pub rto_max: Duration,
+    /// Minimum time between two transmissions of one packet on NAKs.
+    pub suppress: Duration,
+    /// A receiver that owes feedback and is silent this long is removed.
+    pub peer_timeout: Duration,
+    /// The progress watchdog: a session that makes no progress (no new
+    /// packet acknowledged by every receiver, no receiver accepting,
+    /// verifying or removed, no change of phase) this long while sending
+    /// or closing is aborted, naming what stalled. Receivers that are
+    /// silent are removed first (`peer_timeout`); this catches the stalls
+    /// where everyone still talks: a rate collapsed to its floor, a repair
+    /// that never lands. Must exceed `peer_timeout + rto_max`. `None`: see
+    /// [`SenderConfig::stall_timeout`].
+    pub stall_timeout: Option<Duration>,
+    /// How long to wait for `receivers` to register.
+    pub join_wait: Duration,
+    /// Period of the session announcement while waiting for receivers.
+    pub hello_interval: Duration,
+    /// Data pacing in bits per second on the wire: each datagram counts
+    /// with its UDP, IPv4 and Ethernet headers ([`WIRE_OVERHEAD_BYTES`]),
+    /// as `tc` counts a link's rate, so the link rate itself is a valid
+    /// setting; `None`: window-limited.
+    /// With `rate_control` unset this is today's fixed rate; under
+    /// [`RateControl::Hunt`] it is the rate the controller starts at.
+    pub rate_bits_per_s: Option<u64>,
+    /// How the data rate is limited; `None` (the default) keeps the
+    /// behaviour from before rate control existed: [`RateControl::Fixed`]
+    /// at `rate_bits_per_s` if set, else [`RateControl::Off`]. See
+    /// [`SenderConfig::rate_control`].
+    pub rate_control: Option<RateControl>,
+    /// Several senders on one group (only under [`RateControl::Hunt`]):
+    /// take part in the group's membership and rate resynchronisation
+    /// (`RateReport`, `RateSync`) and multicast a LAST `RateNak` on each
+    /// acknowledgement timeout. `None` (the default): a lone sender. Under
+    /// Hunt a sender backs off on other sessions' `RateNak`s either way.
+    pub rate_group: Option<RateGroupConfig>,
+    /// Test knob sent in the offer: receivers drop this many data packets
+    /// per million (`--loss`). Zero in production.
+    pub test_loss_ppm: u32,
+    /// How lost packets are repaired.
+    pub repair: Repair,
+    /// Tree protocol: chain length H of the flat tree.
+    pub tree_height: u16,
+    /// Tree protocol: flat chains or a binary tree.
+    pub tree_shape: TreeShape,
+}
+
+/// How the sender repairs losses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// The paper's Go-back-N: resend everything from the first packet some
+    /// receiver lacks.
+    GoBackN,
+    /// Selective repeat: resend only the packets some receiver reported
+    /// missing, by unicast when exactly one receiver lacks it, by multicast
+    /// otherwise.
+    Selective,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        Self {
+            protocol: ProtocolId::NakPoll,
+            receivers: 1,
+            packet_size: 1472,
+            window: 512,
+            poll_interval: None,
+            rto: Duration::from_millis(50),
+            rto_max: Duration::from_millis(800),
+            suppress: Duration::from_millis(5),
+            peer_timeout: Duration::from_secs(5),
+            stall_timeout: None,
+            join_wait: Duration::from_secs(30),
+            hello_interval: Duration::from_millis(100),
+            rate_bits_per_s: None,
+            rate_control: None,
+            rate_group: None,
+            test_loss_ppm: 0,
+            repair: Repair::Selective,
+            tree_height: 10,
+            tree_shape: TreeShape::Flat,
+        }
+    }
+}
+
+/// A sender configuration or object that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Packet size outside 25..=65507.
+    #[error("packet size {0} is outside {min}..={max} bytes", min = DATA_HEADER_LEN + 1, max = MAX_DATAGRAM)]
+    PacketSize(usize),
+    /// Window of zero packets or more than 2^20.
+    #[error("window {0} is outside 1..=1048576 packets")]
+    Window(u32),
+    /// Poll interval zero or larger than the window.
+    #[error("poll interval {interval} is outside 1..={window} (the window)")]
+    PollInterval {
+        /// Requested interval.
+        interval: u32,
+        /// Configured window.
+        window: u32,
+    },
+    /// Receiver count zero or too large.
+    #[error("receiver count {0} is outside 1..={max}", max = MAX_RECEIVERS)]
+    Receivers(u16),
+    /// The ring needs a window larger than the group.
+    #[error(
+        "the ring protocol needs a window larger than the number of receivers \
+         (window {window}, {receivers} receivers): use --window {min} or more",
+        min = u32::from(*receivers) + 1
+    )]
+    RingWindow {
+        /// Configured window.
+        window: u32,
+        /// Receivers in the ring.
+        receivers: u16,
+    },
+    /// Tree height zero or above 32767.
+    #[error("tree height {0} is outside 1..=32767")]
+    TreeHeight(u16),
+    /// The object needs more than 2^32 - 1 packets.
+    #[error("object of {size} bytes needs more than 2^32-1 packets of {payload} bytes")]
+    ObjectTooLarge {
+        /// Object size in bytes.
+        size: u64,
+        /// Payload bytes per packet.
+        payload: usize,
+    },
+    /// The stall timeout would fire before a silent receiver is removed.
+    #[error(
+        "stall timeout {stall:?} must exceed the peer timeout plus the largest RTO ({floor:?})"
+    )]
+    StallTimeout {
+        /// Configured stall timeout.
+        stall: Duration,
+        /// `peer_timeout + rto_max`.
+        floor: Duration,
+    },
+    /// The object name is longer than 255 bytes.
+    #[error("object name is {0} bytes; at most 255")]
+    NameTooLong(usize),
+}
+
+impl SenderConfig {
+    /// Object bytes carried by one full data packet.
+    #[must_use]
+    pub fn payload_size(&self) -> usize {
+        self.packet_size.saturating_sub(DATA_HEADER_LEN)
+    }
+
+    /// The feedback policy this configuration selects.
+    pub fn policy(&self) -> Result<FeedbackPolicy, ConfigError> {
+        match self.protocol {
+            ProtocolId::Ack => Ok(FeedbackPolicy::Ack),
+            ProtocolId::NakPoll => {
+                let interval = self
+                    .poll_interval
+                    .unwrap_or_else(|| ((u64::from(self.window) * 85 / 100) as u32).max(1));
+                if interval == 0 || interval > self.window {
+                    return Err(ConfigError::PollInterval {
+                        interval,
+                        window: self.window,
+                    });
+                }
+                Ok(FeedbackPolicy::NakPoll {
+                    poll_interval: interval,
+                })
+            }
+            ProtocolId::Ring => {
+                if self.window <= u32::from(self.receivers) {
+                    return Err(ConfigError::RingWindow {
+                        window: self.window,
+                        receivers: self.receivers,
+                    });
+                }
+                Ok(FeedbackPolicy::Ring {
+                    receivers: self.receivers,
+                })
+            }
+            ProtocolId::Tree => {
+                let flat = self.tree_shape == TreeShape::Flat;
+                if flat && self.tree_height == 0 || self.tree_height > 0x7FFF {
+                    return Err(ConfigError::TreeHeight(self.tree_height));
+                }
+                Ok(FeedbackPolicy::Tree {
+                    shape: self.tree_shape,
+                    height: self.tree_height,
+                    receivers: self.receivers,
+                })
+            }
+        }
+    }
+
+    /// The rate control in effect: `rate_control` if set, else a fixed rate
+    /// at `rate_bits_per_s`, else none. A Hunt controller given a
+    /// `rate_bits_per_s` starts at that rate.
+    #[must_use]
+    pub fn rate_control(&self) -> RateControl {
+        match (&self.rate_control, self.rate_bits_per_s) {
+            (Some(RateControl::Hunt(p)), Some(bits)) => {
+                let pps = bits as f64 / 8.0 / self.packet_size.max(1) as f64;
+                RateControl::Hunt(p.clone().starting_at(pps))
+            }
+            (Some(rc), _) => rc.clone(),
+            (None, Some(bits)) => RateControl::Fixed {
+                bytes_per_s: bits / 8,
+            },
+            (None, None) => RateControl::Off,
+        }
+    }
+
+    /// Checks every field; `Sender::new` calls it.
+    /// The progress watchdog's period: as configured, else the longest of
+    /// `DEFAULT_STALL_TIMEOUT` (20 s), four times `peer_timeout + rto_max`, and
+    /// four windows at the starting rate (a paced sender with a large
+    /// window may see its base move once a window).
+    #[must_use]
+    pub fn stall_timeout(&self) -> Duration {
+        if let Some(t) = self.stall_timeout {
+            return t;
+        }
+        let silent = self
+            .peer_timeout
+            .saturating_add(self.rto_max)
+            .saturating_mul(4);
+        let window = self
+            .rate_bits_per_s
+            .filter(|&r| r > 0)
+            .map_or(Duration::ZERO, |rate| {
+                let bits = u64::from(self.window)
+                    .saturating_mul((self.packet_size + WIRE_OVERHEAD_BYTES) as u64)
+                    .saturating_mul(8);
+                Duration::from_secs_f64(bits as f64 / rate as f64).saturating_mul(4)
+            });
+        DEFAULT_STALL_TIMEOUT.max(silent).max(window)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(DATA_HEADER_LEN + 1..=MAX_DATAGRAM).contains(&self.packet_size) {
+            return Err(ConfigError::PacketSize(self.packet_size));
+        }
+        if self.window == 0 || self.window > 1 << 20 {
+            return Err(ConfigError::Window(self.window));
+        }
+        if self.receivers == 0 || self.receivers > MAX_RECEIVERS {
+            return Err(ConfigError::Receivers(self.receivers));
+        }
+        let floor = self.peer_timeout.saturating_add(self.rto_max);
+        if self.stall_timeout() <= floor {
+            return Err(ConfigError::StallTimeout {
+                stall: self.stall_timeout(),
+                floor,
+            });
+        }
+        self.policy().map(|_| ())
+    }
+}
+
+/// Bytes a datagram costs on an Ethernet link beyond its UDP payload, as
+/// the kernel's qdiscs (tc tbf, htb) count them: UDP (8) + IPv4 (20) +
+/// Ethernet header (14). The pacer charges them so that `rate_bits_per_s`
+/// is a link rate: counting payload alone, 1472-byte datagrams paced at
+/// 0.95 of a link took 0.977 of it and 1472 bytes at exactly the link rate
+/// would overrun it by 2.9 %. (Preamble, FCS and gap are not counted, as
+/// tc does not count them; IP fragments' extra headers are not either.)
+pub const WIRE_OVERHEAD_BYTES: usize = 42;
+
+/// The shortest default [`SenderConfig::stall_timeout`]: well beyond a
+/// peer timeout, so a receiver that stops answering is removed (and named)
+/// first, and a window that waits for a few backed-off retransmissions is
+/// not taken for a stall; a transfer whose window has not moved for 20 s
+/// is not going to finish in any time a user waits for.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_stall_timeout_covers_a_paced_window_and_a_silent_receiver() {
+        let c = SenderConfig::default();
+        // 4 × (peer timeout 5 s + largest RTO 0.8 s).
+        assert_eq!(c.stall_timeout(), Duration::from_millis(23_200));
+        let slow = SenderConfig {
+            rate_bits_per_s: Some(1_000_000),
+            ..SenderConfig::default()
+        };
+        // Four windows of 512 × 1514 wire bytes at 1 Mbit/s: 24.8 s.
+        assert_eq!(slow.stall_timeout().as_millis(), 24_805);
+        let short = SenderConfig {
+            stall_timeout: Some(Duration::from_secs(5)),
+            ..SenderConfig::default()
+        };
+        assert!(matches!(
+            short.validate(),
+            Err(ConfigError::StallTimeout { .. })
+        ));
+    }
+}

@@ -1,0 +1,102 @@
+//! The phase's multicast control packet, repeated on its timer until the
+//! phase moves on: `Hello` while admitting, `Offer` (backing off) while
+//! offering, `Close` (backing off) once every byte is acknowledged, three
+//! `Bye`s at the end; and the keepalive while `Close` waits for the hash.
+
+use super::close::BYE_SPACING;
+use super::membership::MemberState;
+use super::timers::Timer;
+use super::{Phase, Sender};
+use crate::transfer::emit;
+use crate::{Dest, Instant, PayloadSource, Transmit, truncate_utf8};
+use rmcast_wire::{Body, Bye, Close, Header, Hello, Kind, Offer, POLL_NONE};
+
+impl Sender {
+    pub(super) fn multicast_control(
+        &mut self,
+        now: Instant,
+        header: Header,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let body = match self.phase {
+            Phase::Joining => {
+                self.timers
+                    .set(Timer::Control, Some(now + self.config.hello_interval));
+                Body::Hello(Hello {
+                    receivers_wanted: self.config.receivers,
+                    protocol: self.config.protocol,
+                })
+            }
+            Phase::Offering => {
+                self.timers.set(Timer::Control, Some(now + self.rto));
+                self.rto = (self.rto * 2).min(self.config.rto_max);
+                Body::Offer(Offer {
+                    object_size: self.object.size,
+                    isn: self.isn,
+                    payload_size: self.payload_size as u16,
+                    window: self.config.window,
+                    protocol: self.config.protocol,
+                    protocol_param: self.policy.policy().protocol_param(),
+                    receivers: self.members.list.len() as u16,
+                    test_loss_ppm: self.config.test_loss_ppm.min(1_000_000),
+                    name: &self.object.name,
+                })
+            }
+            Phase::Closing => {
+                // No Close before the hash: it is what the Close carries.
+                let hash = self.object.hash?;
+                self.timers.set(Timer::Control, Some(now + self.rto));
+                self.rto = (self.rto * 2).min(self.config.rto_max);
+                self.close_sent.get_or_insert(now);
+                Body::Close(Close { hash })
+            }
+            Phase::Farewell { byes_left } => {
+                let aborted = !self
+                    .members
+                    .list
+                    .iter()
+                    .any(|m| m.state == MemberState::Verified);
+                if byes_left <= 1 {
+                    self.finish();
+                } else {
+                    self.phase = Phase::Farewell {
+                        byes_left: byes_left - 1,
+                    };
+                    self.timers.set(Timer::Control, Some(now + BYE_SPACING));
+                }
+                let text = self.error.as_deref().unwrap_or("");
+                let text = truncate_utf8(text, 255);
+                self.stats.control_sent += 1;
+                return emit(Dest::Group, header, Body::Bye(Bye { aborted, text }), buf);
+            }
+            Phase::Sending | Phase::Done => return None,
+        };
+        self.stats.control_sent += 1;
+        emit(Dest::Group, header, body, buf)
+    }
+
+    /// Every byte is acknowledged but the hash is not known yet, so no
+    /// `Close` can go: multicast the last data packet again, polling no
+    /// one, so that receivers keep hearing the sender (they time it out
+    /// after `sender_timeout` of silence). Backs off like the `Close`.
+    pub(super) fn keepalive(
+        &mut self,
+        now: Instant,
+        header: Header,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        self.timers.set(Timer::Control, Some(now + self.rto));
+        self.rto = (self.rto * 2).min(self.config.rto_max);
+        let index = self.packets.checked_sub(1)?;
+        let len = self.datagram_len(index);
+        let copy = self.window.lack[self.window.slot(index)].copies;
+        self.write_data(header, index, POLL_NONE, copy, source, &mut buf[..len])?;
+        self.stats.keepalives += 1;
+        Some(Transmit {
+            dest: Dest::Group,
+            len,
+            kind: Kind::Data,
+        })
+    }
+}

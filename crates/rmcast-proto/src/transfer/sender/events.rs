@@ -1,0 +1,115 @@
+//! What a sender tells its driver: events as they happen, counters, and
+//! the outcome of a finished session.
+
+use std::net::SocketAddr;
+
+/// Something the sending application should know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SenderEvent {
+    /// A receiver registered and got `rank`.
+    Joined {
+        /// Rank given.
+        rank: u16,
+        /// The receiver's name.
+        name: String,
+        /// Its unicast address.
+        addr: SocketAddr,
+    },
+    /// Every admitted receiver is registered; the object is being offered.
+    AllJoined,
+    /// A receiver accepted the offer.
+    Accepted {
+        /// Its rank.
+        rank: u16,
+    },
+    /// A receiver was removed from the session.
+    MemberFailed {
+        /// Its rank.
+        rank: u16,
+        /// Its name.
+        name: String,
+        /// Why, for a human.
+        reason: String,
+    },
+    /// A receiver confirmed a verified copy.
+    Verified {
+        /// Its rank.
+        rank: u16,
+    },
+    /// The session is over; see [`Sender::outcome`](crate::Sender::outcome).
+    Finished,
+}
+
+/// How one receiver fared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberOutcome {
+    /// Rank in the session.
+    pub rank: u16,
+    /// Name it registered with.
+    pub name: String,
+    /// Its unicast address.
+    pub addr: SocketAddr,
+    /// Whether it confirmed a hash-verified copy.
+    pub verified: bool,
+    /// Why not, when not.
+    pub reason: Option<String>,
+}
+
+/// The result of a finished session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// True when every admitted receiver verified the object.
+    pub ok: bool,
+    /// A session-level failure (too few receivers, aborted), if any.
+    pub error: Option<String>,
+    /// Every admitted receiver, by rank.
+    pub members: Vec<MemberOutcome>,
+}
+
+impl Outcome {
+    /// Number of receivers that confirmed a verified copy.
+    #[must_use]
+    pub fn verified(&self) -> usize {
+        self.members.iter().filter(|m| m.verified).count()
+    }
+}
+
+/// Counters a driver reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    /// First transmissions of data packets.
+    pub data_packets: u64,
+    /// Data packets sent again.
+    pub retransmitted_packets: u64,
+    /// Every non-data packet received (with a valid header for this session).
+    pub control_packets: u64,
+    /// Acks received.
+    pub acks: u64,
+    /// Naks received.
+    pub naks: u64,
+    /// Control packets the sender sent.
+    pub control_sent: u64,
+    /// Datagrams that failed to decode.
+    pub malformed: u64,
+    /// Well-formed datagrams of another session or role.
+    pub foreign: u64,
+    /// Retransmission timeouts that fired.
+    pub timeouts: u64,
+    /// Go-back-N rewinds (timeouts and NAKs).
+    pub rewinds: u64,
+    /// Selective repairs sent to one receiver.
+    pub unicast_repairs: u64,
+    /// Selective repairs multicast to the group.
+    pub multicast_repairs: u64,
+    /// `RateNak`s of other senders' sessions heard (each an
+    /// [`crate::ErrorSignal::Group`] for the rate controller).
+    pub group_naks: u64,
+    /// Other group rate-control packets heard (`RateReport`, `RateSync`).
+    pub group_packets: u64,
+    /// Group rate-control packets sent (`RateNak` LAST, `RateReport`, `RateSync`).
+    pub group_sent: u64,
+    /// Keepalives: the last data packet again, polling no one, multicast
+    /// while every byte is acknowledged but the object's hash (and so the
+    /// `Close`) is not ready, so that receivers do not time the sender out.
+    pub keepalives: u64,
+}

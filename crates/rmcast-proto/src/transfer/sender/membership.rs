@@ -1,0 +1,295 @@
+//! Who takes part: admission (`Join`, `Welcome` with the rank and, for the
+//! tree, the parent's address), the answers to the offer, peer timeouts,
+//! leaving and failure. A failed member is owed a unicast `Bye` naming why.
+
+use super::pacing::Mode;
+use super::{Phase, Sender};
+use crate::{Instant, SenderEvent};
+use rmcast_wire::{OfferReply, RANK_UNASSIGNED, Status};
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::net::{SocketAddr, SocketAddrV4};
+
+/// Bound on queued unicast control packets; peers retransmit what is dropped.
+const CTRL_QUEUE_MAX: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum MemberState {
+    Admitted,
+    Accepted,
+    Verified,
+    Failed,
+}
+
+#[derive(Debug)]
+pub(super) struct Member {
+    pub(super) id: u64,
+    pub(super) name: String,
+    pub(super) addr: SocketAddr,
+    pub(super) state: MemberState,
+    /// Index of the next packet it lacks (everything before it is held).
+    pub(super) cumulative: u32,
+    pub(super) last_heard: Instant,
+    pub(super) reason: Option<String>,
+}
+
+impl Member {
+    pub(super) fn in_data(&self) -> bool {
+        self.state == MemberState::Accepted
+    }
+}
+
+/// The session's receivers, by rank, and the unicast control packets
+/// owed to them.
+#[derive(Debug)]
+pub(super) struct Membership {
+    /// Every admitted receiver; its index is its rank.
+    pub(super) list: Vec<Member>,
+    /// `Welcome`s owed: to, receiver id, rank (or unassigned), parent.
+    pub(super) welcomes: VecDeque<(SocketAddr, u64, u16, Option<SocketAddrV4>)>,
+    /// Ranks removed from the session that are owed a unicast `Bye` with
+    /// the reason: the session's closing Byes carry the session's error,
+    /// not each removed member's.
+    pub(super) byes_owed: VecDeque<u16>,
+}
+
+impl Membership {
+    pub(super) fn new(receivers: u16) -> Self {
+        Self {
+            list: Vec::with_capacity(usize::from(receivers)),
+            welcomes: VecDeque::new(),
+            byes_owed: VecDeque::new(),
+        }
+    }
+}
+
+impl Sender {
+    pub(super) fn on_join(&mut self, now: Instant, from: SocketAddr, receiver_id: u64, name: &str) {
+        if let Some(rank) = self.members.list.iter().position(|m| m.id == receiver_id) {
+            // Our Welcome was lost: say it again.
+            self.members.list[rank].last_heard = now;
+            self.queue_welcome(from, receiver_id, rank as u16);
+            return;
+        }
+        if self.phase != Phase::Joining
+            || self.members.list.len() >= usize::from(self.config.receivers)
+        {
+            self.queue_welcome(from, receiver_id, RANK_UNASSIGNED);
+            return;
+        }
+        let rank = self.members.list.len() as u16;
+        self.members.list.push(Member {
+            id: receiver_id,
+            name: name.to_owned(),
+            addr: from,
+            state: MemberState::Admitted,
+            cumulative: 0,
+            last_heard: now,
+            reason: None,
+        });
+        self.queue_welcome(from, receiver_id, rank);
+        self.events.push_back(SenderEvent::Joined {
+            rank,
+            name: name.to_owned(),
+            addr: from,
+        });
+        if self.members.list.len() == usize::from(self.config.receivers) {
+            self.events.push_back(SenderEvent::AllJoined);
+            self.enter(Phase::Offering, now);
+            for m in &mut self.members.list {
+                m.last_heard = now;
+            }
+        }
+    }
+
+    fn queue_welcome(&mut self, to: SocketAddr, receiver_id: u64, rank: u16) {
+        // Tree: the parent joined earlier (parents have lower ranks), so its
+        // address is known now.
+        let upstream = self
+            .policy
+            .policy()
+            .parent(rank)
+            .and_then(|p| self.members.list.get(usize::from(p)))
+            .and_then(|m| match m.addr {
+                SocketAddr::V4(a) => Some(a),
+                SocketAddr::V6(_) => None,
+            });
+        if self.members.welcomes.len() < CTRL_QUEUE_MAX {
+            self.members
+                .welcomes
+                .push_back((to, receiver_id, rank, upstream));
+        }
+    }
+
+    /// The join wait ran out before every receiver registered.
+    pub(super) fn on_join_wait_over(&mut self, now: Instant) {
+        let mut msg = format!(
+            "only {} of {} receivers registered within {:.1} s",
+            self.members.list.len(),
+            self.config.receivers,
+            self.config.join_wait.as_secs_f64()
+        );
+        if !self.members.list.is_empty() {
+            msg.push_str(" (");
+            for (i, m) in self.members.list.iter().enumerate() {
+                let sep = if i == 0 { "" } else { ", " };
+                let _ = write!(msg, "{sep}{} at {}", m.name, m.addr);
+            }
+            msg.push(')');
+        }
+        self.abort(now, &msg);
+    }
+
+    /// A receiver's answer to the offer.
+    pub(super) fn on_offer_reply(
+        &mut self,
+        now: Instant,
+        rank: u16,
+        from: SocketAddr,
+        r: &OfferReply<'_>,
+    ) {
+        let Some(i) = self.member_index(rank, from) else {
+            return;
+        };
+        self.members.list[i].last_heard = now;
+        if self.phase == Phase::Offering && self.members.list[i].state == MemberState::Admitted {
+            if r.status == Status::Ok {
+                self.members.list[i].state = MemberState::Accepted;
+                self.progress_at = now;
+                self.events.push_back(SenderEvent::Accepted { rank });
+            } else {
+                self.fail_member(
+                    now,
+                    i,
+                    format!("refused the offer ({:?}): {}", r.status, r.text),
+                );
+            }
+            self.maybe_start_sending(now);
+        }
+    }
+
+    /// A receiver left the session.
+    pub(super) fn on_leave(&mut self, now: Instant, rank: u16, from: SocketAddr, text: &str) {
+        let Some(i) = self.member_index(rank, from) else {
+            return;
+        };
+        // A receiver that leaves after verifying (Ctrl-C while
+        // waiting for our Bye) still holds a verified copy.
+        if !matches!(
+            self.members.list[i].state,
+            MemberState::Failed | MemberState::Verified
+        ) {
+            self.fail_member(now, i, format!("left the session: {}", text));
+            self.after_member_change(now);
+        }
+    }
+
+    pub(super) fn member_index(&mut self, rank: u16, from: SocketAddr) -> Option<usize> {
+        let i = usize::from(rank);
+        match self.members.list.get(i) {
+            Some(m) if m.addr == from => Some(i),
+            _ => {
+                self.stats.foreign += 1;
+                None
+            }
+        }
+    }
+
+    pub(super) fn fail_member(&mut self, now: Instant, i: usize, reason: String) {
+        let m = &mut self.members.list[i];
+        if m.state == MemberState::Failed {
+            return;
+        }
+        self.policy.on_member_failed();
+        m.state = MemberState::Failed;
+        self.progress_at = now;
+        if self.members.byes_owed.len() < CTRL_QUEUE_MAX {
+            self.members.byes_owed.push_back(i as u16);
+        }
+        self.events.push_back(SenderEvent::MemberFailed {
+            rank: i as u16,
+            name: m.name.clone(),
+            reason: reason.clone(),
+        });
+        m.reason = Some(reason);
+    }
+
+    /// Removes receivers that owe feedback and have been silent too long.
+    pub(super) fn check_peers(&mut self, now: Instant) {
+        let limit = self.config.peer_timeout;
+        for i in 0..self.members.list.len() {
+            let m = &self.members.list[i];
+            let owes = match self.phase {
+                Phase::Offering => m.state == MemberState::Admitted,
+                Phase::Sending => m.in_data() && m.cumulative <= self.window.base,
+                Phase::Closing => m.in_data(),
+                _ => false,
+            };
+            // Silence counts from the later of the last word heard and the
+            // start of the stall (when everyone was polled again).
+            // Closing: a Complete is owed only once a Close has asked for
+            // it, which waits for the object's hash.
+            let since = match (self.phase, self.window.stall_since, self.close_sent) {
+                (Phase::Sending, Some(stall), _) => m.last_heard.max(stall),
+                (Phase::Sending, None, _) | (Phase::Closing, _, None) => continue,
+                (Phase::Closing, _, Some(asked)) => m.last_heard.max(asked),
+                _ => m.last_heard,
+            };
+            if owes && now.saturating_since(since) >= limit {
+                let what = match self.phase {
+                    Phase::Offering => "did not answer the offer".to_owned(),
+                    Phase::Sending => format!(
+                        "stopped acknowledging (holds {} of {} packets)",
+                        m.cumulative, self.packets
+                    ),
+                    _ => "did not confirm the object".to_owned(),
+                };
+                let reason = format!(
+                    "{what}; silent for {:.1} s",
+                    now.saturating_since(m.last_heard).as_secs_f64()
+                );
+                self.fail_member(now, i, reason);
+            }
+        }
+        self.after_member_change(now);
+    }
+
+    /// Moves the session on after a member was accepted, verified or failed.
+    pub(super) fn after_member_change(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Offering => self.maybe_start_sending(now),
+            Phase::Sending => self.advance_base(now),
+            Phase::Closing if !self.members.list.iter().any(Member::in_data) => {
+                self.enter_farewell(now);
+            }
+            _ => {}
+        }
+    }
+
+    fn maybe_start_sending(&mut self, now: Instant) {
+        if self
+            .members
+            .list
+            .iter()
+            .any(|m| m.state == MemberState::Admitted)
+        {
+            return;
+        }
+        if !self.members.list.iter().any(Member::in_data) {
+            self.error
+                .get_or_insert_with(|| "no receiver accepted the object".to_owned());
+            self.enter_farewell(now);
+            return;
+        }
+        self.enter(Phase::Sending, now);
+        for m in &mut self.members.list {
+            m.last_heard = now;
+        }
+        let live = self.members.list.iter().filter(|m| m.in_data()).count();
+        if let Mode::Hunt(c) = &mut self.pacing.mode {
+            c.set_group_size(u16::try_from(live).unwrap_or(u16::MAX));
+        }
+        // An empty object needs no data; a full window of nothing is done.
+        self.advance_base(now);
+    }
+}

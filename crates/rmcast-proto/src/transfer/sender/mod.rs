@@ -1,0 +1,483 @@
+//! The sender's state machine: admission, buffer handshake, windowed data
+//! with Go-back-N or selective repair, and the close handshake.
+//!
+//! [`Sender`] is the public face in quinn-proto's style (`handle_*` for
+//! input, `poll_*` for output, getters, a few mutators) and is composed of
+//! sub-states, each in its own file with the logic that owns it:
+//!
+//! | file | sub-state | what |
+//! |---|---|---|
+//! | `config.rs` | [`SenderConfig`] | the settings, [`ConfigError`] and validation |
+//! | `membership.rs` | `Membership` | members, admission (`Join`/`Welcome`), offer answers, peer timeouts, failure |
+//! | `window.rs` | `Window` | `base`/`next`/`high`, per-slot sends and losses, Go-back-N and selective repair, the stall poll, the RTO |
+//! | `pacing.rs` | `Pacing` | off, fixed token bucket, or Hunt's controller and the rate group |
+//! | `control.rs` | | the phase's repeated multicast packet (Hello, Offer, Close, Bye), the keepalive |
+//! | `close.rs` | | `Complete`s against the hash, the farewell, the outcome |
+//! | `watchdog.rs` | | the progress watchdog and its report |
+//! | `timers.rs` | `Timers` | the timer table; `poll_timeout` is its minimum |
+//! | `events.rs` | | [`SenderEvent`], [`SenderStats`], [`Outcome`] |
+//!
+//! How the packets poll (the protocols) is the feedback policy's business
+//! (`crate::transfer::policy::SenderPolicy`), tree relaying included.
+
+mod close;
+mod config;
+mod control;
+mod events;
+mod membership;
+mod pacing;
+#[cfg(test)]
+mod test_pair;
+mod timers;
+mod watchdog;
+mod window;
+
+pub use config::{ConfigError, Repair, SenderConfig, WIRE_OVERHEAD_BYTES};
+pub use events::{MemberOutcome, Outcome, SenderEvent, SenderStats};
+
+use crate::transfer::emit;
+use crate::transfer::policy::SenderPolicy;
+use crate::{
+    Dest, ErrorSignal, Instant, PayloadSource, RateController, RateGroup, Transmit, truncate_utf8,
+};
+use membership::{MemberState, Membership};
+use pacing::{Mode, Pacing};
+use rmcast_wire::{
+    Body, Bye, HASH_LEN, Header, Packet, RANK_SENDER, RatePhase, Seq, SessionId, Welcome,
+};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+use timers::{Timer, Timers};
+use window::Window;
+
+/// The object a sender offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Length in bytes.
+    pub size: u64,
+    /// Name the receivers store it under (a relative path).
+    pub name: String,
+    /// BLAKE3 hash of the bytes; `None` while the driver is still computing
+    /// it (give it with [`Sender::set_object_hash`]). The hash travels in
+    /// `Close`, so the session can start, and the data flow, without it.
+    pub hash: Option<[u8; HASH_LEN]>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Joining,
+    Offering,
+    Sending,
+    Closing,
+    Farewell { byes_left: u8 },
+    Done,
+}
+
+/// The sending side of one transfer.
+pub struct Sender {
+    config: SenderConfig,
+    policy: SenderPolicy,
+    session: SessionId,
+    isn: Seq,
+    object: ObjectInfo,
+    payload_size: usize,
+    packets: u32,
+    phase: Phase,
+    started: Instant,
+    phase_since: Instant,
+    /// Last progress of the session (see [`SenderConfig::stall_timeout`]).
+    progress_at: Instant,
+    /// The backed-off timeout of what the phase repeats (the Offer, the
+    /// window's base, the keepalive, the Close).
+    rto: Duration,
+    members: Membership,
+    window: Window,
+    pacing: Pacing,
+    timers: Timers,
+    /// The phase's multicast control packet goes at the next `poll_transmit`.
+    control_due: bool,
+    /// When the first `Close` went out: receivers owe a `Complete` only
+    /// from then on (none goes before the object's hash is known).
+    close_sent: Option<Instant>,
+    events: VecDeque<SenderEvent>,
+    outcome: Option<Outcome>,
+    error: Option<String>,
+    stats: SenderStats,
+}
+
+impl Sender {
+    /// A sender for `object` in session `session`, starting at `now`.
+    /// `isn` is the first data packet's sequence number (random in practice).
+    pub fn new(
+        config: SenderConfig,
+        session: SessionId,
+        isn: Seq,
+        object: ObjectInfo,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let policy = config.policy()?;
+        if object.name.len() > 255 {
+            return Err(ConfigError::NameTooLong(object.name.len()));
+        }
+        let payload_size = config.payload_size();
+        let packets = object.size.div_ceil(payload_size as u64);
+        let packets = u32::try_from(packets)
+            .ok()
+            .filter(|&p| p < u32::MAX)
+            .ok_or(ConfigError::ObjectTooLarge {
+                size: object.size,
+                payload: payload_size,
+            })?;
+        let mut timers = Timers::default();
+        timers.set(Timer::Control, Some(now));
+        let mut sender = Self {
+            window: Window::new(config.window, now),
+            pacing: Pacing::new(&config, session, now),
+            members: Membership::new(config.receivers),
+            timers,
+            rto: config.rto,
+            policy: SenderPolicy::new(policy),
+            session,
+            isn,
+            object,
+            payload_size,
+            packets,
+            phase: Phase::Joining,
+            started: now,
+            control_due: true,
+            close_sent: None,
+            phase_since: now,
+            progress_at: now,
+            events: VecDeque::new(),
+            outcome: None,
+            error: None,
+            stats: SenderStats::default(),
+            config,
+        };
+        sender.arm_timers();
+        Ok(sender)
+    }
+
+    /// The session this sender runs.
+    #[must_use]
+    pub fn session(&self) -> SessionId {
+        self.session
+    }
+
+    /// Number of data packets in the object.
+    #[must_use]
+    pub fn packets(&self) -> u32 {
+        self.packets
+    }
+
+    /// Counters so far.
+    #[must_use]
+    pub fn stats(&self) -> &SenderStats {
+        &self.stats
+    }
+
+    /// Object bytes every live receiver has acknowledged.
+    #[must_use]
+    pub fn acked_bytes(&self) -> u64 {
+        (u64::from(self.window.base) * self.payload_size as u64).min(self.object.size)
+    }
+
+    /// Packets sent but not yet acknowledged by every live receiver (the
+    /// buffer the sender must keep). Never exceeds the window.
+    #[must_use]
+    pub fn outstanding(&self) -> u32 {
+        self.window.high.saturating_sub(self.window.base)
+    }
+
+    /// Bytes the fixed pacer's bucket holds, when [`RateControl::Fixed`]
+    /// paces: a runtime that wakes late should stay well inside it.
+    ///
+    /// [`RateControl::Fixed`]: crate::RateControl::Fixed
+    #[must_use]
+    pub fn pacer_bucket_bytes(&self) -> Option<u64> {
+        match &self.pacing.mode {
+            Mode::Fixed(p) => Some(p.burst_bytes()),
+            _ => None,
+        }
+    }
+
+    /// Hunt's rate controller, when [`RateControl::Hunt`] is in effect.
+    ///
+    /// [`RateControl::Hunt`]: crate::RateControl::Hunt
+    #[must_use]
+    pub fn rate(&self) -> Option<&RateController> {
+        match &self.pacing.mode {
+            Mode::Hunt(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The group's rate resynchronisation, when [`SenderConfig::rate_group`]
+    /// is set under Hunt.
+    #[must_use]
+    pub fn rate_group(&self) -> Option<&RateGroup> {
+        self.pacing.group.as_ref()
+    }
+
+    /// The runtime could not send a datagram (`ENOBUFS`, `EAGAIN`): under
+    /// Hunt's rate control this is an error signal like a lost packet (the
+    /// protocol repairs the datagram itself as any other loss).
+    pub fn on_send_error(&mut self, now: Instant) {
+        self.rate_error(now, ErrorSignal::SendFailure);
+        self.arm_timers();
+    }
+
+    /// The object's BLAKE3 hash, once the driver has computed it (see
+    /// [`ObjectInfo::hash`]). `Close` carries it, so no `Close` goes out
+    /// before this is called; once every byte is acknowledged, the first
+    /// one goes at once (the next [`Sender::poll_transmit`]). Later calls
+    /// are ignored: the hash announced is the first one given.
+    pub fn set_object_hash(&mut self, hash: [u8; HASH_LEN]) {
+        if self.object.hash.is_some() {
+            return;
+        }
+        self.object.hash = Some(hash);
+        if self.phase == Phase::Closing {
+            // Waiting for exactly this: ask now, and back off from here.
+            self.rto = self.config.rto;
+            self.control_due = true;
+            // Due now (a driver that transmits only after a timeout wakes
+            // at once); sending it sets the next deadline.
+            self.timers.set(Timer::Control, Some(Instant::ZERO));
+        }
+        self.arm_timers();
+    }
+
+    /// The object's hash, once known.
+    #[must_use]
+    pub fn object_hash(&self) -> Option<[u8; HASH_LEN]> {
+        self.object.hash
+    }
+
+    /// Receivers registered so far.
+    #[must_use]
+    pub fn joined(&self) -> usize {
+        self.members.list.len()
+    }
+
+    /// True once the session is over (see [`Sender::outcome`]).
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// The result, once finished.
+    #[must_use]
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.outcome.as_ref()
+    }
+
+    /// Next event for the application.
+    pub fn poll_event(&mut self) -> Option<SenderEvent> {
+        self.events.pop_front()
+    }
+
+    /// Gives up: every receiver not yet verified fails with `reason`.
+    pub fn abort(&mut self, now: Instant, reason: &str) {
+        if matches!(self.phase, Phase::Farewell { .. } | Phase::Done) {
+            return;
+        }
+        self.error = Some(reason.to_owned());
+        for rank in 0..self.members.list.len() {
+            if self.members.list[rank].state != MemberState::Verified {
+                self.fail_member(now, rank, format!("sender aborted: {reason}"));
+            }
+        }
+        self.enter_farewell(now);
+        self.arm_timers();
+    }
+
+    /// When the machine next needs [`Sender::handle_timeout`] (or, for
+    /// pacing, [`Sender::poll_transmit`]): the earliest deadline in the
+    /// timer table.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// Processes expired timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.on_timeout(now);
+        self.arm_timers();
+    }
+
+    fn on_timeout(&mut self, now: Instant) {
+        if self.phase != Phase::Done {
+            self.group_step(now);
+        }
+        if self.stall_deadline().is_some_and(|d| now >= d) {
+            let reason = self.stall_report(now);
+            self.abort(now, &reason);
+            return;
+        }
+        match self.phase {
+            Phase::Done => {}
+            Phase::Joining => {
+                if now >= self.started + self.config.join_wait {
+                    self.on_join_wait_over(now);
+                } else if self.timers.expired(Timer::Control, now) {
+                    self.control_due = true;
+                }
+            }
+            Phase::Offering | Phase::Closing => {
+                if self.timers.expired(Timer::Control, now) {
+                    self.check_peers(now);
+                    if matches!(self.phase, Phase::Offering | Phase::Closing) {
+                        self.control_due = true;
+                    }
+                }
+            }
+            Phase::Sending => {
+                self.on_window_timeout(now);
+            }
+            Phase::Farewell { .. } => {
+                if self.timers.expired(Timer::Control, now) {
+                    self.control_due = true;
+                }
+            }
+        }
+    }
+
+    /// Processes one received datagram from `from`.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.on_datagram(now, from, datagram);
+        self.arm_timers();
+    }
+
+    fn on_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        let packet = match Packet::decode(datagram) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        if matches!(
+            packet.body,
+            Body::RateNak(_) | Body::RateReport(_) | Body::RateSync(_)
+        ) {
+            self.on_group_packet(now, packet.header, &packet.body);
+            return;
+        }
+        if packet.header.session != self.session || packet.header.rank == RANK_SENDER {
+            self.stats.foreign += 1;
+            return;
+        }
+        self.stats.control_packets += 1;
+        let rank = packet.header.rank;
+        match packet.body {
+            Body::Join(j) => self.on_join(now, from, j.receiver_id, j.name),
+            Body::OfferReply(r) => self.on_offer_reply(now, rank, from, &r),
+            Body::Ack(f) => {
+                self.stats.acks += 1;
+                self.on_feedback(now, rank, from, &f, false);
+            }
+            Body::Nak(f) => {
+                self.stats.naks += 1;
+                self.on_feedback(now, rank, from, &f, true);
+            }
+            Body::Complete(c) => self.on_complete(now, rank, from, &c),
+            Body::Leave(l) => self.on_leave(now, rank, from, l.text),
+            _ => {
+                self.stats.control_packets -= 1;
+                self.stats.foreign += 1;
+            }
+        }
+    }
+
+    /// Writes the next datagram to send into `buf` (at least
+    /// [`crate::MAX_DATAGRAM`] bytes, or the packet size) and says where it goes.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let transmit = self.next_transmit(now, source, buf);
+        self.arm_timers();
+        transmit
+    }
+
+    fn next_transmit(
+        &mut self,
+        now: Instant,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let header = Header::new(self.session, RANK_SENDER);
+        if let Some((to, receiver_id, rank, upstream)) = self.members.welcomes.pop_front() {
+            let body = Body::Welcome(Welcome {
+                receiver_id,
+                rank,
+                upstream,
+            });
+            self.stats.control_sent += 1;
+            return emit(Dest::Unicast(to), header, body, buf);
+        }
+        if let Some(rank) = self.members.byes_owed.pop_front() {
+            let m = &self.members.list[usize::from(rank)];
+            let text = truncate_utf8(m.reason.as_deref().unwrap_or(""), 255);
+            self.stats.control_sent += 1;
+            let bye = Body::Bye(Bye {
+                aborted: true,
+                text,
+            });
+            return emit(Dest::Unicast(m.addr), header, bye, buf);
+        }
+        if let Some(own) = self.own_rate()
+            && let Some(body) = self
+                .pacing
+                .group
+                .as_mut()
+                .and_then(|g| g.poll_transmit(own))
+        {
+            self.stats.group_sent += 1;
+            return emit(Dest::Group, header, body, buf);
+        }
+        if self.control_due {
+            self.control_due = false;
+            if self.phase == Phase::Closing && self.object.hash.is_none() {
+                return self.keepalive(now, header, source, buf);
+            }
+            return self.multicast_control(now, header, buf);
+        }
+        self.poll_data(now, header, source, buf)
+    }
+
+    fn enter(&mut self, phase: Phase, now: Instant) {
+        self.phase = phase;
+        if let Some(g) = &mut self.pacing.group {
+            // The data phase is the group's business; after it this
+            // sender's share of the rate goes to the others.
+            g.set_phase(match phase {
+                Phase::Joining | Phase::Offering => RatePhase::Idle,
+                Phase::Sending => RatePhase::Sending,
+                _ => RatePhase::Leaving,
+            });
+        }
+        self.phase_since = now;
+        self.progress_at = now;
+        self.rto = self.config.rto;
+        self.control_due = matches!(phase, Phase::Offering | Phase::Closing);
+        self.timers.set(Timer::Control, Some(now));
+        if phase == Phase::Sending {
+            // No multicast control timer while sending: the RTO drives it.
+            self.timers.stop(Timer::Control);
+        }
+        if phase == Phase::Closing && self.object.hash.is_none() {
+            // The Close waits for the hash (`set_object_hash` sends it);
+            // meanwhile a keepalive every RTO, backing off, if there is a
+            // data packet to repeat (an empty object hashes at once).
+            self.control_due = false;
+            let keepalive = (self.packets > 0).then(|| now + self.rto);
+            self.timers.set(Timer::Control, keepalive);
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! A test harness: one sender and one receiver exchanging datagrams at
+//! once, in virtual time.
+
+use crate::{
+    HASH_LEN, Instant, Kind, MAX_DATAGRAM, ObjectInfo, Receiver, ReceiverConfig, ReceiverEvent,
+    Sender, SenderConfig, SenderEvent, Seq, SessionId, Status,
+};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub(super) const SIZE: usize = 10_000;
+/// Any digest will do: the machines compare hashes, never compute them.
+pub(super) const HASH: [u8; HASH_LEN] = [0x42; HASH_LEN];
+
+fn sender_addr() -> SocketAddr {
+    "10.0.0.1:5000".parse().unwrap()
+}
+
+fn receiver_addr() -> SocketAddr {
+    "10.0.0.2:6000".parse().unwrap()
+}
+
+/// One sender and one receiver, datagrams delivered at once, virtual time.
+pub(super) struct Pair {
+    pub(super) now: Instant,
+    pub(super) sender: Sender,
+    pub(super) receiver: Receiver,
+    pub(super) data: Vec<u8>,
+    /// Kinds the sender transmitted, in order.
+    pub(super) sent: Vec<Kind>,
+    pub(super) sender_events: Vec<SenderEvent>,
+    /// The hash the receiver's application reports as its own: the
+    /// `Close`'s (an honest, matching copy) unless set.
+    pub(super) report_hash: Option<[u8; HASH_LEN]>,
+    /// Why the receiver failed, if it did.
+    pub(super) receiver_failure: Option<String>,
+}
+
+impl Pair {
+    pub(super) fn new(hash: Option<[u8; HASH_LEN]>) -> Self {
+        Self::with_size(SIZE, hash)
+    }
+
+    pub(super) fn with_size(size: usize, hash: Option<[u8; HASH_LEN]>) -> Self {
+        let config = SenderConfig {
+            receivers: 1,
+            ..SenderConfig::default()
+        };
+        Self::with_config(size, hash, config)
+    }
+
+    pub(super) fn with_config(
+        size: usize,
+        hash: Option<[u8; HASH_LEN]>,
+        config: SenderConfig,
+    ) -> Self {
+        let object = ObjectInfo {
+            size: size as u64,
+            name: "obj.bin".into(),
+            hash,
+        };
+        let receiver = Receiver::new(
+            ReceiverConfig {
+                receiver_id: 7,
+                name: "r".into(),
+                ..ReceiverConfig::default()
+            },
+            Instant::ZERO,
+        );
+        Self {
+            now: Instant::ZERO,
+            sender: Sender::new(config, SessionId(9), Seq(100), object, Instant::ZERO).unwrap(),
+            receiver,
+            data: (0..size).map(|i| (i % 251) as u8).collect(),
+            sent: Vec::new(),
+            sender_events: Vec::new(),
+            report_hash: None,
+            receiver_failure: None,
+        }
+    }
+
+    /// Exchanges datagrams until both sides are quiet.
+    pub(super) fn exchange(&mut self) {
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        loop {
+            let mut any = false;
+            while let Some(t) = self
+                .sender
+                .poll_transmit(self.now, &self.data[..], &mut buf)
+            {
+                any = true;
+                self.sent.push(t.kind);
+                let _ = self
+                    .receiver
+                    .handle_datagram(self.now, sender_addr(), &buf[..t.len]);
+            }
+            while let Some(e) = self.sender.poll_event() {
+                self.sender_events.push(e);
+            }
+            while let Some(e) = self.receiver.poll_event() {
+                match e {
+                    ReceiverEvent::Offer(_) => self.receiver.accept_offer(),
+                    ReceiverEvent::AllData => {
+                        let expected = self.receiver.expected_hash().expect("known");
+                        let hash = self.report_hash.unwrap_or(expected);
+                        self.receiver.confirm(Status::Ok, hash, "");
+                    }
+                    ReceiverEvent::Failed(why) => self.receiver_failure = Some(why),
+                    _ => {}
+                }
+            }
+            while let Some(t) = self.receiver.poll_transmit(self.now, &mut buf) {
+                any = true;
+                self.sender
+                    .handle_datagram(self.now, receiver_addr(), &buf[..t.len]);
+            }
+            if !any {
+                return;
+            }
+        }
+    }
+
+    /// Runs timers and exchanges until `until` or the session is over.
+    /// After each exchange no deadline may be in the past: a driver
+    /// would spin.
+    pub(super) fn run_until(&mut self, until: Instant) {
+        loop {
+            self.exchange();
+            if self.sender.is_finished() {
+                return;
+            }
+            let next = [self.sender.poll_timeout(), self.receiver.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min()
+                .expect("a live session has a timer");
+            assert!(
+                next > self.now,
+                "deadline {next:?} not after {:?}",
+                self.now
+            );
+            if next > until {
+                self.now = until;
+                return;
+            }
+            self.now = next;
+            if self.sender.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.sender.handle_timeout(self.now);
+            }
+            if self.receiver.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.receiver.handle_timeout(self.now);
+            }
+        }
+    }
+
+    pub(super) fn at(&self, secs: u64) -> Instant {
+        Instant::ZERO + Duration::from_secs(secs)
+    }
+}

@@ -1,0 +1,513 @@
+//! The data phase's sliding window: which packets are in flight
+//! (`base..high`, `next` rewound by Go-back-N), when each slot last went
+//! out and who reported it missing, the selective repairs queued, the
+//! stall poll after a timeout, and the retransmission timeout itself.
+
+use super::pacing::Mode;
+use super::{Phase, Repair, Sender};
+use crate::{Dest, ErrorSignal, Instant, PayloadSource, Transmit, WIRE_OVERHEAD_BYTES};
+use rmcast_wire::{
+    DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, Header, Kind, POLL_DIRECT, encode_data_header,
+};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Lack {
+    pub(super) count: u16,
+    pub(super) rank: u16,
+    /// The packet was sent more than once, so packets with higher indexes
+    /// may have been sent before it.
+    pub(super) resent: bool,
+    /// Number of the packet's latest transmission (a counter over all data
+    /// transmissions): orders sends exactly, whatever the clock resolution.
+    pub(super) sent_no: u64,
+    /// Number of its first transmission.
+    pub(super) first_sent_no: u64,
+    /// Transmissions so far; the next one goes out as `Data::copy` = this.
+    pub(super) copies: u16,
+}
+
+/// What the next data packet is and why it goes.
+struct NextData {
+    index: u32,
+    dest: Dest,
+    poll: u16,
+    why: Why,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Why {
+    /// Retransmission of the base after a timeout, polling everyone directly.
+    StallPoll,
+    /// Selective repair of a packet receivers reported missing.
+    Repair,
+    /// The window's next packet (new, or Go-back-N resend).
+    Window,
+}
+
+/// The window's state: indexes count packets from the object's start.
+#[derive(Debug)]
+pub(super) struct Window {
+    /// Oldest packet some live receiver lacks.
+    pub(super) base: u32,
+    /// Next packet to transmit (rewound by Go-back-N).
+    pub(super) next: u32,
+    /// One past the highest packet ever transmitted.
+    pub(super) high: u32,
+    /// Last transmission time of packets `base..base+window`, by `index % window`.
+    pub(super) sent_at: Vec<Instant>,
+    /// First retransmission timeout of the current stall (base not moving):
+    /// silence is judged from here, once everyone has been polled again.
+    pub(super) stall_since: Option<Instant>,
+    /// A NAK that arrived inside the suppression interval: rewind to this
+    /// packet once the interval is over (one repair, however many NAKs).
+    pub(super) deferred_rewind: Option<u32>,
+    /// Selective repeat: per window slot, how many receivers reported the
+    /// packet missing since its last transmission, and one of them.
+    pub(super) lack: Vec<Lack>,
+    /// Selective repeat: packets with `lack.count > 0`, in report order.
+    pub(super) repairs: VecDeque<u32>,
+    /// A retransmission of the window's base that polls everyone directly
+    /// (after a timeout).
+    pub(super) stall_poll: Option<u32>,
+    /// Last data transmission or advance of the base (the RTO counts from it).
+    pub(super) last_activity: Instant,
+    /// Data transmissions so far (numbers `Lack::sent_no`).
+    pub(super) transmissions: u64,
+}
+
+impl Window {
+    /// An empty window of `size` packets.
+    pub(super) fn new(size: u32, now: Instant) -> Self {
+        Self {
+            base: 0,
+            next: 0,
+            high: 0,
+            sent_at: vec![Instant::ZERO; size as usize],
+            stall_since: None,
+            deferred_rewind: None,
+            lack: vec![Lack::default(); size as usize],
+            repairs: VecDeque::with_capacity(size as usize),
+            stall_poll: None,
+            last_activity: now,
+            transmissions: 0,
+        }
+    }
+
+    /// The slot of packet `index` in the per-slot rings.
+    pub(super) fn slot(&self, index: u32) -> usize {
+        (index % self.sent_at.len() as u32) as usize
+    }
+}
+
+impl Sender {
+    /// The next data packet, if the window, a repair or the stall poll has
+    /// one and the pacing lets it go now.
+    pub(super) fn poll_data(
+        &mut self,
+        now: Instant,
+        header: Header,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        self.pacing.blocked = false;
+        if self.phase == Phase::Sending
+            && let Some(next) = self.next_data(now)
+        {
+            let index = next.index;
+            let len = self.datagram_len(index);
+            let allowed = match &mut self.pacing.mode {
+                Mode::Off => true,
+                Mode::Fixed(p) => p.try_take(now, len + WIRE_OVERHEAD_BYTES),
+                Mode::Hunt(c) => {
+                    c.on_timer(now);
+                    c.try_take(now)
+                }
+            };
+            self.pacing.blocked = !allowed;
+            if !allowed {
+                return None;
+            }
+            let w = self.window.slot(index);
+            // Which copy of the packet this is (the slot still describes the
+            // packet a window earlier when this one goes out first).
+            let copy = if index < self.window.high {
+                self.window.lack[w].copies
+            } else {
+                0
+            };
+            self.write_data(header, index, next.poll, copy, source, &mut buf[..len])?;
+            match next.why {
+                Why::StallPoll => {
+                    self.window.stall_poll = None;
+                    self.stats.retransmitted_packets += 1;
+                    self.window.lack[w].resent = true;
+                }
+                Why::Repair => {
+                    self.window.repairs.pop_front();
+                    self.window.lack[w] = Lack {
+                        resent: true,
+                        first_sent_no: self.window.lack[w].first_sent_no,
+                        copies: self.window.lack[w].copies,
+                        ..Lack::default()
+                    };
+                    self.stats.retransmitted_packets += 1;
+                    if matches!(next.dest, Dest::Unicast(_)) {
+                        self.stats.unicast_repairs += 1;
+                    } else {
+                        self.stats.multicast_repairs += 1;
+                    }
+                }
+                Why::Window => {
+                    if index < self.window.high {
+                        self.stats.retransmitted_packets += 1;
+                        self.window.lack[w].resent = true;
+                    } else {
+                        self.stats.data_packets += 1;
+                        self.window.high = index + 1;
+                        self.window.lack[w] = Lack::default();
+                    }
+                    self.window.next += 1;
+                }
+            }
+            self.window.sent_at[w] = now;
+            self.window.transmissions += 1;
+            let lack = &mut self.window.lack[w];
+            lack.sent_no = self.window.transmissions;
+            if lack.copies == 0 {
+                lack.first_sent_no = self.window.transmissions;
+            }
+            lack.copies = lack.copies.saturating_add(1);
+            self.window.last_activity = now;
+            return Some(Transmit {
+                dest: next.dest,
+                len,
+                kind: Kind::Data,
+            });
+        }
+        None
+    }
+
+    /// The data packet to send next, if any may go now: a stall poll first,
+    /// then due selective repairs, then the window's next packet.
+    fn next_data(&mut self, now: Instant) -> Option<NextData> {
+        if let Some(index) = self.window.stall_poll {
+            return Some(NextData {
+                index,
+                dest: Dest::Group,
+                poll: POLL_DIRECT,
+                why: Why::StallPoll,
+            });
+        }
+        self.drop_stale_repairs();
+        if let Some(&index) = self.window.repairs.front() {
+            let w = self.window.slot(index);
+            if now >= self.window.sent_at[w] + self.config.suppress {
+                let lack = self.window.lack[w];
+                let live = self.members.list.iter().filter(|m| m.in_data()).count();
+                let dest = match self.members.list.get(usize::from(lack.rank)) {
+                    Some(m) if lack.count == 1 && live > 1 => Dest::Unicast(m.addr),
+                    _ => Dest::Group,
+                };
+                let poll = self.policy.repair_poll();
+                return Some(NextData {
+                    index,
+                    dest,
+                    poll,
+                    why: Why::Repair,
+                });
+            }
+        }
+        if !self.can_send_data() {
+            return None;
+        }
+        let index = self.window.next;
+        // A Go-back-N retransmission of the window's base asks everyone
+        // directly for their state, so a lost poll, ack or relay never
+        // stalls the window for long.
+        let poll = if index < self.window.high && index == self.window.base {
+            POLL_DIRECT
+        } else {
+            self.policy.poll_for(index, self.packets)
+        };
+        Some(NextData {
+            index,
+            dest: Dest::Group,
+            poll,
+            why: Why::Window,
+        })
+    }
+
+    /// Forgets queued repairs of packets every receiver now holds, and
+    /// repairs for a single receiver that has left the session.
+    fn drop_stale_repairs(&mut self) {
+        while let Some(&index) = self.window.repairs.front() {
+            let w = self.window.slot(index);
+            let lack = self.window.lack[w];
+            let gone = lack.count == 1
+                && self
+                    .members
+                    .list
+                    .get(usize::from(lack.rank))
+                    .is_none_or(|m| !m.in_data());
+            if index < self.window.base || lack.count == 0 || gone {
+                self.window.repairs.pop_front();
+                if index >= self.window.base {
+                    self.window.lack[w] = Lack::default();
+                }
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Selective repeat: a receiver's feedback names as lost every packet
+    /// sent before the packet it echoes that is not in its bitmap (a LAN
+    /// keeps datagrams in order, so those are not in flight any more).
+    /// Returns the latest transmission time among the packets it newly
+    /// marks missing for this receiver, if any.
+    fn note_missing(&mut self, rank: u16, cumulative: u32, f: &Feedback<'_>) -> Option<Instant> {
+        let echo = f.echo.since(self.isn);
+        if echo < self.window.base || echo >= self.window.high {
+            return None; // stale, or not ours: nothing to infer
+        }
+        let echo_slot = self.window.slot(echo);
+        // In order and nothing resent: the receiver holds everything sent
+        // before the echo. This is the common case; it costs no scan.
+        if f.bitmap.is_empty() && cumulative > echo && !self.window.lack[echo_slot].resent {
+            return None;
+        }
+        // The copy of the echoed packet the receiver answered: its latest
+        // one, or (when it answered an earlier copy, or the wire could not
+        // say which) its first. What went out between two copies may not
+        // have arrived when the receiver answered the earlier one.
+        let echoed = self.window.lack[echo_slot];
+        let echo_sent =
+            if u16::from(f.echo_copy) + 1 == echoed.copies && f.echo_copy < ECHO_COPY_MAX {
+                echoed.sent_no
+            } else {
+                echoed.first_sent_no
+            };
+        let mut newest: Option<Instant> = None;
+        for index in cumulative.max(self.window.base)..self.window.high {
+            let w = self.window.slot(index);
+            if self.window.lack[w].sent_no >= echo_sent || f.holds(self.isn.add(index)) {
+                continue;
+            }
+            let lack = &mut self.window.lack[w];
+            let new = if lack.count == 0 {
+                lack.count = 1;
+                lack.rank = rank;
+                self.window.repairs.push_back(index);
+                true
+            } else if lack.rank != rank {
+                lack.count = lack.count.saturating_add(1);
+                true
+            } else {
+                false
+            };
+            if new {
+                newest = newest.max(Some(self.window.sent_at[w]));
+            }
+        }
+        newest
+    }
+
+    pub(super) fn on_feedback(
+        &mut self,
+        now: Instant,
+        rank: u16,
+        from: SocketAddr,
+        f: &Feedback<'_>,
+        nak: bool,
+    ) {
+        let Some(i) = self.member_index(rank, from) else {
+            return;
+        };
+        let cumulative = f.cumulative.since(self.isn);
+        if cumulative > self.window.high {
+            // Acknowledges packets never sent: corrupt or hostile; ignore.
+            self.stats.malformed += 1;
+            return;
+        }
+        self.members.list[i].last_heard = now;
+        if !self.members.list[i].in_data() {
+            return;
+        }
+        self.rtt_sample(now, f);
+        let mut advanced = false;
+        // A tree root's aggregate speaks for its whole subtree.
+        for r in self.policy.speaks_for(rank, f.aggregate) {
+            if let Some(m) = self.members.list.get_mut(usize::from(r))
+                && m.in_data()
+                && cumulative > m.cumulative
+            {
+                m.cumulative = cumulative;
+                advanced = true;
+            }
+        }
+        if advanced {
+            self.advance_base(now);
+        }
+        if self.phase != Phase::Sending {
+            return;
+        }
+        match self.config.repair {
+            Repair::Selective => {
+                if !f.aggregate
+                    && let Some(sent_at) = self.note_missing(rank, cumulative, f)
+                {
+                    // Hunt's EXP: a member lacks a packet it was not known
+                    // to lack.
+                    self.rate_error(now, ErrorSignal::Exp { sent_at });
+                }
+            }
+            Repair::GoBackN => {
+                if nak && cumulative < self.window.next && cumulative >= self.window.base {
+                    let w = self.window.slot(cumulative);
+                    let sent_at = self.window.sent_at[w];
+                    self.rate_error(now, ErrorSignal::Exp { sent_at });
+                    if now.saturating_since(self.window.sent_at[w]) >= self.config.suppress {
+                        self.rewind(cumulative);
+                    } else {
+                        let earliest = self
+                            .window
+                            .deferred_rewind
+                            .map_or(cumulative, |d| d.min(cumulative));
+                        self.window.deferred_rewind = Some(earliest);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn advance_base(&mut self, now: Instant) {
+        let base = self
+            .members
+            .list
+            .iter()
+            .filter(|m| m.in_data())
+            .map(|m| m.cumulative)
+            .min()
+            .unwrap_or(self.packets);
+        if base > self.window.base {
+            self.window.base = base;
+            self.progress_at = now;
+            self.window.last_activity = now;
+            self.rto = self.config.rto;
+            self.window.stall_since = None;
+            if self.window.deferred_rewind.is_some_and(|d| d < base) {
+                self.window.deferred_rewind = None;
+            }
+            if self.window.next < base {
+                self.window.next = base;
+            }
+        }
+        if self.phase == Phase::Sending && self.window.base >= self.packets {
+            self.enter(Phase::Closing, now);
+            self.after_member_change(now);
+        }
+    }
+
+    fn rewind(&mut self, to: u32) {
+        debug_assert!(to >= self.window.base && to <= self.window.high);
+        if to < self.window.next {
+            self.window.next = to;
+            self.stats.rewinds += 1;
+        }
+    }
+
+    fn can_send_data(&self) -> bool {
+        self.window.next < self.packets
+            && self.window.next < self.window.base.saturating_add(self.config.window)
+    }
+
+    /// Sending: runs Hunt's timers, a deferred Go-back-N rewind, and the
+    /// retransmission timeout (a stall poll or a rewind, backing off).
+    pub(super) fn on_window_timeout(&mut self, now: Instant) {
+        if let Mode::Hunt(c) = &mut self.pacing.mode {
+            c.on_timer(now);
+        }
+        self.drop_stale_repairs();
+        if let Some(index) = self.window.deferred_rewind
+            && now >= self.window.sent_at[self.window.slot(index)] + self.config.suppress
+        {
+            self.window.deferred_rewind = None;
+            if index >= self.window.base && index < self.window.next {
+                self.rewind(index);
+            }
+        }
+        if self.rto_deadline().is_some_and(|d| now >= d) {
+            self.stats.timeouts += 1;
+            // Hunt's LAST: an acknowledgement timeout is an error,
+            // multicast so that every sender of the group backs off.
+            self.rate_error(now, ErrorSignal::Last);
+            let oldest = self.isn.add(self.window.base);
+            if let Some(g) = &mut self.pacing.group {
+                g.note_timeout(oldest);
+            }
+            self.window.stall_since.get_or_insert(now);
+            self.check_peers(now);
+            if self.phase == Phase::Sending && self.window.base < self.window.high {
+                match self.config.repair {
+                    Repair::GoBackN => self.rewind(self.window.base),
+                    // Ask everyone directly what they hold; their
+                    // answers name the packets to repair.
+                    Repair::Selective => self.window.stall_poll = Some(self.window.base),
+                }
+                self.rto = (self.rto * 2).min(self.config.rto_max);
+                // Restart the timer from now even if the window or
+                // pacer holds the retransmission back.
+                self.window.last_activity = now;
+            }
+        }
+    }
+
+    /// The retransmission timer runs while something is unacknowledged and
+    /// fires after an RTO with neither a data transmission nor progress of
+    /// the window's base: a sender still sending is not stuck, and a poll
+    /// may lie a whole poll interval after the base.
+    ///
+    /// While the allowance holds back a packet that could go, the sender is
+    /// waiting on itself, not on the receivers: the timer counts from when
+    /// the packet may go. Counting from the last transmission made every
+    /// gap between two packets a timeout once Hunt's spacing exceeded the
+    /// RTO, and every timeout is an error that widens the spacing: under
+    /// loss the rate fell to its floor and stayed there (issue 19's hang).
+    pub(super) fn rto_deadline(&self) -> Option<Instant> {
+        if self.window.base >= self.window.high {
+            return None;
+        }
+        let from = match self.held_by_pacer_until() {
+            Some(ready) => self.window.last_activity.max(ready),
+            None => self.window.last_activity,
+        };
+        Some(from + self.rto)
+    }
+
+    /// Writes data packet `index` (header and payload) into `buf`, which is
+    /// exactly [`Sender::datagram_len`] long.
+    pub(super) fn write_data(
+        &self,
+        header: Header,
+        index: u32,
+        poll: u16,
+        copy: u16,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<()> {
+        let head = encode_data_header(buf, &header, self.isn.add(index), poll, copy).ok()?;
+        source.read_at(
+            u64::from(index) * self.payload_size as u64,
+            &mut buf[head..],
+        );
+        Some(())
+    }
+
+    pub(super) fn datagram_len(&self, index: u32) -> usize {
+        let offset = u64::from(index) * self.payload_size as u64;
+        let payload = (self.object.size - offset).min(self.payload_size as u64) as usize;
+        DATA_HEADER_LEN + payload
+    }
+}
