@@ -25,7 +25,7 @@
 //! Handles are indices in the order sessions were started and stay valid
 //! for the endpoint's life: machines are never removed.
 
-use crate::receiver::{DataChunk, Receiver, ReceiverConfig, ReceiverEvent};
+use crate::{DataChunk, Receiver, ReceiverConfig, ReceiverEvent};
 use crate::{Instant, Kind, SessionId, Transmit};
 use std::net::SocketAddr;
 
