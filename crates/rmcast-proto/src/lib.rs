@@ -35,6 +35,7 @@
 //! driver supplies payload bytes through [`PayloadSource`] and reports the
 //! verification result through [`Receiver::confirm`].
 
+pub mod overlay;
 mod pacer;
 mod policy;
 mod rate;

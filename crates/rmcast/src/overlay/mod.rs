@@ -53,7 +53,7 @@ mod frame;
 mod io;
 mod receiver;
 mod sender;
-pub mod topology;
+pub use rmcast_proto::overlay::topology;
 
 pub use demo::{OverlayDemoConfig, demo};
 pub use receiver::recv_to_dir;
