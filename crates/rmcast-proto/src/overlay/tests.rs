@@ -591,3 +591,15 @@ fn the_sender_sends_heartbeats_and_a_silent_sender_fails_the_node() {
         .count();
     assert!(progress >= 9, "{progress}");
 }
+
+#[test]
+fn segments_cover_the_object_exactly() {
+    for (size, seg) in [(0u64, 8u32), (1, 8), (8, 8), (9, 8), (17, 8), (100, 1)] {
+        let s = Segments::new(size, seg);
+        let total: u64 = (0..s.count()).map(|k| s.len(k) as u64).sum();
+        assert_eq!(total, size);
+        assert!((0..s.count()).all(|k| s.len(k) > 0));
+        let halves = s.set_bytes(SegmentSet::Even) + s.set_bytes(SegmentSet::Odd);
+        assert_eq!(halves, s.set_bytes(SegmentSet::All));
+    }
+}
