@@ -54,6 +54,7 @@
 
 #![warn(missing_docs)]
 
+pub mod overlay;
 mod report;
 mod scenario;
 mod sim;
