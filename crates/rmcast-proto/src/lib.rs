@@ -36,6 +36,7 @@
 //! verification result through [`Receiver::confirm`].
 
 mod endpoint;
+pub mod overlay;
 mod pacer;
 pub mod stream;
 mod time;

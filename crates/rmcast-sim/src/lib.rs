@@ -55,6 +55,7 @@
 #![warn(missing_docs)]
 
 pub mod campaign;
+pub mod overlay;
 mod report;
 mod scenario;
 mod sim;

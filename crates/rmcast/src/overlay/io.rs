@@ -16,6 +16,32 @@ use std::time::{Duration, Instant};
 /// the abort flag again.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
+/// The process clock as the overlay machines see it: time since the
+/// session began (the machines never read a clock themselves).
+pub(crate) struct Clock(pub(crate) Instant);
+
+impl Clock {
+    /// Starts counting now.
+    pub(crate) fn start() -> Self {
+        Self(Instant::now())
+    }
+    /// The machines' `now`.
+    pub(crate) fn now(&self) -> rmcast_proto::Instant {
+        rmcast_proto::Instant::from_nanos(self.0.elapsed().as_nanos() as u64)
+    }
+    /// The process instant of a machine deadline.
+    pub(crate) fn at(&self, t: rmcast_proto::Instant) -> Instant {
+        self.0 + Duration::from_nanos(t.as_nanos())
+    }
+    /// How long to sleep until deadline `t`, at most [`TICK`].
+    pub(crate) fn wait(&self, t: Option<rmcast_proto::Instant>) -> Duration {
+        t.map_or(TICK, |t| {
+            self.at(t).saturating_duration_since(Instant::now())
+        })
+        .min(TICK)
+    }
+}
+
 /// Why moving bytes over a data connection stopped.
 #[derive(Debug)]
 pub(crate) enum XferError {

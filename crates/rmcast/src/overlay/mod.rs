@@ -45,6 +45,11 @@
 //! every 100 ms, data connections that move no byte for the inactivity
 //! timeout fail, and every wait has a bound, so a transfer never hangs.
 //!
+//! The protocol itself (session, topology, routing, blame) is
+//! `rmcast_proto::overlay`'s sans-IO machines; this module is their TCP
+//! driver: sockets, threads, buffers and storage. The simulator
+//! (`rmcast_sim::overlay`) drives the same machines over modelled links.
+//!
 //! This module is not the UDP multicast runtime (see [`crate::send_file`]);
 //! it shares its storage, name checks and reports.
 
@@ -53,10 +58,11 @@ mod frame;
 mod io;
 mod receiver;
 mod sender;
-pub mod topology;
+pub use rmcast_proto::overlay::topology;
 
 pub use demo::{OverlayDemoConfig, demo};
 pub use receiver::recv_to_dir;
+pub use rmcast_proto::overlay::MAX_SEGMENT_SIZE;
 pub use sender::{OverlaySender, send_bytes, send_file};
 pub use topology::{Forwarding, OverlayShape, SegmentSet, Topology, parse_shape};
 
@@ -72,8 +78,6 @@ pub const DEFAULT_CONTROL: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOC
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
 /// Segment size when none is given: 8 KiB, as in the paper.
 pub const DEFAULT_SEGMENT_SIZE: u32 = 8 << 10;
-/// Largest segment size accepted (16 MiB).
-pub const MAX_SEGMENT_SIZE: u32 = 16 << 20;
 /// How long a peer may stay silent (or a data connection still) by default.
 pub const DEFAULT_INACTIVITY: Duration = Duration::from_secs(5);
 /// Bytes of segment buffers per incoming data connection of a receiver.
@@ -164,35 +168,9 @@ impl Default for OverlayRecvConfig {
     }
 }
 
-/// Segments in an object of `size` bytes.
-fn segment_count(size: u64, segment_size: u32) -> u64 {
-    size.div_ceil(u64::from(segment_size))
-}
-
-/// Bytes in segment `index`.
-fn segment_len(size: u64, segment_size: u32, index: u64) -> usize {
-    let start = index * u64::from(segment_size);
-    (size - start).min(u64::from(segment_size)) as usize
-}
-
 /// Buffers in one incoming stream's pool.
 fn pool_slots(segment_size: u32) -> usize {
     (POOL_BYTES_PER_STREAM / segment_size as usize).clamp(4, 1024)
 }
 
 use crate::net::io_err;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn segments_cover_the_object_exactly() {
-        for (size, seg) in [(0u64, 8u32), (1, 8), (8, 8), (9, 8), (17, 8), (100, 1)] {
-            let n = segment_count(size, seg);
-            let total: u64 = (0..n).map(|k| segment_len(size, seg, k) as u64).sum();
-            assert_eq!(total, size);
-            assert!((0..n).all(|k| segment_len(size, seg, k) > 0));
-        }
-    }
-}

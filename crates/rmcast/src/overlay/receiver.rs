@@ -1,33 +1,35 @@
-//! The overlay receiver: registration, storage, relaying, verification.
+//! The overlay receiver's TCP driver: registration, storage, relaying,
+//! verification, all decided by [`NodeMachine`] (rmcast-proto).
 //!
-//! Threads of one receiver during the data phase: an acceptor for the
-//! parents' data connections, one reader per parent (each with its own pool
-//! of segment buffers, so a slow child in one tree never starves the other
-//! tree's stream), one disk writer, and one writer per child (pipelined
-//! shapes) or a single forwarder that serves the children in turn from the
-//! verified file (store-and-forward shapes). The caller's thread talks to
-//! the sender and decides.
+//! Threads of one receiver: a control reader; during the data phase an
+//! acceptor for the parents' data connections, one reader per parent (each
+//! with its own pool of segment buffers, so a slow child in one tree never
+//! starves the other tree's stream), one disk writer, and one writer per
+//! child (fed from the pool as segments arrive, pipelined shapes, or from
+//! the verified file when the machine says so, store-and-forward shapes).
+//! The machine sits behind a mutex: readers ask it where each segment goes
+//! (the hot path, one short lock per segment), the caller's thread polls
+//! it and carries out what it asks.
 
-use super::io::{self, Pool, Seg, TICK, XferError};
-use super::topology::{Forwarding, SegmentSet};
-use super::{OverlayRecvConfig, io_err, pool_slots, segment_count, segment_len};
+use super::io::{self, Clock, Pool, Seg, TICK, XferError};
+use super::sender::connect_child;
+use super::{OverlayRecvConfig, io_err, pool_slots};
 use crate::storage::{Sink, Target, prepare};
 use crate::{Error, Progress, ReceiverStats, RecvReport, SessionId, Status};
+use rmcast_proto::overlay::{
+    DataOp, Forwarding, NodeConfig, NodeEvent, NodeFailure, NodeMachine, NodePhase, PROGRESS_EVERY,
+    SegmentSet, Segments,
+};
 use rmcast_proto::{OfferInfo, ProtocolId, Seq};
-use rmcast_wire::overlay::{Assignment, Msg, Peer};
+use rmcast_wire::overlay::{Assignment, Msg};
 use std::fs::File;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
-/// Period of the receiver's progress reports (its heartbeat).
-const PROGRESS_EVERY: Duration = Duration::from_millis(200);
-/// How long a receiver that lost a parent waits for the sender's verdict
-/// (longer than the sender's own grace for the same purpose).
-const BLAME_GRACE: Duration = Duration::from_millis(1500);
 /// Pause between attempts to reach a sender that is not listening yet.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 
@@ -48,7 +50,7 @@ pub fn recv_to_dir(
     )))?;
     let listener = TcpListener::bind(cfg.listen)
         .map_err(io_err(format!("cannot listen for data on {}", cfg.listen)))?;
-    let mut ctl = connect_sender(cfg)?;
+    let ctl = connect_sender(cfg)?;
     let mut data_addr = listener
         .local_addr()
         .map_err(io_err("cannot read the data address"))?;
@@ -57,44 +59,51 @@ pub fn recv_to_dir(
     {
         data_addr.set_ip(local.ip());
     }
-    io::send_msg(
-        &mut ctl,
-        &Msg::Register {
+    let clock = Clock::start();
+    let machine = NodeMachine::new(
+        clock.now(),
+        NodeConfig {
             name: cfg.name.clone(),
             data_addr,
+            inactivity: cfg.inactivity,
+            sender: cfg.sender.to_string(),
         },
-        cfg.inactivity,
-    )
-    .map_err(|e| Error::Failed(format!("cannot register with {}: {e}", cfg.sender)))?;
-    tracing::info!("registered with {} (data at {data_addr})", cfg.sender);
-
-    let stop = AtomicBool::new(false);
-    let (tx, rx) = mpsc::channel::<Ev>();
+    );
     let reader = ctl
         .try_clone()
         .map_err(io_err("cannot clone the control socket"))?;
+    let (tx, rx) = mpsc::channel::<Ev>();
+    let node = Node {
+        cfg,
+        m: Mutex::new(machine),
+        clock,
+        tx,
+        abort: AtomicBool::new(false),
+    };
+    let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let rtx = tx.clone();
+        let rtx = node.tx.clone();
         let stop_ref = &stop;
         scope.spawn(move || io::control_reader(reader, stop_ref, |m| rtx.send(Ev::Ctl(m)).is_ok()));
-        let mut node = Node {
-            cfg,
+        tracing::info!("registering with {} (data at {data_addr})", cfg.sender);
+        let mut driver = Driver {
+            node: &node,
             ctl,
-            tx,
             rx,
-            last_heard: Instant::now(),
-            last_sent: Instant::now(),
-            bytes_hint: 0,
-            inactivity: cfg.inactivity,
-            hash: None,
+            listener: Some(listener),
+            sink: None,
+            assignment: None,
+            path: None,
+            started: None,
+            pools: Arc::new(Vec::new()),
         };
-        let result = node.run(listener, progress);
+        let result = driver.run(scope, progress);
+        node.abort.store(true, Ordering::Relaxed);
         stop.store(true, Ordering::Relaxed);
-        let _ = node.ctl.shutdown(std::net::Shutdown::Both);
+        let _ = driver.ctl.shutdown(std::net::Shutdown::Both);
         result
     })
 }
-
 /// Connects to the sender, retrying while it is not listening yet.
 fn connect_sender(cfg: &OverlayRecvConfig) -> Result<TcpStream, Error> {
     let started = Instant::now();
@@ -123,40 +132,61 @@ fn connect_sender(cfg: &OverlayRecvConfig) -> Result<TcpStream, Error> {
     }
 }
 
-/// What the decision loop hears about.
+/// What the driver's loop hears from its threads.
 enum Ev {
     /// A control message from the sender, or why the connection ended.
     Ctl(Result<Msg, String>),
-    /// A parent's data connection delivered everything, or why not.
-    Parent(usize, Result<(), String>),
-    /// The parents did not all connect in time.
-    Accept(String),
+    /// A thread changed the machine: poll it.
+    Poke,
+    /// A parent's data connection failed, or ended early.
+    ParentFailed(usize, String),
     /// The object is stored, verified and renamed into place.
     Verified(Option<PathBuf>),
     /// Storing or verifying failed.
     Disk(Status, String),
-    /// The disk writer stopped early because the readers did (their
-    /// failure is the cause and is reported on its own).
+    /// The disk writer lost its input before the object was complete.
     DiskStopped,
     /// A child got everything, or why not.
     Child(usize, Result<(), String>),
 }
 
-/// The receiver's session with the sender.
+/// What the threads share: the machine, the clock, the way back to the loop.
 struct Node<'a> {
     cfg: &'a OverlayRecvConfig,
-    ctl: TcpStream,
+    m: Mutex<NodeMachine>,
+    clock: Clock,
     tx: mpsc::Sender<Ev>,
+    /// Raised when the session is over: every thread stops.
+    abort: AtomicBool,
+}
+
+impl Node<'_> {
+    fn lock(&self) -> MutexGuard<'_, NodeMachine> {
+        self.m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What a child's writer thread is told to send.
+enum ChildCmd {
+    /// A routed segment, in a pool slot.
+    Seg(Seg),
+    /// The whole share, from the verified file.
+    File(PathBuf, SegmentSet),
+}
+
+/// The caller's thread: polls the machine, talks to the sender, starts threads.
+struct Driver<'n, 'a> {
+    node: &'n Node<'a>,
+    ctl: TcpStream,
     rx: mpsc::Receiver<Ev>,
-    last_heard: Instant,
-    /// When this receiver last said something (it heartbeats with Progress).
-    last_sent: Instant,
-    /// Bytes stored, as last reported by the data phase.
-    bytes_hint: u64,
-    inactivity: Duration,
-    /// The object's hash, from the sender's `Hash` message (it may come
-    /// before the start, or while data flows).
-    hash: Option<[u8; 32]>,
+    listener: Option<TcpListener>,
+    /// Storage, from the assignment until the data phase takes it.
+    sink: Option<Sink>,
+    assignment: Option<Box<Assignment>>,
+    /// The verified file.
+    path: Option<Option<PathBuf>>,
+    started: Option<Instant>,
+    pools: Arc<Vec<Pool>>,
 }
 
 fn cancelled(cfg: &OverlayRecvConfig) -> bool {
@@ -165,60 +195,13 @@ fn cancelled(cfg: &OverlayRecvConfig) -> bool {
         .is_some_and(|c| c.load(Ordering::Relaxed))
 }
 
-impl Node<'_> {
-    /// Waits for the next control message, answering silence and EOF with
-    /// an error. Non-control events are returned too.
-    fn next(&mut self) -> Result<Option<Ev>, Error> {
-        if cancelled(self.cfg) {
-            return Err(Error::Cancelled);
-        }
-        if self.last_sent.elapsed() >= PROGRESS_EVERY {
-            let bytes = self.bytes_hint;
-            self.send(&Msg::Progress { bytes })?;
-        }
-        let silent = self.last_heard.elapsed();
-        if silent >= self.inactivity {
-            return Err(Error::Failed(format!(
-                "the sender at {} went silent for {:.1} s",
-                self.cfg.sender,
-                silent.as_secs_f64()
-            )));
-        }
-        match self.rx.recv_timeout(TICK) {
-            Ok(Ev::Ctl(Ok(Msg::Abort { text }))) => Err(Error::Failed(format!(
-                "the sender aborted the transfer: {text}"
-            ))),
-            Ok(Ev::Ctl(Err(why))) => Err(Error::Failed(format!(
-                "lost the sender at {}: {why}",
-                self.cfg.sender
-            ))),
-            Ok(Ev::Ctl(Ok(m))) => {
-                self.last_heard = Instant::now();
-                if let Msg::Hash { hash } = m {
-                    self.hash.get_or_insert(hash);
-                }
-                Ok(Some(Ev::Ctl(Ok(m))))
-            }
-            Ok(ev) => Ok(Some(ev)),
-            Err(_) => Ok(None),
-        }
-    }
-
-    fn send(&mut self, m: &Msg) -> Result<(), Error> {
-        self.last_sent = Instant::now();
-        io::send_msg(&mut self.ctl, m, self.inactivity).map_err(|e| {
-            Error::Failed(format!(
-                "cannot talk to the sender at {}: {e}",
-                self.cfg.sender
-            ))
-        })
-    }
-
-    fn run(
+impl<'n, 'a> Driver<'n, 'a> {
+    fn run<'s>(
         &mut self,
-        listener: TcpListener,
+        scope: &'s std::thread::Scope<'s, 'n>,
         mut progress: Option<&mut dyn FnMut(Progress)>,
     ) -> Result<RecvReport, Error> {
+        let node = self.node;
         let report = |p: &mut Option<&mut dyn FnMut(Progress)>, done, total, phase| {
             if let Some(cb) = p.as_deref_mut() {
                 cb(Progress {
@@ -229,13 +212,152 @@ impl Node<'_> {
             }
         };
         report(&mut progress, 0, 0, "waiting for the sender");
-        let a = loop {
-            if let Some(Ev::Ctl(Ok(Msg::Assign(a)))) = self.next()? {
-                break a;
+        let mut children: Vec<Option<mpsc::SyncSender<ChildCmd>>> = Vec::new();
+        let mut child_rxs: Vec<Option<mpsc::Receiver<ChildCmd>>> = Vec::new();
+        let mut hash_tx: Option<mpsc::Sender<[u8; 32]>> = None;
+        let mut last_progress = Instant::now() - PROGRESS_EVERY;
+        let result = loop {
+            if cancelled(node.cfg) {
+                return Err(Error::Cancelled);
+            }
+            let (msgs, events, ops, deadline) = {
+                let mut m = node.lock();
+                let msgs: Vec<Msg> = std::iter::from_fn(|| m.poll_transmit()).collect();
+                let events: Vec<NodeEvent> = std::iter::from_fn(|| m.poll_event()).collect();
+                let ops: Vec<DataOp> = std::iter::from_fn(|| m.poll_data()).collect();
+                (msgs, events, ops, m.poll_timeout())
+            };
+            let inactivity = node.lock().inactivity();
+            for msg in &msgs {
+                if let Err(e) = io::send_msg(&mut self.ctl, msg, inactivity) {
+                    let why = format!("cannot talk to the sender: {e}");
+                    node.lock().handle_closed(node.clock.now(), &why);
+                    break;
+                }
+            }
+            let mut finished = None;
+            for ev in events {
+                match ev {
+                    NodeEvent::Assigned(a) => self.prepare(a),
+                    NodeEvent::Started => {
+                        let a = self.assignment.clone().expect("assigned");
+                        report(&mut progress, 0, a.size, "receiving");
+                        let slots = pool_slots(a.segment_size);
+                        for _ in &a.children {
+                            let (ctx, crx) = mpsc::sync_channel(slots);
+                            children.push(Some(ctx));
+                            child_rxs.push(Some(crx));
+                        }
+                        let (htx, hrx) = mpsc::channel();
+                        hash_tx = Some(htx);
+                        self.start_data(scope, &a, &children, hrx);
+                    }
+                    NodeEvent::Finished(r) => finished = Some(r),
+                }
+            }
+            if let Some(r) = finished {
+                break r;
+            }
+            for op in ops {
+                let a = self.assignment.clone().expect("assigned");
+                match op {
+                    DataOp::Connect { child, addr, hello } => {
+                        let ci = a.children.iter().position(|c| c.rank == child);
+                        let Some(crx) = ci.and_then(|ci| child_rxs[ci].take()) else {
+                            continue;
+                        };
+                        let ci = ci.unwrap_or_default();
+                        let pools = self.pools.clone();
+                        scope.spawn(move || {
+                            let pools = &pools[..];
+                            let limit = node.lock().inactivity();
+                            let r = connect_child(addr, &hello, limit, &node.abort)
+                                .and_then(|mut s| write_child(node, &a, ci, &mut s, &crx, pools));
+                            let failed = r.is_err();
+                            let _ = node.tx.send(Ev::Child(ci, r.map_err(|e| e.to_string())));
+                            if failed {
+                                drain(&crx, pools, &node.abort);
+                            }
+                        });
+                    }
+                    DataOp::Feed { child, segments } => {
+                        let ci = a.children.iter().position(|c| c.rank == child);
+                        if let (Some(ci), Some(Some(path))) = (ci, &self.path)
+                            && let Some(tx) = &children[ci]
+                        {
+                            let _ = tx.send(ChildCmd::File(path.clone(), segments));
+                        }
+                    }
+                    DataOp::Verify { hash } => {
+                        if let Some(tx) = hash_tx.take() {
+                            let _ = tx.send(hash);
+                        }
+                    }
+                }
+            }
+            if let Some(a) = &self.assignment
+                && self.started.is_some()
+                && last_progress.elapsed() >= PROGRESS_EVERY
+            {
+                last_progress = Instant::now();
+                let (bytes, phase) = {
+                    let m = node.lock();
+                    (m.stored_bytes(), m.phase())
+                };
+                let phase = match phase {
+                    NodePhase::Forwarding => "forwarding",
+                    NodePhase::Verifying => "verifying",
+                    _ => "receiving",
+                };
+                report(&mut progress, bytes, a.size, phase);
+            }
+            let ev = self.rx.recv_timeout(node.clock.wait(deadline));
+            let mut m = node.lock();
+            let now = node.clock.now();
+            let more: Vec<Ev> = std::iter::from_fn(|| self.rx.try_recv().ok()).collect();
+            for ev in ev.into_iter().chain(more) {
+                self.on_event(&mut m, now, ev);
+            }
+            m.handle_timeout(now);
+        };
+        // The machine's last words (its Complete) go out before we leave.
+        let inactivity = node.lock().inactivity();
+        let last: Vec<Msg> = std::iter::from_fn(|| node.lock().poll_transmit()).collect();
+        for msg in last {
+            if io::send_msg(&mut self.ctl, &msg, inactivity).is_err() {
+                break;
+            }
+        }
+        node.abort.store(true, Ordering::Relaxed);
+        let a = match (result, self.assignment.take()) {
+            (Ok(()), Some(a)) => a,
+            (Ok(()), None) => unreachable!("success needs an assignment"),
+            (Err(NodeFailure::Refused(why)), _) => return Err(Error::Refused(why)),
+            (Err(NodeFailure::Failed(why)), a) => {
+                if let Some(a) = a {
+                    tracing::warn!("rank {}: transfer failed: {why}", a.rank);
+                }
+                return Err(Error::Failed(why));
             }
         };
-        check_assignment(&a)?;
-        self.inactivity = Duration::from_millis(u64::from(a.inactivity_ms));
+        let seconds = self.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        report(&mut progress, a.size, a.size, "done");
+        Ok(RecvReport {
+            path: self.path.take().flatten(),
+            name: a.name.clone(),
+            bytes: a.size,
+            seconds,
+            goodput_mbps: crate::goodput_mbps(a.size, seconds),
+            rank: Some(a.rank),
+            session: Some(SessionId(a.session)),
+            verified: true,
+            stats: ReceiverStats::default(),
+            test_dropped_packets: 0,
+        })
+    }
+
+    /// Prepares storage for the assigned object and answers the machine.
+    fn prepare(&mut self, a: Box<Assignment>) {
         let session = SessionId(a.session);
         tracing::info!(
             "session {session}: rank {} of {} in {}, {} parent(s), {} child(ren), {:?} ({} bytes)",
@@ -258,313 +380,95 @@ impl Node<'_> {
             isn: Seq(0),
             test_loss_ppm: 0,
         };
-        let sink = match prepare(
-            &Target::Dir(self.cfg.out_dir.clone()),
-            &offer,
-            session,
-            self.cfg.max_bytes,
-        ) {
-            Ok(sink) => sink,
-            Err((status, text)) => {
-                let _ = self.send(&Msg::Ready {
-                    status,
-                    text: text.clone(),
-                });
-                return Err(Error::Refused(text));
+        let target = Target::Dir(self.node.cfg.out_dir.clone());
+        let now = self.node.clock.now();
+        match prepare(&target, &offer, session, self.node.cfg.max_bytes) {
+            Ok(sink) => {
+                self.sink = Some(sink);
+                self.node.lock().accept(now);
             }
-        };
-        self.send(&Msg::Ready {
-            status: Status::Ok,
-            text: String::new(),
-        })?;
-        report(&mut progress, 0, a.size, "waiting for the start");
-        // Storage stays in `sink` until Start: dropped (and removed) on any error.
-        let mut sink = Some(sink);
-        loop {
-            if let Some(Ev::Ctl(Ok(Msg::Start))) = self.next()? {
-                break;
-            }
+            Err((status, text)) => self.node.lock().refuse(now, status, text),
         }
-        let started = Instant::now();
-        let outcome = self.data_phase(&a, listener, sink.take().expect("prepared"), &mut progress);
-        let seconds = started.elapsed().as_secs_f64();
-        let path = outcome?;
-        report(&mut progress, a.size, a.size, "done");
-        Ok(RecvReport {
-            path,
-            name: a.name.clone(),
-            bytes: a.size,
-            seconds,
-            goodput_mbps: crate::goodput_mbps(a.size, seconds),
-            rank: Some(a.rank),
-            session: Some(session),
-            verified: true,
-            stats: ReceiverStats::default(),
-            test_dropped_packets: 0,
-        })
+        self.assignment = Some(a);
     }
 
-    /// Receives, stores, forwards and verifies; returns the final path.
-    fn data_phase(
+    /// Starts the data phase's threads: disk writer and parent acceptor.
+    fn start_data<'s>(
         &mut self,
+        scope: &'s std::thread::Scope<'s, 'n>,
         a: &Assignment,
-        listener: TcpListener,
-        sink: Sink,
-        progress: &mut Option<&mut dyn FnMut(Progress)>,
-    ) -> Result<Option<PathBuf>, Error> {
-        let total = segment_count(a.size, a.segment_size);
+        children: &[Option<mpsc::SyncSender<ChildCmd>>],
+        hash_rx: mpsc::Receiver<[u8; 32]>,
+    ) {
+        self.started = Some(Instant::now());
         let slots = pool_slots(a.segment_size);
-        let pools: Vec<Pool> = a
-            .parents
-            .iter()
-            .map(|_| Pool::new(slots, a.segment_size as usize))
-            .collect();
-        let abort = AtomicBool::new(false);
-        let stored = AtomicU64::new(0);
-        let mode = Forwarding::of(a.shape);
-        let inactivity = self.inactivity;
+        self.pools = Arc::new(
+            (a.parents.iter())
+                .map(|_| Pool::new(slots, a.segment_size as usize))
+                .collect(),
+        );
+        let node = self.node;
+        let (disk_tx, disk_rx) = mpsc::sync_channel::<Seg>(slots * self.pools.len().max(1));
+        let sink = self.sink.take().expect("prepared before the start");
+        let segs = Segments::new(a.size, a.segment_size);
+        let pools = self.pools.clone();
+        scope.spawn(move || {
+            let ev = disk(node, segs, sink, &disk_rx, &hash_rx, &pools);
+            let _ = node.tx.send(ev);
+        });
+        let listener = self.listener.take().expect("one data phase");
+        let a = a.clone();
+        let children = children.to_vec();
+        let pools = self.pools.clone();
+        scope.spawn(move || accept_parents(scope, node, &a, listener, &pools, &disk_tx, &children));
+    }
 
-        std::thread::scope(|scope| {
-            let (pools, abort, stored) = (&pools, &abort, &stored);
-            let (disk_tx, disk_rx) = mpsc::sync_channel::<Seg>(slots * pools.len().max(1));
-            // The object's hash, passed to the disk writer once the sender sent it.
-            let (hash_tx, hash_rx) = mpsc::channel::<[u8; 32]>();
-            let mut hash_tx = Some(hash_tx);
-            // Children.
-            let mut child_txs: Vec<(SegmentSet, mpsc::SyncSender<Seg>)> = Vec::new();
-            let mut forward_tx: Option<mpsc::Sender<PathBuf>> = None;
-            match mode {
-                Forwarding::Pipelined => {
-                    for (ci, child) in a.children.iter().enumerate() {
-                        let (ctx, crx) = mpsc::sync_channel::<Seg>(slots);
-                        child_txs.push((child.segments, ctx));
-                        let tx = self.tx.clone();
-                        scope.spawn(move || {
-                            let r = pipe_child(a, child, &crx, pools, abort, inactivity);
-                            let failed = r.is_err();
-                            let _ = tx.send(Ev::Child(ci, r.map_err(|e| e.to_string())));
-                            if failed {
-                                drain(&crx, pools, abort);
-                            }
-                        });
-                    }
+    fn on_event(&mut self, m: &mut NodeMachine, now: rmcast_proto::Instant, ev: Ev) {
+        match ev {
+            Ev::Ctl(Ok(msg)) => m.handle_msg(now, msg),
+            Ev::Ctl(Err(why)) => m.handle_closed(now, &why),
+            Ev::Poke => {}
+            Ev::ParentFailed(pi, why) => m.handle_parent_failed(now, pi, &why),
+            Ev::Verified(path) => {
+                if let Some(a) = &self.assignment {
+                    tracing::info!("rank {}: verified {:?}", a.rank, a.name);
                 }
-                Forwarding::StoreAndForward if !a.children.is_empty() => {
-                    let (ftx, frx) = mpsc::channel::<PathBuf>();
-                    forward_tx = Some(ftx);
-                    let tx = self.tx.clone();
-                    scope.spawn(move || store_and_forward(a, &frx, abort, inactivity, &tx));
-                }
-                Forwarding::StoreAndForward => {}
+                self.path = Some(path);
+                m.handle_verified(now, Ok(()));
             }
-            // Disk.
-            {
-                let tx = self.tx.clone();
-                scope.spawn(move || {
-                    let ev = disk(a, sink, &disk_rx, &hash_rx, pools, abort, stored, total);
-                    if let (Ev::Verified(Some(path)), Some(f)) = (&ev, &forward_tx) {
-                        let _ = f.send(path.clone());
-                    }
-                    let _ = tx.send(ev);
-                });
+            Ev::Disk(status, why) => m.handle_verified(now, Err((status, why))),
+            Ev::DiskStopped => {
+                m.handle_data_stopped(now, "the object stopped arriving before it was complete");
             }
-            // Parents.
-            {
-                let tx = self.tx.clone();
-                scope.spawn(move || {
-                    accept_parents(
-                        scope, a, listener, pools, disk_tx, child_txs, abort, inactivity, &tx,
-                    );
-                });
+            Ev::Child(ci, r) => {
+                if let (Err(why), Some(a)) = (&r, &self.assignment) {
+                    // The sender hears of it from the child itself.
+                    tracing::warn!("cannot forward to child {}: {why}", a.children[ci]);
+                }
+                m.handle_child_done(now, ci, r);
             }
-
-            // Decide.
-            let mut verified: Option<Option<PathBuf>> = None;
-            let mut children_done = vec![false; a.children.len()];
-            // Every parent must have connected and delivered, even when its
-            // share is empty: it must not find this node gone.
-            let mut parents_done = vec![false; a.parents.len()];
-            let mut last_progress = Instant::now() - PROGRESS_EVERY;
-            // A parent that vanished is usually a node that died, which the
-            // sender names in an Abort soon; wait for that before blaming
-            // the parent ourselves.
-            let mut suspect: Option<(String, Instant)> = None;
-            let result: Result<(), (Status, String)> = loop {
-                if let Some(hash) = self.hash
-                    && let Some(tx) = hash_tx.take()
-                {
-                    let _ = tx.send(hash);
-                }
-                if verified.is_some()
-                    && children_done.iter().all(|&d| d)
-                    && parents_done.iter().all(|&d| d)
-                {
-                    break Ok(());
-                }
-                if let Some((why, at)) = &suspect
-                    && Instant::now() >= *at
-                {
-                    break Err((Status::Other, why.clone()));
-                }
-                self.bytes_hint = stored.load(Ordering::Relaxed);
-                if last_progress.elapsed() >= PROGRESS_EVERY {
-                    last_progress = Instant::now();
-                    let bytes = self.bytes_hint;
-                    if let Some(cb) = progress.as_deref_mut() {
-                        let phase = if verified.is_some() {
-                            "forwarding"
-                        } else if bytes < a.size {
-                            "receiving"
-                        } else {
-                            "verifying"
-                        };
-                        cb(Progress {
-                            done_bytes: bytes,
-                            total_bytes: a.size,
-                            phase,
-                        });
-                    }
-                }
-                let ev = match self.next() {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => continue,
-                    Err(e) => break Err((Status::Other, e.to_string())),
-                };
-                match ev {
-                    Ev::Ctl(_) => {}
-                    Ev::Parent(i, Ok(())) => parents_done[i] = true,
-                    Ev::Parent(i, Err(why)) => {
-                        let why = format!("parent {} {why}", a.parents[i]);
-                        suspect.get_or_insert((why, Instant::now() + BLAME_GRACE));
-                    }
-                    Ev::Accept(why) => {
-                        suspect.get_or_insert((why, Instant::now() + BLAME_GRACE));
-                    }
-                    Ev::Verified(path) => {
-                        tracing::info!("rank {}: verified {:?}", a.rank, a.name);
-                        verified = Some(path);
-                    }
-                    Ev::Disk(status, why) => break Err((status, why)),
-                    Ev::DiskStopped => {
-                        let why = "the object stopped arriving before it was complete".to_owned();
-                        suspect.get_or_insert((why, Instant::now() + BLAME_GRACE));
-                    }
-                    Ev::Child(i, r) => {
-                        if let Err(why) = r {
-                            // The sender hears of it from the child itself; a
-                            // verified copy here stays valid.
-                            tracing::warn!("cannot forward to child {}: {why}", a.children[i]);
-                        }
-                        children_done[i] = true;
-                    }
-                }
-            };
-            abort.store(true, Ordering::Relaxed);
-            match (result, verified) {
-                (Ok(()), Some(path)) => {
-                    let _ = self.send(&Msg::Complete {
-                        status: Status::Ok,
-                        text: String::new(),
-                    });
-                    Ok(path)
-                }
-                (Err(_), Some(path)) => {
-                    // Our copy is verified and in place; the rest is not ours to fix.
-                    let _ = self.send(&Msg::Complete {
-                        status: Status::Ok,
-                        text: "verified; forwarding did not finish".into(),
-                    });
-                    Ok(path)
-                }
-                (Err((status, why)), None) => {
-                    tracing::warn!("rank {}: transfer failed: {why}", a.rank);
-                    let _ = self.send(&Msg::Complete {
-                        status,
-                        text: why.clone(),
-                    });
-                    Err(Error::Failed(why))
-                }
-                (Ok(()), None) => unreachable!("success needs verification"),
-            }
-        })
+        }
     }
 }
 
-fn check_assignment(a: &Assignment) -> Result<(), Error> {
-    let bad = |why: &str| {
-        Err(Error::Failed(format!(
-            "the sender's assignment is invalid: {why}"
-        )))
-    };
-    if a.rank == 0 || a.rank > a.receivers {
-        return bad("rank out of range");
-    }
-    if a.segment_size == 0 || a.segment_size > super::MAX_SEGMENT_SIZE {
-        return bad("segment size out of range");
-    }
-    for probe in [0u64, 1] {
-        if a.parents
-            .iter()
-            .filter(|p| p.segments.contains(probe))
-            .count()
-            != 1
-        {
-            return bad("segments must come from exactly one parent each");
-        }
-    }
-    for c in &a.children {
-        if !a
-            .parents
-            .iter()
-            .any(|p| c.segments.is_subset_of(p.segments))
-        {
-            return bad("a child needs segments no single parent sends");
-        }
-    }
-    if a.inactivity_ms < 100 {
-        return bad("inactivity timeout too short");
-    }
-    Ok(())
-}
-
-/// Accepts the parents' data connections and starts a reader for each.
-#[allow(clippy::too_many_arguments)]
-fn accept_parents<'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    a: &'scope Assignment,
+/// Accepts the parents' data connections; the machine says which are
+/// welcome, and a reader starts for each.
+fn accept_parents<'s, 'n: 's>(
+    scope: &'s std::thread::Scope<'s, 'n>,
+    node: &'n Node<'_>,
+    a: &Assignment,
     listener: TcpListener,
-    pools: &'scope [Pool],
-    disk_tx: mpsc::SyncSender<Seg>,
-    child_txs: Vec<(SegmentSet, mpsc::SyncSender<Seg>)>,
-    abort: &'scope AtomicBool,
-    inactivity: Duration,
-    tx: &mpsc::Sender<Ev>,
+    pools: &Arc<Vec<Pool>>,
+    disk_tx: &mpsc::SyncSender<Seg>,
+    children: &[Option<mpsc::SyncSender<ChildCmd>>],
 ) {
     if let Err(e) = listener.set_nonblocking(true) {
-        let _ = tx.send(Ev::Accept(format!("cannot poll the data listener: {e}")));
+        let _ = node.tx.send(Ev::DiskStopped);
+        tracing::warn!("cannot poll the data listener: {e}");
         return;
     }
-    let mut connected = vec![false; a.parents.len()];
-    let started = Instant::now();
-    while connected.iter().any(|c| !c) {
-        if abort.load(Ordering::Relaxed) {
-            return;
-        }
-        if started.elapsed() >= inactivity {
-            let missing: Vec<String> = a
-                .parents
-                .iter()
-                .zip(&connected)
-                .filter(|(_, c)| !**c)
-                .map(|(p, _)| p.to_string())
-                .collect();
-            let _ = tx.send(Ev::Accept(format!(
-                "parent {} did not connect within {:.1} s",
-                missing.join(" and "),
-                inactivity.as_secs_f64()
-            )));
-            return;
-        }
+    let mut connected = 0;
+    while connected < a.parents.len() && !node.abort.load(Ordering::Relaxed) {
         let (mut stream, peer) = match listener.accept() {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -577,87 +481,68 @@ fn accept_parents<'scope>(
                 continue;
             }
         };
-        if let Err(e) = stream
+        let inactivity = node.lock().inactivity();
+        let hello = stream
             .set_nonblocking(false)
             .and_then(|()| io::tune(&stream))
-        {
-            tracing::warn!("dropping data connection from {peer}: {e}");
-            continue;
-        }
-        let from = match io::read_msg(&mut stream, abort, inactivity) {
-            Ok(Msg::DataHello { session, from, to }) if session == a.session && to == a.rank => {
-                from
-            }
-            other => {
-                tracing::warn!("dropping data connection from {peer}: unexpected {other:?}");
+            .map_err(XferError::Io)
+            .and_then(|()| io::read_msg(&mut stream, &node.abort, inactivity));
+        let pi = match hello {
+            Ok(hello) => node.lock().handle_parent_hello(node.clock.now(), &hello),
+            Err(e) => Err(e.to_string()),
+        };
+        let pi = match pi {
+            Ok(pi) => pi,
+            Err(why) => {
+                tracing::warn!("dropping data connection from {peer}: {why}");
                 continue;
             }
         };
-        let Some(pi) = a.parents.iter().position(|p| p.rank == from) else {
-            tracing::warn!("dropping data connection from {peer}: rank {from} is not a parent");
-            continue;
-        };
-        if connected[pi] {
-            tracing::warn!("dropping a second data connection from rank {from}");
-            continue;
-        }
-        connected[pi] = true;
-        let parent = &a.parents[pi];
-        let wanting: Vec<(SegmentSet, mpsc::SyncSender<Seg>)> = child_txs
-            .iter()
-            .filter(|(set, _)| set.is_subset_of(parent.segments))
-            .cloned()
-            .collect();
-        let disk_tx = disk_tx.clone();
-        let tx = tx.clone();
+        connected += 1;
+        let a = a.clone();
+        let (disk_tx, children, pools) = (disk_tx.clone(), children.to_vec(), pools.clone());
         scope.spawn(move || {
-            let r = read_parent(
-                a,
-                pi,
-                &mut stream,
-                &pools[pi],
-                &disk_tx,
-                &wanting,
-                abort,
-                inactivity,
-            );
-            let _ = tx.send(Ev::Parent(pi, r.map_err(|e| e.to_string())));
+            let r = read_parent(node, &a, pi, &mut stream, &pools[pi], &disk_tx, &children);
+            let ev = match r {
+                Ok(()) => Ev::Poke,
+                Err(e) => Ev::ParentFailed(pi, e.to_string()),
+            };
+            let _ = node.tx.send(ev);
         });
     }
 }
 
-/// Reads the segments a parent sends and hands each to the disk writer and
-/// to the children that want it.
-#[allow(clippy::too_many_arguments)]
+/// Reads the segments a parent sends; the machine says which children
+/// each goes to, and every one goes to the disk writer.
 fn read_parent(
+    node: &Node<'_>,
     a: &Assignment,
     pi: usize,
     stream: &mut TcpStream,
     pool: &Pool,
     disk_tx: &mpsc::SyncSender<Seg>,
-    children: &[(SegmentSet, mpsc::SyncSender<Seg>)],
-    abort: &AtomicBool,
-    inactivity: Duration,
+    children: &[Option<mpsc::SyncSender<ChildCmd>>],
 ) -> Result<(), XferError> {
     let set = a.parents[pi].segments;
-    let total = segment_count(a.size, a.segment_size);
+    let segs = Segments::new(a.size, a.segment_size);
     let store_and_forward = Forwarding::of(a.shape) == Forwarding::StoreAndForward;
-    for i in 0..set.count(total) {
+    let inactivity = node.lock().inactivity();
+    for i in 0..set.count(segs.count()) {
         let index = set.nth(i);
-        let len = segment_len(a.size, a.segment_size, index);
-        let slot = pool.acquire(abort).ok_or(XferError::Aborted)?;
+        let len = segs.len(index);
+        let slot = pool.acquire(&node.abort).ok_or(XferError::Aborted)?;
         // A store-and-forward parent starts only once it holds everything:
         // the wait for the first byte is bounded by the sender's liveness
         // checks, not by this connection.
         let stall = (!(store_and_forward && i == 0)).then_some(inactivity);
-        let r = io::read_exact(stream, &mut pool.fill(slot)[..len], abort, stall);
+        let r = io::read_exact(stream, &mut pool.fill(slot)[..len], &node.abort, stall);
         if let Err(e) = r {
             pool.share(slot, 1);
             pool.release(slot);
             return Err(e);
         }
-        let wanting = children.iter().filter(|(s, _)| s.contains(index)).count();
-        pool.share(slot, 1 + wanting);
+        let route = node.lock().handle_segment(node.clock.now(), pi, index);
+        pool.share(slot, 1 + route.len());
         let seg = Seg {
             pool: pi as u32,
             slot,
@@ -667,8 +552,11 @@ fn read_parent(
         if disk_tx.send(seg).is_err() {
             pool.release(slot);
         }
-        for (_, ctx) in children.iter().filter(|(s, _)| s.contains(index)) {
-            if ctx.send(seg).is_err() {
+        for ci in route {
+            let sent = children[ci]
+                .as_ref()
+                .is_some_and(|c| c.send(ChildCmd::Seg(seg)).is_ok());
+            if !sent {
                 pool.release(slot);
             }
         }
@@ -676,27 +564,71 @@ fn read_parent(
     Ok(())
 }
 
-/// Writes every segment to storage, then verifies against the sender's hash
-/// (waiting for it if it has not come yet) and commits.
-#[allow(clippy::too_many_arguments)]
-fn disk(
+/// Writes what goes to child `ci`: routed segments from the pools as they
+/// come (pipelined), or the whole share from the verified file once the
+/// machine says so (store-and-forward).
+fn write_child(
+    node: &Node<'_>,
     a: &Assignment,
+    ci: usize,
+    s: &mut TcpStream,
+    rx: &mpsc::Receiver<ChildCmd>,
+    pools: &[Pool],
+) -> Result<(), XferError> {
+    let child = &a.children[ci];
+    let segs = Segments::new(a.size, a.segment_size);
+    let pipelined = Forwarding::of(a.shape) == Forwarding::Pipelined;
+    let count = child.segments.count(segs.count());
+    let inactivity = node.lock().inactivity();
+    let mut written = 0;
+    while written < count || !pipelined {
+        match rx.recv_timeout(TICK) {
+            Ok(ChildCmd::Seg(seg)) => {
+                debug_assert_eq!(seg.index, child.segments.nth(written));
+                let pool = &pools[seg.pool as usize];
+                let r = io::write_all(
+                    s,
+                    &pool.view(seg.slot)[..seg.len as usize],
+                    &node.abort,
+                    inactivity,
+                );
+                pool.release(seg.slot);
+                r?;
+                written += 1;
+            }
+            Ok(ChildCmd::File(path, set)) => {
+                let file = File::open(&path).map_err(XferError::Io)?;
+                return send_file_share(&file, segs, set, s, &node.abort, inactivity);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if node.abort.load(Ordering::Relaxed) {
+                    return Err(XferError::Aborted);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(XferError::Aborted),
+        }
+    }
+    Ok(())
+}
+
+/// Writes every segment to storage, then verifies against the sender's hash
+/// (once the machine passes it on) and commits.
+fn disk(
+    node: &Node<'_>,
+    segs: Segments,
     mut sink: Sink,
     rx: &mpsc::Receiver<Seg>,
     expected: &mpsc::Receiver<[u8; 32]>,
     pools: &[Pool],
-    abort: &AtomicBool,
-    stored: &AtomicU64,
-    total: u64,
 ) -> Ev {
-    let seg_size = u64::from(a.segment_size);
+    let total = segs.count();
     let mut got = 0u64;
     while got < total {
         match rx.recv_timeout(TICK) {
             Ok(seg) => {
                 let pool = &pools[seg.pool as usize];
                 let r = sink.write(
-                    seg.index * seg_size,
+                    segs.offset(seg.index),
                     &pool.view(seg.slot)[..seg.len as usize],
                 );
                 pool.release(seg.slot);
@@ -709,10 +641,14 @@ fn disk(
                     return Ev::Disk(status, format!("cannot write the object: {e}"));
                 }
                 got += 1;
-                stored.fetch_add(u64::from(seg.len), Ordering::Relaxed);
+                let now = node.clock.now();
+                node.lock().handle_stored(now, seg.index, seg.len as usize);
+                if got == total {
+                    let _ = node.tx.send(Ev::Poke);
+                }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if abort.load(Ordering::Relaxed) {
+                if node.abort.load(Ordering::Relaxed) {
                     return Ev::DiskStopped;
                 }
             }
@@ -726,7 +662,7 @@ fn disk(
     let want = loop {
         match expected.recv_timeout(TICK) {
             Ok(h) => break h,
-            Err(mpsc::RecvTimeoutError::Timeout) if !abort.load(Ordering::Relaxed) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) if !node.abort.load(Ordering::Relaxed) => {}
             Err(_) => return Ev::DiskStopped,
         }
     };
@@ -742,66 +678,13 @@ fn disk(
     }
 }
 
-/// Opens a data connection to `child` and introduces this node.
-fn connect_child(
-    a: &Assignment,
-    child: &Peer,
-    abort: &AtomicBool,
-    inactivity: Duration,
-) -> Result<TcpStream, XferError> {
-    let mut s = io::connect(child.addr, inactivity).map_err(XferError::Io)?;
-    let hello = Msg::DataHello {
-        session: a.session,
-        from: a.rank,
-        to: child.rank,
-    };
-    io::write_all(&mut s, &hello.to_frame(), abort, inactivity)?;
-    Ok(s)
-}
-
-/// Pipelined forwarding to one child, straight from the pool.
-fn pipe_child(
-    a: &Assignment,
-    child: &Peer,
-    rx: &mpsc::Receiver<Seg>,
-    pools: &[Pool],
-    abort: &AtomicBool,
-    inactivity: Duration,
-) -> Result<(), XferError> {
-    let mut s = connect_child(a, child, abort, inactivity)?;
-    let total = segment_count(a.size, a.segment_size);
-    for i in 0..child.segments.count(total) {
-        let seg = loop {
-            match rx.recv_timeout(TICK) {
-                Ok(seg) => break seg,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if abort.load(Ordering::Relaxed) {
-                        return Err(XferError::Aborted);
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(XferError::Aborted),
-            }
-        };
-        debug_assert_eq!(seg.index, child.segments.nth(i));
-        let pool = &pools[seg.pool as usize];
-        let r = io::write_all(
-            &mut s,
-            &pool.view(seg.slot)[..seg.len as usize],
-            abort,
-            inactivity,
-        );
-        pool.release(seg.slot);
-        r?;
-    }
-    Ok(())
-}
-
 /// Releases whatever still arrives for a child that failed, so the pool
 /// never runs dry because of it.
-fn drain(rx: &mpsc::Receiver<Seg>, pools: &[Pool], abort: &AtomicBool) {
+fn drain(rx: &mpsc::Receiver<ChildCmd>, pools: &[Pool], abort: &AtomicBool) {
     loop {
         match rx.recv_timeout(TICK) {
-            Ok(seg) => pools[seg.pool as usize].release(seg.slot),
+            Ok(ChildCmd::Seg(seg)) => pools[seg.pool as usize].release(seg.slot),
+            Ok(ChildCmd::File(..)) => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if abort.load(Ordering::Relaxed) {
                     return;
@@ -809,56 +692,6 @@ fn drain(rx: &mpsc::Receiver<Seg>, pools: &[Pool], abort: &AtomicBool) {
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
-    }
-}
-
-/// Store-and-forward: connect every child now, wait for the verified file,
-/// then send it to the children one after the other.
-fn store_and_forward(
-    a: &Assignment,
-    ready: &mpsc::Receiver<PathBuf>,
-    abort: &AtomicBool,
-    inactivity: Duration,
-    tx: &mpsc::Sender<Ev>,
-) {
-    let mut streams = Vec::with_capacity(a.children.len());
-    for (ci, child) in a.children.iter().enumerate() {
-        match connect_child(a, child, abort, inactivity) {
-            Ok(s) => streams.push(s),
-            Err(e) => {
-                for cj in ci..a.children.len() {
-                    let _ = tx.send(Ev::Child(cj, Err(e.to_string())));
-                }
-                for cj in 0..ci {
-                    let _ = tx.send(Ev::Child(cj, Err("not served".into())));
-                }
-                return;
-            }
-        }
-    }
-    let path = loop {
-        match ready.recv_timeout(TICK) {
-            Ok(p) => break p,
-            Err(mpsc::RecvTimeoutError::Timeout) if !abort.load(Ordering::Relaxed) => {}
-            Err(_) => return,
-        }
-    };
-    let file = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) => {
-            for ci in 0..a.children.len() {
-                let _ = tx.send(Ev::Child(
-                    ci,
-                    Err(format!("cannot reopen {}: {e}", path.display())),
-                ));
-            }
-            return;
-        }
-    };
-    let mut buf = vec![0u8; (256 << 10).max(a.segment_size as usize)];
-    for (ci, mut s) in streams.into_iter().enumerate() {
-        let r = send_file_range(&file, a.size, &mut s, &mut buf, abort, inactivity);
-        let _ = tx.send(Ev::Child(ci, r.map_err(|e| e.to_string())));
     }
 }
 
@@ -877,6 +710,29 @@ fn send_file_range(
             .map_err(XferError::Io)?;
         io::write_all(s, &buf[..n], abort, inactivity)?;
         offset += n as u64;
+    }
+    Ok(())
+}
+
+/// Sends the segments of `set` from the verified file.
+fn send_file_share(
+    file: &File,
+    segs: Segments,
+    set: SegmentSet,
+    s: &mut TcpStream,
+    abort: &AtomicBool,
+    inactivity: Duration,
+) -> Result<(), XferError> {
+    let mut buf = vec![0u8; (256 << 10).max(segs.segment_size as usize)];
+    if set == SegmentSet::All {
+        return send_file_range(file, segs.size, s, &mut buf, abort, inactivity);
+    }
+    for i in 0..set.count(segs.count()) {
+        let k = set.nth(i);
+        let piece = &mut buf[..segs.len(k)];
+        file.read_exact_at(piece, segs.offset(k))
+            .map_err(XferError::Io)?;
+        io::write_all(s, piece, abort, inactivity)?;
     }
     Ok(())
 }

@@ -1,17 +1,20 @@
 //! The overlay sender: session control and the sender's own data edges.
 //!
-//! One thread accepts control connections, one reads each of them, one
-//! writes each data edge of the pipelined shapes (a single one serves the
-//! children in turn for store-and-forward shapes), and the caller's thread
-//! runs the session: registration, assignment, start, liveness, report.
+//! The session's decisions are [`SenderMachine`]'s (rmcast-proto); this is
+//! its TCP driver. One thread accepts control connections, one reads each
+//! of them, one hashes the object, one writes each data edge (told by the
+//! machine when to start feeding), and the caller's thread runs the loop
+//! that hands their news to the machine and carries out what it polls.
 
-use super::io::{self, TICK, XferError};
-use super::topology::{Forwarding, SENDER, SegmentSet, Topology};
-use super::{OverlaySendConfig, io_err, segment_count};
+use super::io::{self, Clock, TICK, XferError};
+use super::{OverlaySendConfig, io_err};
 use crate::sender::Hashed;
-use crate::{Error, MemberOutcome, Progress, SendReport, SenderStats, SessionId, Status};
-use rmcast_wire::overlay::{Assignment, MAX_NAME, Msg, Peer};
-use rmcast_wire::truncate_utf8;
+use crate::{Error, Progress, SendReport, SenderStats, SessionId};
+use rmcast_proto::Instant as ProtoInstant;
+use rmcast_proto::overlay::{
+    ControlOp, DataOp, SegmentSet, Segments, SenderConfig, SenderEvent, SenderMachine, SenderPhase,
+};
+use rmcast_wire::overlay::Msg;
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -22,13 +25,6 @@ use std::time::{Duration, Instant};
 
 /// Bytes the sender hands to the kernel per write on an edge carrying every segment.
 const WRITE_CHUNK: usize = 256 << 10;
-/// Longest the sender waits for the last words of receivers after a failure.
-const FAREWELL_MAX: Duration = Duration::from_secs(2);
-/// Longest a receiver's report of a failed neighbour waits for the
-/// neighbour's own death to be noticed (which then names the culprit).
-const BLAME_GRACE: Duration = Duration::from_secs(1);
-/// Connections that have not registered yet, at most.
-const PENDING_MAX: usize = 256;
 
 /// A sender bound to its control address, ready to run one session.
 #[derive(Debug)]
@@ -156,7 +152,7 @@ impl OverlaySender {
     }
 }
 
-/// What the session loop hears about.
+/// What the driver's loop hears about from its threads.
 enum Ev {
     /// A new control connection (its reader runs already).
     Conn(u64, TcpStream, SocketAddr),
@@ -168,95 +164,9 @@ enum Ev {
     Hashed(Hashed),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Joined,
-    Ready,
-    Complete,
-    /// Reported a failure (deferred while the blame settles).
-    Reported,
-    Failed,
-}
-
-struct Member {
-    conn: u64,
-    stream: TcpStream,
-    name: String,
-    data_addr: SocketAddr,
-    last_heard: Instant,
-    bytes: u64,
-    state: State,
-    reason: Option<String>,
-}
-
-impl Member {
-    fn open(&self) -> bool {
-        matches!(self.state, State::Joined | State::Ready)
-    }
-}
-
-fn describe(rank: u16, m: &Member) -> String {
-    format!("receiver rank {rank} {:?} at {}", m.name, m.data_addr)
-}
-
-fn who(m: &Member) -> String {
-    format!("receiver {:?} at {}", m.name, m.data_addr)
-}
-
-#[derive(PartialEq, Eq, Clone, Copy)]
-enum Phase {
-    Joining,
-    Preparing,
-    Sending,
-}
-
-/// Everything the session loop keeps.
-struct Session<'a> {
-    cfg: &'a OverlaySendConfig,
-    members: Vec<Member>,
-    pending: HashMap<u64, (TcpStream, Instant)>,
-    error: Option<String>,
-    /// Failures receivers reported, applied at the deadline unless a death explains them.
-    deferred: Vec<(usize, String, Instant)>,
-    control_received: u64,
-    control_sent: u64,
-    malformed: u64,
-    /// The object's hash, once the hashing thread has it.
-    hash: Option<[u8; 32]>,
-    /// Whether every member has been sent the hash.
-    hash_sent: bool,
-}
-
-impl Session<'_> {
-    fn rank_of(&self, conn: u64) -> Option<usize> {
-        self.members.iter().position(|m| m.conn == conn)
-    }
-
-    /// Marks member `i` failed; the first failure becomes the session's error.
-    fn fail(&mut self, i: usize, what: String) {
-        let m = &mut self.members[i];
-        if !m.open() && m.state != State::Reported {
-            return;
-        }
-        let text = format!("{} {what}", describe(i as u16 + 1, m));
-        tracing::warn!("{text}");
-        m.state = State::Failed;
-        m.reason = Some(what);
-        self.error.get_or_insert(text);
-    }
-
-    fn send(&mut self, i: usize, msg: &Msg) {
-        let limit = self.cfg.inactivity;
-        match io::send_msg(&mut self.members[i].stream, msg, limit) {
-            Ok(()) => self.control_sent += 1,
-            Err(e) => self.fail(
-                i,
-                format!("cannot be reached on its control connection: {e}"),
-            ),
-        }
-    }
-}
-
+/// Drives a [`SenderMachine`] over TCP: threads accept and read control
+/// connections, hash the object and write data edges; this loop feeds
+/// their news to the machine and carries out what it polls.
 fn run(
     listener: TcpListener,
     cfg: &OverlaySendConfig,
@@ -271,7 +181,7 @@ fn run(
         .set_nonblocking(true)
         .map_err(io_err("cannot make the control socket non-blocking"))?;
     let size = data.len() as u64;
-    let total = segment_count(size, cfg.segment_size);
+    let total = Segments::new(size, cfg.segment_size).count();
     let session = SessionId(rand::random());
     let wanted = cfg.receivers;
     let protocol = cfg.shape.name();
@@ -280,28 +190,29 @@ fn run(
          on {control_addr}, waiting for {wanted} receiver(s)",
         cfg.segment_size
     );
+    let clock = Clock::start();
+    let mut m = SenderMachine::new(
+        clock.now(),
+        SenderConfig {
+            shape: cfg.shape,
+            receivers: wanted,
+            segment_size: cfg.segment_size,
+            join_wait: cfg.join_wait,
+            inactivity: cfg.inactivity,
+            session: session.0,
+            name: name.to_owned(),
+            size,
+            control_addr,
+        },
+    );
 
     let stop = AtomicBool::new(false);
     let abort = AtomicBool::new(false);
     let segments_sent = AtomicU64::new(0);
     let (tx, rx) = mpsc::channel::<Ev>();
-    let mut s = Session {
-        cfg,
-        members: Vec::new(),
-        pending: HashMap::new(),
-        error: None,
-        deferred: Vec::new(),
-        control_received: 0,
-        control_sent: 0,
-        malformed: 0,
-        hash: None,
-        hash_sent: false,
-    };
-    let started = Instant::now();
-    let mut assigned_at: Option<Instant> = None;
-    let mut start_at: Option<Instant> = None;
-    let mut last_confirmation: Option<Instant> = None;
-    let mut cancelled = false;
+    let mut conns: HashMap<u64, TcpStream> = HashMap::new();
+    // Per child: where to tell its edge thread to start feeding.
+    let mut feeds: HashMap<u16, mpsc::Sender<SegmentSet>> = HashMap::new();
 
     std::thread::scope(|scope| {
         {
@@ -321,213 +232,127 @@ fn run(
                 }
             });
         }
-        let heartbeat =
-            (cfg.inactivity / 5).clamp(Duration::from_millis(50), Duration::from_secs(1));
-        let mut last_beat = Instant::now();
         let mut last_progress = Instant::now() - Duration::from_secs(1);
-        let mut phase = Phase::Joining;
-        loop {
-            let now = Instant::now();
-            if cfg
-                .cancel
-                .as_ref()
-                .is_some_and(|c| c.load(Ordering::Relaxed))
+        let mut finished = false;
+        while !finished {
+            if !m.report().cancelled
+                && cfg
+                    .cancel
+                    .as_ref()
+                    .is_some_and(|c| c.load(Ordering::Relaxed))
             {
-                cancelled = true;
-                s.error = Some("the sender was interrupted".into());
-                break;
+                m.cancel(clock.now());
             }
-            match phase {
-                Phase::Joining if s.members.len() == usize::from(wanted) => {
-                    assign(&mut s, session, name, size, control_addr);
-                    assigned_at = Some(now);
-                    phase = Phase::Preparing;
-                    tracing::info!("all {wanted} receiver(s) registered; assignments sent");
-                }
-                Phase::Joining if now.duration_since(started) >= cfg.join_wait => {
-                    let mut msg = format!(
-                        "only {} of {wanted} receivers registered within {:.1} s",
-                        s.members.len(),
-                        cfg.join_wait.as_secs_f64()
-                    );
-                    if !s.members.is_empty() {
-                        let names: Vec<String> =
-                            s.members.iter().map(|m| format!("{:?}", m.name)).collect();
-                        msg.push_str(&format!(" ({})", names.join(", ")));
+            while let Some(op) = m.poll_transmit() {
+                match op {
+                    ControlOp::Send { conn, msg } => {
+                        let Some(stream) = conns.get_mut(&conn) else {
+                            continue;
+                        };
+                        if let Err(e) = io::send_msg(stream, &msg, cfg.inactivity) {
+                            m.handle_send_failed(clock.now(), conn, &e.to_string());
+                        }
                     }
-                    s.error = Some(msg);
-                    break;
-                }
-                Phase::Preparing if s.members.iter().all(|m| m.state == State::Ready) => {
-                    for i in 0..s.members.len() {
-                        s.send(i, &Msg::Start);
-                    }
-                    start_at = Some(now);
-                    phase = Phase::Sending;
-                    let topo = Topology::build(cfg.shape, wanted);
-                    spawn_edges(
-                        scope,
-                        &topo,
-                        &s.members,
-                        data,
-                        cfg,
-                        session.0,
-                        &abort,
-                        &segments_sent,
-                        &tx,
-                    );
-                }
-                Phase::Sending if s.members.iter().all(|m| m.state == State::Complete) => break,
-                _ => {}
-            }
-            if phase != Phase::Joining
-                && !s.hash_sent
-                && let Some(hash) = s.hash
-            {
-                for i in 0..s.members.len() {
-                    if s.members[i].open() {
-                        s.send(i, &Msg::Hash { hash });
-                    }
-                }
-                s.hash_sent = true;
-            }
-            let due: Vec<(usize, String)> = s
-                .deferred
-                .iter()
-                .filter(|(_, _, at)| now >= *at)
-                .map(|(i, text, _)| (*i, text.clone()))
-                .collect();
-            s.deferred.retain(|(_, _, at)| now < *at);
-            for (i, text) in due {
-                s.fail(i, text);
-            }
-            if s.error.is_some() {
-                break;
-            }
-            if now.duration_since(last_beat) >= heartbeat {
-                last_beat = now;
-                for i in 0..s.members.len() {
-                    if s.members[i].open() {
-                        s.send(i, &Msg::Heartbeat);
+                    ControlOp::Close { conn } => {
+                        if let Some(c) = conns.remove(&conn) {
+                            let _ = c.shutdown(std::net::Shutdown::Both);
+                        }
                     }
                 }
             }
-            for i in 0..s.members.len() {
-                let silent = now.saturating_duration_since(s.members[i].last_heard);
-                if s.members[i].open() && silent >= cfg.inactivity {
-                    if phase == Phase::Joining {
-                        tracing::warn!("{} went silent; dropping it", who(&s.members[i]));
-                        s.members[i].state = State::Failed;
-                    } else {
-                        s.fail(i, format!("went silent for {:.1} s", silent.as_secs_f64()));
+            while let Some(op) = m.poll_data() {
+                match op {
+                    DataOp::Connect { child, addr, hello } => {
+                        let (ftx, frx) = mpsc::channel();
+                        feeds.insert(child, ftx);
+                        let (tx, abort, sent) = (tx.clone(), &abort, &segments_sent);
+                        scope.spawn(move || {
+                            let r = connect_child(addr, &hello, cfg.inactivity, abort).and_then(
+                                |mut st| {
+                                    let set = wait_feed(&frx, abort)?;
+                                    feed(&mut st, data, set, cfg, abort, sent)
+                                },
+                            );
+                            let _ = tx.send(Ev::Edge(child, r.map_err(|e| e.to_string())));
+                        });
                     }
+                    DataOp::Feed { child, segments } => {
+                        if let Some(f) = feeds.get(&child) {
+                            let _ = f.send(segments);
+                        }
+                    }
+                    DataOp::Verify { .. } => unreachable!("the sender verifies nothing"),
                 }
             }
-            if phase == Phase::Joining {
-                s.members.retain(|m| m.state != State::Failed);
-            }
-            s.pending
-                .retain(|_, (_, since)| now.duration_since(*since) < cfg.inactivity);
-            if let Some(cb) = progress.as_deref_mut()
-                && now.duration_since(last_progress) >= Duration::from_millis(100)
-            {
-                last_progress = now;
-                let (phase_name, done) = match phase {
-                    Phase::Joining => ("waiting for receivers", 0),
-                    Phase::Preparing => ("preparing", 0),
-                    Phase::Sending => (
-                        "sending",
-                        s.members.iter().map(|m| m.bytes).min().unwrap_or(0),
+            while let Some(ev) = m.poll_event() {
+                match ev {
+                    SenderEvent::Registered(rank, name, addr) => tracing::info!(
+                        "receiver {name:?} registered (data at {addr}), {rank} of {wanted}"
                     ),
+                    SenderEvent::Assigned => {
+                        tracing::info!("all {wanted} receiver(s) registered; assignments sent");
+                    }
+                    SenderEvent::Started => tracing::debug!("everyone ready; data flows"),
+                    SenderEvent::MemberFailed(text) => tracing::warn!("{text}"),
+                    SenderEvent::Finished => finished = true,
+                }
+            }
+            if finished {
+                break;
+            }
+            if let Some(cb) = progress.as_deref_mut()
+                && last_progress.elapsed() >= Duration::from_millis(100)
+            {
+                last_progress = Instant::now();
+                let (phase, done) = match m.phase() {
+                    SenderPhase::Joining => ("waiting for receivers", 0),
+                    SenderPhase::Preparing => ("preparing", 0),
+                    _ => ("sending", m.min_progress()),
                 };
                 cb(Progress {
                     done_bytes: done,
                     total_bytes: size,
-                    phase: phase_name,
+                    phase,
                 });
             }
-            match rx.recv_timeout(TICK) {
-                Ok(ev) => on_event(&mut s, ev, phase, &mut last_confirmation),
+            match rx.recv_timeout(clock.wait(m.poll_timeout())) {
+                Ok(ev) => on_event(&mut m, &mut conns, &clock, ev),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     unreachable!("the loop holds a sender")
                 }
             }
-            // Take everything already queued before looking at phases again.
+            // Take everything already queued before acting again.
             while let Ok(ev) = rx.try_recv() {
-                on_event(&mut s, ev, phase, &mut last_confirmation);
+                on_event(&mut m, &mut conns, &clock, ev);
             }
-        }
-        // The session is over: stop data edges, tell whoever still waits.
-        if let Some(text) = s.error.clone() {
-            abort.store(true, Ordering::Relaxed);
-            for i in 0..s.members.len() {
-                if s.members[i].open() {
-                    s.send(i, &Msg::Abort { text: text.clone() });
-                }
-            }
-            // Collect last words (Complete or a closed connection) briefly.
-            let farewell = Instant::now();
-            let limit = FAREWELL_MAX.min(cfg.inactivity);
-            while phase != Phase::Joining
-                && s.members.iter().any(|m| m.open())
-                && farewell.elapsed() < limit
-            {
-                if let Ok(ev) = rx.recv_timeout(TICK) {
-                    let before = s.error.clone();
-                    on_event(&mut s, ev, phase, &mut last_confirmation);
-                    s.error = before;
-                }
-            }
-            for (i, why, _) in std::mem::take(&mut s.deferred) {
-                let m = &mut s.members[i];
-                if m.state == State::Reported {
-                    m.state = State::Failed;
-                    m.reason = Some(why);
-                }
-            }
-            for m in s.members.iter_mut().filter(|m| m.open()) {
-                m.state = State::Failed;
-                m.reason = Some(format!("aborted: {text}"));
-            }
+            m.handle_timeout(clock.now());
         }
         stop.store(true, Ordering::Relaxed);
         abort.store(true, Ordering::Relaxed);
-        for m in &s.members {
-            let _ = m.stream.shutdown(std::net::Shutdown::Both);
-        }
-        for (c, _) in s.pending.values() {
+        for c in conns.values() {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
     });
 
-    if cancelled {
+    let r = m.report();
+    if r.cancelled {
         return Err(Error::Cancelled);
     }
-    let end = Instant::now();
-    let last = last_confirmation.unwrap_or(end);
-    let seconds = assigned_at.map_or(0.0, |t| last.saturating_duration_since(t).as_secs_f64());
-    let data_seconds = start_at.map_or(0.0, |t| last.saturating_duration_since(t).as_secs_f64());
-    let members: Vec<MemberOutcome> = s
-        .members
-        .iter()
-        .enumerate()
-        .map(|(i, m)| MemberOutcome {
-            rank: i as u16 + 1,
-            name: m.name.clone(),
-            addr: m.data_addr,
-            verified: m.state == State::Complete,
-            reason: m.reason.clone(),
-        })
-        .collect();
-    let verified = members.iter().filter(|m| m.verified).count();
-    let ok = s.error.is_none() && verified == usize::from(wanted);
+    let end = clock.now();
+    let last = r.last_confirmation.unwrap_or(end);
+    let secs =
+        |from: Option<ProtoInstant>| from.map_or(0.0, |t| last.saturating_since(t).as_secs_f64());
+    let (seconds, data_seconds) = (secs(r.assigned_at), secs(r.started_at));
+    let verified = r.members.iter().filter(|m| m.verified).count();
+    let ok = r.error.is_none() && verified == usize::from(wanted);
     let data_packets = segments_sent.load(Ordering::Relaxed);
+    let st = m.stats();
     let stats = SenderStats {
         data_packets,
-        control_packets: s.control_received,
-        control_sent: s.control_sent,
-        malformed: s.malformed,
+        control_packets: st.control_received,
+        control_sent: st.control_sent,
+        malformed: st.malformed,
         ..SenderStats::default()
     };
     if let Some(cb) = progress {
@@ -539,17 +364,17 @@ fn run(
     }
     let report = SendReport {
         protocol: protocol.to_owned(),
-        receivers: members.len() as u16,
+        receivers: r.members.len() as u16,
         bytes: size,
         seconds,
         goodput_mbps: crate::goodput_mbps(size, seconds),
         verified,
         data_packets,
         retransmitted_packets: 0,
-        control_packets: s.control_received,
+        control_packets: st.control_received,
         ok,
-        error: s.error,
-        members,
+        error: r.error,
+        members: r.members,
         stats,
         session,
         data_seconds,
@@ -562,6 +387,36 @@ fn run(
         report.goodput_mbps
     );
     Ok(report)
+}
+
+/// Hands one thread's news to the machine.
+fn on_event(m: &mut SenderMachine, conns: &mut HashMap<u64, TcpStream>, clock: &Clock, ev: Ev) {
+    let now = clock.now();
+    match ev {
+        Ev::Conn(conn, stream, peer) => {
+            tracing::debug!("control connection {conn} from {peer}");
+            conns.insert(conn, stream);
+            m.handle_connected(now, conn, peer);
+        }
+        Ev::Ctl(conn, Ok(msg)) => m.handle_msg(now, conn, msg),
+        Ev::Ctl(conn, Err(why)) => {
+            let malformed = why.starts_with(io::MALFORMED);
+            if malformed {
+                tracing::debug!("control connection {conn}: {why}");
+            }
+            m.handle_closed(now, conn, &why, malformed);
+        }
+        Ev::Edge(rank, r) => {
+            if r.is_ok() {
+                tracing::debug!("data edge to rank {rank} done");
+            }
+            m.handle_child_done(now, rank, r);
+        }
+        Ev::Hashed(h) => {
+            tracing::debug!("hashed the object in {:.1} ms", h.took.as_secs_f64() * 1e3);
+            m.handle_hash(now, h.hash);
+        }
+    }
 }
 
 /// Accepts control connections until `stop`, starting a reader for each.
@@ -608,259 +463,25 @@ fn accept_loop<'scope>(
     }
 }
 
-fn on_event(s: &mut Session<'_>, ev: Ev, phase: Phase, last_confirmation: &mut Option<Instant>) {
-    let now = Instant::now();
-    match ev {
-        Ev::Conn(conn, stream, peer) => {
-            if phase != Phase::Joining || s.pending.len() >= PENDING_MAX {
-                let mut stream = stream;
-                let _ = io::send_msg(
-                    &mut stream,
-                    &Msg::Abort {
-                        text: "this session is not accepting receivers".into(),
-                    },
-                    TICK,
-                );
-                return;
-            }
-            tracing::debug!("control connection {conn} from {peer}");
-            s.pending.insert(conn, (stream, now));
-        }
-        Ev::Ctl(conn, Ok(msg)) => {
-            if let Some((stream, _)) = s.pending.remove(&conn) {
-                match msg {
-                    Msg::Register { name, data_addr }
-                        if phase == Phase::Joining
-                            && s.members.len() < usize::from(s.cfg.receivers) =>
-                    {
-                        let mut data_addr = data_addr;
-                        if data_addr.ip().is_unspecified()
-                            && let Ok(peer) = stream.peer_addr()
-                        {
-                            data_addr.set_ip(peer.ip());
-                        }
-                        s.control_received += 1;
-                        tracing::info!(
-                            "receiver {name:?} registered (data at {data_addr}), {} of {}",
-                            s.members.len() + 1,
-                            s.cfg.receivers
-                        );
-                        s.members.push(Member {
-                            conn,
-                            stream,
-                            name: truncate_utf8(&name, MAX_NAME).to_owned(),
-                            data_addr,
-                            last_heard: now,
-                            bytes: 0,
-                            state: State::Joined,
-                            reason: None,
-                        });
-                    }
-                    _ => {
-                        s.malformed += 1;
-                        let _ = stream.shutdown(std::net::Shutdown::Both);
-                    }
-                }
-                return;
-            }
-            let Some(i) = s.rank_of(conn) else { return };
-            s.control_received += 1;
-            s.members[i].last_heard = now;
-            match msg {
-                Msg::Ready { status, text } if phase == Phase::Preparing => {
-                    if status == Status::Ok {
-                        if s.members[i].state == State::Joined {
-                            s.members[i].state = State::Ready;
-                        }
-                    } else {
-                        s.fail(i, format!("refused the object: {text}"));
-                    }
-                }
-                Msg::Progress { bytes } => s.members[i].bytes = bytes,
-                Msg::Complete { status, text } => {
-                    if status == Status::Ok {
-                        if s.members[i].open() {
-                            s.members[i].state = State::Complete;
-                            *last_confirmation = Some(now);
-                            tracing::debug!("rank {} complete", i + 1);
-                        }
-                    } else {
-                        // It may be reporting a neighbour that died: give the
-                        // neighbour's own control connection a moment to say
-                        // so, so that the error names the node that died.
-                        let grace = (s.cfg.inactivity / 4).min(BLAME_GRACE);
-                        if s.members[i].open() {
-                            s.members[i].state = State::Reported;
-                            s.deferred.push((i, format!("failed: {text}"), now + grace));
-                        }
-                    }
-                }
-                _ => s.malformed += 1,
-            }
-        }
-        Ev::Ctl(conn, Err(why)) => {
-            if s.pending.remove(&conn).is_some() {
-                if why.starts_with(io::MALFORMED) {
-                    s.malformed += 1;
-                    tracing::debug!("dropped control connection {conn}: {why}");
-                }
-                return;
-            }
-            let Some(i) = s.rank_of(conn) else { return };
-            if s.members[i].state == State::Reported {
-                return; // it said why already
-            }
-            if phase == Phase::Joining {
-                tracing::warn!("{} left before the start: {why}", who(&s.members[i]));
-                s.members.remove(i);
-            } else {
-                s.fail(i, format!("died: {why} before it completed"));
-            }
-        }
-        Ev::Edge(rank, Ok(())) => tracing::debug!("data edge to rank {rank} done"),
-        Ev::Edge(rank, Err(why)) => {
-            let i = usize::from(rank) - 1;
-            if i < s.members.len() {
-                s.fail(i, format!("stopped taking data: {why}"));
-            }
-        }
-        Ev::Hashed(h) => {
-            tracing::debug!("hashed the object in {:.1} ms", h.took.as_secs_f64() * 1e3);
-            s.hash = Some(h.hash);
-        }
-    }
-}
-
-/// Sends every receiver its assignment.
-fn assign(
-    s: &mut Session<'_>,
-    session: SessionId,
-    name: &str,
-    size: u64,
-    control_addr: SocketAddr,
-) {
-    let topo = Topology::build(s.cfg.shape, s.members.len() as u16);
-    debug_assert_eq!(topo.check(), Ok(()));
-    let peer = |rank: u16, segments: SegmentSet, members: &[Member]| {
-        if rank == SENDER {
-            Peer {
-                rank,
-                name: "sender".into(),
-                addr: control_addr,
-                segments,
-            }
-        } else {
-            let m = &members[usize::from(rank) - 1];
-            Peer {
-                rank,
-                name: m.name.clone(),
-                addr: m.data_addr,
-                segments,
-            }
-        }
-    };
-    for i in 0..s.members.len() {
-        let rank = i as u16 + 1;
-        let plan = topo.node(rank);
-        let a = Assignment {
-            session: session.0,
-            rank,
-            receivers: s.members.len() as u16,
-            shape: s.cfg.shape,
-            segment_size: s.cfg.segment_size,
-            size,
-            name: name.to_owned(),
-            inactivity_ms: s.cfg.inactivity.as_millis().min(u128::from(u32::MAX)) as u32,
-            parents: plan
-                .parents
-                .iter()
-                .map(|l| peer(l.peer, l.segments, &s.members))
-                .collect(),
-            children: plan
-                .children
-                .iter()
-                .map(|l| peer(l.peer, l.segments, &s.members))
-                .collect(),
-        };
-        s.send(i, &Msg::Assign(Box::new(a)));
-    }
-}
-
-/// Starts the threads that feed the sender's children.
-#[allow(clippy::too_many_arguments)]
-fn spawn_edges<'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    topo: &Topology,
-    members: &[Member],
-    data: &'scope [u8],
-    cfg: &'scope OverlaySendConfig,
-    session: u64,
-    abort: &'scope AtomicBool,
-    sent: &'scope AtomicU64,
-    tx: &mpsc::Sender<Ev>,
-) {
-    let children: Vec<(u16, SocketAddr, SegmentSet)> = topo
-        .node(SENDER)
-        .children
-        .iter()
-        .map(|l| {
-            let m = &members[usize::from(l.peer) - 1];
-            (l.peer, m.data_addr, l.segments)
-        })
-        .collect();
-    match Forwarding::of(cfg.shape) {
-        Forwarding::Pipelined => {
-            for (rank, addr, set) in children {
-                let tx = tx.clone();
-                scope.spawn(move || {
-                    let r = connect_child(addr, session, rank, cfg.inactivity, abort)
-                        .and_then(|mut stream| feed(&mut stream, data, set, cfg, abort, sent));
-                    let _ = tx.send(Ev::Edge(rank, r.map_err(|e| e.to_string())));
-                });
-            }
-        }
-        Forwarding::StoreAndForward => {
-            let tx = tx.clone();
-            scope.spawn(move || {
-                // Connect everyone first (they wait for their parent), then
-                // serve the children one after the other, in step order.
-                let mut streams = Vec::new();
-                for &(rank, addr, _) in &children {
-                    match connect_child(addr, session, rank, cfg.inactivity, abort) {
-                        Ok(st) => streams.push(st),
-                        Err(e) => {
-                            let _ = tx.send(Ev::Edge(rank, Err(e.to_string())));
-                            return;
-                        }
-                    }
-                }
-                for ((rank, _, set), mut stream) in children.into_iter().zip(streams) {
-                    let r = feed(&mut stream, data, set, cfg, abort, sent);
-                    let failed = r.is_err();
-                    let _ = tx.send(Ev::Edge(rank, r.map_err(|e| e.to_string())));
-                    if failed {
-                        return;
-                    }
-                }
-            });
+/// Waits until the machine says to feed this edge.
+fn wait_feed(rx: &mpsc::Receiver<SegmentSet>, abort: &AtomicBool) -> Result<SegmentSet, XferError> {
+    loop {
+        match rx.recv_timeout(TICK) {
+            Ok(set) => return Ok(set),
+            Err(mpsc::RecvTimeoutError::Timeout) if !abort.load(Ordering::Relaxed) => {}
+            Err(_) => return Err(XferError::Aborted),
         }
     }
 }
 
 /// Opens a data connection to a child and introduces it.
-fn connect_child(
+pub(super) fn connect_child(
     addr: SocketAddr,
-    session: u64,
-    rank: u16,
+    hello: &Msg,
     limit: Duration,
     abort: &AtomicBool,
 ) -> Result<TcpStream, XferError> {
     let mut s = io::connect(addr, limit).map_err(XferError::Io)?;
-    let hello = Msg::DataHello {
-        session,
-        from: SENDER,
-        to: rank,
-    };
     io::write_all(&mut s, &hello.to_frame(), abort, limit)?;
     Ok(s)
 }
@@ -875,7 +496,7 @@ fn feed(
     sent: &AtomicU64,
 ) -> Result<(), XferError> {
     let seg = cfg.segment_size as usize;
-    let total = segment_count(data.len() as u64, cfg.segment_size);
+    let total = Segments::new(data.len() as u64, cfg.segment_size).count();
     let started = Instant::now();
     let mut written = 0u64;
     let pace = |written: u64| -> Result<(), XferError> {

@@ -1,0 +1,146 @@
+//! The TCP overlay's protocol, sans-IO: who relays which segments to whom
+//! ([`topology`]), the session the sender runs ([`SenderMachine`]) and the
+//! part every receiver plays ([`NodeMachine`]).
+//!
+//! Without IP multicast, the object travels over TCP along a tree of
+//! receivers (Happe & Vinter, segmented trees). TCP orders, retransmits and
+//! flow-controls, so what is left for a protocol is the session (register,
+//! assign, ready, start, hash, complete), the overlay's shape, the
+//! pipelining (which segment goes to which child as soon as it arrived) and
+//! failure detection (heartbeats, silence, naming the node that died).
+//!
+//! The machines never touch a socket or read a clock. A driver (the TCP
+//! runtime in `rmcast::overlay`, the simulator in `rmcast_sim::overlay`, a
+//! unit test) owns the connections and the bytes, and feeds the machines
+//! what happened, each input with `now`:
+//!
+//! ```text
+//! control connection opened / closed / failed      handle_connected, handle_closed
+//! a control frame decoded                          handle_msg
+//! a data connection from a parent introduced       NodeMachine::handle_parent_hello
+//! segment k read from a parent's stream            NodeMachine::handle_segment -> children to forward it to
+//! segment k stored, the stored copy verified       NodeMachine::handle_stored, handle_verified
+//! a child's stream written to the end, or failed   handle_child_done
+//! the object hashed (sender)                       SenderMachine::handle_hash
+//! a deadline passed                                handle_timeout
+//! ```
+//!
+//! and asks what to do: `poll_transmit` (control frames to write),
+//! `poll_data` ([`DataOp`]: open a data connection, feed a child its share,
+//! verify the stored copy), `poll_event`, `poll_timeout`.
+//!
+//! A data connection carries one [`Msg::DataHello`] frame, then the raw
+//! bytes of its [`SegmentSet`] in index order ([`Segments`] says where each
+//! segment lies): the driver moves bytes, the machine decides which.
+
+mod node;
+mod sender;
+pub mod topology;
+
+pub use node::{NodeConfig, NodeEvent, NodeFailure, NodeMachine, NodePhase, Route};
+pub use sender::{
+    ControlOp, SenderConfig, SenderEvent, SenderMachine, SenderPhase, SenderStats, SessionReport,
+};
+pub use topology::{
+    Forwarding, Link, NodePlan, OverlayShape, SENDER, SegmentSet, Topology, parse_shape,
+};
+
+use rmcast_wire::overlay::Msg;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A receiver's rank: the sender is 0 ([`SENDER`]), receivers `1..=n`.
+pub type Rank = u16;
+
+/// Largest segment size a receiver accepts (16 MiB).
+pub const MAX_SEGMENT_SIZE: u32 = 16 << 20;
+
+/// Period of a receiver's `Progress` reports (its heartbeat).
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// Where the segments of an object lie: `size` bytes cut into pieces of
+/// `segment_size` (the last one may be shorter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segments {
+    /// Object size in bytes.
+    pub size: u64,
+    /// Bytes per segment (at least 1).
+    pub segment_size: u32,
+}
+
+impl Segments {
+    /// Segments of an object of `size` bytes.
+    #[must_use]
+    pub fn new(size: u64, segment_size: u32) -> Self {
+        assert!(segment_size > 0, "segments must hold at least one byte");
+        Self { size, segment_size }
+    }
+
+    /// Number of segments.
+    #[must_use]
+    pub fn count(&self) -> u64 {
+        self.size.div_ceil(u64::from(self.segment_size))
+    }
+
+    /// Byte offset of segment `index`.
+    #[must_use]
+    pub fn offset(&self, index: u64) -> u64 {
+        index * u64::from(self.segment_size)
+    }
+
+    /// Bytes in segment `index` (which must exist).
+    #[must_use]
+    pub fn len(&self, index: u64) -> usize {
+        debug_assert!(index < self.count());
+        (self.size - self.offset(index)).min(u64::from(self.segment_size)) as usize
+    }
+
+    /// Whether the object has no segment at all.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// Bytes a stream carrying `set` moves in all.
+    #[must_use]
+    pub fn set_bytes(&self, set: SegmentSet) -> u64 {
+        (0..set.count(self.count()))
+            .map(|i| self.len(set.nth(i)) as u64)
+            .sum()
+    }
+}
+
+/// What a machine asks its driver to do with data connections and storage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataOp {
+    /// Open a data connection to `child` at `addr` and write `hello` (a
+    /// [`Msg::DataHello`]) first. Segments follow: routed ones
+    /// ([`NodeMachine::handle_segment`]) or a whole [`DataOp::Feed`].
+    Connect {
+        /// The child's rank.
+        child: Rank,
+        /// Where it listens for data.
+        addr: SocketAddr,
+        /// The first frame of the connection.
+        hello: Msg,
+    },
+    /// Write the child's whole share (`segments`, in index order) from the
+    /// object (sender) or the verified stored copy (store-and-forward
+    /// node), then report [`handle_child_done`](NodeMachine::handle_child_done).
+    Feed {
+        /// The child's rank.
+        child: Rank,
+        /// What its connection carries.
+        segments: SegmentSet,
+    },
+    /// Node only: every byte is stored and the hash is known. Hash the
+    /// stored copy, compare it with `hash`, commit the file and report
+    /// [`NodeMachine::handle_verified`].
+    Verify {
+        /// The object's BLAKE3 hash, as the sender sent it.
+        hash: [u8; 32],
+    },
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,605 @@
+//! The overlay machines driven together with virtual time and instant
+//! delivery: no sockets, no threads, no clock.
+
+use super::*;
+use crate::{Instant, Status};
+use std::collections::VecDeque;
+
+const HASH: [u8; 32] = [7; 32];
+const SEC: Duration = Duration::from_secs(1);
+
+fn addr(rank: usize) -> SocketAddr {
+    SocketAddr::from(([10, 0, (rank >> 8) as u8, rank as u8], 5000))
+}
+
+/// What a test wants to happen.
+#[derive(Clone, Default)]
+struct Plan {
+    /// Registered receivers (the sender waits for `wanted`).
+    joining: usize,
+    wanted: u16,
+    /// When the sender learns the hash.
+    hash_at: Duration,
+    /// This receiver (index) refuses the object.
+    refuse: Option<usize>,
+    /// This receiver (index) dies once this many segments reached it.
+    die_after: Option<(usize, u64)>,
+    /// The dying receiver's connections stay open (a hung host): only
+    /// silence tells.
+    quiet_death: bool,
+}
+
+/// The machines and the wires between them. Control frames and segments
+/// are delivered at once; time moves only when nothing else can happen.
+struct Net {
+    now: Instant,
+    sender: SenderMachine,
+    nodes: Vec<NodeMachine>,
+    alive: Vec<bool>,
+    /// Per node: data connections from parents not yet introduced (node started late).
+    results: Vec<Option<Result<(), NodeFailure>>>,
+    /// Segments each node received so far.
+    received: Vec<u64>,
+    /// Per node, per child index: segments forwarded (pipelined).
+    forwarded: Vec<Vec<u64>>,
+    /// (parent rank, child rank) → parent index at the child.
+    edges: Vec<(Rank, Rank, usize)>,
+    plan: Plan,
+    segs: Segments,
+    hash_given: bool,
+    /// Log of (node index, parent index, segment) deliveries in order.
+    log: Vec<(usize, usize, u64)>,
+    finished: bool,
+}
+
+impl Net {
+    fn new(shape: OverlayShape, plan: Plan, size: u64, segment_size: u32) -> Self {
+        let now = Instant::ZERO;
+        let sender = SenderMachine::new(
+            now,
+            SenderConfig {
+                shape,
+                receivers: plan.wanted,
+                segment_size,
+                join_wait: 3 * SEC,
+                inactivity: 2 * SEC,
+                session: 42,
+                name: "obj.bin".into(),
+                size,
+                control_addr: addr(0),
+            },
+        );
+        let n = plan.joining;
+        let mut net = Self {
+            now,
+            sender,
+            nodes: Vec::new(),
+            alive: vec![true; n],
+            results: vec![None; n],
+            received: vec![0; n],
+            forwarded: vec![Vec::new(); n],
+            edges: Vec::new(),
+            plan,
+            segs: Segments::new(size, segment_size),
+            hash_given: false,
+            log: Vec::new(),
+            finished: false,
+        };
+        for i in 0..n {
+            net.sender.handle_connected(now, i as u64 + 1, addr(i + 1));
+            net.nodes.push(NodeMachine::new(
+                now,
+                NodeConfig {
+                    name: format!("node-{}", i + 1),
+                    data_addr: addr(i + 1),
+                    inactivity: 2 * SEC,
+                    sender: "10.0.0.0:5000".into(),
+                },
+            ));
+        }
+        net
+    }
+
+    fn run(&mut self, limit: Duration) {
+        while self.now.saturating_since(Instant::ZERO) < limit {
+            let mut busy = self.pump();
+            if self.finished
+                && self
+                    .results
+                    .iter()
+                    .zip(&self.alive)
+                    .all(|(r, a)| r.is_some() || !a)
+            {
+                return;
+            }
+            if !self.hash_given && self.now >= Instant::ZERO + self.plan.hash_at {
+                self.hash_given = true;
+                self.sender.handle_hash(self.now, HASH);
+                busy = true;
+            }
+            if busy {
+                continue;
+            }
+            let mut next = Instant::ZERO + self.plan.hash_at;
+            if self.hash_given {
+                next = Instant::ZERO + limit;
+            }
+            next = next.min(self.sender.poll_timeout().unwrap_or(next));
+            for (i, n) in self.nodes.iter().enumerate() {
+                if self.alive[i]
+                    && let Some(t) = n.poll_timeout()
+                {
+                    next = next.min(t);
+                }
+            }
+            // A deadline that is due must move something: no busy loops.
+            assert!(
+                next > self.now || self.now == Instant::ZERO,
+                "stuck at {:?}",
+                self.now
+            );
+            self.now = next.max(self.now);
+            self.sender.handle_timeout(self.now);
+            for i in 0..self.nodes.len() {
+                if self.alive[i] {
+                    self.nodes[i].handle_timeout(self.now);
+                }
+            }
+        }
+        panic!("the session did not end within {limit:?}");
+    }
+
+    /// Delivers everything pending; true when anything moved.
+    fn pump(&mut self) -> bool {
+        let now = self.now;
+        let mut moved = false;
+        while let Some(op) = self.sender.poll_transmit() {
+            moved = true;
+            if let ControlOp::Send { conn, msg } = op {
+                let i = conn as usize - 1;
+                if self.alive[i] {
+                    self.nodes[i].handle_msg(now, msg);
+                }
+            }
+        }
+        while let Some(ev) = self.sender.poll_event() {
+            moved = true;
+            self.finished |= ev == SenderEvent::Finished;
+        }
+        for i in 0..self.nodes.len() {
+            if !self.alive[i] {
+                continue;
+            }
+            while let Some(msg) = self.nodes[i].poll_transmit() {
+                moved = true;
+                self.sender.handle_msg(now, i as u64 + 1, msg);
+            }
+            while let Some(ev) = self.nodes[i].poll_event() {
+                moved = true;
+                match ev {
+                    NodeEvent::Assigned(_) if self.plan.refuse == Some(i) => {
+                        self.nodes[i].refuse(now, Status::TooLarge, "too big".into());
+                    }
+                    NodeEvent::Assigned(_) => self.nodes[i].accept(now),
+                    NodeEvent::Started => {}
+                    NodeEvent::Finished(r) => self.results[i] = Some(r),
+                }
+            }
+            while let Some(op) = self.nodes[i].poll_data() {
+                moved = true;
+                self.data_op(i as Rank + 1, op);
+            }
+        }
+        // The sender's data only once all else settled: every node has
+        // its Start and has opened its children's connections (a real node
+        // finds early connections in its listen backlog).
+        if moved {
+            return true;
+        }
+        while let Some(op) = self.sender.poll_data() {
+            moved = true;
+            self.data_op(0, op);
+        }
+        moved
+    }
+
+    fn data_op(&mut self, from: Rank, op: DataOp) {
+        let now = self.now;
+        match op {
+            DataOp::Connect { child, hello, .. } => {
+                let c = usize::from(child) - 1;
+                let pi = self.nodes[c]
+                    .handle_parent_hello(now, &hello)
+                    .expect("the child accepts its parent");
+                self.edges.push((from, child, pi));
+                if from != 0 {
+                    let node = &self.nodes[usize::from(from) - 1];
+                    let a = node.assignment().unwrap();
+                    let ci = a.children.iter().position(|p| p.rank == child).unwrap();
+                    let pipelined = Forwarding::of(a.shape) == Forwarding::Pipelined;
+                    let f = &mut self.forwarded[usize::from(from) - 1];
+                    f.resize(a.children.len(), 0);
+                    if pipelined && a.children[ci].segments.count(self.segs.count()) == 0 {
+                        self.nodes[usize::from(from) - 1].handle_child_done(now, ci, Ok(()));
+                    }
+                }
+            }
+            DataOp::Feed { child, segments } => {
+                for k in 0..segments.count(self.segs.count()) {
+                    self.deliver(from, child, segments.nth(k));
+                }
+                if from == 0 {
+                    self.sender.handle_child_done(now, child, Ok(()));
+                } else {
+                    let node = &mut self.nodes[usize::from(from) - 1];
+                    let ci = (node.assignment().unwrap().children.iter())
+                        .position(|p| p.rank == child)
+                        .unwrap();
+                    node.handle_child_done(now, ci, Ok(()));
+                }
+            }
+            DataOp::Verify { hash } => {
+                let i = usize::from(from) - 1;
+                let r = if hash == HASH {
+                    Ok(())
+                } else {
+                    Err((Status::HashMismatch, "bad hash".into()))
+                };
+                self.nodes[i].handle_verified(now, r);
+            }
+        }
+    }
+
+    /// Segment `index` reaches `to` from `from`, and goes on along its route.
+    fn deliver(&mut self, from: Rank, to: Rank, index: u64) {
+        let now = self.now;
+        let mut work = VecDeque::from([(from, to, index)]);
+        while let Some((from, to, index)) = work.pop_front() {
+            let c = usize::from(to) - 1;
+            if !self.alive[c] {
+                continue;
+            }
+            if let Some((who, after)) = self.plan.die_after
+                && who == c
+                && self.received[c] >= after
+            {
+                self.alive[c] = false;
+                if !self.plan.quiet_death {
+                    self.sender
+                        .handle_closed(now, c as u64 + 1, "connection closed", false);
+                }
+                continue;
+            }
+            let pi = self
+                .edges
+                .iter()
+                .find(|e| e.0 == from && e.1 == to)
+                .expect("connected")
+                .2;
+            self.received[c] += 1;
+            self.log.push((c, pi, index));
+            let route = self.nodes[c].handle_segment(now, pi, index);
+            self.nodes[c].handle_stored(now, index, self.segs.len(index));
+            let a = self.nodes[c].assignment().unwrap().clone();
+            for ci in route {
+                let child = a.children[ci].rank;
+                work.push_back((to, child, index));
+                let f = &mut self.forwarded[c];
+                f.resize(a.children.len(), 0);
+                f[ci] += 1;
+                if f[ci] == a.children[ci].segments.count(self.segs.count()) {
+                    self.nodes[c].handle_child_done(now, ci, Ok(()));
+                }
+            }
+        }
+    }
+}
+
+const SHAPES: [OverlayShape; 6] = [
+    OverlayShape::Direct,
+    OverlayShape::Tree { fanout: 2 },
+    OverlayShape::Tree { fanout: 3 },
+    OverlayShape::Binomial,
+    OverlayShape::Chain,
+    OverlayShape::Bintree,
+];
+
+fn plan(n: usize) -> Plan {
+    Plan {
+        joining: n,
+        wanted: n as u16,
+        ..Plan::default()
+    }
+}
+
+#[test]
+fn every_shape_delivers_every_segment_once_and_everyone_completes() {
+    for shape in SHAPES {
+        for n in [1usize, 2, 3, 7, 16] {
+            for size in [0u64, 1, 100, 101, 1000] {
+                let mut net = Net::new(shape, plan(n), size, 100);
+                net.run(60 * SEC);
+                let what = format!("{shape} n={n} size={size}");
+                let report = net.sender.report();
+                assert_eq!(report.error, None, "{what}");
+                assert!(report.members.iter().all(|m| m.verified), "{what}");
+                for (i, r) in net.results.iter().enumerate() {
+                    assert_eq!(r, &Some(Ok(())), "{what} node {i}");
+                    assert_eq!(net.received[i], net.segs.count(), "{what} node {i}");
+                    assert_eq!(net.nodes[i].stored_bytes(), size, "{what} node {i}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn nodes_wait_for_a_late_hash_before_they_verify() {
+    for shape in [OverlayShape::Chain, OverlayShape::Tree { fanout: 2 }] {
+        let mut p = plan(3);
+        p.hash_at = 3 * SEC / 2;
+        let mut net = Net::new(shape, p, 1000, 100);
+        net.run(60 * SEC);
+        let report = net.sender.report();
+        assert_eq!(report.error, None, "{shape}");
+        assert!(report.last_confirmation.unwrap() >= Instant::ZERO + 3 * SEC / 2);
+    }
+}
+
+#[test]
+fn pipelined_node_forwards_a_segment_as_soon_as_it_arrives() {
+    let mut net = Net::new(OverlayShape::Chain, plan(3), 1000, 100);
+    net.run(60 * SEC);
+    // Segment 0 reached the end of the chain before segment 1 left the sender.
+    let first_at_tail = net.log.iter().position(|&(c, _, k)| c == 2 && k == 0);
+    let second_at_head = net.log.iter().position(|&(c, _, k)| c == 0 && k == 1);
+    assert!(first_at_tail < second_at_head, "{:?}", net.log);
+}
+
+#[test]
+fn store_and_forward_node_relays_only_after_verification() {
+    let mut p = plan(3);
+    p.hash_at = 5 * SEC / 2;
+    let mut net = Net::new(OverlayShape::Tree { fanout: 1 }, p, 1000, 100);
+    net.run(60 * SEC);
+    assert_eq!(net.sender.report().error, None);
+    // Rank 2 got nothing until rank 1 had the whole object (and the hash).
+    let first_at_2 = net.log.iter().position(|&(c, _, _)| c == 1).unwrap();
+    assert_eq!(first_at_2, 10, "{:?}", net.log);
+}
+
+#[test]
+fn bintree_routes_each_segment_to_the_child_of_its_tree_only() {
+    let mut net = Net::new(OverlayShape::Bintree, plan(7), 1000, 100);
+    net.run(60 * SEC);
+    assert_eq!(net.sender.report().error, None);
+    // Every node got each segment exactly once.
+    for c in 0..7 {
+        let mut got: Vec<u64> = net.log.iter().filter(|e| e.0 == c).map(|e| e.2).collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..10).collect::<Vec<_>>(), "node {c}");
+    }
+}
+
+#[test]
+fn a_node_that_dies_mid_transfer_is_named_and_the_others_abort() {
+    for shape in [OverlayShape::Chain, OverlayShape::Bintree] {
+        let mut p = plan(4);
+        p.die_after = Some((1, 3));
+        let mut net = Net::new(shape, p, 2000, 100);
+        net.run(60 * SEC);
+        let report = net.sender.report();
+        let error = report.error.unwrap();
+        assert!(
+            error.contains("\"node-2\"") && error.contains("died"),
+            "{shape}: {error}"
+        );
+        assert!(!report.members[1].verified);
+        for i in [0usize, 2, 3] {
+            match &net.results[i] {
+                Some(Err(NodeFailure::Failed(t))) => {
+                    assert!(t.contains("node-2"), "{shape} {i}: {t}")
+                }
+                // A node upstream of the dead one may have verified already.
+                Some(Ok(())) => assert!(report.members[i].verified, "{shape} {i}"),
+                other => panic!("{shape} {i}: {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_node_that_goes_silent_is_named_after_the_inactivity_timeout() {
+    let mut p = plan(3);
+    p.die_after = Some((2, 0));
+    p.quiet_death = true;
+    let mut net = Net::new(OverlayShape::Tree { fanout: 2 }, p, 1000, 100);
+    net.run(60 * SEC);
+    let error = net.sender.report().error.unwrap();
+    assert!(
+        error.contains("\"node-3\"") && error.contains("went silent"),
+        "{error}"
+    );
+}
+
+#[test]
+fn too_few_receivers_fail_after_the_join_wait_naming_who_came() {
+    let mut p = plan(1);
+    p.wanted = 3;
+    let mut net = Net::new(OverlayShape::Bintree, p, 10, 100);
+    net.run(60 * SEC);
+    let error = net.sender.report().error.unwrap();
+    assert!(
+        error.contains("only 1 of 3") && error.contains("node-1"),
+        "{error}"
+    );
+    assert!(
+        matches!(&net.results[0], Some(Err(NodeFailure::Failed(t))) if t.contains("only 1 of 3"))
+    );
+    assert!(net.now >= Instant::ZERO + 3 * SEC);
+}
+
+#[test]
+fn a_refusing_receiver_is_named_and_nobody_starts() {
+    let mut p = plan(3);
+    p.refuse = Some(2);
+    let mut net = Net::new(OverlayShape::Chain, p, 1000, 100);
+    net.run(60 * SEC);
+    let error = net.sender.report().error.unwrap();
+    assert!(
+        error.contains("\"node-3\"") && error.contains("refused"),
+        "{error}"
+    );
+    assert!(matches!(net.results[2], Some(Err(NodeFailure::Refused(_)))));
+    assert!(net.received.iter().all(|&r| r == 0));
+}
+
+#[test]
+fn a_lost_parent_defers_to_the_senders_verdict() {
+    let mut node = NodeMachine::new(
+        Instant::ZERO,
+        NodeConfig {
+            name: "n".into(),
+            data_addr: addr(2),
+            inactivity: 2 * SEC,
+            sender: "s".into(),
+        },
+    );
+    let mut sender = SenderMachine::new(
+        Instant::ZERO,
+        SenderConfig {
+            shape: OverlayShape::Chain,
+            receivers: 2,
+            segment_size: 10,
+            join_wait: SEC,
+            inactivity: 2 * SEC,
+            session: 1,
+            name: "x".into(),
+            size: 100,
+            control_addr: addr(0),
+        },
+    );
+    let _ = &mut sender;
+    let t = Instant::ZERO;
+    let a = rmcast_wire::overlay::Assignment {
+        session: 1,
+        rank: 2,
+        receivers: 2,
+        shape: OverlayShape::Chain,
+        segment_size: 10,
+        size: 100,
+        name: "x".into(),
+        inactivity_ms: 2000,
+        parents: vec![rmcast_wire::overlay::Peer {
+            rank: 1,
+            name: "up".into(),
+            addr: addr(1),
+            segments: SegmentSet::All,
+        }],
+        children: vec![],
+    };
+    node.handle_msg(t, Msg::Assign(Box::new(a)));
+    node.accept(t);
+    node.handle_msg(t, Msg::Start);
+    let hello = Msg::DataHello {
+        session: 1,
+        from: 1,
+        to: 2,
+    };
+    assert_eq!(node.handle_parent_hello(t, &hello), Ok(0));
+    assert!(
+        node.handle_parent_hello(t, &hello).is_err(),
+        "a second connection"
+    );
+    node.handle_parent_failed(t, 0, "connection closed mid-transfer");
+    node.handle_timeout(t + SEC);
+    assert_eq!(
+        node.phase(),
+        NodePhase::Receiving,
+        "still waiting for the verdict"
+    );
+    node.handle_msg(
+        t + SEC,
+        Msg::Abort {
+            text: "rank 1 died".into(),
+        },
+    );
+    match node.result() {
+        Some(Err(NodeFailure::Failed(t))) => assert!(t.contains("rank 1 died"), "{t}"),
+        other => panic!("{other:?}"),
+    }
+    let complete = std::iter::from_fn(|| node.poll_transmit()).last();
+    assert!(matches!(
+        complete,
+        Some(Msg::Complete {
+            status: Status::Other,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn an_invalid_assignment_fails_the_receiver() {
+    let mut node = NodeMachine::new(
+        Instant::ZERO,
+        NodeConfig {
+            name: "n".into(),
+            data_addr: addr(2),
+            inactivity: 2 * SEC,
+            sender: "s".into(),
+        },
+    );
+    let a = rmcast_wire::overlay::Assignment {
+        session: 1,
+        rank: 5,
+        receivers: 2,
+        shape: OverlayShape::Chain,
+        segment_size: 10,
+        size: 100,
+        name: "x".into(),
+        inactivity_ms: 2000,
+        parents: vec![],
+        children: vec![],
+    };
+    node.handle_msg(Instant::ZERO, Msg::Assign(Box::new(a)));
+    assert!(matches!(node.result(), Some(Err(NodeFailure::Failed(t))) if t.contains("invalid")));
+}
+
+#[test]
+fn the_sender_sends_heartbeats_and_a_silent_sender_fails_the_node() {
+    let mut node = NodeMachine::new(
+        Instant::ZERO,
+        NodeConfig {
+            name: "n".into(),
+            data_addr: addr(2),
+            inactivity: 2 * SEC,
+            sender: "s".into(),
+        },
+    );
+    let mut t = Instant::ZERO;
+    while node.result().is_none() {
+        t = node.poll_timeout().unwrap();
+        node.handle_timeout(t);
+    }
+    assert_eq!(t, Instant::ZERO + 2 * SEC);
+    assert!(
+        matches!(node.result(), Some(Err(NodeFailure::Failed(s))) if s.contains("went silent"))
+    );
+    // It said Progress every 200 ms meanwhile.
+    let progress = std::iter::from_fn(|| node.poll_transmit())
+        .filter(|m| matches!(m, Msg::Progress { .. }))
+        .count();
+    assert!(progress >= 9, "{progress}");
+}
+
+#[test]
+fn segments_cover_the_object_exactly() {
+    for (size, seg) in [(0u64, 8u32), (1, 8), (8, 8), (9, 8), (17, 8), (100, 1)] {
+        let s = Segments::new(size, seg);
+        let total: u64 = (0..s.count()).map(|k| s.len(k) as u64).sum();
+        assert_eq!(total, size);
+        assert!((0..s.count()).all(|k| s.len(k) > 0));
+        let halves = s.set_bytes(SegmentSet::Even) + s.set_bytes(SegmentSet::Odd);
+        assert_eq!(halves, s.set_bytes(SegmentSet::All));
+    }
+}

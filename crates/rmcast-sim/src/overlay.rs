@@ -1,0 +1,789 @@
+//! The TCP overlay (`rmcast_proto::overlay`) over modelled links: the same
+//! [`SenderMachine`] and [`NodeMachine`]s the TCP runtime drives, at group
+//! sizes no test machine can host (N = 1,000 and beyond).
+//!
+//! # The model
+//!
+//! Host 0 runs the sender, hosts `1..=N` one receiver each. Every host has
+//! an uplink and a downlink of the same rate R. A TCP data connection is a
+//! byte pipe from its parent's uplink to its child's downlink:
+//!
+//! - The uplink sends one segment at a time (`len / R`), serving the host's
+//!   connections round-robin, segment by segment: with equal segments this
+//!   is a fair share by bytes among the connections that have something to
+//!   send (processor sharing at segment granularity).
+//! - The segment then travels for the connection's propagation delay
+//!   (`latency`, times a per-connection factor in `[1, 1 + jitter)` drawn
+//!   from the seed), and queues at the child's downlink (FIFO, `len / R`).
+//!   Only then the child's machine sees it (`handle_segment`), stores it at
+//!   once (no disk model) and routes it to its children.
+//! - Flow control: a connection carries at most `window_bytes` of segments
+//!   that its child has not released yet (in flight, queued at the
+//!   downlink, or waiting to be forwarded to the child's own children): the
+//!   TCP window plus the runtime's per-stream buffer pool.
+//! - Control frames take the propagation delay and no bandwidth (they are a
+//!   few hundred bytes per receiver per session). A data connection opens
+//!   two propagation delays after the machine asks for it (SYN, hello).
+//! - A host may hold at most `max_connections` data connections; one more
+//!   fails (the parent's machine hears `handle_child_done(Err)`).
+//! - The object's bytes are not carried: a segment is its index. Hashing is
+//!   free and instant; the sender knows the hash at time zero.
+//!
+//! Receivers register in an order and at times drawn from the seed, so the
+//! ranks, and with them the overlay, change with the seed; a seed replays a
+//! run exactly (events are ordered by time, then by insertion).
+//!
+//! After the run it checks that every receiver got every segment exactly
+//! once, stored the object's size, verified, and finished without error,
+//! that the sender reports every member verified, and that the session
+//! ended within `time_limit` of simulated time.
+//!
+//! It does not model TCP slow start, loss, retransmission or congestion
+//! control, per-packet (rather than per-segment) pipelining inside a hop,
+//! disk or CPU costs, or failures (a dead node).
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rmcast_proto::Instant;
+use rmcast_proto::overlay::{
+    ControlOp, DataOp, Forwarding, NodeConfig, NodeEvent, NodeMachine, NodePhase, OverlayShape,
+    Rank, SegmentSet, Segments, SenderConfig, SenderEvent, SenderMachine, Topology,
+};
+use rmcast_wire::overlay::Msg;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// One overlay run: shape, group, object and links.
+#[derive(Clone, Debug)]
+pub struct OverlayScenario {
+    /// The overlay.
+    pub shape: OverlayShape,
+    /// Receivers.
+    pub nodes: u16,
+    /// Object size in bytes.
+    pub size: u64,
+    /// Bytes per segment.
+    pub segment_size: u32,
+    /// Every host's uplink and downlink rate.
+    pub rate_bits_per_s: u64,
+    /// One-way propagation delay of a connection.
+    pub latency: Duration,
+    /// Per-connection spread of the delay: factor in `[1, 1 + jitter)`.
+    pub jitter: f64,
+    /// Unreleased bytes a data connection may carry.
+    pub window_bytes: u64,
+    /// Data connections a host may hold.
+    pub max_connections: usize,
+    /// The machines' inactivity timeout.
+    pub inactivity: Duration,
+    /// The session must end within this much simulated time.
+    pub time_limit: Duration,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+impl Default for OverlayScenario {
+    fn default() -> Self {
+        Self {
+            shape: OverlayShape::Bintree,
+            nodes: 8,
+            size: 1 << 20,
+            segment_size: 8 << 10,
+            rate_bits_per_s: 1_000_000_000,
+            latency: Duration::from_micros(50),
+            jitter: 0.2,
+            window_bytes: 2 << 20,
+            max_connections: 1024,
+            inactivity: Duration::from_secs(5),
+            time_limit: Duration::from_secs(3600),
+            seed: 1,
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OverlayReport {
+    /// From Start to the last receiver's confirmation.
+    pub data_time: Duration,
+    /// From time zero to the end of the session.
+    pub total_time: Duration,
+    /// `size / R`: the time one link needs for the object.
+    pub object_time: Duration,
+    /// Segments that crossed a link.
+    pub segments_moved: u64,
+    /// Most data connections one host held.
+    pub max_connections_used: usize,
+    /// Events processed.
+    pub events: u64,
+}
+
+/// A failed run: which invariant broke, with the seed to replay it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OverlayError(pub String);
+
+impl std::fmt::Display for OverlayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for OverlayError {}
+
+/// Runs `s` to the end and checks its invariants.
+pub fn run_overlay(s: &OverlayScenario) -> Result<OverlayReport, OverlayError> {
+    let mut sim = Sim::new(s);
+    sim.run()
+        .and_then(|()| sim.check())
+        .map_err(|e| OverlayError(format!("seed {}: {e} ({s:?})", s.seed)))
+}
+
+enum Ev {
+    Join(usize),
+    ToNode(usize, Msg),
+    ToSender(usize, Msg),
+    Timer(usize),
+    Hello(usize),
+    UplinkDone(usize),
+    Arrive(usize, u64),
+    DownlinkDone(usize),
+}
+
+struct Queued {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq)) // min-heap
+    }
+}
+
+/// A data connection.
+struct Pipe {
+    from: usize,
+    to: usize,
+    /// The child's index among its parent's children (nodes only).
+    ci: Option<usize>,
+    /// The parent's index at the child, once introduced.
+    pi: Option<usize>,
+    hello: Msg,
+    delay_ns: u64,
+    open: bool,
+    /// Routed segments waiting for the uplink.
+    queue: VecDeque<u64>,
+    /// A whole share to feed: set, next position, count.
+    feed: Option<(SegmentSet, u64, u64)>,
+    share: u64,
+    routed: bool,
+    sent: u64,
+    outstanding: u64,
+    in_rr: bool,
+    done: bool,
+}
+
+#[derive(Default)]
+struct Host {
+    up_busy: bool,
+    rr: VecDeque<usize>,
+    down_busy: bool,
+    down: VecDeque<(usize, u64)>,
+    connections: usize,
+    /// Segments held for forwarding: index → (incoming pipe, children left).
+    holds: HashMap<u64, (usize, usize)>,
+    /// Per child index, its pipe.
+    child_pipes: Vec<Option<usize>>,
+    /// Data connections waiting for this node's Start.
+    early: Vec<usize>,
+    received: Vec<u64>,
+    finished: Option<Result<(), String>>,
+}
+
+struct Sim<'a> {
+    s: &'a OverlayScenario,
+    segs: Segments,
+    rng: ChaCha8Rng,
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Queued>,
+    sender: SenderMachine,
+    nodes: Vec<Option<NodeMachine>>,
+    hosts: Vec<Host>,
+    pipes: Vec<Pipe>,
+    armed: Vec<Option<u64>>,
+    host_of_rank: HashMap<Rank, usize>,
+    rank_of_host: Vec<Rank>,
+    /// (parent host, child rank) → pipe.
+    pipe_of: HashMap<(usize, Rank), usize>,
+    topology: Topology,
+    sender_done: bool,
+    hash: [u8; 32],
+    moved: u64,
+    events: u64,
+    max_conn: usize,
+}
+
+fn addr(h: usize) -> SocketAddr {
+    SocketAddr::from(([10, (h >> 16) as u8, (h >> 8) as u8, h as u8], 5000))
+}
+
+impl<'a> Sim<'a> {
+    fn new(s: &'a OverlayScenario) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(s.seed);
+        let n = usize::from(s.nodes);
+        let hash: [u8; 32] = rng.random();
+        let sender = SenderMachine::new(
+            Instant::ZERO,
+            SenderConfig {
+                shape: s.shape,
+                receivers: s.nodes,
+                segment_size: s.segment_size,
+                join_wait: s.time_limit,
+                inactivity: s.inactivity,
+                session: rng.random(),
+                name: "object.bin".into(),
+                size: s.size,
+                control_addr: addr(0),
+            },
+        );
+        let mut sim = Self {
+            s,
+            segs: Segments::new(s.size, s.segment_size),
+            rng,
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            sender,
+            nodes: (0..=n).map(|_| None).collect(),
+            hosts: (0..=n).map(|_| Host::default()).collect(),
+            pipes: Vec::new(),
+            armed: vec![None; n + 1],
+            host_of_rank: HashMap::new(),
+            rank_of_host: vec![0; n + 1],
+            pipe_of: HashMap::new(),
+            topology: Topology::build(s.shape, s.nodes),
+            sender_done: false,
+            hash,
+            moved: 0,
+            events: 0,
+            max_conn: 0,
+        };
+        sim.sender.handle_hash(Instant::ZERO, hash);
+        for h in 1..=n {
+            // Receivers come up within the first millisecond, in a seeded order.
+            let at = sim.rng.random_range(0..1_000_000u64);
+            sim.push(at, Ev::Join(h));
+        }
+        sim.drive_sender();
+        sim
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Queued {
+            at,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn t(&self) -> Instant {
+        Instant::from_nanos(self.now)
+    }
+
+    fn latency(&self) -> u64 {
+        self.s.latency.as_nanos() as u64
+    }
+
+    fn tx_ns(&self, index: u64) -> u64 {
+        let bits = self.segs.len(index) as u128 * 8;
+        (bits * 1_000_000_000 / u128::from(self.s.rate_bits_per_s.max(1))) as u64
+    }
+
+    fn done(&self) -> bool {
+        self.sender_done && self.hosts[1..].iter().all(|h| h.finished.is_some())
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        let limit = self.s.time_limit.as_nanos() as u64;
+        while let Some(q) = self.heap.pop() {
+            if self.done() {
+                return Ok(());
+            }
+            if q.at > limit {
+                return Err(format!(
+                    "the session did not end within {:?}",
+                    self.s.time_limit
+                ));
+            }
+            self.now = q.at;
+            self.events += 1;
+            self.handle(q.ev)?;
+        }
+        if self.done() {
+            Ok(())
+        } else {
+            Err("the simulation ran out of events before the session ended".into())
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) -> Result<(), String> {
+        let now = self.t();
+        match ev {
+            Ev::Join(h) => {
+                self.sender.handle_connected(now, h as u64, addr(h));
+                self.nodes[h] = Some(NodeMachine::new(
+                    now,
+                    NodeConfig {
+                        name: format!("host-{h}"),
+                        data_addr: addr(h),
+                        inactivity: self.s.inactivity,
+                        sender: "host-0".into(),
+                    },
+                ));
+                self.drive_sender();
+                self.drive_node(h)?;
+            }
+            Ev::ToNode(h, msg) => {
+                if let Some(m) = self.nodes[h].as_mut() {
+                    m.handle_msg(now, msg);
+                }
+                self.drive_node(h)?;
+            }
+            Ev::ToSender(h, msg) => {
+                self.sender.handle_msg(now, h as u64, msg);
+                self.drive_sender();
+            }
+            Ev::Timer(h) => {
+                if self.armed[h] == Some(self.now) {
+                    self.armed[h] = None;
+                    if h == 0 {
+                        self.sender.handle_timeout(now);
+                        self.drive_sender();
+                    } else if let Some(m) = self.nodes[h].as_mut() {
+                        m.handle_timeout(now);
+                        self.drive_node(h)?;
+                    }
+                }
+            }
+            Ev::Hello(p) => self.hello(p)?,
+            Ev::UplinkDone(h) => {
+                let p = self.hosts[h].rr.pop_front().expect("a pipe was served");
+                let pipe = &mut self.pipes[p];
+                pipe.in_rr = false;
+                let index = pipe.queue.pop_front().expect("it had a segment");
+                pipe.sent += 1;
+                let (at, routed) = (self.now + pipe.delay_ns, pipe.routed);
+                self.moved += 1;
+                self.push(at, Ev::Arrive(p, index));
+                if routed {
+                    self.release(h, index);
+                }
+                self.check_pipe_done(p)?;
+                self.kick(p);
+                self.hosts[h].up_busy = false;
+                self.serve_uplink(h);
+            }
+            Ev::Arrive(p, index) => {
+                let to = self.pipes[p].to;
+                self.hosts[to].down.push_back((p, index));
+                self.serve_downlink(to);
+            }
+            Ev::DownlinkDone(h) => {
+                let (p, index) = self.hosts[h].down.pop_front().expect("queued");
+                self.hosts[h].down_busy = false;
+                self.serve_downlink(h);
+                self.segment_in(h, p, index)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Segment `index` reached node `h` on pipe `p`.
+    fn segment_in(&mut self, h: usize, p: usize, index: u64) -> Result<(), String> {
+        let now = self.t();
+        let pi = self.pipes[p]
+            .pi
+            .ok_or("data on a connection never introduced")?;
+        let Some(m) = self.nodes[h].as_mut() else {
+            return Err(format!("host {h} got data before it joined"));
+        };
+        let route = m.handle_segment(now, pi, index);
+        m.handle_stored(now, index, self.segs.len(index));
+        self.hosts[h].received.push(index);
+        if route.is_empty() {
+            self.unhold(p);
+        } else {
+            self.hosts[h].holds.insert(index, (p, route.len()));
+            for ci in route {
+                let cp = self.hosts[h].child_pipes.get(ci).copied().flatten();
+                let cp = cp.ok_or("a segment routed to a child never connected")?;
+                self.pipes[cp].queue.push_back(index);
+                self.kick(cp);
+            }
+        }
+        self.drive_node(h)
+    }
+
+    /// One child of host `h` took its copy of `index`.
+    fn release(&mut self, h: usize, index: u64) {
+        let Some(e) = self.hosts[h].holds.get_mut(&index) else {
+            return;
+        };
+        e.1 -= 1;
+        if e.1 == 0 {
+            let (p, _) = self.hosts[h].holds.remove(&index).expect("held");
+            self.unhold(p);
+        }
+    }
+
+    /// The child of pipe `p` released one segment: the window opens.
+    fn unhold(&mut self, p: usize) {
+        self.pipes[p].outstanding -= 1;
+        self.kick(p);
+    }
+
+    fn window(&self) -> u64 {
+        (self.s.window_bytes / u64::from(self.s.segment_size)).max(1)
+    }
+
+    /// Puts pipe `p` in its uplink's round-robin when it can send.
+    fn kick(&mut self, p: usize) {
+        let w = self.window();
+        let pipe = &mut self.pipes[p];
+        if pipe.queue.is_empty()
+            && let Some((set, next, count)) = pipe.feed.as_mut()
+            && *next < *count
+        {
+            pipe.queue.push_back(set.nth(*next));
+            *next += 1;
+        }
+        if pipe.open && !pipe.in_rr && !pipe.queue.is_empty() && pipe.outstanding < w {
+            pipe.in_rr = true;
+            let from = pipe.from;
+            self.hosts[from].rr.push_back(p);
+            self.serve_uplink(from);
+        }
+    }
+
+    fn serve_uplink(&mut self, h: usize) {
+        if self.hosts[h].up_busy {
+            return;
+        }
+        let Some(&p) = self.hosts[h].rr.front() else {
+            return;
+        };
+        let index = *self.pipes[p].queue.front().expect("ready pipe");
+        self.pipes[p].outstanding += 1;
+        self.hosts[h].up_busy = true;
+        let at = self.now + self.tx_ns(index);
+        self.push(at, Ev::UplinkDone(h));
+    }
+
+    fn serve_downlink(&mut self, h: usize) {
+        if self.hosts[h].down_busy {
+            return;
+        }
+        let Some(&(_, index)) = self.hosts[h].down.front() else {
+            return;
+        };
+        self.hosts[h].down_busy = true;
+        let at = self.now + self.tx_ns(index);
+        self.push(at, Ev::DownlinkDone(h));
+    }
+
+    fn check_pipe_done(&mut self, p: usize) -> Result<(), String> {
+        let pipe = &self.pipes[p];
+        let fed_out = pipe.feed.is_some_and(|(_, next, count)| next == count);
+        if pipe.done || pipe.sent < pipe.share || !(pipe.routed || fed_out) {
+            return Ok(());
+        }
+        self.pipes[p].done = true;
+        self.child_done(p, Ok(()))
+    }
+
+    fn child_done(&mut self, p: usize, r: Result<(), String>) -> Result<(), String> {
+        let (from, to, ci) = (self.pipes[p].from, self.pipes[p].to, self.pipes[p].ci);
+        let now = self.t();
+        if from == 0 {
+            let rank = self.rank_of(to);
+            self.sender.handle_child_done(now, rank, r);
+            self.drive_sender();
+            Ok(())
+        } else {
+            if let Some(m) = self.nodes[from].as_mut() {
+                m.handle_child_done(now, ci.expect("node pipes know their child"), r);
+            }
+            self.drive_node(from)
+        }
+    }
+
+    fn rank_of(&self, h: usize) -> Rank {
+        self.rank_of_host[h]
+    }
+
+    fn hello(&mut self, p: usize) -> Result<(), String> {
+        let to = self.pipes[p].to;
+        let now = self.t();
+        let Some(m) = self.nodes[to].as_mut() else {
+            return Err(format!("host {to} got a connection before it joined"));
+        };
+        if matches!(
+            m.phase(),
+            NodePhase::Registered | NodePhase::Preparing | NodePhase::Ready
+        ) {
+            // Not started yet: the connection waits in the listen backlog.
+            self.hosts[to].early.push(p);
+            return Ok(());
+        }
+        let pi = m
+            .handle_parent_hello(now, &self.pipes[p].hello)
+            .map_err(|e| format!("host {to} refused a parent: {e}"))?;
+        self.pipes[p].pi = Some(pi);
+        self.pipes[p].open = true;
+        self.check_pipe_done(p)?;
+        self.kick(p);
+        self.drive_node(to)
+    }
+
+    /// Opens a data connection from host `from` to rank `child`.
+    fn connect(&mut self, from: usize, child: Rank, hello: Msg) -> Result<(), String> {
+        let to = *self
+            .host_of_rank
+            .get(&child)
+            .ok_or("a connection to an unknown rank")?;
+        let ci = if from == 0 {
+            None
+        } else {
+            let a = self.nodes[from].as_ref().and_then(|m| m.assignment());
+            a.and_then(|a| a.children.iter().position(|c| c.rank == child))
+        };
+        let (set, pipelined) = self.share_of(from, child);
+        let jitter = 1.0 + self.s.jitter * self.rng.random::<f64>();
+        let delay_ns = (self.latency() as f64 * jitter) as u64;
+        let p = self.pipes.len();
+        self.pipes.push(Pipe {
+            from,
+            to,
+            ci,
+            pi: None,
+            hello,
+            delay_ns,
+            open: false,
+            queue: VecDeque::new(),
+            feed: None,
+            share: set.count(self.segs.count()),
+            routed: from != 0 && pipelined,
+            sent: 0,
+            outstanding: 0,
+            in_rr: false,
+            done: false,
+        });
+        self.pipe_of.insert((from, child), p);
+        if let Some(ci) = ci {
+            let cps = &mut self.hosts[from].child_pipes;
+            if cps.len() <= ci {
+                cps.resize(ci + 1, None);
+            }
+            cps[ci] = Some(p);
+        }
+        for h in [from, to] {
+            self.hosts[h].connections += 1;
+            self.max_conn = self.max_conn.max(self.hosts[h].connections);
+        }
+        if self.hosts[from].connections > self.s.max_connections
+            || self.hosts[to].connections > self.s.max_connections
+        {
+            self.pipes[p].done = true;
+            return self.child_done(p, Err("connection limit reached".into()));
+        }
+        let at = self.now + 2 * delay_ns;
+        self.push(at, Ev::Hello(p));
+        Ok(())
+    }
+
+    /// What the edge from host `from` to rank `child` carries, and whether
+    /// the parent forwards segment by segment.
+    fn share_of(&self, from: usize, child: Rank) -> (SegmentSet, bool) {
+        if from == 0 {
+            let l = (self.topology.node(0).children.iter()).find(|l| l.peer == child);
+            (l.map_or(SegmentSet::All, |l| l.segments), true)
+        } else {
+            let a = self.nodes[from].as_ref().and_then(|m| m.assignment());
+            let set = a
+                .and_then(|a| a.children.iter().find(|c| c.rank == child))
+                .map_or(SegmentSet::All, |c| c.segments);
+            (set, Forwarding::of(self.s.shape) == Forwarding::Pipelined)
+        }
+    }
+
+    fn feed(&mut self, from: usize, child: Rank, segments: SegmentSet) -> Result<(), String> {
+        let p = *(self.pipe_of.get(&(from, child))).ok_or("feeding a child never connected")?;
+        let count = segments.count(self.segs.count());
+        self.pipes[p].feed = Some((segments, 0, count));
+        self.check_pipe_done(p)?;
+        self.kick(p);
+        Ok(())
+    }
+
+    fn arm(&mut self, h: usize, t: Option<Instant>) {
+        let t = t.map(Instant::as_nanos);
+        if let Some(t) = t
+            && self.armed[h] != Some(t)
+        {
+            self.armed[h] = Some(t);
+            self.push(t.max(self.now), Ev::Timer(h));
+            self.armed[h] = Some(t.max(self.now));
+        }
+    }
+
+    fn drive_sender(&mut self) {
+        let lat = self.latency();
+        while let Some(op) = self.sender.poll_transmit() {
+            if let ControlOp::Send { conn, msg } = op {
+                self.push(self.now + lat, Ev::ToNode(conn as usize, msg));
+            }
+        }
+        while let Some(ev) = self.sender.poll_event() {
+            match ev {
+                SenderEvent::Registered(rank, name, _) => {
+                    let h = name.trim_start_matches("host-").parse().unwrap_or(0);
+                    self.host_of_rank.insert(rank, h);
+                    self.rank_of_host[h] = rank;
+                }
+                SenderEvent::Finished => self.sender_done = true,
+                _ => {}
+            }
+        }
+        while let Some(op) = self.sender.poll_data() {
+            let r = match op {
+                DataOp::Connect { child, hello, .. } => self.connect(0, child, hello),
+                DataOp::Feed { child, segments } => self.feed(0, child, segments),
+                DataOp::Verify { .. } => Ok(()),
+            };
+            if let Err(e) = r {
+                self.hosts[0].finished = Some(Err(e));
+            }
+        }
+        let t = self.sender.poll_timeout();
+        self.arm(0, t);
+    }
+
+    fn drive_node(&mut self, h: usize) -> Result<(), String> {
+        let lat = self.latency();
+        let now = self.t();
+        loop {
+            let Some(m) = self.nodes[h].as_mut() else {
+                return Ok(());
+            };
+            let msgs: Vec<Msg> = std::iter::from_fn(|| m.poll_transmit()).collect();
+            let events: Vec<NodeEvent> = std::iter::from_fn(|| m.poll_event()).collect();
+            let ops: Vec<DataOp> = std::iter::from_fn(|| m.poll_data()).collect();
+            if msgs.is_empty() && events.is_empty() && ops.is_empty() {
+                let t = m.poll_timeout();
+                self.arm(h, t);
+                return Ok(());
+            }
+            for msg in msgs {
+                self.push(self.now + lat, Ev::ToSender(h, msg));
+            }
+            for ev in events {
+                match ev {
+                    NodeEvent::Assigned(_) => {
+                        if let Some(m) = self.nodes[h].as_mut() {
+                            m.accept(now);
+                        }
+                    }
+                    NodeEvent::Started => {
+                        for p in std::mem::take(&mut self.hosts[h].early) {
+                            self.push(self.now, Ev::Hello(p));
+                        }
+                    }
+                    NodeEvent::Finished(r) => {
+                        self.hosts[h].finished = Some(r.map_err(|e| format!("{e:?}")));
+                    }
+                }
+            }
+            for op in ops {
+                match op {
+                    DataOp::Connect { child, hello, .. } => self.connect(h, child, hello)?,
+                    DataOp::Feed { child, segments } => self.feed(h, child, segments)?,
+                    DataOp::Verify { hash } => {
+                        let ok = hash == self.hash;
+                        let r = if ok {
+                            Ok(())
+                        } else {
+                            Err((rmcast_proto::Status::HashMismatch, "hash mismatch".into()))
+                        };
+                        if let Some(m) = self.nodes[h].as_mut() {
+                            m.handle_verified(now, r);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn check(&mut self) -> Result<OverlayReport, String> {
+        let r = self.sender.report();
+        if let Some(e) = &r.error {
+            return Err(format!("the sender failed: {e}"));
+        }
+        if let Some(Err(e)) = &self.hosts[0].finished {
+            return Err(format!("the sender's data plane failed: {e}"));
+        }
+        if r.members.len() != usize::from(self.s.nodes) || r.members.iter().any(|m| !m.verified) {
+            return Err("not every member verified".into());
+        }
+        let total = self.segs.count();
+        for h in 1..self.hosts.len() {
+            let host = &mut self.hosts[h];
+            match &host.finished {
+                Some(Ok(())) => {}
+                other => return Err(format!("host {h} ended with {other:?}")),
+            }
+            host.received.sort_unstable();
+            if host.received.len() as u64 != total
+                || host
+                    .received
+                    .iter()
+                    .enumerate()
+                    .any(|(i, &k)| i as u64 != k)
+            {
+                return Err(format!("host {h} did not get every segment exactly once"));
+            }
+            let stored = self.nodes[h].as_ref().map_or(0, NodeMachine::stored_bytes);
+            if stored != self.s.size {
+                return Err(format!("host {h} stored {stored} of {} bytes", self.s.size));
+            }
+        }
+        let start = r.started_at.ok_or("never started")?;
+        let last = r.last_confirmation.ok_or("never confirmed")?;
+        let bits = u128::from(self.s.size) * 8;
+        Ok(OverlayReport {
+            data_time: last.saturating_since(start),
+            total_time: Duration::from_nanos(self.now),
+            object_time: Duration::from_nanos(
+                (bits * 1_000_000_000 / u128::from(self.s.rate_bits_per_s.max(1))) as u64,
+            ),
+            segments_moved: self.moved,
+            max_connections_used: self.max_conn,
+            events: self.events,
+        })
+    }
+}

@@ -1,0 +1,84 @@
+//! The overlay simulator runs the real overlay machines at small N, for
+//! every shape, and its results are deterministic and plausible.
+
+use rmcast_proto::overlay::OverlayShape;
+use rmcast_sim::overlay::{OverlayScenario, run_overlay};
+use std::time::Duration;
+
+const SHAPES: [OverlayShape; 5] = [
+    OverlayShape::Direct,
+    OverlayShape::Tree { fanout: 2 },
+    OverlayShape::Binomial,
+    OverlayShape::Chain,
+    OverlayShape::Bintree,
+];
+
+fn scenario(shape: OverlayShape, nodes: u16, size: u64) -> OverlayScenario {
+    OverlayScenario {
+        shape,
+        nodes,
+        size,
+        ..OverlayScenario::default()
+    }
+}
+
+#[test]
+fn every_shape_delivers_to_every_node_for_small_groups() {
+    for shape in SHAPES {
+        for nodes in [1u16, 2, 7, 20] {
+            for size in [0u64, 1, 8192, 1 << 20] {
+                let s = scenario(shape, nodes, size);
+                let r = run_overlay(&s).unwrap_or_else(|e| panic!("{e}"));
+                assert!(
+                    r.total_time < Duration::from_secs(10),
+                    "{shape} {nodes}: {r:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    for shape in SHAPES {
+        let s = scenario(shape, 13, 300_001);
+        assert_eq!(
+            run_overlay(&s).unwrap(),
+            run_overlay(&s).unwrap(),
+            "{shape}"
+        );
+    }
+}
+
+#[test]
+fn completion_times_follow_the_papers_model() {
+    let n = 16;
+    let size = 4 << 20;
+    let t = |shape| {
+        let r = run_overlay(&scenario(shape, n, size)).unwrap();
+        r.data_time.as_secs_f64() / r.object_time.as_secs_f64()
+    };
+    // Direct: the sender's link carries the object n times.
+    let direct = t(OverlayShape::Direct);
+    assert!((15.0..18.0).contains(&direct), "direct {direct}");
+    // Pipelined shapes: about one object time, whatever n.
+    for shape in [OverlayShape::Chain, OverlayShape::Bintree] {
+        let x = t(shape);
+        assert!((1.0..1.6).contains(&x), "{shape} {x}");
+    }
+    // Store-and-forward binary tree: depth × fanout object times.
+    let tree = t(OverlayShape::Tree { fanout: 2 });
+    assert!((6.0..10.0).contains(&tree), "tree {tree}");
+}
+
+#[test]
+fn a_connection_limit_below_what_the_shape_needs_fails_the_run() {
+    let mut s = scenario(OverlayShape::Direct, 10, 10_000);
+    s.max_connections = 4;
+    s.inactivity = Duration::from_secs(1);
+    let e = run_overlay(&s).unwrap_err();
+    assert!(
+        e.0.contains("seed 1") && e.0.contains("connection limit"),
+        "{e}"
+    );
+}
