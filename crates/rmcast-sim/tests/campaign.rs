@@ -11,6 +11,26 @@ use rmcast_sim::campaign::{self, CampaignProtocol, Cell};
 /// Seeds per protocol here; `RMCAST_CAMPAIGN_RUNS` overrides.
 const RUNS: u64 = 250;
 
+/// Seeds the full campaign found failing, kept as regression tests.
+const REGRESSIONS: &[(CampaignProtocol, u64, &str)] = &[(
+    CampaignProtocol::NakPollGoBackN,
+    5207,
+    "a slow reader behind a 64 KiB buffer: Go-back-N rewound every 5 ms, each \
+     burst overran the reader again (502,851 resends until the watchdog ended \
+     the session); rewinds now back off while the base does not move",
+)];
+
+#[test]
+fn seeds_the_campaign_found_failing_pass() {
+    for &(p, seed, what) in REGRESSIONS {
+        let run = campaign::run(p, seed);
+        match &run.result {
+            Ok(r) => assert!(r.outcome.ok, "{p} seed {seed} ({what}): {:?}", r.outcome),
+            Err(e) => panic!("{p} seed {seed} ({what}): {e}"),
+        }
+    }
+}
+
 #[test]
 fn every_protocol_survives_its_seeded_faults() {
     let runs = std::env::var("RMCAST_CAMPAIGN_RUNS")

@@ -104,7 +104,7 @@ impl Sender {
             .window
             .deferred_rewind
             .filter(|_| sending)
-            .map(suppressed_until);
+            .map(|index| self.window.sent_at[self.window.slot(index)] + self.rewind_suppress());
         // A repair the allowance holds back waits for the allowance
         // (below), not for its own suppression deadline, now past.
         let repair = (sending && !self.pacing.blocked)

@@ -11,6 +11,11 @@ use rmcast_wire::{
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Doublings of the Go-back-N rewind suppression (5 ms × 2⁸ = 1.28 s, past
+/// any `rto_max` that caps it).
+const REWIND_BACKOFF_MAX: u32 = 8;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Lack {
@@ -63,6 +68,9 @@ pub(super) struct Window {
     /// A NAK that arrived inside the suppression interval: rewind to this
     /// packet once the interval is over (one repair, however many NAKs).
     pub(super) deferred_rewind: Option<u32>,
+    /// Go-back-N rewinds since the base last moved: each doubles the
+    /// suppression interval of the next (see [`Sender::rewind_suppress`]).
+    pub(super) rewinds_in_vain: u32,
     /// Selective repeat: per window slot, how many receivers reported the
     /// packet missing since its last transmission, and one of them.
     pub(super) lack: Vec<Lack>,
@@ -87,6 +95,7 @@ impl Window {
             sent_at: vec![Instant::ZERO; size as usize],
             stall_since: None,
             deferred_rewind: None,
+            rewinds_in_vain: 0,
             lack: vec![Lack::default(); size as usize],
             repairs: VecDeque::with_capacity(size as usize),
             stall_poll: None,
@@ -368,7 +377,7 @@ impl Sender {
                     let w = self.window.slot(cumulative);
                     let sent_at = self.window.sent_at[w];
                     self.rate_error(now, ErrorSignal::Exp { sent_at });
-                    if now.saturating_since(self.window.sent_at[w]) >= self.config.suppress {
+                    if now.saturating_since(self.window.sent_at[w]) >= self.rewind_suppress() {
                         self.rewind(cumulative);
                     } else {
                         let earliest = self
@@ -397,6 +406,7 @@ impl Sender {
             self.window.last_activity = now;
             self.rto = self.config.rto;
             self.window.stall_since = None;
+            self.window.rewinds_in_vain = 0;
             if self.window.deferred_rewind.is_some_and(|d| d < base) {
                 self.window.deferred_rewind = None;
             }
@@ -415,7 +425,24 @@ impl Sender {
         if to < self.window.next {
             self.window.next = to;
             self.stats.rewinds += 1;
+            self.window.rewinds_in_vain = (self.window.rewinds_in_vain + 1).min(REWIND_BACKOFF_MAX);
         }
+    }
+
+    /// How long after a packet's last transmission a NAK may rewind to it:
+    /// `suppress`, doubled for each rewind since the base last moved, up to
+    /// `rto_max`. A rewind resends the window at once; a receiver that
+    /// cannot take it (a slow reader behind a small socket buffer) loses
+    /// the base again in the burst and NAKs again, and rewinds every
+    /// `suppress` kept its buffer full forever (the fault campaign's
+    /// nak-poll-gbn seed 5207: 4,510 rewinds, 502,851 resends, the
+    /// watchdog ended it).
+    pub(super) fn rewind_suppress(&self) -> Duration {
+        let backed_off = self
+            .config
+            .suppress
+            .saturating_mul(1 << self.window.rewinds_in_vain);
+        backed_off.min(self.config.rto_max.max(self.config.suppress))
     }
 
     fn can_send_data(&self) -> bool {
@@ -431,7 +458,7 @@ impl Sender {
         }
         self.drop_stale_repairs();
         if let Some(index) = self.window.deferred_rewind
-            && now >= self.window.sent_at[self.window.slot(index)] + self.config.suppress
+            && now >= self.window.sent_at[self.window.slot(index)] + self.rewind_suppress()
         {
             self.window.deferred_rewind = None;
             if index >= self.window.base && index < self.window.next {
