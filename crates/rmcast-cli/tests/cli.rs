@@ -701,8 +701,8 @@ fn rate_group_without_hunt_is_refused() {
 }
 
 /// Two senders on one group (issue 19): receivers take the first session
-/// they hear, so the senders split them; each receiver must say which
-/// other session it saw, and its failure must name it.
+/// they hear, so the senders split them; each receiver and each sender
+/// must say which other session it saw, and its failure must name it.
 #[test]
 fn a_receiver_names_the_other_session_announced_on_its_group() {
     let dir = tempfile::tempdir().unwrap();
@@ -734,6 +734,12 @@ fn a_receiver_names_the_other_session_announced_on_its_group() {
     for s in senders {
         let (code, _, err) = s.wait(Duration::from_secs(20));
         assert_eq!(code, 1, "only 2 receivers for 3 wanted: {err}");
+        // And each sender names the other session on its group.
+        assert!(err.contains("another session on"), "{err}");
+        assert!(
+            err.contains("other sessions announced on this group meanwhile"),
+            "{err}"
+        );
     }
     for (k, r) in receivers.into_iter().enumerate() {
         let (code, out, err) = r.wait(Duration::from_secs(20));

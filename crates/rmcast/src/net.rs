@@ -5,7 +5,7 @@ use crate::batch::{GSO_MAX_SEGMENTS, Pushed, TxBatch, gro_split};
 use crate::udp::{self, RxRing};
 use mio::net::UdpSocket;
 use mio::{Interest, Poll, Token};
-use rmcast_proto::Instant;
+use rmcast_proto::{Instant, Kind};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -187,8 +187,27 @@ pub(crate) fn rate_group_socket(
     buffer_bytes: usize,
 ) -> Result<UdpSocket, Error> {
     let socket = group_socket(group, iface, buffer_bytes)?;
-    attach_rate_filter(socket.as_raw_fd()).map_err(io_err(
+    let rate_kinds = Kind::RateNak.to_u8()..=Kind::RateSync.to_u8();
+    attach_kind_filter(socket.as_raw_fd(), rate_kinds).map_err(io_err(
         "cannot attach the rate packet filter to the group socket",
+    ))?;
+    Ok(socket)
+}
+
+/// A sender's ear on the group while it waits for its receivers: the group
+/// socket of a receiver, filtered in the kernel to session announcements
+/// (`Hello`), so the sender hears another sender announcing on its group
+/// (the two would split the receivers) and nothing else. Read it without
+/// GRO; drop it once every receiver joined (no data reaches it anyway).
+pub(crate) fn announcement_socket(
+    group: SocketAddrV4,
+    iface: Ipv4Addr,
+    buffer_bytes: usize,
+) -> Result<UdpSocket, Error> {
+    let socket = group_socket(group, iface, buffer_bytes)?;
+    let hello = Kind::Hello.to_u8();
+    attach_kind_filter(socket.as_raw_fd(), hello..=hello).map_err(io_err(
+        "cannot attach the announcement filter to the group socket",
     ))?;
     Ok(socket)
 }
@@ -197,7 +216,8 @@ pub(crate) fn rate_group_socket(
 /// rmcast kind byte (payload offset 3) is at offset 8 + 3.
 const KIND_OFFSET: u32 = 8 + 3;
 
-fn attach_rate_filter(fd: libc::c_int) -> io::Result<()> {
+/// Keeps only datagrams whose rmcast kind byte lies in `kinds`.
+fn attach_kind_filter(fd: libc::c_int, kinds: std::ops::RangeInclusive<u8>) -> io::Result<()> {
     const BPF_LD_B_ABS: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16;
     const BPF_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
     const BPF_JGT_K: u16 = (libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K) as u16;
@@ -205,8 +225,8 @@ fn attach_rate_filter(fd: libc::c_int) -> io::Result<()> {
     let ins = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
     let mut prog = [
         ins(BPF_LD_B_ABS, 0, 0, KIND_OFFSET), // A = kind (a short datagram: drop)
-        ins(BPF_JGE_K, 0, 2, 0x40),           // kind < 0x40: drop
-        ins(BPF_JGT_K, 1, 0, 0x42),           // kind > 0x42: drop
+        ins(BPF_JGE_K, 0, 2, u32::from(*kinds.start())), // kind below: drop
+        ins(BPF_JGT_K, 1, 0, u32::from(*kinds.end())), // kind above: drop
         ins(BPF_RET_K, 0, 0, u32::MAX),       // keep the whole datagram
         ins(BPF_RET_K, 0, 0, 0),              // drop
     ];

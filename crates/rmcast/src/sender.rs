@@ -280,6 +280,17 @@ fn drive(
         }
         _ => None,
     };
+    // Another sender announcing on our group would split the receivers:
+    // listen for announcements until every receiver joined. Best effort.
+    let mut announcements = match net::announcement_socket(cfg.group, cfg.iface, GROUP_SOCKET_BYTES)
+        .and_then(|s| Port::with_gro(&poll, s, Token(3), "announcement socket", 4, false))
+    {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::debug!("not listening for other sessions on the group: {e}");
+            None
+        }
+    };
     let mut trace = match &cfg.rate_trace {
         Some(path) => Some(RateTrace::create(path)?),
         None => None,
@@ -357,8 +368,19 @@ fn drive(
                 SenderEvent::Joined { rank, name, addr } => {
                     tracing::info!("receiver {name:?} at {addr} joined with rank {rank}");
                 }
+                SenderEvent::OtherSession {
+                    session: other,
+                    sender: from,
+                } => {
+                    tracing::warn!(
+                        "another session on {group}: {other} from {from}; receivers take the \
+                         first session they hear, so the two split them (give each sender its \
+                         own --group)"
+                    );
+                }
                 SenderEvent::AllJoined => {
                     all_joined = Some(now);
+                    announcements = None;
                     tracing::info!("all {wanted} receiver(s) joined; offering the object");
                 }
                 SenderEvent::Accepted { rank } => tracing::debug!("rank {rank} accepted"),
@@ -414,6 +436,10 @@ fn drive(
             && g.drain(|from, bytes| sender.handle_datagram(now, from, bytes))
         {
             rx_backlog = true;
+        }
+        if let Some(a) = announcements.as_mut() {
+            // Its own announcements come back too; the machine ignores them.
+            rx_backlog |= a.drain(|from, bytes| sender.handle_datagram(now, from, bytes));
         }
         if sender.poll_timeout().is_some_and(|t| now >= t) {
             sender.handle_timeout(now);

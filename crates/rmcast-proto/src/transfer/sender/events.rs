@@ -1,11 +1,20 @@
 //! What a sender tells its driver: events as they happen, counters, and
 //! the outcome of a finished session.
 
+use rmcast_wire::SessionId;
 use std::net::SocketAddr;
 
 /// Something the sending application should know.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SenderEvent {
+    /// Another session was announced on this sender's group (receivers
+    /// take the first session they hear: the two split them).
+    OtherSession {
+        /// The other session.
+        session: SessionId,
+        /// Where its announcement came from.
+        sender: SocketAddr,
+    },
     /// A receiver registered and got `rank`.
     Joined {
         /// Rank given.

@@ -4,7 +4,7 @@
 
 use super::pacing::Mode;
 use super::{Phase, Sender};
-use crate::{Instant, SenderEvent};
+use crate::{Instant, SenderEvent, SessionId};
 use rmcast_wire::{OfferReply, RANK_UNASSIGNED, Status};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -51,7 +51,14 @@ pub(super) struct Membership {
     /// the reason: the session's closing Byes carry the session's error,
     /// not each removed member's.
     pub(super) byes_owed: VecDeque<u16>,
+    /// Other sessions announced on the group while this one waited for its
+    /// receivers (at most [`OTHER_SESSIONS_MAX`]): receivers take the first
+    /// session they hear, so senders sharing a group split them.
+    pub(super) other_sessions: Vec<(SessionId, SocketAddr)>,
 }
+
+/// Other sessions a sender remembers (a hostile group cannot grow the list).
+const OTHER_SESSIONS_MAX: usize = 8;
 
 impl Membership {
     pub(super) fn new(receivers: u16) -> Self {
@@ -59,6 +66,7 @@ impl Membership {
             list: Vec::with_capacity(usize::from(receivers)),
             welcomes: VecDeque::new(),
             byes_owed: VecDeque::new(),
+            other_sessions: Vec::new(),
         }
     }
 }
@@ -137,7 +145,29 @@ impl Sender {
             }
             msg.push(')');
         }
+        if !self.members.other_sessions.is_empty() {
+            msg.push_str("; other sessions announced on this group meanwhile: ");
+            for (i, (session, from)) in self.members.other_sessions.iter().enumerate() {
+                let sep = if i == 0 { "" } else { ", " };
+                let _ = write!(msg, "{sep}{session} from {from}");
+            }
+            msg.push_str(
+                " (a receiver takes the first session it hears: give each sender its own --group)",
+            );
+        }
         self.abort(now, &msg);
+    }
+
+    /// Another sender's announcement on our group (heard while joining).
+    pub(super) fn on_other_session(&mut self, session: SessionId, from: SocketAddr) {
+        let list = &mut self.members.other_sessions;
+        if list.len() < OTHER_SESSIONS_MAX && !list.iter().any(|(s, _)| *s == session) {
+            list.push((session, from));
+            self.events.push_back(SenderEvent::OtherSession {
+                session,
+                sender: from,
+            });
+        }
     }
 
     /// A receiver's answer to the offer.

@@ -368,6 +368,11 @@ impl Sender {
         }
         if packet.header.session != self.session || packet.header.rank == RANK_SENDER {
             self.stats.foreign += 1;
+            if let Body::Hello(_) = packet.body
+                && packet.header.session != self.session
+            {
+                self.on_other_session(packet.header.session, from);
+            }
             return;
         }
         self.stats.control_packets += 1;
