@@ -11,7 +11,7 @@
 //! hundred seeds per protocol (`tests/campaign.rs`); the example
 //! `campaign` runs any number and prints the table.
 
-use crate::{Crash, HostCost, LossModel, RunReport, Scenario, SimError};
+use crate::{Crash, HostCost, LossModel, Pause, RunReport, Scenario, SimError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rmcast_proto::{HuntParams, ProtocolId, RateControl, Repair, SenderConfig, TreeShape};
@@ -116,6 +116,9 @@ pub enum FaultClass {
     ControlLoss,
     /// One receiver dies during the run.
     Crash,
+    /// One receiver stops for 0.1–4 s (as SIGSTOP does; under the 5 s
+    /// peer timeout, so it must be waited for, not removed).
+    Pause,
     /// An intruder injects random bytes and packets of other sessions.
     Garbage,
     /// Sequence numbers start just below 2³² (and 0–5 % loss).
@@ -129,12 +132,13 @@ pub enum FaultClass {
 
 impl FaultClass {
     /// Every class, in table order.
-    pub const ALL: [FaultClass; 9] = [
+    pub const ALL: [FaultClass; 10] = [
         Self::Clean,
         Self::Bernoulli,
         Self::Bursts,
         Self::ControlLoss,
         Self::Crash,
+        Self::Pause,
         Self::Garbage,
         Self::SeqWrap,
         Self::SlowReader,
@@ -150,6 +154,7 @@ impl FaultClass {
             Self::Bursts => "bursts",
             Self::ControlLoss => "ctrl-loss",
             Self::Crash => "crash",
+            Self::Pause => "pause",
             Self::Garbage => "garbage",
             Self::SeqWrap => "seq-wrap",
             Self::SlowReader => "slow-reader",
@@ -210,6 +215,11 @@ pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario)
         FaultClass::Crash => sc.crashes.push(Crash {
             receiver: rng.random_range(1..=receivers),
             at: Duration::from_micros(rng.random_range(0..200_000)),
+        }),
+        FaultClass::Pause => sc.pauses.push(Pause {
+            receiver: rng.random_range(1..=receivers),
+            at: Duration::from_micros(rng.random_range(0..100_000)),
+            duration: Duration::from_millis(rng.random_range(100..4_000)),
         }),
         FaultClass::Garbage => sc.garbage_per_s = rng.random_range(1_000.0..20_000.0),
         FaultClass::SeqWrap => {

@@ -78,6 +78,19 @@ pub struct Crash {
     pub at: Duration,
 }
 
+/// Receiver `receiver` (1..=N) stops for `duration` from virtual time `at`
+/// (as SIGSTOP does): it reads nothing, so its socket buffer fills and
+/// overflows, and its timers wait; then it goes on where it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pause {
+    /// The receiver's host number, 1..=N.
+    pub receiver: u16,
+    /// Virtual time since the start of the run.
+    pub at: Duration,
+    /// How long it stays stopped.
+    pub duration: Duration,
+}
+
 /// What a host's CPU spends on each datagram: a fixed per-packet cost
 /// (system call, UDP/IP, driver, the protocol's own bookkeeping) plus a
 /// per-byte cost (copies and checksums), separately for sending and
@@ -286,6 +299,8 @@ pub struct Scenario {
     pub control_loss: f64,
     /// Receivers that crash, and when.
     pub crashes: Vec<Crash>,
+    /// Receivers that stop for a while, and when.
+    pub pauses: Vec<Pause>,
     /// Mean rate of injected garbage datagrams (random bytes and foreign sessions), per virtual second.
     pub garbage_per_s: f64,
     /// Seed of every random choice in the run.
@@ -330,6 +345,7 @@ impl Default for Scenario {
             loss: LossModel::None,
             control_loss: 0.0,
             crashes: Vec::new(),
+            pauses: Vec::new(),
             garbage_per_s: 0.0,
             seed: 1,
             time_limit: Duration::from_secs(600),

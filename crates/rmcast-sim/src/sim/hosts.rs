@@ -392,6 +392,13 @@ impl Sim<'_> {
         Ok(())
     }
 
+    /// Stops host `h` for `ns`: its CPU is busy until then, so it reads
+    /// nothing and its timers wait (both already defer while the CPU is busy).
+    pub(super) fn pause(&mut self, h: usize, ns: u64) {
+        let host = &mut self.hosts[h];
+        host.cpu_free = host.cpu_free.max(self.now.saturating_add(ns));
+    }
+
     pub(super) fn crash(&mut self, h: usize) {
         let now = self.now;
         let host = &mut self.hosts[h];

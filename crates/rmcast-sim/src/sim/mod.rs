@@ -152,6 +152,8 @@ enum Ev {
     /// The host's protocol timer, with the generation that armed it.
     Timer(u16, u64),
     Crash(u16),
+    /// The host stops for this many nanoseconds.
+    Pause(u16, u64),
     Garbage,
     /// The sender host's driver finished hashing the object.
     HashReady(u16),
@@ -580,6 +582,12 @@ impl<'s> Sim<'s> {
                 sim.push(nanos(c.at), Ev::Crash(host as u16));
             }
         }
+        for p in &sc.pauses {
+            if (1..=sc.receivers).contains(&p.receiver) {
+                let host = usize::from(p.receiver) + senders - 1;
+                sim.push(nanos(p.at), Ev::Pause(host as u16, nanos(p.duration)));
+            }
+        }
         if let Some(at) = sc.hash_ready_at {
             for h in 0..senders {
                 sim.push(nanos(at), Ev::HashReady(h as u16));
@@ -625,6 +633,7 @@ impl<'s> Sim<'s> {
                 Ev::Writable(h) => self.writable(usize::from(h))?,
                 Ev::Timer(h, generation) => self.timer(usize::from(h), generation)?,
                 Ev::Crash(h) => self.crash(usize::from(h)),
+                Ev::Pause(h, ns) => self.pause(usize::from(h), ns),
                 Ev::Garbage => self.garbage(),
                 Ev::HashReady(h) => self.hash_ready(usize::from(h))?,
             }
