@@ -11,9 +11,13 @@
 //! hundred seeds per protocol (`tests/campaign.rs`); the example
 //! `campaign` runs any number and prints the table.
 
-use crate::{Crash, HostCost, LossModel, Pause, RunReport, Scenario, SimError};
+use crate::overlay::{OverlayScenario, run_overlay};
+use crate::stream::{StreamScenario, messages, secs};
+use crate::{Crash, HostCost, LossModel, Pause, Scenario};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rmcast_proto::overlay::OverlayShape;
+use rmcast_proto::stream::StreamEvent;
 use rmcast_proto::{HuntParams, ProtocolId, RateControl, Repair, SenderConfig, TreeShape};
 use std::fmt;
 use std::time::Duration;
@@ -40,11 +44,17 @@ pub enum CampaignProtocol {
     TreeBinary,
     /// NAK-poll paced by Hunt's controller.
     NakPollHunt,
+    /// PRMP message streams (`rmcast_sim::stream`'s network: loss,
+    /// duplication and reordering both ways, pauses, crashes).
+    Prmp,
+    /// The TCP overlays, every shape (`rmcast_sim::overlay`; its model has
+    /// no faults yet: the class is always clean).
+    Overlay,
 }
 
 impl CampaignProtocol {
     /// Every protocol, in table order.
-    pub const ALL: [CampaignProtocol; 8] = [
+    pub const ALL: [CampaignProtocol; 10] = [
         Self::Ack,
         Self::NakPoll,
         Self::NakPollGoBackN,
@@ -53,6 +63,8 @@ impl CampaignProtocol {
         Self::TreeH10,
         Self::TreeBinary,
         Self::NakPollHunt,
+        Self::Prmp,
+        Self::Overlay,
     ];
 
     /// The name the table and the example's `--protocol` use.
@@ -67,6 +79,8 @@ impl CampaignProtocol {
             Self::TreeH10 => "tree-h10",
             Self::TreeBinary => "tree-binary",
             Self::NakPollHunt => "nak-poll-hunt",
+            Self::Prmp => "prmp",
+            Self::Overlay => "overlay",
         }
     }
 
@@ -82,6 +96,7 @@ impl CampaignProtocol {
             Self::NakPoll | Self::NakPollGoBackN | Self::NakPollHunt => ProtocolId::NakPoll,
             Self::Ring => ProtocolId::Ring,
             Self::TreeH2 | Self::TreeH10 | Self::TreeBinary => ProtocolId::Tree,
+            Self::Prmp | Self::Overlay => unreachable!("not a datagram transfer protocol"),
         };
         match self {
             Self::NakPollGoBackN => config.repair = Repair::GoBackN,
@@ -128,11 +143,15 @@ pub enum FaultClass {
     /// The sender's hash is ready only after 0–500 ms (the runtime hashes
     /// beside the transfer).
     LateHash,
+    /// Datagrams duplicated (PRMP's network: 0–20 % both ways).
+    Duplication,
+    /// Datagrams reordered (PRMP's network: up to 2 ms of jitter).
+    Reordering,
 }
 
 impl FaultClass {
     /// Every class, in table order.
-    pub const ALL: [FaultClass; 10] = [
+    pub const ALL: [FaultClass; 12] = [
         Self::Clean,
         Self::Bernoulli,
         Self::Bursts,
@@ -143,6 +162,8 @@ impl FaultClass {
         Self::SeqWrap,
         Self::SlowReader,
         Self::LateHash,
+        Self::Duplication,
+        Self::Reordering,
     ];
 
     /// Short name for the table.
@@ -159,14 +180,46 @@ impl FaultClass {
             Self::SeqWrap => "seq-wrap",
             Self::SlowReader => "slow-reader",
             Self::LateHash => "late-hash",
+            Self::Duplication => "duplication",
+            Self::Reordering => "reordering",
         }
     }
 }
 
-/// The scenario of run `seed` of `protocol`, and its fault class.
+/// The fault classes the datagram transfer protocols draw from.
+const TRANSFER_CLASSES: [FaultClass; 10] = [
+    FaultClass::Clean,
+    FaultClass::Bernoulli,
+    FaultClass::Bursts,
+    FaultClass::ControlLoss,
+    FaultClass::Crash,
+    FaultClass::Pause,
+    FaultClass::Garbage,
+    FaultClass::SeqWrap,
+    FaultClass::SlowReader,
+    FaultClass::LateHash,
+];
+
+/// The fault classes PRMP streams draw from.
+const STREAM_CLASSES: [FaultClass; 6] = [
+    FaultClass::Clean,
+    FaultClass::Bernoulli,
+    FaultClass::Duplication,
+    FaultClass::Reordering,
+    FaultClass::Pause,
+    FaultClass::Crash,
+];
+
+fn rng_for(protocol: CampaignProtocol, seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ (protocol as u64).wrapping_mul(0x9e37_79b9))
+}
+
+/// The scenario of run `seed` of a datagram transfer `protocol` (not
+/// [`CampaignProtocol::Prmp`] nor [`CampaignProtocol::Overlay`]), and its
+/// fault class.
 #[must_use]
 pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (protocol as u64).wrapping_mul(0x9e37_79b9));
+    let mut rng = rng_for(protocol, seed);
     let receivers: u16 = rng.random_range(1..=12);
     let object_size = match rng.random_range(0..10) {
         0 => rng.random_range(0..3000),
@@ -187,7 +240,7 @@ pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario)
     } else {
         1_000_000_000
     };
-    let class = FaultClass::ALL[rng.random_range(0..FaultClass::ALL.len())];
+    let class = TRANSFER_CLASSES[rng.random_range(0..TRANSFER_CLASSES.len())];
     let mut sc = Scenario {
         receivers,
         object_size,
@@ -238,8 +291,89 @@ pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario)
         FaultClass::LateHash => {
             sc.hash_ready_at = Some(Duration::from_millis(rng.random_range(0..500)));
         }
+        FaultClass::Duplication | FaultClass::Reordering => {
+            unreachable!("not drawn for datagram transfers")
+        }
     }
     (class, sc)
+}
+
+/// The stream scenario of PRMP run `seed`, and its fault class.
+#[must_use]
+pub fn stream_scenario(seed: u64) -> (FaultClass, StreamScenario) {
+    let mut rng = rng_for(CampaignProtocol::Prmp, seed);
+    let receivers = rng.random_range(1..=8);
+    let mut sc = StreamScenario::new(seed, receivers);
+    let mut msg_rng = crate::stream::Rng::new(seed ^ 0x5eed);
+    sc.messages = messages(
+        &mut msg_rng,
+        rng.random_range(0..2000),
+        rng.random_range(1..4000),
+    );
+    sc.deadline = secs(TIME_LIMIT.as_secs_f64());
+    let class = STREAM_CLASSES[rng.random_range(0..STREAM_CLASSES.len())];
+    match class {
+        FaultClass::Bernoulli => {
+            sc.down.loss = rng.random_range(0.0..0.2);
+            sc.up.loss = rng.random_range(0.0..0.2);
+        }
+        FaultClass::Duplication => {
+            sc.down.duplicate = rng.random_range(0.0..0.2);
+            sc.up.duplicate = rng.random_range(0.0..0.2);
+        }
+        FaultClass::Reordering => {
+            sc.down.jitter = Duration::from_micros(rng.random_range(0..2000));
+            sc.up.jitter = Duration::from_micros(rng.random_range(0..2000));
+        }
+        FaultClass::Pause => {
+            // Streams of this size end within tens of milliseconds.
+            let from = rng.random_range(0.0..0.02);
+            let until = from + rng.random_range(0.1..3.0);
+            sc.pauses
+                .push((rng.random_range(0..receivers), secs(from), secs(until)));
+        }
+        FaultClass::Crash => sc.crashes.push((
+            rng.random_range(0..receivers),
+            secs(rng.random_range(0.0..0.02)),
+        )),
+        _ => {}
+    }
+    (class, sc)
+}
+
+/// The overlay scenario of run `seed`: a shape, N, size and link rate.
+#[must_use]
+pub fn overlay_scenario(seed: u64) -> OverlayScenario {
+    let mut rng = rng_for(CampaignProtocol::Overlay, seed);
+    let shape = match rng.random_range(0..5) {
+        0 => OverlayShape::Direct,
+        1 => OverlayShape::Tree {
+            fanout: rng.random_range(1..=4),
+        },
+        2 => OverlayShape::Binomial,
+        3 => OverlayShape::Chain,
+        _ => OverlayShape::Bintree,
+    };
+    OverlayScenario {
+        shape,
+        nodes: rng.random_range(1..=64),
+        size: rng.random_range(0..=4 << 20),
+        segment_size: [1024, 8192, 65536][rng.random_range(0..3)],
+        rate_bits_per_s: [100_000_000, 1_000_000_000][rng.random_range(0..2)],
+        time_limit: TIME_LIMIT,
+        seed,
+        ..OverlayScenario::default()
+    }
+}
+
+/// What a passing run measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Passed {
+    /// Virtual seconds until the session ended.
+    pub seconds: f64,
+    /// Some receiver was named failed (only after a crash, or a stream
+    /// member removed under loss: the invariants allow nothing else).
+    pub member_failed: bool,
 }
 
 /// One campaign run's result.
@@ -251,19 +385,56 @@ pub struct CampaignRun {
     pub seed: u64,
     /// The fault class drawn.
     pub class: FaultClass,
-    /// The report, or what broke.
-    pub result: Result<RunReport, SimError>,
+    /// What it measured, or what broke (the simulator's whole report).
+    pub result: Result<Passed, String>,
 }
 
 /// Runs seed `seed` of `protocol`.
 #[must_use]
 pub fn run(protocol: CampaignProtocol, seed: u64) -> CampaignRun {
-    let (class, sc) = scenario(protocol, seed);
+    let (class, result) = match protocol {
+        CampaignProtocol::Prmp => {
+            let (class, sc) = stream_scenario(seed);
+            let result = crate::stream::run(&sc)
+                .map(|r| Passed {
+                    seconds: r.end.as_nanos() as f64 / 1e9,
+                    // A paused reader may still hold unread messages when
+                    // the stream closes (they were delivered to its
+                    // buffer); a failure is a member the sender removed.
+                    member_failed: r
+                        .sender_events
+                        .iter()
+                        .any(|(_, e)| matches!(e, StreamEvent::Removed { .. })),
+                })
+                .map_err(|e| e.to_string());
+            (class, result)
+        }
+        CampaignProtocol::Overlay => {
+            let sc = overlay_scenario(seed);
+            let result = run_overlay(&sc)
+                .map(|r| Passed {
+                    seconds: r.total_time.as_secs_f64(),
+                    member_failed: false,
+                })
+                .map_err(|e| format!("{e}\nscenario: {sc:?}"));
+            (FaultClass::Clean, result)
+        }
+        _ => {
+            let (class, sc) = scenario(protocol, seed);
+            let result = crate::run(&sc)
+                .map(|r| Passed {
+                    seconds: r.seconds,
+                    member_failed: !r.outcome.ok,
+                })
+                .map_err(|e| e.to_string());
+            (class, result)
+        }
+    };
     CampaignRun {
         protocol,
         seed,
         class,
-        result: crate::run(&sc),
+        result,
     }
 }
 
@@ -287,7 +458,7 @@ impl Cell {
         match &run.result {
             Ok(r) => {
                 self.worst_seconds = self.worst_seconds.max(r.seconds);
-                if !r.outcome.ok {
+                if r.member_failed {
                     self.member_failures += 1;
                 }
             }
@@ -302,7 +473,8 @@ mod tests {
 
     #[test]
     fn a_seed_rebuilds_the_same_scenario() {
-        for p in CampaignProtocol::ALL {
+        for p in &CampaignProtocol::ALL[..8] {
+            let p = *p;
             for seed in 0..20 {
                 let (a, b) = (scenario(p, seed), scenario(p, seed));
                 assert_eq!(format!("{a:?}"), format!("{b:?}"));
@@ -315,6 +487,7 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for seed in 0..200 {
             seen.insert(scenario(CampaignProtocol::NakPoll, seed).0);
+            seen.insert(stream_scenario(seed).0);
         }
         assert_eq!(seen.len(), FaultClass::ALL.len());
     }
