@@ -13,7 +13,7 @@
 
 use crate::overlay::{OverlayScenario, run_overlay};
 use crate::stream::{StreamScenario, messages, secs};
-use crate::{Crash, HostCost, LossModel, Pause, Scenario};
+use crate::{Crash, HostCost, LinkDown, LossModel, Pause, Scenario};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rmcast_proto::overlay::OverlayShape;
@@ -134,6 +134,9 @@ pub enum FaultClass {
     /// One receiver stops for 0.1–4 s (as SIGSTOP does; under the 5 s
     /// peer timeout, so it must be waited for, not removed).
     Pause,
+    /// One receiver's link goes down for 0.1–4 s and comes back
+    /// (a partition that heals before the peer timeout).
+    Partition,
     /// An intruder injects random bytes and packets of other sessions.
     Garbage,
     /// Sequence numbers start just below 2³² (and 0–5 % loss).
@@ -151,13 +154,14 @@ pub enum FaultClass {
 
 impl FaultClass {
     /// Every class, in table order.
-    pub const ALL: [FaultClass; 12] = [
+    pub const ALL: [FaultClass; 13] = [
         Self::Clean,
         Self::Bernoulli,
         Self::Bursts,
         Self::ControlLoss,
         Self::Crash,
         Self::Pause,
+        Self::Partition,
         Self::Garbage,
         Self::SeqWrap,
         Self::SlowReader,
@@ -176,6 +180,7 @@ impl FaultClass {
             Self::ControlLoss => "ctrl-loss",
             Self::Crash => "crash",
             Self::Pause => "pause",
+            Self::Partition => "partition",
             Self::Garbage => "garbage",
             Self::SeqWrap => "seq-wrap",
             Self::SlowReader => "slow-reader",
@@ -187,13 +192,14 @@ impl FaultClass {
 }
 
 /// The fault classes the datagram transfer protocols draw from.
-const TRANSFER_CLASSES: [FaultClass; 10] = [
+const TRANSFER_CLASSES: [FaultClass; 11] = [
     FaultClass::Clean,
     FaultClass::Bernoulli,
     FaultClass::Bursts,
     FaultClass::ControlLoss,
     FaultClass::Crash,
     FaultClass::Pause,
+    FaultClass::Partition,
     FaultClass::Garbage,
     FaultClass::SeqWrap,
     FaultClass::SlowReader,
@@ -270,6 +276,11 @@ pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario)
             at: Duration::from_micros(rng.random_range(0..200_000)),
         }),
         FaultClass::Pause => sc.pauses.push(Pause {
+            receiver: rng.random_range(1..=receivers),
+            at: Duration::from_micros(rng.random_range(0..100_000)),
+            duration: Duration::from_millis(rng.random_range(100..4_000)),
+        }),
+        FaultClass::Partition => sc.link_downs.push(LinkDown {
             receiver: rng.random_range(1..=receivers),
             at: Duration::from_micros(rng.random_range(0..100_000)),
             duration: Duration::from_millis(rng.random_range(100..4_000)),

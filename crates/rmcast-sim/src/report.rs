@@ -29,6 +29,8 @@ pub struct Drops {
     pub crashed_host: u64,
     /// Unicast datagrams to an address no host owns.
     pub no_route: u64,
+    /// Frames to or from a host while its link was down ([`crate::Scenario::link_downs`]).
+    pub link_down: u64,
 }
 
 /// How one receiver host fared, from its own side.

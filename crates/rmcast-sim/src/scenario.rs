@@ -91,6 +91,19 @@ pub struct Pause {
     pub duration: Duration,
 }
 
+/// Receiver `receiver` (1..=N) is cut off from the switch for `duration`
+/// from virtual time `at` (a cable pulled, `ip link set down`): every frame
+/// to or from it is lost meanwhile; the host itself runs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkDown {
+    /// The receiver's host number, 1..=N.
+    pub receiver: u16,
+    /// Virtual time since the start of the run.
+    pub at: Duration,
+    /// How long the link stays down.
+    pub duration: Duration,
+}
+
 /// What a host's CPU spends on each datagram: a fixed per-packet cost
 /// (system call, UDP/IP, driver, the protocol's own bookkeeping) plus a
 /// per-byte cost (copies and checksums), separately for sending and
@@ -301,6 +314,8 @@ pub struct Scenario {
     pub crashes: Vec<Crash>,
     /// Receivers that stop for a while, and when.
     pub pauses: Vec<Pause>,
+    /// Receivers whose link goes down for a while, and when.
+    pub link_downs: Vec<LinkDown>,
     /// Mean rate of injected garbage datagrams (random bytes and foreign sessions), per virtual second.
     pub garbage_per_s: f64,
     /// Seed of every random choice in the run.
@@ -346,6 +361,7 @@ impl Default for Scenario {
             control_loss: 0.0,
             crashes: Vec::new(),
             pauses: Vec::new(),
+            link_downs: Vec::new(),
             garbage_per_s: 0.0,
             seed: 1,
             time_limit: Duration::from_secs(600),

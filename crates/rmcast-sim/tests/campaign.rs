@@ -13,13 +13,22 @@ use rmcast_sim::campaign::{self, CampaignProtocol, Cell};
 const RUNS: u64 = 250;
 
 /// Seeds the full campaign found failing, kept as regression tests.
-const REGRESSIONS: &[(CampaignProtocol, u64, &str)] = &[(
-    CampaignProtocol::NakPollGoBackN,
-    5207,
-    "a slow reader behind a 64 KiB buffer: Go-back-N rewound every 5 ms, each \
+const REGRESSIONS: &[(CampaignProtocol, u64, &str)] = &[
+    (
+        CampaignProtocol::NakPollGoBackN,
+        5207,
+        "a slow reader behind a 64 KiB buffer: Go-back-N rewound every 5 ms, each \
      burst overran the reader again (502,851 resends until the watchdog ended \
      the session); rewinds now back off while the base does not move",
-)];
+    ),
+    (
+        CampaignProtocol::NakPollHunt,
+        742,
+        "one receiver, its link down 419 ms: the answer to each stall poll moved the \
+     base past the echoed packet and the sender discarded what it said, so it \
+     repaired one packet per RTO (37 packets in 60 s); the echo now counts below the base",
+    ),
+];
 
 #[test]
 fn seeds_the_campaign_found_failing_pass() {

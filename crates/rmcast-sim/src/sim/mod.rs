@@ -154,6 +154,8 @@ enum Ev {
     Crash(u16),
     /// The host stops for this many nanoseconds.
     Pause(u16, u64),
+    /// The host's link goes down for this many nanoseconds.
+    LinkDown(u16, u64),
     Garbage,
     /// The sender host's driver finished hashing the object.
     HashReady(u16),
@@ -355,6 +357,8 @@ struct Host {
     fires_at_same_instant: u32,
     last_fire: u64,
     crashed_at: Option<u64>,
+    /// The host's link is down until this virtual time (0: up).
+    link_down_until: u64,
     counters: HostCounters,
 }
 
@@ -550,6 +554,7 @@ impl<'s> Sim<'s> {
                 fires_at_same_instant: 0,
                 last_fire: 0,
                 crashed_at: None,
+                link_down_until: 0,
                 counters: HostCounters::default(),
             });
         }
@@ -580,6 +585,12 @@ impl<'s> Sim<'s> {
             if (1..=sc.receivers).contains(&c.receiver) {
                 let host = usize::from(c.receiver) + senders - 1;
                 sim.push(nanos(c.at), Ev::Crash(host as u16));
+            }
+        }
+        for d in &sc.link_downs {
+            if (1..=sc.receivers).contains(&d.receiver) {
+                let host = usize::from(d.receiver) + senders - 1;
+                sim.push(nanos(d.at), Ev::LinkDown(host as u16, nanos(d.duration)));
             }
         }
         for p in &sc.pauses {
@@ -634,6 +645,10 @@ impl<'s> Sim<'s> {
                 Ev::Timer(h, generation) => self.timer(usize::from(h), generation)?,
                 Ev::Crash(h) => self.crash(usize::from(h)),
                 Ev::Pause(h, ns) => self.pause(usize::from(h), ns),
+                Ev::LinkDown(h, ns) => {
+                    let host = &mut self.hosts[usize::from(h)];
+                    host.link_down_until = host.link_down_until.max(self.now.saturating_add(ns));
+                }
                 Ev::Garbage => self.garbage(),
                 Ev::HashReady(h) => self.hash_ready(usize::from(h))?,
             }

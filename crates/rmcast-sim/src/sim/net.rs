@@ -5,6 +5,13 @@
 use super::*;
 
 impl Sim<'_> {
+    /// Whether host `h`'s link is down now (the intruder has no host).
+    fn link_is_down(&self, h: usize) -> bool {
+        self.hosts
+            .get(h)
+            .is_some_and(|host| self.now < host.link_down_until)
+    }
+
     pub(super) fn frags(&self, udp_payload: usize) -> u16 {
         u16::try_from(self.sc.fragments(udp_payload)).expect("at most 65,535 fragments")
     }
@@ -35,6 +42,11 @@ impl Sim<'_> {
     pub(super) fn at_switch(&mut self, pkt: u32, frag: u16) {
         let slot = &self.pool.slots[pkt as usize];
         let (src, route) = (slot.src, slot.route);
+        if self.link_is_down(usize::from(src)) {
+            self.drops.link_down += 1;
+            self.pool.release(pkt);
+            return;
+        }
         match route {
             Route::Group => {
                 // A lone sender is no member of its group (as before
@@ -61,6 +73,11 @@ impl Sim<'_> {
     /// `p`; the loss models draw once per frame.
     pub(super) fn port_send(&mut self, p: usize, pkt: u32, frag: u16) {
         let now = self.now;
+        if self.link_is_down(p) {
+            self.drops.link_down += 1;
+            self.pool.release(pkt);
+            return;
+        }
         let slot = &self.pool.slots[pkt as usize];
         let wire = self
             .sc

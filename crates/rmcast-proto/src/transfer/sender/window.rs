@@ -278,7 +278,14 @@ impl Sender {
     /// marks missing for this receiver, if any.
     fn note_missing(&mut self, rank: u16, cumulative: u32, f: &Feedback<'_>) -> Option<Instant> {
         let echo = f.echo.since(self.isn);
-        if echo < self.window.base || echo >= self.window.high {
+        // The echoed packet's slot must still describe it: nothing a window
+        // or more after it was sent. It may lie below the base: the answer
+        // to a stall poll (a resend of the base) moves the base past the
+        // echo before this runs, and with one receiver lagging that answer
+        // is the only news of what the stall lost. Discarding it repaired
+        // one packet per RTO after a partition (the fault campaign's
+        // nak-poll-hunt seed 742: 37 packets, 60 s, no repair sent).
+        if echo >= self.window.high || self.window.high - echo > self.config.window {
             return None; // stale, or not ours: nothing to infer
         }
         let echo_slot = self.window.slot(echo);
