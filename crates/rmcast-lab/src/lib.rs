@@ -17,6 +17,7 @@
 //! [`LabArgs`] + [`run`] to mount the lab as a subcommand of another clap
 //! CLI.
 
+pub mod chaos;
 pub mod procs;
 pub mod report;
 pub mod scenario;
