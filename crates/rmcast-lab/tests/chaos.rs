@@ -128,6 +128,11 @@ fn netns_chaos_two_sessions_on_one_group_fail_or_succeed_cleanly() {
 }
 
 #[test]
+fn netns_chaos_two_sessions_that_cannot_start_both_fail_naming_each_other() {
+    scenario("colliding-sessions-stuck");
+}
+
+#[test]
 fn netns_chaos_a_full_disk_is_refused_and_named() {
     scenario("full-disk");
 }

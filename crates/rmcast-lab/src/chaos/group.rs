@@ -1,7 +1,7 @@
 //! Group faults: a receiver joining late, and two transfers on one group
 //! and port.
 
-use super::process::{SENDER_TIMEOUT, SLACK, last_line, transfer_time};
+use super::process::{SENDER_TIMEOUT, SLACK, failure_of, last_line, short, transfer_time};
 use super::{Ctx, GROUP, Lan, PEER_TIMEOUT, Setup, secs, setup};
 use crate::procs::Exit;
 use anyhow::{Result, ensure};
@@ -44,8 +44,21 @@ pub(super) fn late_joiner(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
 /// exits 1; a receiver verifies the object it took or fails with "other
 /// sessions announced on this group and not taken"; every receiver logs
 /// "another session on GROUP". The time is from the second sender's
-/// start to the last exit.
+/// start to the last exit. (Here both receivers usually take the first
+/// announced session: it succeeds and the other waits out `--wait`.)
 pub(super) fn colliding_sessions(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
+    collide(ctx, 2)
+}
+
+/// As [`colliding_sessions`], but each sender waits for 3 receivers and
+/// only 2 exist, so neither session can start, whichever the receivers
+/// took. Expected: both senders exit 1, both receivers fail and their
+/// failure names the session they did not take.
+pub(super) fn colliding_sessions_stuck(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
+    collide(ctx, 3)
+}
+
+fn collide(ctx: &Ctx, wanted: usize) -> Result<(String, Option<Duration>)> {
     let mut lan = Lan::new(
         ctx.work,
         ctx.rmcast,
@@ -59,8 +72,8 @@ pub(super) fn colliding_sessions(ctx: &Ctx) -> Result<(String, Option<Duration>)
     lan.pause(Duration::from_millis(300));
     let pt = format!("{}ms", PEER_TIMEOUT.as_millis());
     let sender = ["--wait", "4s", "--peer-timeout", &pt];
-    let a = lan.send(0, 2, &sender)?;
-    let b = lan.send(1, 2, &sender)?;
+    let a = lan.send(0, wanted, &sender)?;
+    let b = lan.send(1, wanted, &sender)?;
     let t = Instant::now();
     // The sender that lost waits out --wait; the other transfers.
     let bound = Duration::from_secs(4) + 2 * transfer_time(&lan) + 2 * SLACK;
@@ -83,7 +96,11 @@ pub(super) fn colliding_sessions(ctx: &Ctx) -> Result<(String, Option<Duration>)
                 );
             }
         }
-        senders.push(if ok { "ok" } else { "exit 1" });
+        senders.push(if ok {
+            "ok".to_string()
+        } else {
+            format!("exit 1 ({})", short(&failure_of(&lan.text(p))))
+        });
     }
     let mut receivers = Vec::new();
     for (k, p) in r.iter().enumerate() {
@@ -112,6 +129,12 @@ pub(super) fn colliding_sessions(ctx: &Ctx) -> Result<(String, Option<Duration>)
         }
     }
     ensure!(last <= bound, "took {} (bound {})", secs(last), secs(bound));
+    if wanted > 2 {
+        ensure!(
+            senders.iter().all(|x| x != "ok") && receivers.iter().all(|x| !x.ends_with(" ok")),
+            "a session ran with 2 of {wanted} receivers: senders {senders:?}, receivers {receivers:?}"
+        );
+    }
     lan.finish()?;
     Ok((
         format!(

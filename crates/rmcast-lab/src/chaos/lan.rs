@@ -239,12 +239,17 @@ impl Lan {
         }
     }
 
-    /// The sender's `--json` report: `failures` as (name, reason).
-    pub fn failures(&self, p: P) -> Result<Vec<(String, String)>> {
+    /// A process's `--json` report (the last JSON line on its stdout).
+    pub fn report(&self, p: P) -> Result<serde_json::Value> {
         let out = std::fs::read_to_string(&self.procs.procs[p.0].stdout)?;
         let line = out.lines().rev().find(|l| l.starts_with('{'));
-        let v: serde_json::Value = serde_json::from_str(line.unwrap_or_default())
-            .with_context(|| format!("the sender's --json report:\n{}", self.text(p)))?;
+        serde_json::from_str(line.unwrap_or_default())
+            .with_context(|| format!("the --json report:\n{}", self.text(p)))
+    }
+
+    /// The sender's `--json` report: `failures` as (name, reason).
+    pub fn failures(&self, p: P) -> Result<Vec<(String, String)>> {
+        let v = self.report(p)?;
         Ok(v["failures"]
             .as_array()
             .into_iter()

@@ -109,10 +109,11 @@ pub(super) fn loss_20(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
     ensure!(drops > 0, "the loss rule dropped nothing");
     let took = at - t;
     let ideal = transfer_time(&lan);
+    let resent = lan.report(s)?["retransmitted_packets"].clone();
     lan.finish()?;
     Ok((
         format!(
-            "all 3 byte-exact in {} ({drops} packets dropped; {} at no loss)",
+            "all 3 byte-exact in {} ({drops} packets dropped, {resent} resent; {} at no loss)",
             secs(took),
             secs(ideal)
         ),

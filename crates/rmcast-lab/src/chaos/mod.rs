@@ -49,7 +49,7 @@ pub struct Ctx<'a> {
 pub type Scenario = fn(&Ctx) -> Result<(String, Option<Duration>)>;
 
 /// Every scenario, by name, in the order of the issue.
-pub const SCENARIOS: [(&str, Scenario); 9] = [
+pub const SCENARIOS: [(&str, Scenario); 10] = [
     ("kill-receiver", process::kill_receiver),
     ("stop-receiver", process::stop_receiver),
     ("kill-sender", process::kill_sender),
@@ -58,6 +58,7 @@ pub const SCENARIOS: [(&str, Scenario); 9] = [
     ("loss-20", link::loss_20),
     ("late-joiner", group::late_joiner),
     ("colliding-sessions", group::colliding_sessions),
+    ("colliding-sessions-stuck", group::colliding_sessions_stuck),
     ("full-disk", disk::full_disk),
 ];
 
@@ -90,8 +91,11 @@ pub fn run(name: &str, work: &Path, rmcast: &Path) -> Result<Row> {
     })
 }
 
-/// The table of rows, Markdown.
+/// The table of rows, Markdown, in [`SCENARIOS`] order.
 pub fn table(rows: &[Row]) -> String {
+    let order = |r: &Row| SCENARIOS.iter().position(|(n, _)| *n == r.scenario);
+    let mut rows: Vec<&Row> = rows.iter().collect();
+    rows.sort_by_key(|r| order(r));
     let mut s = String::from("| scenario | outcome | time to detect | run |\n|---|---|---|---|\n");
     for r in rows {
         s.push_str(&format!(
