@@ -212,7 +212,7 @@ impl Lan {
     /// end times are exact).
     pub fn pause(&mut self, d: Duration) {
         let until = Instant::now() + d;
-        while Instant::now() < until {
+        while Instant::now() < until && !crate::signals::interrupted() {
             self.tick();
             std::thread::sleep(
                 Duration::from_millis(5).min(until.saturating_duration_since(Instant::now())),
@@ -224,6 +224,7 @@ impl Lan {
     pub fn wait_exit(&mut self, p: P, within: Duration) -> Result<(Exit, Instant)> {
         let deadline = Instant::now() + within;
         loop {
+            crate::signals::check()?;
             self.tick();
             if let Some(e) = self.procs.procs[p.0].ended {
                 return Ok((e.exit, e.at));
@@ -268,6 +269,7 @@ impl Lan {
     pub fn wait_written(&mut self, p: P, bytes: u64, within: Duration) -> Result<()> {
         let deadline = Instant::now() + within;
         loop {
+            crate::signals::check()?;
             self.tick();
             let pr = &self.procs.procs[p.0];
             ensure!(

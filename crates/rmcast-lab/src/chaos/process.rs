@@ -71,6 +71,7 @@ pub(super) fn wait_named(
     let needle = removal(name);
     let deadline = t + bound + SLACK;
     loop {
+        crate::signals::check()?;
         if let Some(at) = lan.seen(s, &needle) {
             let took = at - t;
             ensure!(
