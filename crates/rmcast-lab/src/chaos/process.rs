@@ -11,7 +11,7 @@ pub(super) const SENDER_TIMEOUT: &str = "3s";
 /// The largest RTO (rmcast's `rto_max`): removal waits for the stall poll.
 pub(super) const RTO_MAX: Duration = Duration::from_millis(800);
 /// Scheduling slack on a loaded 2-core box.
-pub(super) const SLACK: Duration = Duration::from_secs(2);
+pub(super) const SLACK: Duration = Duration::from_secs(3);
 
 /// How long the object takes at the link rate.
 pub(super) fn transfer_time(lan: &Lan) -> Duration {
