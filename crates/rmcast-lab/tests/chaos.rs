@@ -138,6 +138,11 @@ fn netns_chaos_a_full_disk_is_refused_and_named() {
 }
 
 #[test]
+fn netns_chaos_a_disk_that_fills_mid_transfer_is_named() {
+    scenario("disk-fills");
+}
+
+#[test]
 fn every_chaos_scenario_has_a_test() {
     let src = include_str!("chaos.rs");
     for (name, _) in chaos::SCENARIOS {

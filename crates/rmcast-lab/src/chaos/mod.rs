@@ -49,7 +49,7 @@ pub struct Ctx<'a> {
 pub type Scenario = fn(&Ctx) -> Result<(String, Option<Duration>)>;
 
 /// Every scenario, by name, in the order of the issue.
-pub const SCENARIOS: [(&str, Scenario); 10] = [
+pub const SCENARIOS: [(&str, Scenario); 11] = [
     ("kill-receiver", process::kill_receiver),
     ("stop-receiver", process::stop_receiver),
     ("kill-sender", process::kill_sender),
@@ -60,6 +60,7 @@ pub const SCENARIOS: [(&str, Scenario); 10] = [
     ("colliding-sessions", group::colliding_sessions),
     ("colliding-sessions-stuck", group::colliding_sessions_stuck),
     ("full-disk", disk::full_disk),
+    ("disk-fills", disk::disk_fills),
 ];
 
 /// The common LAN: 3 receivers, 4 MB, 20 Mbit/s (a transfer lasts ~1.7 s,
