@@ -103,6 +103,11 @@ fn netns_chaos_sigkill_of_the_sender_ends_every_receiver() {
 }
 
 #[test]
+fn netns_chaos_a_sender_stopped_past_the_sender_timeout_ends_everyone() {
+    scenario("stop-sender");
+}
+
+#[test]
 fn netns_chaos_a_link_down_shorter_than_the_peer_timeout_is_survived() {
     scenario("link-down-tolerated");
 }

@@ -49,10 +49,11 @@ pub struct Ctx<'a> {
 pub type Scenario = fn(&Ctx) -> Result<(String, Option<Duration>)>;
 
 /// Every scenario, by name, in the order of the issue.
-pub const SCENARIOS: [(&str, Scenario); 11] = [
+pub const SCENARIOS: [(&str, Scenario); 12] = [
     ("kill-receiver", process::kill_receiver),
     ("stop-receiver", process::stop_receiver),
     ("kill-sender", process::kill_sender),
+    ("stop-sender", process::stop_sender),
     ("link-down-tolerated", link::link_down_tolerated),
     ("link-down-named", link::link_down_named),
     ("loss-20", link::loss_20),

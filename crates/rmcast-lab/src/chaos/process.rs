@@ -264,6 +264,73 @@ pub(super) fn kill_sender(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
     ))
 }
 
+/// SIGSTOP of the sender a quarter in, for the receivers' sender timeout
+/// + 2 s, then SIGCONT. Expected: every receiver ends by itself within its
+/// sender timeout + slack, exit 1, no file, no part file; the resumed
+/// sender exits 1 within the peer timeout + RTO + slack with all three in
+/// its failures. The time is the last receiver's exit after the stop.
+pub(super) fn stop_sender(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
+    let mut lan = Lan::new(ctx.work, ctx.rmcast, setup())?;
+    let pt = peer_timeout_arg();
+    let (r, s) = start(
+        &mut lan,
+        &["--sender-timeout", SENDER_TIMEOUT],
+        &["--peer-timeout", &pt],
+    )?;
+    lan.wait_written(r[0], lan.setup.size / 4, Duration::from_secs(15))?;
+    let t = Instant::now();
+    lan.signal(s, libc::SIGSTOP);
+    let bound = Duration::from_secs(3) + SLACK;
+    let mut last = Duration::ZERO;
+    for (k, p) in r.iter().enumerate() {
+        let (e, at) = lan.wait_exit(*p, bound + Duration::from_secs(5))?;
+        ensure!(e == Exit::Code(1), "h{}: {e:?}, want exit 1", k + 1);
+        last = last.max(at - t);
+        let parts = lan.part_files(k + 1);
+        ensure!(parts.is_empty(), "h{} left {parts:?}", k + 1);
+    }
+    ensure!(
+        last <= bound,
+        "receivers took {} (bound {})",
+        secs(last),
+        secs(bound)
+    );
+    lan.pause((Duration::from_secs(3) + Duration::from_secs(2)).saturating_sub(t.elapsed()));
+    let resumed = Instant::now();
+    lan.signal(s, libc::SIGCONT);
+    let (exit, at) = lan.wait_exit(s, naming_bound() + Duration::from_secs(10))?;
+    let text = lan.text(s);
+    ensure!(
+        exit == Exit::Code(1),
+        "resumed sender: {exit:?}, want 1:\n{text}"
+    );
+    let took = at - resumed;
+    ensure!(
+        took <= naming_bound(),
+        "the resumed sender took {} (bound {})",
+        secs(took),
+        secs(naming_bound())
+    );
+    let failures = lan.failures(s)?;
+    let mut names: Vec<&str> = failures.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    ensure!(
+        names == ["h1", "h2", "h3"],
+        "the sender's failures: {failures:?}"
+    );
+    let why = failure_of(&lan.text(r[0]));
+    lan.finish()?;
+    Ok((
+        format!(
+            "all 3 receivers exit 1 by themselves ({}); resumed sender exit 1 after {} naming all 3 ({})",
+            short(&why),
+            secs(took),
+            short(&failures[0].1)
+        ),
+        Some(last),
+    ))
+}
+
 /// A receiver's failure as it reported it (`--json`'s `error`), else the
 /// last line of its output.
 pub(super) fn failure_of(text: &str) -> String {
