@@ -264,11 +264,12 @@ pub(super) fn kill_sender(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
     ))
 }
 
-/// SIGSTOP of the sender a quarter in, for the receivers' sender timeout
-/// + 2 s, then SIGCONT. Expected: every receiver ends by itself within its
-/// sender timeout + slack, exit 1, no file, no part file; the resumed
-/// sender exits 1 within the peer timeout + RTO + slack with all three in
-/// its failures. The time is the last receiver's exit after the stop.
+/// SIGSTOP of the sender a quarter in, for 2 s longer than the receivers'
+/// sender timeout, then SIGCONT. Expected: every receiver ends by itself
+/// within its sender timeout plus slack, exit 1, no file, no part file;
+/// the resumed sender exits 1 within the peer timeout plus RTO and slack
+/// with all three in its failures. The time is the last receiver's exit
+/// after the stop.
 pub(super) fn stop_sender(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
     let mut lan = Lan::new(ctx.work, ctx.rmcast, setup())?;
     let pt = peer_timeout_arg();
