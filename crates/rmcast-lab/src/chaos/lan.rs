@@ -195,7 +195,7 @@ impl Lan {
             .and_then(|w| w.2)
     }
 
-    /// Reaps what ended and checks the watches; then sleeps a little.
+    /// Reaps what ended and checks the watches.
     fn tick(&mut self) {
         self.procs.poll_all();
         for k in 0..self.watches.len() {
