@@ -17,6 +17,7 @@
 //! [`LabArgs`] + [`run`] to mount the lab as a subcommand of another clap
 //! CLI.
 
+pub mod chaos;
 pub mod procs;
 pub mod report;
 pub mod scenario;
@@ -58,6 +59,11 @@ pub enum LabCommand {
     Run(RunArgs),
     /// Write report.md and SVG plots from a run or suite directory.
     Report(ReportArgs),
+    /// Break the namespace LAN while rmcast transfers (a receiver or the
+    /// sender killed or stopped, a link down, 20 % loss, a late joiner, two
+    /// sessions on one group, a full disk) and check what rmcast must do;
+    /// prints a table (needs root; see docs/lab.md, "Chaos").
+    Chaos(ChaosArgs),
     /// Plot Hunt's controller trace (`rmcast send --rate-trace FILE`) as
     /// an SVG of spacing over time.
     PlotTrace(report::trace_plot::PlotTraceArgs),
@@ -99,6 +105,21 @@ pub struct UpArgs {
     /// Interface MTU (9000 for jumbo frames).
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
+}
+
+/// `lab chaos`.
+#[derive(Args, Debug)]
+pub struct ChaosArgs {
+    /// Work directory: DIR/<scenario>/ keeps each scenario's logs and
+    /// copies; DIR/chaos.md gets the table.
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
+    /// The rmcast binary (as for `lab run`).
+    #[arg(long, value_name = "PATH")]
+    pub rmcast: Option<PathBuf>,
+    /// Run only these scenarios (comma-separated; default all).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
 }
 
 /// `lab down`.
@@ -261,6 +282,7 @@ pub fn run(args: LabArgs) -> Result<i32> {
                 1
             })
         }
+        LabCommand::Chaos(a) => run_chaos(a),
         LabCommand::PlotTrace(a) => {
             report::trace_plot::run(&a)?;
             Ok(0)
@@ -383,6 +405,48 @@ pub fn self_command() -> Result<Vec<String>> {
     } else {
         vec![exe, "lab".into()]
     })
+}
+
+/// `lab chaos`: every (or each `--only`) scenario in turn; exit 1 if any failed.
+fn run_chaos(a: ChaosArgs) -> Result<i32> {
+    if !testbed::is_root() {
+        bail!("lab chaos builds namespace LANs and needs root");
+    }
+    signals::install();
+    let rmcast = resolve_rmcast(a.rmcast.as_deref())?;
+    for name in &a.only {
+        if !chaos::SCENARIOS.iter().any(|(n, _)| n == name) {
+            bail!("no chaos scenario {name}");
+        }
+    }
+    let mut rows = Vec::new();
+    let mut failed = 0;
+    for (name, _) in chaos::SCENARIOS {
+        if !a.only.is_empty() && !a.only.iter().any(|n| n == name) {
+            continue;
+        }
+        signals::check()?;
+        eprintln!("rmcast-lab chaos: {name}");
+        let work = a.out.join(name);
+        let _ = std::fs::remove_dir_all(&work);
+        match chaos::run(name, &work, &rmcast) {
+            Ok(row) => rows.push(row),
+            Err(e) => {
+                failed += 1;
+                eprintln!("rmcast-lab chaos: {name} FAILED: {e:#}");
+                rows.push(chaos::Row {
+                    scenario: name.to_string(),
+                    outcome: format!("FAILED: {}", e.to_string().lines().next().unwrap_or("")),
+                    detect: None,
+                    wall: std::time::Duration::ZERO,
+                });
+            }
+        }
+    }
+    let table = chaos::table(&rows);
+    std::fs::write(a.out.join("chaos.md"), &table)?;
+    print!("{table}");
+    Ok(if failed == 0 { 0 } else { 1 })
 }
 
 /// Finds the rmcast binary: the flag, $RMCAST_BIN, next to this program, or target/release.

@@ -15,7 +15,7 @@
 //! protocol = "nak-poll"
 //! ```
 
-mod files;
+pub(crate) mod files;
 mod judge;
 pub mod metrics;
 pub mod record;
