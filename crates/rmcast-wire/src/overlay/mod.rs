@@ -367,5 +367,60 @@ pub enum Msg {
     },
 }
 
+/// One of every overlay message, with awkward values (an empty name, IPv6,
+/// the largest progress): for the tests of this crate and of the drivers
+/// that frame these messages over a stream.
+#[must_use]
+pub fn sample_messages() -> Vec<Msg> {
+    let peer = |rank, segments| Peer {
+        rank,
+        name: format!("node-{rank}"),
+        addr: "127.0.0.1:4000".parse().unwrap(),
+        segments,
+    };
+    vec![
+        Msg::Register {
+            name: "host:1".into(),
+            data_addr: "127.0.0.1:5555".parse().unwrap(),
+        },
+        Msg::Register {
+            name: String::new(),
+            data_addr: "[::1]:7".parse().unwrap(),
+        },
+        Msg::Assign(Box::new(Assignment {
+            session: 0x0123_4567_89ab_cdef,
+            rank: 3,
+            receivers: 7,
+            shape: OverlayShape::Tree { fanout: 3 },
+            segment_size: 8192,
+            size: 10_000_000,
+            name: "dir/obj.bin".into(),
+            inactivity_ms: 5000,
+            parents: vec![peer(1, SegmentSet::Even), peer(7, SegmentSet::Odd)],
+            children: vec![peer(6, SegmentSet::Even)],
+        })),
+        Msg::Ready {
+            status: Status::Ok,
+            text: String::new(),
+        },
+        Msg::Start,
+        Msg::Progress { bytes: u64::MAX },
+        Msg::Heartbeat,
+        Msg::Complete {
+            status: Status::HashMismatch,
+            text: "bad".into(),
+        },
+        Msg::Abort {
+            text: "rank 2 died".into(),
+        },
+        Msg::DataHello {
+            session: 9,
+            from: 0,
+            to: 65535,
+        },
+        Msg::Hash { hash: [7; 32] },
+    ]
+}
+
 #[cfg(test)]
 mod tests;

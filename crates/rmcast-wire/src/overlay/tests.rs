@@ -5,60 +5,9 @@ use super::*;
 use crate::truncate_utf8;
 use proptest::prelude::*;
 
-pub(crate) fn samples() -> Vec<Msg> {
-    let peer = |rank, segments| Peer {
-        rank,
-        name: format!("node-{rank}"),
-        addr: "127.0.0.1:4000".parse().unwrap(),
-        segments,
-    };
-    vec![
-        Msg::Register {
-            name: "host:1".into(),
-            data_addr: "127.0.0.1:5555".parse().unwrap(),
-        },
-        Msg::Register {
-            name: String::new(),
-            data_addr: "[::1]:7".parse().unwrap(),
-        },
-        Msg::Assign(Box::new(Assignment {
-            session: 0x0123_4567_89ab_cdef,
-            rank: 3,
-            receivers: 7,
-            shape: OverlayShape::Tree { fanout: 3 },
-            segment_size: 8192,
-            size: 10_000_000,
-            name: "dir/obj.bin".into(),
-            inactivity_ms: 5000,
-            parents: vec![peer(1, SegmentSet::Even), peer(7, SegmentSet::Odd)],
-            children: vec![peer(6, SegmentSet::Even)],
-        })),
-        Msg::Ready {
-            status: Status::Ok,
-            text: String::new(),
-        },
-        Msg::Start,
-        Msg::Progress { bytes: u64::MAX },
-        Msg::Heartbeat,
-        Msg::Complete {
-            status: Status::HashMismatch,
-            text: "bad".into(),
-        },
-        Msg::Abort {
-            text: "rank 2 died".into(),
-        },
-        Msg::DataHello {
-            session: 9,
-            from: 0,
-            to: 65535,
-        },
-        Msg::Hash { hash: [7; 32] },
-    ]
-}
-
 #[test]
 fn every_message_round_trips() {
-    for m in samples() {
+    for m in sample_messages() {
         let frame = m.to_frame();
         assert_eq!(Msg::decode(&frame), Ok((m.clone(), frame.len())), "{m:?}");
         assert_eq!(frame.len(), m.buffer_len(), "{m:?}");
@@ -186,7 +135,7 @@ fn bad_fields_are_refused() {
     ready[HEADER_LEN] = 6;
     assert_eq!(Msg::decode(&ready), Err(DecodeError::BadField("status")));
     // Register with an unknown address family.
-    let mut reg = samples()[0].to_frame();
+    let mut reg = sample_messages()[0].to_frame();
     let family = HEADER_LEN + 2 + "host:1".len();
     reg[family] = 5;
     assert_eq!(
@@ -194,7 +143,7 @@ fn bad_fields_are_refused() {
         Err(DecodeError::BadField("address family"))
     );
     // Register with a name that is not UTF-8.
-    let mut reg = samples()[0].to_frame();
+    let mut reg = sample_messages()[0].to_frame();
     reg[HEADER_LEN + 2] = 0xff;
     assert_eq!(
         Msg::decode(&reg),
@@ -202,7 +151,7 @@ fn bad_fields_are_refused() {
     );
     // Assign: unknown shape, tree without fanout, fanout on a chain, zero
     // segment size, unknown segment set.
-    let assign = samples()[2].to_frame();
+    let assign = sample_messages()[2].to_frame();
     let shape_at = HEADER_LEN + 12;
     for (code, fanout) in [(0u8, 0u32), (6, 0), (2, 0), (4, 1)] {
         let mut bad = assign.clone();
@@ -276,7 +225,7 @@ fn peer_counts_the_payload_cannot_hold_are_refused_before_allocating() {
 
 #[test]
 fn truncations_and_extensions_of_valid_frames_never_decode() {
-    for m in samples() {
+    for m in sample_messages() {
         let frame = m.to_frame();
         for cut in 0..frame.len() {
             assert!(Msg::decode(&frame[..cut]).is_err());
@@ -328,7 +277,7 @@ fn check_canonical(bytes: &[u8]) {
 #[test]
 fn arbitrary_bytes_decode_to_a_message_or_an_error() {
     let mut rng = Mix(0x5eed);
-    let samples: Vec<Vec<u8>> = samples().iter().map(Msg::to_frame).collect();
+    let samples: Vec<Vec<u8>> = sample_messages().iter().map(Msg::to_frame).collect();
     let types = usize::from(MsgKind::Hash.to_u8()) + 2;
     for round in 0..200_000 {
         let bytes: Vec<u8> = if round % 2 == 0 {

@@ -74,63 +74,11 @@ mod tests {
     use super::*;
     use rand::rngs::StdRng;
     use rand::{Rng, RngCore, SeedableRng};
-    use rmcast_wire::Status;
-    use rmcast_wire::overlay::{Assignment, MAGIC, OverlayShape, Peer, SegmentSet, VERSION};
-
-    fn samples() -> Vec<Msg> {
-        let peer = |rank, segments| Peer {
-            rank,
-            name: format!("node-{rank}"),
-            addr: "127.0.0.1:4000".parse().unwrap(),
-            segments,
-        };
-        vec![
-            Msg::Register {
-                name: "host:1".into(),
-                data_addr: "127.0.0.1:5555".parse().unwrap(),
-            },
-            Msg::Register {
-                name: String::new(),
-                data_addr: "[::1]:7".parse().unwrap(),
-            },
-            Msg::Assign(Box::new(Assignment {
-                session: 0x0123_4567_89ab_cdef,
-                rank: 3,
-                receivers: 7,
-                shape: OverlayShape::Tree { fanout: 3 },
-                segment_size: 8192,
-                size: 10_000_000,
-                name: "dir/obj.bin".into(),
-                inactivity_ms: 5000,
-                parents: vec![peer(1, SegmentSet::Even), peer(7, SegmentSet::Odd)],
-                children: vec![peer(6, SegmentSet::Even)],
-            })),
-            Msg::Ready {
-                status: Status::Ok,
-                text: String::new(),
-            },
-            Msg::Start,
-            Msg::Progress { bytes: u64::MAX },
-            Msg::Heartbeat,
-            Msg::Complete {
-                status: Status::HashMismatch,
-                text: "bad".into(),
-            },
-            Msg::Abort {
-                text: "rank 2 died".into(),
-            },
-            Msg::DataHello {
-                session: 9,
-                from: 0,
-                to: 65535,
-            },
-            Msg::Hash { hash: [7; 32] },
-        ]
-    }
+    use rmcast_wire::overlay::{MAGIC, VERSION, sample_messages};
 
     #[test]
     fn frame_reader_reads_every_message_whole() {
-        for m in samples() {
+        for m in sample_messages() {
             let frame = m.to_frame();
             let mut r = FrameReader::default();
             assert_eq!(r.read(&mut &frame[..]).unwrap(), Some(m));
@@ -139,7 +87,7 @@ mod tests {
 
     #[test]
     fn frame_reader_reads_frames_back_to_back() {
-        let msgs = samples();
+        let msgs = sample_messages();
         let stream: Vec<u8> = msgs.iter().flat_map(Msg::to_frame).collect();
         let mut src = &stream[..];
         let mut r = FrameReader::default();
@@ -155,7 +103,7 @@ mod tests {
     #[test]
     fn frame_reader_survives_arbitrary_bytes() {
         let mut rng = StdRng::seed_from_u64(0x5eed);
-        let samples: Vec<Vec<u8>> = samples().iter().map(Msg::to_frame).collect();
+        let samples: Vec<Vec<u8>> = sample_messages().iter().map(Msg::to_frame).collect();
         for round in 0..200_000 {
             let bytes: Vec<u8> = if round % 2 == 0 {
                 // Random garbage behind a plausible header.
@@ -200,7 +148,7 @@ mod tests {
                 Ok(1)
             }
         }
-        let m = samples()[2].clone();
+        let m = sample_messages()[2].clone();
         let frame = m.to_frame();
         let mut src = Trickle {
             data: &frame,
