@@ -229,19 +229,19 @@ pub(super) fn stop_receiver(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
     ))
 }
 
-/// SIGKILL of the sender a quarter in. Expected: every receiver ends by
-/// itself within its sender timeout + slack, exit 1, without a
-/// complete-looking file and without its part file.
-pub(super) fn kill_sender(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
-    let mut lan = Lan::new(ctx.work, ctx.rmcast, setup())?;
-    let (r, s) = start(&mut lan, &["--sender-timeout", SENDER_TIMEOUT], &[])?;
-    lan.wait_written(r[0], lan.setup.size / 4, Duration::from_secs(15))?;
-    let t = Instant::now();
-    lan.signal(s, libc::SIGKILL);
+/// Every receiver of `r` exits 1 by itself within its sender timeout plus
+/// slack after the sender went away at `t` (waiting `extra` longer before
+/// calling it stuck), leaving no part file; returns when the last one did.
+fn receivers_end_by_themselves(
+    lan: &mut Lan,
+    r: &[P],
+    t: Instant,
+    extra: Duration,
+) -> Result<Duration> {
     let bound = Duration::from_secs(3) + SLACK;
     let mut last = Duration::ZERO;
     for (k, p) in r.iter().enumerate() {
-        let (e, at) = lan.wait_exit(*p, bound + Duration::from_secs(10))?;
+        let (e, at) = lan.wait_exit(*p, bound + extra)?;
         ensure!(e == Exit::Code(1), "h{}: {e:?}, want exit 1", k + 1);
         last = last.max(at - t);
         let parts = lan.part_files(k + 1);
@@ -253,6 +253,19 @@ pub(super) fn kill_sender(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
         secs(last),
         secs(bound)
     );
+    Ok(last)
+}
+
+/// SIGKILL of the sender a quarter in. Expected: every receiver ends by
+/// itself within its sender timeout + slack, exit 1, without a
+/// complete-looking file and without its part file.
+pub(super) fn kill_sender(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
+    let mut lan = Lan::new(ctx.work, ctx.rmcast, setup())?;
+    let (r, s) = start(&mut lan, &["--sender-timeout", SENDER_TIMEOUT], &[])?;
+    lan.wait_written(r[0], lan.setup.size / 4, Duration::from_secs(15))?;
+    let t = Instant::now();
+    lan.signal(s, libc::SIGKILL);
+    let last = receivers_end_by_themselves(&mut lan, &r, t, Duration::from_secs(10))?;
     let why = failure_of(&lan.text(r[0]));
     lan.finish()?;
     Ok((
@@ -281,21 +294,7 @@ pub(super) fn stop_sender(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
     lan.wait_written(r[0], lan.setup.size / 4, Duration::from_secs(15))?;
     let t = Instant::now();
     lan.signal(s, libc::SIGSTOP);
-    let bound = Duration::from_secs(3) + SLACK;
-    let mut last = Duration::ZERO;
-    for (k, p) in r.iter().enumerate() {
-        let (e, at) = lan.wait_exit(*p, bound + Duration::from_secs(5))?;
-        ensure!(e == Exit::Code(1), "h{}: {e:?}, want exit 1", k + 1);
-        last = last.max(at - t);
-        let parts = lan.part_files(k + 1);
-        ensure!(parts.is_empty(), "h{} left {parts:?}", k + 1);
-    }
-    ensure!(
-        last <= bound,
-        "receivers took {} (bound {})",
-        secs(last),
-        secs(bound)
-    );
+    let last = receivers_end_by_themselves(&mut lan, &r, t, Duration::from_secs(5))?;
     lan.pause((Duration::from_secs(3) + Duration::from_secs(2)).saturating_sub(t.elapsed()));
     let resumed = Instant::now();
     lan.signal(s, libc::SIGCONT);
