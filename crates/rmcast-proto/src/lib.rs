@@ -38,6 +38,7 @@
 mod endpoint;
 pub mod overlay;
 mod pacer;
+pub mod security;
 pub mod stream;
 mod time;
 mod transfer;

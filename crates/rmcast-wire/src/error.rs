@@ -46,4 +46,8 @@ pub enum EncodeError {
     /// A `Welcome` upstream address with an unspecified IP or a zero port.
     #[error("upstream address must have both an IP and a port")]
     BadUpstream,
+    /// A sealed packet's party field does not match its rank (a sender's
+    /// packet names no party, a receiver's must).
+    #[error("sealing party does not match the packet's rank")]
+    BadParty,
 }

@@ -6,10 +6,11 @@ use crate::{DecodeError, EncodeError};
 
 /// The two bytes every rmcast datagram starts with: ASCII "RM".
 pub const MAGIC: [u8; 2] = *b"RM";
-/// The wire format version this crate speaks. Version 2 moved the object's
-/// hash from `Offer` to `Close` (so a sender can announce before it has read
-/// the object); a version-1 peer's packets are refused as `BadVersion`.
-pub const VERSION: u8 = 2;
+/// The wire format version this crate speaks. Version 3 seals every datagram
+/// under the group key ([`crate::seal`]) unless both ends run insecure;
+/// version 2 moved the object's hash from `Offer` to `Close`. An older
+/// peer's packets are refused as `BadVersion`.
+pub const VERSION: u8 = 3;
 /// Length of the common header.
 pub const HEADER_LEN: usize = 16;
 /// The rank field of packets sent by the sender.
@@ -21,8 +22,9 @@ pub const MAX_RECEIVERS: u16 = 0xFFF0;
 /// Largest UDP payload over IPv4 (65,535 - 20 - 8).
 pub const MAX_DATAGRAM: usize = 65_507;
 
-/// Header flag: a 16-byte authentication tag follows the body. Reserved for
-/// the authenticated wire format; this version rejects packets that set it.
+/// Header flag: the datagram is sealed ([`crate::seal`]): its body is
+/// encrypted and a trailer and a 16-byte tag follow it. The plain decoders
+/// refuse it; `rmcast-proto` opens it first.
 pub const FLAG_AUTH: u8 = 0x01;
 
 /// Random per-transfer identifier: two transfers on one group never mix.
@@ -46,8 +48,9 @@ impl core::fmt::Display for SessionId {
 pub struct Header {
     /// Flag bits; this version requires zero.
     pub flags: u8,
-    /// Group key epoch of the authenticated format; zero in this version.
-    pub key_epoch: u8,
+    /// On a sealed packet the low byte of the group key's id; zero on a
+    /// plain one.
+    pub key_hint: u8,
     /// Who sent it: [`RANK_SENDER`], a receiver rank, or [`RANK_UNASSIGNED`].
     pub rank: u16,
     /// Which transfer it belongs to.
@@ -60,7 +63,7 @@ impl Header {
     pub const fn new(session: SessionId, rank: u16) -> Self {
         Self {
             flags: 0,
-            key_epoch: 0,
+            key_hint: 0,
             rank,
             session,
         }
@@ -86,13 +89,13 @@ pub(crate) fn read_header<K>(
     if flags != 0 {
         return Err(DecodeError::UnsupportedFlags(flags));
     }
-    let key_epoch = r.u8()?;
-    if key_epoch != 0 {
-        return Err(DecodeError::BadField("key_epoch"));
+    let key_hint = r.u8()?;
+    if key_hint != 0 {
+        return Err(DecodeError::BadField("key_hint"));
     }
     let header = Header {
         flags,
-        key_epoch,
+        key_hint,
         rank: r.u16()?,
         session: SessionId(r.u64()?),
     };
@@ -105,7 +108,7 @@ pub(crate) fn write_header(w: &mut Writer<'_>, h: &Header, kind: u8) -> Result<(
     w.u8(VERSION)?;
     w.u8(kind)?;
     w.u8(h.flags)?;
-    w.u8(h.key_epoch)?;
+    w.u8(h.key_hint)?;
     w.u16(h.rank)?;
     w.u64(h.session.0)
 }

@@ -43,6 +43,7 @@ mod text;
 
 pub mod oracle;
 pub mod overlay;
+pub mod seal;
 pub mod stream;
 pub mod transfer;
 
@@ -51,6 +52,7 @@ pub use header::{
     FLAG_AUTH, HEADER_LEN, Header, MAGIC, MAX_DATAGRAM, MAX_RECEIVERS, RANK_SENDER,
     RANK_UNASSIGNED, SessionId, VERSION,
 };
+pub use seal::{Envelope, FLAG_NONCE, SEAL_OVERHEAD_DATA, SEAL_OVERHEAD_MAX};
 pub use seq::Seq;
 pub use text::truncate_utf8;
 pub use transfer::*;

@@ -2,7 +2,7 @@
 //!
 //! PRMP (polling-based reliable multicast, Barcellos et al.) shares the
 //! 16-byte common [`Header`] with the object engine, including the reserved
-//! `FLAG_AUTH` bit and `key_epoch` byte, but has its own packet types and is
+//! `FLAG_AUTH` bit and `key_hint` byte, but has its own packet types and is
 //! decoded by [`StreamPacket::decode`]; [`crate::Packet::decode`] refuses
 //! these types as `UnknownKind`, so an object receiver never mistakes a
 //! stream for an object. Layouts are documented in `docs/wire-format.md`.

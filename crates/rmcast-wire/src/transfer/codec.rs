@@ -276,7 +276,8 @@ pub fn encode_data_header(
     Ok(w.len())
 }
 
-/// Reads only the header of a datagram (for cheap filtering by session).
+/// Reads only the header of a datagram (for cheap filtering by session):
+/// a plain packet's, or a sealed one's (its header is in the clear).
 pub fn peek_header(datagram: &[u8]) -> Result<(Kind, Header), DecodeError> {
     let head = datagram.get(..HEADER_LEN).ok_or(DecodeError::Truncated)?;
     if head[..2] != MAGIC {
@@ -289,15 +290,21 @@ pub fn peek_header(datagram: &[u8]) -> Result<(Kind, Header), DecodeError> {
     let mut r = Reader::new(&head[4..]);
     let header = Header {
         flags: r.u8()?,
-        key_epoch: r.u8()?,
+        key_hint: r.u8()?,
         rank: r.u16()?,
         session: SessionId(r.u64()?),
     };
+    if header.flags & crate::header::FLAG_AUTH != 0 {
+        if header.flags & !crate::seal::SEAL_FLAGS != 0 {
+            return Err(DecodeError::UnsupportedFlags(header.flags));
+        }
+        return Ok((kind, header));
+    }
     if header.flags != 0 {
         return Err(DecodeError::UnsupportedFlags(header.flags));
     }
-    if header.key_epoch != 0 {
-        return Err(DecodeError::BadField("key_epoch"));
+    if header.key_hint != 0 {
+        return Err(DecodeError::BadField("key_hint"));
     }
     Ok((kind, header))
 }

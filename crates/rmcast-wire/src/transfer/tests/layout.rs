@@ -117,8 +117,8 @@ fn inputs_shorter_than_the_magic_are_bad_magic() {
 #[test]
 fn wrong_version_is_bad_version() {
     for (bytes, _) in samples() {
-        // Version 1 (hash in the Offer) included: its Offer would misparse.
-        for v in [0u8, 1, 3, 0x7F, 0xFF] {
+        // Versions 1 (hash in the Offer) and 2 (no sealing) included.
+        for v in [0u8, 1, 2, 4, 0x7F, 0xFF] {
             let mut bad = bytes.clone();
             bad[2] = v;
             assert_eq!(Packet::decode(&bad), Err(DecodeError::BadVersion(v)));
@@ -194,15 +194,12 @@ fn any_nonzero_flags_are_unsupported_flags() {
 }
 
 #[test]
-fn nonzero_key_epoch_is_rejected() {
+fn nonzero_key_hint_is_rejected() {
     let (bytes, _) = &samples()[0];
     for e in [1u8, 2, 0xFF] {
         let mut bad = bytes.clone();
         bad[5] = e;
-        assert_eq!(
-            Packet::decode(&bad),
-            Err(DecodeError::BadField("key_epoch"))
-        );
+        assert_eq!(Packet::decode(&bad), Err(DecodeError::BadField("key_hint")));
     }
 }
 
