@@ -20,10 +20,11 @@ use std::time::Duration;
 #[command(name = "rmcast", version, propagate_version = true)]
 #[command(after_help = "EXAMPLES:
   rmcast demo --receivers 8 --size 64MiB --protocol nak-poll --loss 0.05
-  rmcast recv --group 239.77.0.1:7700 --out /tmp/in        # on each receiver
-  rmcast send big.iso --group 239.77.0.1:7700 --receivers 8
-  rmcast pipe recv > copy                                   # on each receiver
-  tar c dir | rmcast pipe send --receivers 8                # a stream, not a file")]
+  rmcast keygen -o group.key                                # once; copy it to every node
+  rmcast recv --key group.key --out /tmp/in                 # on each receiver
+  rmcast send big.iso --key group.key --receivers 8
+  rmcast pipe recv --key group.key > copy                   # on each receiver
+  tar c dir | rmcast pipe send --key group.key --receivers 8   # a stream, not a file")]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace; or RMCAST_LOG).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -35,6 +36,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Make a group key: `rmcast keygen > group.key`, then pass `--key
+    /// group.key` to every sender and receiver of the group.
+    Keygen(KeygenArgs),
     /// Send a file to N receivers; exit 0 only when all verified it.
     Send(SendArgs),
     /// Receive one file into a directory (written atomically after the hash matches).
@@ -318,6 +322,30 @@ impl CommonArgs {
     }
 }
 
+/// The group key, or the explicit choice to run without one.
+#[derive(Args, Debug, Clone, Default)]
+pub struct KeyArgs {
+    /// Group key file (from `rmcast keygen`): every packet is authenticated
+    /// and encrypted under it. Every member of the group needs the same one.
+    /// [default: $RMCAST_KEY_FILE]
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Run without a group key: unauthenticated and in the clear, so anyone
+    /// on the network can read, forge or end the session. The other side
+    /// must run --insecure too. Overrides $RMCAST_KEY_FILE.
+    #[arg(long, conflicts_with = "key")]
+    pub insecure: bool,
+}
+
+/// `rmcast keygen`.
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Write the key to FILE (created with mode 0600; never overwritten)
+    /// instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
 /// `rmcast send`.
 #[derive(Args, Debug)]
 pub struct SendArgs {
@@ -348,6 +376,8 @@ pub struct SendArgs {
     /// pressure) come sooner.
     #[arg(long, default_value = "4MiB", value_parser = parse_size, value_name = "BYTES")]
     pub socket_buffer: u64,
+    #[command(flatten)]
+    pub keys: KeyArgs,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -407,6 +437,8 @@ pub struct RecvArgs {
     /// Print exactly one JSON object on stdout at the end (no progress bar).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub keys: KeyArgs,
 }
 
 impl RecvArgs {
@@ -434,6 +466,8 @@ pub struct DemoArgs {
     /// Keep the received files in this directory instead of a temporary one.
     #[arg(long, value_name = "DIR")]
     pub keep: Option<PathBuf>,
+    #[command(flatten)]
+    pub keys: KeyArgs,
     #[command(flatten)]
     pub common: CommonArgs,
 }

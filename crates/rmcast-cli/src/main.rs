@@ -5,7 +5,7 @@ mod pipe;
 mod report;
 
 use anyhow::{Context, Result, bail};
-use args::{Cli, Command, CommonArgs, DemoArgs, RecvArgs, SendArgs};
+use args::{Cli, Command, CommonArgs, DemoArgs, KeyArgs, KeygenArgs, RecvArgs, SendArgs};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -67,6 +67,7 @@ fn main() -> ExitCode {
         });
     }
     let result = match cli.command {
+        Command::Keygen(a) => keygen(&a),
         Command::Send(a) => send(a, cancel),
         Command::Recv(a) => recv(a, cancel),
         Command::Demo(a) => demo(a, cancel),
@@ -124,6 +125,78 @@ fn progress_fn(bar: &Option<ProgressBar>) -> impl FnMut(rmcast::Progress) + '_ {
     }
 }
 
+/// `rmcast keygen`: a fresh group key on stdout or into a new 0600 file.
+fn keygen(a: &KeygenArgs) -> Result<bool> {
+    let key = rmcast::generate_key();
+    match &a.out {
+        Some(path) => {
+            rmcast::write_key(path, &key)?;
+            eprintln!("rmcast: wrote group key {} to {}", key.id(), path.display());
+        }
+        None => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            out.write_all(key.to_file().as_bytes())
+                .and_then(|()| out.flush())
+                .context("writing the key to stdout")?;
+            if std::io::stdout().is_terminal() {
+                eprintln!(
+                    "rmcast: redirect this into a file: `rmcast keygen > group.key` (or -o FILE)"
+                );
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The group key `send`, `recv` and `pipe` run under: `--key` (or
+/// RMCAST_KEY_FILE), or none with `--insecure` (said once on stderr), or
+/// an error that says how to make one.
+pub fn session_key(keys: &KeyArgs, command: &str) -> Result<Option<Arc<rmcast::GroupKey>>> {
+    let from_env = std::env::var_os(rmcast::KEY_FILE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from);
+    let key = keys
+        .key
+        .clone()
+        .or(if keys.insecure { None } else { from_env });
+    match (&key, keys.insecure) {
+        (Some(path), _) => {
+            let key = rmcast::load_key(path)?;
+            tracing::info!("group key {} from {}", key.id(), path.display());
+            Ok(Some(key))
+        }
+        (None, true) => {
+            eprintln!(
+                "rmcast: warning: --insecure: this session is not authenticated or encrypted; \
+                 anyone on the network can read it, forge its data or end it"
+            );
+            Ok(None)
+        }
+        (None, false) => bail!(
+            "`rmcast {command}` needs a group key: {}",
+            rmcast::KEY_HOWTO
+        ),
+    }
+}
+
+/// `demo`'s key: the one given, none with --insecure, else a fresh one
+/// that lives as long as the demo (so the one-liner needs no file).
+fn demo_key(keys: &KeyArgs) -> Result<Option<Arc<rmcast::GroupKey>>> {
+    let from_env = std::env::var_os(rmcast::KEY_FILE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from);
+    let key = keys
+        .key
+        .clone()
+        .or(if keys.insecure { None } else { from_env });
+    match (&key, keys.insecure) {
+        (Some(path), _) => Ok(Some(rmcast::load_key(path)?)),
+        (None, true) => Ok(None),
+        (None, false) => Ok(Some(Arc::new(rmcast::generate_key()))),
+    }
+}
+
 fn send_config(common: &CommonArgs, cancel: Arc<AtomicBool>) -> Result<rmcast::SendConfig> {
     let mut cfg = rmcast::SendConfig {
         group: common.group,
@@ -141,7 +214,9 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     if !a.file.is_file() {
         bail!("{} is not a readable file", a.file.display());
     }
+    let key = session_key(&a.keys, "send")?;
     let mut cfg = send_config(&a.common, cancel.clone())?;
+    cfg.proto.group_key = key;
     cfg.proto.receivers = a.receivers;
     cfg.proto.join_wait = a.wait.0;
     let hunt = a.common.rate_control == args::RateControlArg::Hunt;
@@ -172,6 +247,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
 }
 
 fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
+    let key = session_key(&a.keys, "recv")?;
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("creating output directory {}", a.out.display()))?;
     let mut cfg = rmcast::RecvConfig {
@@ -185,6 +261,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         cancel: Some(cancel),
         rate_nak_interval: a.rate_nak_interval(),
         socket_buffer_bytes: usize::try_from(a.socket_buffer).unwrap_or(usize::MAX),
+        group_key: key,
         ..rmcast::RecvConfig::default()
     };
     if let Some(name) = a.name {
@@ -258,6 +335,7 @@ fn demo(a: DemoArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         return Ok(report.send.ok && report.all_files_match);
     }
     let mut send = send_config(&a.common, cancel)?;
+    send.proto.group_key = demo_key(&a.keys)?;
     send.proto.receivers = a.receivers;
     // The demo picks a free random port unless one was given explicitly.
     if !a.common.group_given() {

@@ -3,6 +3,24 @@
 
 use serde_json::{Value, json};
 
+/// The sealing counters: whether the session was sealed, and every packet
+/// refused before the protocol saw it, by reason.
+pub fn auth_json(a: &rmcast::AuthStats, sealed: bool) -> Value {
+    json!({
+        "sealed": sealed,
+        "opened": a.opened,
+        "refused": a.refused(),
+        "unsealed": a.unsealed,
+        "no_key": a.no_key,
+        "malformed": a.malformed,
+        "wrong_key": a.wrong_key,
+        "unknown_session": a.unknown_session,
+        "replayed": a.replayed,
+        "too_old": a.too_old,
+        "forged": a.forged,
+    })
+}
+
 fn mib(bytes: u64) -> String {
     if bytes >= 1 << 20 {
         format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
@@ -52,6 +70,7 @@ pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> V
         "group_naks": r.stats.group_naks,
         "group_packets": r.stats.group_packets,
         "group_sent": r.stats.group_sent,
+        "auth": auth_json(&r.stats.auth, r.stats.auth.sealed > 0),
         "ok": r.ok,
         "error": r.error,
         "failures": failures,
@@ -186,6 +205,7 @@ fn recv_json(r: &rmcast::RecvReport) -> serde_json::Value {
                 "naks": r.stats.naks,
                 "malformed": r.stats.malformed,
                 "foreign": r.stats.foreign,
+                "auth": auth_json(&r.stats.auth, r.stats.auth.opened > 0 || r.stats.auth.sealed > 0),
                 "rate_naks": r.stats.rate_naks,
                 "rate_naks_heard": r.stats.rate_naks_heard,
     })

@@ -11,9 +11,12 @@ use std::time::{Duration, Instant};
 mod common;
 use common::Proc;
 
+/// The binary with the test binary's group key in its environment, as an
+/// operator's shell would have `RMCAST_KEY_FILE` (or pass `--key`).
 fn rmcast() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
-    c.stdin(Stdio::null())
+    c.env("RMCAST_KEY_FILE", common::test_key())
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
@@ -306,18 +309,21 @@ fn garbage_and_foreign_packets_on_the_group_are_counted_and_ignored() {
     let (code, out_r, err) = receiver.wait(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");
     let v = json(&out_r);
-    assert!(v["malformed"].as_u64().unwrap() > 0, "{v}");
-    assert!(v["foreign"].as_u64().unwrap() > 0, "{v}");
+    // Sealed: every stray is refused before the protocol sees it, by reason.
+    let auth = &v["auth"];
+    assert_eq!(auth["sealed"], true, "{v}");
+    assert!(auth["malformed"].as_u64().unwrap() > 0, "{v}");
+    assert!(auth["unsealed"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(
         std::fs::read(out.join("obj.bin")).unwrap(),
         std::fs::read(&file).unwrap()
     );
 }
 
-/// A well-formed `Close` of a session nobody runs (wire version 2: the
-/// body is the object's 32-byte hash).
+/// A well-formed plain `Close` of a session nobody runs (the body is the
+/// object's 32-byte hash).
 fn rmcast_wire_packet_close(buf: &mut [u8]) -> usize {
-    let mut p = vec![b'R', b'M', 2, 0x09, 0, 0, 0xFF, 0xFF];
+    let mut p = vec![b'R', b'M', rmcast_wire::VERSION, 0x09, 0, 0, 0xFF, 0xFF];
     p.extend_from_slice(&0x0123_4567_89AB_CDEFu64.to_be_bytes());
     p.extend_from_slice(&[0x5A; 32]);
     buf[..p.len()].copy_from_slice(&p);

@@ -57,7 +57,7 @@ fn transfer(protocol: ProtocolId, object: &[u8], tx: &mut [u8], rx: &mut [u8]) -
                 if matches!(t.dest, Dest::Unicast(a) if a != receiver_addr(k)) {
                     continue;
                 }
-                black_box(r.handle_datagram(now, sender_addr(), &tx[..t.len]));
+                black_box(r.handle_datagram(now, sender_addr(), &mut tx[..t.len]));
                 while let Some(e) = r.poll_event() {
                     match e {
                         ReceiverEvent::Offer(_) => r.accept_offer(),
@@ -66,7 +66,7 @@ fn transfer(protocol: ProtocolId, object: &[u8], tx: &mut [u8], rx: &mut [u8]) -
                     }
                 }
                 while let Some(a) = r.poll_transmit(now, rx) {
-                    sender.handle_datagram(now, receiver_addr(k), &rx[..a.len]);
+                    sender.handle_datagram(now, receiver_addr(k), &mut rx[..a.len]);
                 }
             }
         }

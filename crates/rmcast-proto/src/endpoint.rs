@@ -125,19 +125,28 @@ impl Endpoint {
         &self.seen
     }
 
-    /// Notes an announcement (`Hello`) of `session` from `from`.
-    fn note_announcement(&mut self, from: SocketAddr, datagram: &[u8]) {
-        let Ok((Kind::Hello, header)) = rmcast_wire::peek_header(datagram) else {
-            return;
-        };
-        if self.seen.len() < SEEN_SESSIONS_MAX
-            && !self.seen.iter().any(|s| s.session == header.session)
-        {
+    /// The announcement (`Hello`) a datagram is, read from its header
+    /// (clear on a sealed packet too).
+    fn announcement(datagram: &[u8]) -> Option<SessionId> {
+        match rmcast_wire::peek_header(datagram) {
+            Ok((Kind::Hello, header)) => Some(header.session),
+            _ => None,
+        }
+    }
+
+    /// Notes an announcement of `session` from `from`.
+    fn note_announcement(&mut self, from: SocketAddr, session: SessionId) {
+        if self.seen.len() < SEEN_SESSIONS_MAX && !self.seen.iter().any(|s| s.session == session) {
             self.seen.push(SeenSession {
-                session: header.session,
+                session,
                 sender: from,
             });
         }
+    }
+
+    /// True when sealing: announcements count only once a machine opened them.
+    fn sealed(&self) -> bool {
+        self.config.receiver.group_key.is_some()
     }
 
     /// The machine of session `h`.
@@ -185,7 +194,11 @@ impl Endpoint {
     /// machine sees it (test loss) call this, then [`Endpoint::deliver`];
     /// the rest call [`Endpoint::handle_datagram`].
     pub fn route(&mut self, from: SocketAddr, datagram: &[u8]) -> Option<SessionHandle> {
-        self.note_announcement(from, datagram);
+        if !self.sealed()
+            && let Some(session) = Self::announcement(datagram)
+        {
+            self.note_announcement(from, session);
+        }
         if self.config.sessions == 1 {
             // One session: its machine sees everything and counts strays.
             return Some(SessionHandle(0));
@@ -223,11 +236,22 @@ impl Endpoint {
         h: SessionHandle,
         now: Instant,
         from: SocketAddr,
-        datagram: &'a [u8],
+        datagram: &'a mut [u8],
     ) -> Option<DataChunk<'a>> {
+        // Sealed: an announcement is noted only if its machine opened it (a
+        // forged Hello must not fill the list of sessions seen).
+        let announced = Self::announcement(datagram).filter(|_| self.sealed());
         let machine = &mut self.machines[h.0];
+        let refused = machine.stats().auth.refused();
         let was_listening = machine.session().is_none();
         let chunk = machine.handle_datagram(now, from, datagram);
+        let authentic = machine.stats().auth.refused() == refused;
+        if let Some(session) = announced
+            && authentic
+        {
+            self.note_announcement(from, session);
+        }
+        let machine = &mut self.machines[h.0];
         if was_listening
             && machine.session().is_some()
             && self.machines.len() < self.config.sessions
@@ -243,7 +267,7 @@ impl Endpoint {
         &mut self,
         now: Instant,
         from: SocketAddr,
-        datagram: &'a [u8],
+        datagram: &'a mut [u8],
     ) -> Option<(SessionHandle, Option<DataChunk<'a>>)> {
         let h = self.route(from, datagram)?;
         Some((h, self.deliver(h, now, from, datagram)))
@@ -386,7 +410,8 @@ mod tests {
     fn each_datagram_goes_to_the_session_its_header_names() {
         let mut ep = endpoint(2);
         assert_eq!(
-            ep.handle_datagram(T0, sender(1), &hello(5)).map(|r| r.0),
+            ep.handle_datagram(T0, sender(1), &mut hello(5))
+                .map(|r| r.0),
             Some(SessionHandle(0))
         );
         assert_eq!(
@@ -395,7 +420,8 @@ mod tests {
             "a listener starts once the first is taken"
         );
         assert_eq!(
-            ep.handle_datagram(T0, sender(2), &hello(6)).map(|r| r.0),
+            ep.handle_datagram(T0, sender(2), &mut hello(6))
+                .map(|r| r.0),
             Some(SessionHandle(1))
         );
         assert_eq!(ep.session(SessionHandle(0)).session(), Some(SessionId(5)));
@@ -410,9 +436,9 @@ mod tests {
     #[test]
     fn every_announced_session_is_remembered_once_and_the_list_is_bounded() {
         let mut ep = endpoint(1);
-        ep.handle_datagram(T0, sender(1), &hello(5));
-        ep.handle_datagram(T0, sender(2), &hello(6));
-        ep.handle_datagram(T0, sender(1), &hello(5));
+        ep.handle_datagram(T0, sender(1), &mut hello(5));
+        ep.handle_datagram(T0, sender(2), &mut hello(6));
+        ep.handle_datagram(T0, sender(1), &mut hello(5));
         assert_eq!(ep.session(SessionHandle(0)).session(), Some(SessionId(5)));
         assert_eq!(
             ep.sessions_seen(),
@@ -436,8 +462,8 @@ mod tests {
     #[test]
     fn an_offer_of_a_new_session_starts_it_and_its_events_name_it() {
         let mut ep = endpoint(2);
-        ep.handle_datagram(T0, sender(1), &hello(5));
-        ep.handle_datagram(T0, sender(2), &hello(6));
+        ep.handle_datagram(T0, sender(1), &mut hello(5));
+        ep.handle_datagram(T0, sender(2), &mut hello(6));
         let id = join_id(&mut ep, SessionHandle(1));
         assert_ne!(
             id,
@@ -468,8 +494,8 @@ mod tests {
                 name: "obj.bin",
             }),
         );
-        ep.handle_datagram(T0, sender(2), &welcome);
-        ep.handle_datagram(T0, sender(2), &offer);
+        ep.handle_datagram(T0, sender(2), &mut welcome.clone());
+        ep.handle_datagram(T0, sender(2), &mut offer.clone());
         let events: Vec<_> = std::iter::from_fn(|| ep.poll_event()).collect();
         assert!(matches!(
             events[0],
@@ -498,14 +524,16 @@ mod tests {
             ep.route(sender(3), b"not a datagram"),
             Some(SessionHandle(0))
         );
-        ep.handle_datagram(T0, sender(1), &hello(5));
-        ep.handle_datagram(T0, sender(2), &hello(6));
+        ep.handle_datagram(T0, sender(1), &mut hello(5));
+        ep.handle_datagram(T0, sender(2), &mut hello(6));
         assert_eq!(
-            ep.handle_datagram(T0, sender(3), &hello(7)).map(|r| r.0),
+            ep.handle_datagram(T0, sender(3), &mut hello(7))
+                .map(|r| r.0),
             None
         );
         assert_eq!(
-            ep.handle_datagram(T0, sender(3), b"garbage").map(|r| r.0),
+            ep.handle_datagram(T0, sender(3), &mut b"garbage".to_vec())
+                .map(|r| r.0),
             None
         );
         let own_nak = packet(
@@ -533,7 +561,7 @@ mod tests {
     fn no_more_sessions_start_than_asked_for() {
         let mut ep = endpoint(3);
         for s in 1..=5 {
-            ep.handle_datagram(T0, sender(s as u16), &hello(s));
+            ep.handle_datagram(T0, sender(s as u16), &mut hello(s));
         }
         assert_eq!(ep.session_count(), 3);
         let joined: Vec<_> = ep.iter().map(|(_, m)| m.session()).collect();
@@ -544,7 +572,7 @@ mod tests {
     #[test]
     fn one_session_sees_every_datagram_and_counts_strays_itself() {
         let mut ep = endpoint(1);
-        ep.handle_datagram(T0, sender(1), &hello(5));
+        ep.handle_datagram(T0, sender(1), &mut hello(5));
         assert_eq!(ep.session_count(), 1);
         let nak = packet(
             5,
@@ -556,7 +584,7 @@ mod tests {
         );
         for bytes in [hello(7), b"garbage".to_vec(), nak] {
             assert_eq!(ep.route(own(), &bytes), Some(SessionHandle(0)));
-            ep.deliver(SessionHandle(0), T0, own(), &bytes);
+            ep.deliver(SessionHandle(0), T0, own(), &mut bytes.clone());
         }
         let stats = ep.session(SessionHandle(0)).stats();
         assert_eq!(
@@ -569,8 +597,8 @@ mod tests {
     #[test]
     fn transmits_take_the_sessions_round_robin() {
         let mut ep = endpoint(2);
-        ep.handle_datagram(T0, sender(1), &hello(5));
-        ep.handle_datagram(T0, sender(2), &hello(6));
+        ep.handle_datagram(T0, sender(1), &mut hello(5));
+        ep.handle_datagram(T0, sender(2), &mut hello(6));
         let mut buf = vec![0u8; crate::MAX_DATAGRAM];
         // Each owes a Join; session 0 goes first.
         assert_eq!(
@@ -612,7 +640,7 @@ mod tests {
             for (i, (who, bytes)) in inputs.iter().enumerate() {
                 let now = T0 + Duration::from_millis(i as u64 * 30);
                 let from = if *who == 3 { own() } else { sender(*who) };
-                ep.handle_datagram(now, from, bytes);
+                ep.handle_datagram(now, from, &mut bytes.clone());
                 ep.handle_timeout(now);
                 while ep.poll_event().is_some() {}
                 let mut sent = 0;

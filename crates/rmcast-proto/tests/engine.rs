@@ -206,7 +206,8 @@ impl Net {
         let kind = rmcast_wire::peek_header(bytes).unwrap().0;
         if to == Some(sender_addr()) {
             if !(self.drop_rule)(kind, bytes, None) {
-                self.sender.handle_datagram(self.now, from, bytes);
+                self.sender
+                    .handle_datagram(self.now, from, &mut bytes.to_vec());
             }
             return;
         }
@@ -219,7 +220,8 @@ impl Net {
             }
             let now = self.now;
             let node = &mut self.nodes[k];
-            if let Some(chunk) = node.machine.handle_datagram(now, from, bytes) {
+            let mut copy = bytes.to_vec();
+            if let Some(chunk) = node.machine.handle_datagram(now, from, &mut copy) {
                 let start = chunk.offset as usize;
                 for i in start..start + chunk.bytes.len() {
                     assert!(!node.delivered[i], "byte {i} delivered twice to r{k}");
@@ -702,13 +704,17 @@ fn foreign_and_malformed_datagrams_are_counted_and_ignored() {
     let from = sender_addr();
     assert!(
         node.machine
-            .handle_datagram(net.now, from, b"GET / HTTP/1.1")
+            .handle_datagram(net.now, from, &mut b"GET / HTTP/1.1".to_vec())
             .is_none()
     );
-    assert!(node.machine.handle_datagram(net.now, from, &[]).is_none());
     assert!(
         node.machine
-            .handle_datagram(net.now, from, &foreign_session)
+            .handle_datagram(net.now, from, &mut [])
+            .is_none()
+    );
+    assert!(
+        node.machine
+            .handle_datagram(net.now, from, &mut foreign_session.clone())
             .is_none()
     );
     let after = node.machine.stats();
@@ -716,9 +722,9 @@ fn foreign_and_malformed_datagrams_are_counted_and_ignored() {
     assert!(after.foreign > before.foreign);
     let s_before = net.sender.stats().clone();
     net.sender
-        .handle_datagram(net.now, receiver_addr(0), b"\x00\x01garbage");
+        .handle_datagram(net.now, receiver_addr(0), &mut b"\x00\x01garbage".to_vec());
     net.sender
-        .handle_datagram(net.now, receiver_addr(0), &foreign_session);
+        .handle_datagram(net.now, receiver_addr(0), &mut foreign_session.clone());
     assert_eq!(net.sender.stats().malformed, s_before.malformed + 1);
     assert_eq!(net.sender.stats().foreign, s_before.foreign + 1);
 }
@@ -801,7 +807,7 @@ fn a_leave_after_verifying_keeps_the_receiver_verified() {
     };
     let n = leave.encode(&mut buf).unwrap();
     net.sender
-        .handle_datagram(net.now, receiver_addr(1), &buf[..n]);
+        .handle_datagram(net.now, receiver_addr(1), &mut buf[..n]);
     assert!(net.sender.outcome().unwrap().ok);
     assert!(net.sender.poll_event().is_none());
 }
@@ -859,11 +865,11 @@ fn hunt_sender_backs_off_on_another_sessions_rate_nak_only() {
     };
     // About our own stream: the unicast feedback covers it.
     net.sender
-        .handle_datagram(net.now, receiver_addr(0), &nak(42));
+        .handle_datagram(net.now, receiver_addr(0), &mut nak(42));
     assert_eq!(net.sender.rate().unwrap().stats().backoffs, before);
     // About another sender's: the whole group backs off.
     net.sender
-        .handle_datagram(net.now, receiver_addr(0), &nak(7));
+        .handle_datagram(net.now, receiver_addr(0), &mut nak(7));
     assert_eq!(net.sender.rate().unwrap().stats().backoffs, before + 1);
     assert!(net.sender.rate().unwrap().spacing() > spacing);
     assert_eq!(net.sender.stats().group_naks, 1);
@@ -895,7 +901,7 @@ fn group_sender_adopts_the_leaders_rate_and_reports_its_own() {
         }),
     );
     net.sender
-        .handle_datagram(net.now, "10.0.0.9:4000".parse().unwrap(), &set);
+        .handle_datagram(net.now, "10.0.0.9:4000".parse().unwrap(), &mut set.clone());
     let c = net.sender.rate().unwrap();
     assert_eq!(c.spacing(), Duration::from_micros(250));
     assert_eq!(c.stats().resyncs, 1);

@@ -47,7 +47,7 @@ fn lost_join_is_resent_by_the_join_timer() {
         ..ReceiverConfig::default()
     };
     let mut r = Receiver::new(config, Instant::ZERO);
-    r.handle_datagram(Instant::ZERO, sender, &buf[..hello.len]);
+    r.handle_datagram(Instant::ZERO, sender, &mut buf[..hello.len]);
     assert_eq!(
         r.poll_transmit(Instant::ZERO, &mut buf).unwrap().kind,
         Kind::Join
@@ -110,14 +110,14 @@ fn outstanding_stays_sane_when_every_receiver_failed() {
                 // The receiver dies: this and later datagrams are lost.
                 break;
             }
-            r.handle_datagram(now, sender_addr, &sbuf[..t.len]);
+            r.handle_datagram(now, sender_addr, &mut sbuf[..t.len]);
             while let Some(e) = r.poll_event() {
                 if let ReceiverEvent::Offer(_) = e {
                     r.accept_offer();
                 }
             }
             while let Some(t) = r.poll_transmit(now, &mut rbuf) {
-                s.handle_datagram(now, receiver_addr, &rbuf[..t.len]);
+                s.handle_datagram(now, receiver_addr, &mut rbuf[..t.len]);
             }
         }
         s.handle_timeout(now);

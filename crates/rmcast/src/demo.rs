@@ -154,6 +154,7 @@ pub fn demo(
                 listen_timeout: Some(listen),
                 socket_buffer_bytes: send.socket_buffer_bytes,
                 cancel: Some(stop.clone()),
+                group_key: send.proto.group_key.clone(),
                 ..RecvConfig::default()
             };
             std::thread::Builder::new()

@@ -47,6 +47,7 @@
 
 mod batch;
 mod demo;
+mod keys;
 mod name;
 mod net;
 pub mod overlay;
@@ -58,9 +59,11 @@ pub mod stream;
 mod udp;
 
 pub use demo::{DemoConfig, DemoReport, demo, random_group};
+pub use keys::{KEY_FILE_ENV, KEY_HOWTO, generate_key, load_key, write_key};
 pub use name::safe_relative_path;
 pub use parse::{HumanDuration, parse_duration, parse_rate, parse_size};
 pub use receiver::{recv_sessions_to_dir, recv_to_dir, recv_to_vec};
+pub use rmcast_proto::security::{AuthStats, GroupKey, KeyFileError, KeyId};
 pub use rmcast_proto::{
     ConfigError, HASH_LEN, HuntParams, MemberOutcome, ProtocolId, RateControl, RateGroupConfig,
     ReceiverStats, Repair, SenderConfig, SenderStats, SessionId, Status, TreeShape,
@@ -152,6 +155,9 @@ pub struct RecvConfig {
     /// gap in a sender's stream, also multicast a `RateNak` so every sender
     /// backs off; at most one per this interval per sender. `None`: off.
     pub rate_nak_interval: Option<Duration>,
+    /// The group key every datagram must be sealed under (see
+    /// [`load_key`]); `None` runs insecure, which the sender must do too.
+    pub group_key: Option<Arc<GroupKey>>,
 }
 
 impl Default for RecvConfig {
@@ -171,6 +177,7 @@ impl Default for RecvConfig {
             max_bytes: None,
             ttl: 1,
             rate_nak_interval: None,
+            group_key: None,
         }
     }
 }

@@ -578,7 +578,7 @@ impl Port {
     /// (GRO buffers are split back into their datagrams). Returns true when
     /// it stopped at the bound with more possibly waiting (the caller must
     /// not sleep before draining again).
-    pub(crate) fn drain(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> bool {
+    pub(crate) fn drain(&mut self, mut f: impl FnMut(SocketAddr, &mut [u8])) -> bool {
         let fd = self.socket.as_raw_fd();
         let mut handled = 0;
         while handled < RX_BURST {
@@ -601,7 +601,7 @@ impl Port {
                             continue;
                         };
                         for range in gro_split(bytes.len(), meta.stride) {
-                            f(from, &bytes[range]);
+                            f(from, &mut bytes[range]);
                             handled += 1;
                             self.counts.received += 1;
                         }

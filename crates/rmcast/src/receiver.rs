@@ -361,6 +361,8 @@ struct Sessions<'a> {
     names: Option<Rc<RefCell<HashSet<String>>>>,
     /// How many of the endpoint's announced sessions were logged.
     seen_logged: usize,
+    /// Sources already warned about for packets that did not authenticate.
+    auth_warned: Vec<SocketAddr>,
 }
 
 impl<'a> Sessions<'a> {
@@ -378,6 +380,7 @@ impl<'a> Sessions<'a> {
                     sender_timeout: cfg.sender_timeout,
                     listen_timeout: cfg.listen_timeout,
                     rate_nak_interval: cfg.rate_nak_interval,
+                    group_key: cfg.group_key.clone(),
                     ..ReceiverConfig::default()
                 },
                 sessions,
@@ -394,6 +397,7 @@ impl<'a> Sessions<'a> {
             drivers: vec![Driver::listening(cfg, target, names.clone())],
             names,
             seen_logged: 0,
+            auth_warned: Vec::new(),
         }
     }
 
@@ -471,9 +475,28 @@ impl<'a> Sessions<'a> {
         any
     }
 
+    /// Says once per source that its packets did not authenticate (wrong
+    /// key, no key, or --insecure on one side): a receiver that waits for a
+    /// session it cannot open must not wait in silence.
+    fn warn_auth_failures(&mut self) {
+        for (_, machine) in self.endpoint.iter() {
+            for (from, e, _) in machine.auth_failures().iter() {
+                if self.auth_warned.len() < rmcast_proto::security::FAILURE_SOURCES_MAX
+                    && !self.auth_warned.contains(&from)
+                {
+                    self.auth_warned.push(from);
+                    tracing::warn!(
+                        "packets from {from} do not authenticate: {e}; every member needs the \
+                         same group key (--key), or all run --insecure"
+                    );
+                }
+            }
+        }
+    }
+
     /// Hands a datagram to the machine of its session (as the endpoint
     /// routes it) and stores the bytes it yields.
-    fn on_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+    fn on_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &mut [u8]) {
         let Some(h) = self.endpoint.route(from, bytes) else {
             return;
         };
@@ -677,6 +700,7 @@ fn run_many(
         rx_backlog = more_group || more_unicast;
         d.endpoint.handle_timeout(now);
         let _ = d.on_events();
+        d.warn_auth_failures();
     }
 
     if let Some(cb) = progress {
@@ -753,11 +777,11 @@ mod tests {
         while !sender.is_finished() && std::time::Instant::now() < deadline {
             let now = clock.now();
             while let Some(t) = sender.poll_transmit(now, data, &mut buf) {
-                d.on_datagram(now, s_addr, &buf[..t.len]);
+                d.on_datagram(now, s_addr, &mut buf[..t.len]);
             }
             d.verify();
             while let Some((_, t)) = d.endpoint.poll_transmit(now, &mut buf) {
-                sender.handle_datagram(now, r_addr, &buf[..t.len]);
+                sender.handle_datagram(now, r_addr, &mut buf[..t.len]);
             }
             if sender.poll_timeout().is_some_and(|t| clock.now() >= t) {
                 sender.handle_timeout(clock.now());

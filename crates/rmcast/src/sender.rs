@@ -301,6 +301,14 @@ fn drive(
     let isn = Seq(rand::random());
     let started = clock.now();
     let (rate, packet_size) = (proto.rate_bits_per_s, proto.packet_size);
+    let mut proto = proto;
+    proto.session_nonce = rand::random();
+    match &proto.group_key {
+        Some(k) => tracing::debug!("session {session}: sealed under group key {}", k.id()),
+        None => tracing::debug!(
+            "session {session}: insecure (no group key): unauthenticated, in the clear"
+        ),
+    }
     let mut sender = Sender::new(proto, session, isn, object, started)?;
     let pace_slack = pace_slack(rate, packet_size, sender.pacer_bucket_bytes());
     tracing::info!(
@@ -460,10 +468,17 @@ fn drive(
     if cancelled_at.is_some() {
         return Err(Error::Cancelled);
     }
-    let outcome = sender
+    let mut outcome = sender
         .outcome()
         .cloned()
         .expect("a finished sender has an outcome");
+    if !outcome.ok
+        && let Some(why) = sender.auth_failures().describe()
+    {
+        // A member with another key (or none) never gets in: name it.
+        let error = outcome.error.get_or_insert_with(String::new);
+        error.push_str(&format!("; packets that did not authenticate: {why}"));
+    }
     let first = first_announce.unwrap_or(started);
     let last = last_confirmation.unwrap_or(end);
     let seconds = net::secs_between(first, last);

@@ -62,3 +62,23 @@ impl Drop for Proc {
         }
     }
 }
+
+/// A group key file for this test binary's processes (written once,
+/// atomically, under Cargo's per-target temp directory): the tests run
+/// sealed, as users do; the ones about `--insecure` say so.
+#[allow(dead_code)]
+pub fn test_key() -> &'static std::path::Path {
+    static KEY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        std::fs::create_dir_all(dir).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let stem = exe.file_stem().unwrap().to_string_lossy().into_owned();
+        let path = dir.join(format!("{stem}-group.key"));
+        let tmp = dir.join(format!("{stem}-group.key.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        rmcast::write_key(&tmp, &rmcast::generate_key()).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        path
+    })
+}

@@ -361,11 +361,13 @@ impl Sim<'_> {
             host.counters.garbage_seen += 1;
         }
         let at = Instant::from_nanos(t);
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&slot.bytes);
         match &mut host.machine {
-            Machine::Sender(s) => s.handle_datagram(at, from, &slot.bytes),
+            Machine::Sender(s) => s.handle_datagram(at, from, &mut self.scratch),
             Machine::Receivers(rxs) => {
                 // The endpoint routes it, as the runtime's does.
-                let routed = rxs.endpoint.handle_datagram(at, from, &slot.bytes);
+                let routed = rxs.endpoint.handle_datagram(at, from, &mut self.scratch);
                 rxs.sync_apps();
                 if let Some((s, Some(chunk))) = routed {
                     let Some(k) = side_of(&self.sides, rxs.endpoint.session(s)) else {

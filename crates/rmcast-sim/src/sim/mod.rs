@@ -390,6 +390,9 @@ struct Sim<'s> {
     sides: Vec<SenderSide>,
     hosts: Vec<Host>,
     pool: Pool,
+    /// A host's private copy of the datagram it reads: sealed packets are
+    /// opened in place, and a multicast slot is shared by every host.
+    scratch: Vec<u8>,
     heap: BinaryHeap<Scheduled>,
     seq: u64,
     now: u64,
@@ -564,6 +567,7 @@ impl<'s> Sim<'s> {
             sides,
             hosts,
             pool: Pool::default(),
+            scratch: Vec::with_capacity(rmcast_wire::MAX_DATAGRAM),
             heap: BinaryHeap::new(),
             seq: 0,
             now: 0,

@@ -23,6 +23,9 @@ impl Receiver {
         {
             self.session = header.session;
             self.sender = Some(from);
+            if let Some(k) = &mut self.keyring {
+                k.take_session(header.session, self.config.receiver_id);
+            }
             self.phase = Phase::Joining;
             self.join_at = now;
             self.last_from_sender = now;
@@ -163,15 +166,15 @@ mod tests {
         let now = Instant::ZERO;
         let mut r = fresh();
         let (hello, welcome, offer) = handshake();
-        r.handle_datagram(now, sender(), &hello);
-        r.handle_datagram(now, sender(), &offer);
+        r.handle_datagram(now, sender(), &mut hello.clone());
+        r.handle_datagram(now, sender(), &mut offer.clone());
         assert!(
             !events(&mut r)
                 .iter()
                 .any(|e| matches!(e, ReceiverEvent::Offer(_))),
             "an offer before the Welcome has no rank to go with it"
         );
-        r.handle_datagram(now, sender(), &welcome);
+        r.handle_datagram(now, sender(), &mut welcome.clone());
         let ev = events(&mut r);
         assert!(matches!(ev[0], ReceiverEvent::Admitted { rank: 0, .. }));
         assert!(

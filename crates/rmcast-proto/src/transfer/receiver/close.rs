@@ -109,7 +109,7 @@ mod tests {
         let close = packet(Body::Close(Close {
             hash: [1; HASH_LEN],
         }));
-        r.handle_datagram(Instant::ZERO, sender(), &close);
+        r.handle_datagram(Instant::ZERO, sender(), &mut close.clone());
         assert_eq!(r.expected_hash(), Some([1; HASH_LEN]));
         assert_eq!(events(&mut r), [ReceiverEvent::AllData]);
         r.confirm(Status::Ok, [1; HASH_LEN], "");
@@ -126,8 +126,8 @@ mod tests {
         let other = packet(Body::Close(Close {
             hash: [2; HASH_LEN],
         }));
-        r.handle_datagram(Instant::ZERO, sender(), &first);
-        r.handle_datagram(Instant::ZERO, sender(), &other);
+        r.handle_datagram(Instant::ZERO, sender(), &mut first.clone());
+        r.handle_datagram(Instant::ZERO, sender(), &mut other.clone());
         assert_eq!(r.expected_hash(), Some([1; HASH_LEN]));
         assert_eq!(events(&mut r), [ReceiverEvent::AllData]);
     }
@@ -142,7 +142,7 @@ mod tests {
         let close = packet(Body::Close(Close {
             hash: [3; HASH_LEN],
         }));
-        r.handle_datagram(now, sender(), &close);
+        r.handle_datagram(now, sender(), &mut close.clone());
         assert_eq!(r.expected_hash(), Some([3; HASH_LEN]));
         assert!(!events(&mut r).contains(&ReceiverEvent::AllData));
         let t = r.poll_transmit(now, &mut buf).expect("the Close is acked");
@@ -154,7 +154,10 @@ mod tests {
             copy: 1,
             payload: &[0u8; PAYLOAD as usize],
         }));
-        assert!(r.handle_datagram(now, sender(), &data).is_some());
+        assert!(
+            r.handle_datagram(now, sender(), &mut data.clone())
+                .is_some()
+        );
         assert_eq!(events(&mut r), [ReceiverEvent::AllData]);
     }
 }

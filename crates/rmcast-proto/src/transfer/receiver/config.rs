@@ -26,6 +26,10 @@ pub struct ReceiverConfig {
     /// interval, counting those other members sent about the same sender.
     /// `None` (the default): feedback goes to the sender only.
     pub rate_nak_interval: Option<Duration>,
+    /// The group key: every datagram must open under it, and this
+    /// receiver's own are sealed under the session's keys derived from it.
+    /// `None` runs insecure, which the sender must do too.
+    pub group_key: Option<std::sync::Arc<crate::security::GroupKey>>,
 }
 
 impl Default for ReceiverConfig {
@@ -39,6 +43,7 @@ impl Default for ReceiverConfig {
             listen_timeout: None,
             nak_interval: Duration::from_millis(5),
             rate_nak_interval: None,
+            group_key: None,
         }
     }
 }

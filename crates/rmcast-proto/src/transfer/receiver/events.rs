@@ -90,4 +90,6 @@ pub struct ReceiverStats {
     pub malformed: u64,
     /// Well-formed datagrams of another session or role.
     pub foreign: u64,
+    /// Sealing: packets sealed and opened, and those refused, by reason.
+    pub auth: crate::security::AuthStats,
 }

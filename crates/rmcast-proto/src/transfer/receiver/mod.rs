@@ -28,6 +28,7 @@ mod test_support;
 pub use config::ReceiverConfig;
 pub use events::{DataChunk, OfferInfo, ReceiverEvent, ReceiverStats};
 
+use crate::security::{AuthError, AuthFailures, Keyring};
 use crate::transfer::emit;
 use crate::transfer::policy::relay::Relay;
 use crate::{Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
@@ -90,6 +91,10 @@ pub struct Receiver {
     leave_owed: Option<String>,
     events: VecDeque<ReceiverEvent>,
     stats: ReceiverStats,
+    /// The keys of the sessions heard, when sealing.
+    keyring: Option<Keyring>,
+    /// Who sent packets that did not authenticate, for the messages.
+    auth_failures: AuthFailures,
 }
 
 impl Receiver {
@@ -98,7 +103,6 @@ impl Receiver {
     pub fn new(mut config: ReceiverConfig, now: Instant) -> Self {
         config.name = truncate_utf8(&config.name, 255).to_owned();
         Self {
-            config,
             phase: Phase::Listening,
             started: now,
             session: SessionId(0),
@@ -121,7 +125,16 @@ impl Receiver {
             leave_owed: None,
             events: VecDeque::new(),
             stats: ReceiverStats::default(),
+            keyring: config.group_key.clone().map(Keyring::new),
+            auth_failures: AuthFailures::default(),
+            config,
         }
+    }
+
+    /// Sources whose packets did not authenticate, and why.
+    #[must_use]
+    pub fn auth_failures(&self) -> &AuthFailures {
+        &self.auth_failures
     }
 
     /// Counters so far.
@@ -209,8 +222,13 @@ impl Receiver {
                 if let Some(t) = self.config.listen_timeout
                     && now >= self.started + t
                 {
+                    let why = self
+                        .auth_failures
+                        .describe()
+                        .map(|d| format!("; packets that did not authenticate: {d}"))
+                        .unwrap_or_default();
                     self.fail(format!(
-                        "no session was announced within {:.1} s",
+                        "no session was announced within {:.1} s{why}",
                         t.as_secs_f64()
                     ));
                 }
@@ -230,14 +248,38 @@ impl Receiver {
         }
     }
 
-    /// Processes one datagram; returns object bytes to store, if it carried new ones.
+    /// Processes one datagram; returns object bytes to store, if it carried
+    /// new ones. When sealing, the datagram is opened in place first (the
+    /// chunk then borrows the decrypted bytes); one that does not
+    /// authenticate is counted ([`ReceiverStats::auth`]) and dropped before
+    /// anything else looks at it.
     pub fn handle_datagram<'a>(
         &mut self,
         now: Instant,
         from: SocketAddr,
-        datagram: &'a [u8],
+        datagram: &'a mut [u8],
     ) -> Option<DataChunk<'a>> {
-        let packet = match Packet::decode(datagram) {
+        let len = match &mut self.keyring {
+            Some(k) => {
+                let r = k.open(datagram);
+                self.stats.auth = *k.stats();
+                r.map(|o| o.len)
+            }
+            None if rmcast_wire::seal::is_sealed(datagram) => {
+                self.stats.auth.count(AuthError::NoKey);
+                Err(AuthError::NoKey)
+            }
+            None => Ok(datagram.len()),
+        };
+        let len = match len {
+            Ok(len) => len,
+            Err(e) => {
+                self.auth_failures.note(from, e);
+                return None;
+            }
+        };
+        let datagram: &'a [u8] = datagram;
+        let packet = match Packet::decode(&datagram[..len]) {
             Ok(p) => p,
             Err(_) => {
                 self.stats.malformed += 1;
@@ -298,8 +340,27 @@ impl Receiver {
         }
     }
 
-    /// Writes the next datagram to send into `buf` and says where it goes.
+    /// Writes the next datagram to send into `buf` (at least
+    /// [`crate::MAX_DATAGRAM`] bytes) and says where it goes; sealed under
+    /// the session's keys when sealing.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let mut t = self.next_transmit(now, buf)?;
+        if let Some(k) = &mut self.keyring {
+            // Group-scoped rate packets carry the session nonce: the other
+            // senders of the group derive this session's keys from it.
+            let with_nonce = t.kind == rmcast_wire::Kind::RateNak;
+            match k.seal(buf, t.len, with_nonce) {
+                Ok(n) => t.len = n,
+                // No keys: nothing authentic was heard from the session,
+                // so there is nothing to answer.
+                Err(_) => return None,
+            }
+            self.stats.auth.sealed = k.stats().sealed;
+        }
+        Some(t)
+    }
+
+    fn next_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let sender = self.sender?;
         let to = Dest::Unicast(sender);
         let header = Header::new(self.session, self.rank);

@@ -80,7 +80,7 @@ pub(super) fn holding(indexes: &[u32]) -> Receiver {
     let mut r = fresh();
     let (hello, welcome, offer) = handshake();
     for p in [&hello, &welcome, &offer] {
-        assert!(r.handle_datagram(now, sender(), p).is_none());
+        assert!(r.handle_datagram(now, sender(), &mut p.clone()).is_none());
     }
     assert!(
         events(&mut r)
@@ -97,7 +97,10 @@ pub(super) fn holding(indexes: &[u32]) -> Receiver {
             copy: 0,
             payload: &bytes[..len as usize],
         }));
-        assert!(r.handle_datagram(now, sender(), &data).is_some());
+        assert!(
+            r.handle_datagram(now, sender(), &mut data.clone())
+                .is_some()
+        );
     }
     r
 }

@@ -1,8 +1,10 @@
 //! How a sender runs a transfer ([`SenderConfig`]), and the checks that
 //! refuse a configuration that cannot work ([`ConfigError`]).
 
+use crate::security::{GroupKey, SESSION_NONCE_LEN};
 use crate::{FeedbackPolicy, RateControl, RateGroupConfig, TreeShape};
-use rmcast_wire::{DATA_HEADER_LEN, MAX_DATAGRAM, MAX_RECEIVERS, ProtocolId};
+use rmcast_wire::{DATA_HEADER_LEN, MAX_DATAGRAM, MAX_RECEIVERS, ProtocolId, SEAL_OVERHEAD_DATA};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How a sender runs a transfer.
@@ -68,6 +70,14 @@ pub struct SenderConfig {
     pub tree_height: u16,
     /// Tree protocol: flat chains or a binary tree.
     pub tree_shape: TreeShape,
+    /// The group key: every datagram of the session is sealed under it
+    /// (`crate::security`), and every datagram received must open under
+    /// it. `None` runs insecure, which the receivers must do too.
+    pub group_key: Option<Arc<GroupKey>>,
+    /// The session's nonce (fresh randomness from the driver, per
+    /// session): with the session id it makes the session's keys unique.
+    /// Unused without a key.
+    pub session_nonce: [u8; SESSION_NONCE_LEN],
 }
 
 /// How the sender repairs losses.
@@ -104,6 +114,8 @@ impl Default for SenderConfig {
             repair: Repair::Selective,
             tree_height: 10,
             tree_shape: TreeShape::Flat,
+            group_key: None,
+            session_nonce: [0; SESSION_NONCE_LEN],
         }
     }
 }
@@ -167,10 +179,22 @@ pub enum ConfigError {
 }
 
 impl SenderConfig {
-    /// Object bytes carried by one full data packet.
+    /// Object bytes carried by one full data packet: the packet size less
+    /// the data header and, when sealing, the seal's counter and tag.
     #[must_use]
     pub fn payload_size(&self) -> usize {
-        self.packet_size.saturating_sub(DATA_HEADER_LEN)
+        self.packet_size
+            .saturating_sub(DATA_HEADER_LEN + self.seal_overhead())
+    }
+
+    /// Bytes sealing adds to a data packet (zero when insecure).
+    #[must_use]
+    pub fn seal_overhead(&self) -> usize {
+        if self.group_key.is_some() {
+            SEAL_OVERHEAD_DATA
+        } else {
+            0
+        }
     }
 
     /// The feedback policy this configuration selects.
@@ -261,7 +285,8 @@ impl SenderConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !(DATA_HEADER_LEN + 1..=MAX_DATAGRAM).contains(&self.packet_size) {
+        if !(DATA_HEADER_LEN + self.seal_overhead() + 1..=MAX_DATAGRAM).contains(&self.packet_size)
+        {
             return Err(ConfigError::PacketSize(self.packet_size));
         }
         if self.window == 0 || self.window > 1 << 20 {

@@ -121,4 +121,6 @@ pub struct SenderStats {
     /// while every byte is acknowledged but the object's hash (and so the
     /// `Close`) is not ready, so that receivers do not time the sender out.
     pub keepalives: u64,
+    /// Sealing: packets sealed and opened, and those refused, by reason.
+    pub auth: crate::security::AuthStats,
 }

@@ -35,6 +35,7 @@ mod window;
 pub use config::{ConfigError, Repair, SenderConfig, WIRE_OVERHEAD_BYTES};
 pub use events::{MemberOutcome, Outcome, SenderEvent, SenderStats};
 
+use crate::security::{AuthError, AuthFailures, Keyring};
 use crate::transfer::emit;
 use crate::transfer::policy::SenderPolicy;
 use crate::{
@@ -104,6 +105,10 @@ pub struct Sender {
     outcome: Option<Outcome>,
     error: Option<String>,
     stats: SenderStats,
+    /// The session's keys when sealing (`SenderConfig::group_key`).
+    keyring: Option<Keyring>,
+    /// Who sent packets that did not authenticate, for the reports.
+    auth_failures: AuthFailures,
 }
 
 impl Sender {
@@ -154,6 +159,11 @@ impl Sender {
             outcome: None,
             error: None,
             stats: SenderStats::default(),
+            keyring: config
+                .group_key
+                .clone()
+                .map(|k| Keyring::for_sender(k, session, config.session_nonce)),
+            auth_failures: AuthFailures::default(),
             config,
         };
         sender.arm_timers();
@@ -345,13 +355,44 @@ impl Sender {
         }
     }
 
-    /// Processes one received datagram from `from`.
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        self.on_datagram(now, from, datagram);
+    /// Processes one received datagram from `from`. When sealing, the
+    /// datagram is opened in place first; one that does not authenticate
+    /// is counted ([`SenderStats::auth`]) and dropped before anything else
+    /// looks at it.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) {
+        let (len, party) = match self.open(from, datagram) {
+            Ok(o) => o,
+            Err(()) => return,
+        };
+        self.on_datagram(now, from, &datagram[..len], party);
         self.arm_timers();
     }
 
-    fn on_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+    /// Opens a sealed datagram (or lets a plain one through when insecure):
+    /// the plain packet's length and the sealing receiver's id.
+    fn open(&mut self, from: SocketAddr, datagram: &mut [u8]) -> Result<(usize, Option<u64>), ()> {
+        let result = match &mut self.keyring {
+            Some(k) => {
+                let r = k.open(datagram).map(|o| (o.len, o.party));
+                self.stats.auth = *k.stats();
+                r
+            }
+            None if rmcast_wire::seal::is_sealed(datagram) => {
+                self.stats.auth.count(AuthError::NoKey);
+                Err(AuthError::NoKey)
+            }
+            None => Ok((datagram.len(), None)),
+        };
+        result.map_err(|e| self.auth_failures.note(from, e))
+    }
+
+    /// Sources whose packets did not authenticate, and why (for reports).
+    #[must_use]
+    pub fn auth_failures(&self) -> &AuthFailures {
+        &self.auth_failures
+    }
+
+    fn on_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8], party: Option<u64>) {
         let packet = match Packet::decode(datagram) {
             Ok(p) => p,
             Err(_) => {
@@ -375,8 +416,14 @@ impl Sender {
             }
             return;
         }
-        self.stats.control_packets += 1;
         let rank = packet.header.rank;
+        if self.keyring.is_some() && !self.party_matches(rank, party, &packet.body) {
+            // Sealed by one receiver in another's name: only a key holder
+            // can do that, and it may not speak for anyone else.
+            self.stats.foreign += 1;
+            return;
+        }
+        self.stats.control_packets += 1;
         match packet.body {
             Body::Join(j) => self.on_join(now, from, j.receiver_id, j.name),
             Body::OfferReply(r) => self.on_offer_reply(now, rank, from, &r),
@@ -397,15 +444,40 @@ impl Sender {
         }
     }
 
+    /// Whether the sealing party of a receiver's packet is the receiver the
+    /// rank names (a `Join`'s: the id it joins with).
+    fn party_matches(&self, rank: u16, party: Option<u64>, body: &Body<'_>) -> bool {
+        match body {
+            Body::Join(j) => party == Some(j.receiver_id),
+            _ => self
+                .members
+                .list
+                .get(usize::from(rank))
+                .is_none_or(|m| party == Some(m.id)),
+        }
+    }
+
     /// Writes the next datagram to send into `buf` (at least
-    /// [`crate::MAX_DATAGRAM`] bytes, or the packet size) and says where it goes.
+    /// [`crate::MAX_DATAGRAM`] bytes, or the packet size) and says where it
+    /// goes. When sealing, the datagram is sealed in `buf`: a data packet
+    /// stays within the packet size, since its payload was shortened by
+    /// the seal's overhead.
     pub fn poll_transmit(
         &mut self,
         now: Instant,
         source: &(impl PayloadSource + ?Sized),
         buf: &mut [u8],
     ) -> Option<Transmit> {
-        let transmit = self.next_transmit(now, source, buf);
+        let mut transmit = self.next_transmit(now, source, buf);
+        if let (Some(t), Some(k)) = (&mut transmit, &mut self.keyring) {
+            // The session nonce rides on everything but the bulk data, so a
+            // receiver can derive the keys from any control packet.
+            let with_nonce = t.kind != rmcast_wire::Kind::Data;
+            t.len = k
+                .seal(buf, t.len, with_nonce)
+                .expect("the sender holds its session's keys and a buffer of MAX_DATAGRAM");
+            self.stats.auth.sealed = k.stats().sealed;
+        }
         self.arm_timers();
         transmit
     }

@@ -92,7 +92,7 @@ impl Pair {
                 self.sent.push(t.kind);
                 let _ = self
                     .receiver
-                    .handle_datagram(self.now, sender_addr(), &buf[..t.len]);
+                    .handle_datagram(self.now, sender_addr(), &mut buf[..t.len]);
             }
             while let Some(e) = self.sender.poll_event() {
                 self.sender_events.push(e);
@@ -112,7 +112,7 @@ impl Pair {
             while let Some(t) = self.receiver.poll_transmit(self.now, &mut buf) {
                 any = true;
                 self.sender
-                    .handle_datagram(self.now, receiver_addr(), &buf[..t.len]);
+                    .handle_datagram(self.now, receiver_addr(), &mut buf[..t.len]);
             }
             if !any {
                 return;
