@@ -13,6 +13,7 @@ pub use registry::{is_lab_namespace, list_namespaces, remove_all, remove_testbed
 use anyhow::Result;
 use host::read_counters;
 use std::net::Ipv4Addr;
+use std::path::Path;
 use std::process::Command;
 
 /// A testbed the runner drives.
@@ -42,9 +43,19 @@ impl Testbed {
     pub fn is_netns(&self) -> bool {
         matches!(self, Testbed::Netns(_))
     }
-    /// A command that runs `program args` on host `i`.
+    /// The group key file every rmcast process of this testbed runs under.
+    pub fn key(&self) -> &Path {
+        match self {
+            Testbed::Local(l) => l.key.path(),
+            Testbed::Netns(n) => n.key.path(),
+        }
+    }
+
+    /// A command that runs `program args` on host `i`, with the testbed's
+    /// group key in `RMCAST_KEY_FILE` (rmcast's `send`, `recv` and `pipe`
+    /// read it; the peer tools ignore it; `--insecure` in `args` wins).
     pub fn command(&self, i: usize, program: &str, args: &[String]) -> Command {
-        match &self.hosts()[i].ns {
+        let mut c = match &self.hosts()[i].ns {
             None => {
                 let mut c = Command::new(program);
                 c.args(args);
@@ -56,7 +67,9 @@ impl Testbed {
                 c.args(["netns", "exec", ns, program]).args(args);
                 c
             }
-        }
+        };
+        c.env(rmcast::KEY_FILE_ENV, self.key());
+        c
     }
     /// Counters of hosts 0..n (loopback: the one `lo`, as host 0).
     pub fn counters(&self, n: usize) -> Result<Vec<IfCounters>> {
@@ -111,6 +124,32 @@ impl Testbed {
 /// The loopback testbed.
 pub struct Local {
     hosts: Vec<Host>,
+    key: LabKey,
+}
+
+/// A testbed's group key: fresh per testbed, in a temporary file (mode
+/// 0600) removed with the testbed, so the lab's one-liners need no key.
+pub struct LabKey {
+    file: tempfile::TempPath,
+}
+
+impl LabKey {
+    /// A fresh key in a new temporary file.
+    pub fn new() -> Result<Self> {
+        let mut f = tempfile::Builder::new()
+            .prefix("rmcast-lab-")
+            .suffix(".key")
+            .tempfile()?;
+        std::io::Write::write_all(&mut f, rmcast::generate_key().to_file().as_bytes())?;
+        Ok(Self {
+            file: f.into_temp_path(),
+        })
+    }
+
+    /// The key file.
+    pub fn path(&self) -> &Path {
+        &self.file
+    }
 }
 
 impl Local {
@@ -122,6 +161,7 @@ impl Local {
                 addr: Ipv4Addr::LOCALHOST,
             })
             .collect();
-        Local { hosts }
+        let key = LabKey::new().expect("cannot write a temporary key file");
+        Local { hosts, key }
     }
 }

@@ -43,6 +43,8 @@ pub struct Netns {
     spec: NetnsSpec,
     /// IGMP snooping on the bridge, as read back from the kernel.
     pub multicast_snooping: Option<bool>,
+    /// The group key the testbed's rmcast processes run under.
+    pub(super) key: super::LabKey,
     loss: f64,
     keep: bool,
     removed: bool,
@@ -95,6 +97,7 @@ impl Netns {
             loss: 0.0,
             keep: false,
             removed: false,
+            key: super::LabKey::new()?,
         };
         tb.write_state(false)?;
         tb.build()?; // on error, Drop removes what was made
