@@ -252,3 +252,28 @@ fn eight_senders_without_the_group_machinery_for_comparison() {
     let (_, m) = run("hunt-8-alone", &sc);
     assert_eq!(m.resyncs, 0);
 }
+
+/// Sealed, the group machinery still works: every sender derives the other
+/// sessions' keys from the nonce their rate packets carry, backs off on
+/// their receivers' `RateNak`s and resynchronises, and refuses nothing.
+#[test]
+fn four_sealed_senders_share_the_capacity_and_refuse_nothing() {
+    let sc = group(4, RateControl::Hunt(HuntParams::adaptive()), true, 9).sealed();
+    let (r, m) = run("hunt-4-sealed", &sc);
+    let cap = capacity_pps(&sc);
+    assert!(
+        (m.aggregate_pps - cap).abs() / cap < 0.10,
+        "aggregate {:.0} pkt/s vs capacity {cap:.0}",
+        m.aggregate_pps
+    );
+    assert!(m.resyncs > 0, "no resynchronisation");
+    for s in &r.senders {
+        let a = &s.stats.auth;
+        assert!(a.sealed > 0 && a.opened > 0, "sender {}: {a:?}", s.host);
+        assert_eq!(a.refused(), 0, "sender {}: {a:?}", s.host);
+    }
+    assert!(
+        r.senders.iter().any(|s| s.stats.group_naks > 0),
+        "no RateNak of another session acted on"
+    );
+}

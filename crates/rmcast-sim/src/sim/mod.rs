@@ -483,8 +483,13 @@ impl<'s> Sim<'s> {
             } else {
                 info
             };
-            let sender = Sender::new(config.clone(), session, isn, info, Instant::ZERO)
-                .map_err(Failure::Config)?;
+            let mut config = config.clone();
+            if config.group_key.is_some() {
+                // Drawn only when sealing: plain runs replay as before.
+                master.fill_bytes(&mut config.session_nonce);
+            }
+            let sender =
+                Sender::new(config, session, isn, info, Instant::ZERO).map_err(Failure::Config)?;
             machines.push(Machine::Sender(Box::new(sender)));
             sides.push(SenderSide {
                 session,
