@@ -344,6 +344,11 @@ pub struct KeygenArgs {
     /// instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Make an Ed25519 signing key pair instead of a group key: FILE (secret,
+    /// for `rmcast send --sign FILE`) and FILE.pub (for `rmcast recv --trust
+    /// FILE.pub`). Needs -o.
+    #[arg(long, requires = "out")]
+    pub signing: bool,
 }
 
 /// `rmcast send`.
@@ -376,6 +381,11 @@ pub struct SendArgs {
     /// pressure) come sooner.
     #[arg(long, default_value = "4MiB", value_parser = parse_size, value_name = "BYTES")]
     pub socket_buffer: u64,
+    /// Sign the file (its hash, size and name) with this signing key (from
+    /// `rmcast keygen --signing`): receivers run with `--trust FILE.pub`
+    /// then keep it, and refuse content any other member sends.
+    #[arg(long, value_name = "FILE")]
+    pub sign: Option<PathBuf>,
     #[command(flatten)]
     pub keys: KeyArgs,
     #[command(flatten)]
@@ -437,6 +447,12 @@ pub struct RecvArgs {
     /// Print exactly one JSON object on stdout at the end (no progress bar).
     #[arg(long)]
     pub json: bool,
+    /// Keep only files signed by the owner of this public key (FILE.pub
+    /// from `rmcast keygen --signing`; repeat for several): an unsigned
+    /// file, or one signed by anyone else, even a member holding the group
+    /// key, is refused and not kept.
+    #[arg(long, value_name = "FILE")]
+    pub trust: Vec<PathBuf>,
     #[command(flatten)]
     pub keys: KeyArgs,
 }

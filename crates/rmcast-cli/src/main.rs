@@ -127,6 +127,17 @@ fn progress_fn(bar: &Option<ProgressBar>) -> impl FnMut(rmcast::Progress) + '_ {
 
 /// `rmcast keygen`: a fresh group key on stdout or into a new 0600 file.
 fn keygen(a: &KeygenArgs) -> Result<bool> {
+    if a.signing {
+        let path = a.out.as_ref().expect("clap: --signing requires -o");
+        let key = rmcast::generate_signing_key();
+        let public = rmcast::write_signing_key(path, &key)?;
+        eprintln!(
+            "rmcast: wrote signing key {} (secret: `rmcast send --sign`) and {} (for `rmcast recv --trust`)",
+            path.display(),
+            public.display()
+        );
+        return Ok(true);
+    }
     let key = rmcast::generate_key();
     match &a.out {
         Some(path) => {
@@ -217,6 +228,12 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let key = session_key(&a.keys, "send")?;
     let mut cfg = send_config(&a.common, cancel.clone())?;
     cfg.proto.group_key = key;
+    if let Some(path) = &a.sign {
+        if a.common.overlay().is_some() {
+            bail!("--sign applies to the UDP multicast protocols (not yet to tcp-* overlays)");
+        }
+        cfg.signing_key = Some(rmcast::load_signing_key(path)?);
+    }
     cfg.proto.receivers = a.receivers;
     cfg.proto.join_wait = a.wait.0;
     let hunt = a.common.rate_control == args::RateControlArg::Hunt;
@@ -248,6 +265,14 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
 
 fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let key = session_key(&a.keys, "recv")?;
+    if !a.trust.is_empty() && a.sender.is_some() {
+        bail!("--trust applies to the UDP multicast protocols (not yet to tcp-* overlays)");
+    }
+    let trust = a
+        .trust
+        .iter()
+        .map(|p| rmcast::load_public_key(p))
+        .collect::<Result<Vec<_>, _>>()?;
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("creating output directory {}", a.out.display()))?;
     let mut cfg = rmcast::RecvConfig {
@@ -262,6 +287,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         rate_nak_interval: a.rate_nak_interval(),
         socket_buffer_bytes: usize::try_from(a.socket_buffer).unwrap_or(usize::MAX),
         group_key: key,
+        trust,
         ..rmcast::RecvConfig::default()
     };
     if let Some(name) = a.name {

@@ -376,3 +376,94 @@ fn insecure_on_one_side_only_fails_on_both_sides_with_the_reason() {
         }
     }
 }
+
+/// A member holding the group key sends its own content: receivers that
+/// `--trust` only the publisher's key refuse it (unsigned, or signed by
+/// another key), keep nothing, and the sender's report names why; the
+/// publisher's signed file is kept.
+#[test]
+fn trust_refuses_a_receiver_turned_sender_and_keeps_the_signed_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = common::test_key();
+    let publisher = dir.path().join("publisher.key");
+    let insider = dir.path().join("insider.key");
+    for k in [&publisher, &insider] {
+        let (code, _, err) = Proc::spawn(
+            "keygen",
+            rmcast().args(["keygen", "--signing", "-o"]).arg(k),
+        )
+        .wait(Duration::from_secs(10));
+        assert_eq!(code, 0, "{err}");
+    }
+    let trust = format!("{}.pub", publisher.display());
+    let file = write_file(dir.path(), "model.bin", 300 << 10, 0);
+    let cases: [(&str, Option<&Path>, Option<&str>); 3] = [
+        ("unsigned", None, Some("not signed")),
+        (
+            "signed by another key",
+            Some(&insider),
+            Some("does not verify"),
+        ),
+        ("signed by the publisher", Some(&publisher), None),
+    ];
+    for (what, sign, refusal) in cases {
+        let g = rmcast::random_group().to_string();
+        let out = dir.path().join(format!("out-{}", what.replace(' ', "-")));
+        let r = recv(&g, &out, "r", Some(key), &["--trust", &trust]);
+        let extra: Vec<&str> = match sign {
+            Some(p) => vec!["--sign", p.to_str().unwrap()],
+            None => vec![],
+        };
+        let (scode, sout, serr) =
+            send(&file, &g, "1", Some(key), &extra).wait(Duration::from_secs(30));
+        let (rcode, rout, rerr) = r.wait(Duration::from_secs(20));
+        match refusal {
+            Some(needle) => {
+                assert_ne!(scode, 0, "{what}: the sender must fail: {sout}");
+                assert!(
+                    sout.contains(needle),
+                    "{what}: sender report: {sout} {serr}"
+                );
+                assert_ne!(rcode, 0, "{what}: {rout}");
+                assert!(
+                    json(&rout)["error"].as_str().unwrap().contains(needle),
+                    "{what}: {rout}"
+                );
+                assert!(
+                    entries_of(&out).is_empty(),
+                    "{what}: kept {:?}",
+                    entries_of(&out)
+                );
+            }
+            None => {
+                assert_eq!(scode, 0, "{what}: {sout} {serr}");
+                assert_eq!(rcode, 0, "{what}: {rout} {rerr}");
+                assert_eq!(
+                    std::fs::read(out.join("model.bin")).unwrap(),
+                    std::fs::read(&file).unwrap()
+                );
+            }
+        }
+    }
+    // --sign needs a signing key file, --trust a public one: clear errors.
+    let (code, _, err) = Proc::spawn(
+        "rmcast",
+        rmcast()
+            .args(["send", file.to_str().unwrap(), "--receivers", "1", "--key"])
+            .arg(key)
+            .arg("--sign")
+            .arg(key),
+    )
+    .wait(Duration::from_secs(10));
+    assert_ne!(code, 0);
+    assert!(err.contains("not a signing key file"), "{err}");
+}
+
+fn entries_of(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -694,7 +694,10 @@ fn foreign_and_malformed_datagrams_are_counted_and_ignored() {
         let mut buf = [0u8; 64];
         let p = Packet {
             header: rmcast_wire::Header::new(SessionId(7), rmcast_wire::RANK_SENDER),
-            body: Body::Close(rmcast_wire::Close { hash: [0; 32] }),
+            body: Body::Close(rmcast_wire::Close {
+                hash: [0; 32],
+                signature: None,
+            }),
         };
         let n = p.encode(&mut buf).unwrap();
         buf[..n].to_vec()

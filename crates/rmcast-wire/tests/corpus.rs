@@ -4,7 +4,7 @@
 //!
 //! The seeds are valid encodings of every message of each family, some cut
 //! short, some with a byte changed, and some garbage. To regenerate them
-//! after a format change:
+//! after a format change (the fuzzers' `fuzz-*` corpora are kept):
 //!
 //! ```text
 //! cargo test -p rmcast-wire --test corpus -- --ignored write_seeds
@@ -85,8 +85,16 @@ fn generated_seeds_keep_every_decoder_contract() {
 fn write_seeds() {
     for (target, _) in TARGETS {
         let dir = seeds_dir(target);
-        let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
+        // The named seeds are replaced; the fuzzers' minimised corpora
+        // (`fuzz-*`) stay.
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.starts_with("fuzz-") {
+                fs::remove_file(&path).unwrap();
+            }
+        }
         for (name, bytes) in seeds(target) {
             fs::write(dir.join(name), bytes).unwrap();
         }
@@ -244,7 +252,20 @@ fn transfer_valid() -> Vec<Vec<u8>> {
                 ..fb
             }),
         ),
-        (s, Body::Close(Close { hash })),
+        (
+            s,
+            Body::Close(Close {
+                hash,
+                signature: None,
+            }),
+        ),
+        (
+            s,
+            Body::Close(Close {
+                hash,
+                signature: Some([0x3C; 64]),
+            }),
+        ),
         (
             r,
             Body::Complete(Complete {

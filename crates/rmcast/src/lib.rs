@@ -59,7 +59,11 @@ pub mod stream;
 mod udp;
 
 pub use demo::{DemoConfig, DemoReport, demo, random_group};
-pub use keys::{KEY_FILE_ENV, KEY_HOWTO, generate_key, load_key, write_key};
+pub use keys::{
+    KEY_FILE_ENV, KEY_HOWTO, PublicKey, SigningKey, generate_key, generate_signing_key, load_key,
+    load_public_key, load_signing_key, public_key_file, sign_object, signature_trusted, write_key,
+    write_signing_key,
+};
 pub use name::safe_relative_path;
 pub use parse::{HumanDuration, parse_duration, parse_rate, parse_size};
 pub use receiver::{recv_sessions_to_dir, recv_to_dir, recv_to_vec};
@@ -104,6 +108,9 @@ pub struct SendConfig {
     /// Under Hunt's rate control: write the controller's trace (time,
     /// spacing, rate, state, packets sent, RTT estimate) to this CSV file.
     pub rate_trace: Option<PathBuf>,
+    /// Sign the object (its hash, size and name) with this Ed25519 key:
+    /// receivers that `trust` its public half accept only signed content.
+    pub signing_key: Option<Arc<SigningKey>>,
 }
 
 impl Default for SendConfig {
@@ -118,6 +125,7 @@ impl Default for SendConfig {
             cancel: None,
             name: None,
             rate_trace: None,
+            signing_key: None,
         }
     }
 }
@@ -158,6 +166,11 @@ pub struct RecvConfig {
     /// The group key every datagram must be sealed under (see
     /// [`load_key`]); `None` runs insecure, which the sender must do too.
     pub group_key: Option<Arc<GroupKey>>,
+    /// Accept only objects signed by one of these keys (`rmcast recv
+    /// --trust`): an unsigned object, or one signed by anyone else, even a
+    /// holder of the group key, is refused (`Status::Untrusted`) and not
+    /// kept. Empty: signatures are not checked.
+    pub trust: Vec<PublicKey>,
 }
 
 impl Default for RecvConfig {
@@ -178,6 +191,7 @@ impl Default for RecvConfig {
             ttl: 1,
             rate_nak_interval: None,
             group_key: None,
+            trust: Vec::new(),
         }
     }
 }

@@ -221,6 +221,18 @@ impl Driver<'_> {
             return;
         };
         match self.sink.hash() {
+            Ok(hash) if hash == expected && !self.trusted(machine, &hash) => {
+                // Intact, but not vouched for by a key we trust: an insider
+                // (a holder of the group key) may not pass off content.
+                self.sink.discard();
+                let text = if machine.expected_signature().is_some() {
+                    "the object's signature does not verify under any --trust key"
+                } else {
+                    "the object is not signed, and --trust requires a signature"
+                };
+                machine.confirm(Status::Untrusted, hash, text);
+                self.end.get_or_insert(End::Failed(text.to_owned()));
+            }
             Ok(hash) if hash == expected => match self.sink.commit() {
                 Ok(path) => {
                     self.verified = true;
@@ -254,6 +266,24 @@ impl Driver<'_> {
                 );
             }
         }
+    }
+
+    /// Whether the object may be kept: no `--trust` keys, or a signature
+    /// by one of them over this hash, size and name.
+    fn trusted(&self, machine: &Receiver, hash: &[u8; 32]) -> bool {
+        if self.cfg.trust.is_empty() {
+            return true;
+        }
+        let Some(offer) = &self.offer else {
+            return false;
+        };
+        crate::keys::signature_trusted(
+            &self.cfg.trust,
+            machine.expected_signature().as_ref(),
+            hash,
+            offer.size,
+            &offer.name,
+        )
     }
 
     fn progress(&self, machine: &Receiver) -> Progress {

@@ -348,7 +348,13 @@ fn drive(
                 sender.acked_bytes()
             );
             // The Close, if every byte is acknowledged, goes out below.
-            sender.set_object_hash(h.hash);
+            match &cfg.signing_key {
+                Some(key) => {
+                    let sig = crate::keys::sign_object(key, &h.hash, size, name);
+                    sender.set_signed_object_hash(h.hash, sig);
+                }
+                None => sender.set_object_hash(h.hash),
+            }
         }
 
         // Send what is still queued, then what the machine has, in batches.

@@ -83,7 +83,10 @@ pub(super) fn foreign_packet(rng: &mut ChaCha8Rng, session: SessionId, buf: &mut
             test_loss_ppm: 0,
             name: "intruder",
         }),
-        2 => Body::Close(Close { hash: [7; 32] }),
+        2 => Body::Close(Close {
+            hash: [7; 32],
+            signature: None,
+        }),
         3 => Body::Bye(Bye {
             aborted: true,
             text: "intruder",

@@ -132,7 +132,7 @@ fn bad_fields_are_refused() {
         text: String::new(),
     }
     .to_frame();
-    ready[HEADER_LEN] = 6;
+    ready[HEADER_LEN] = 7;
     assert_eq!(Msg::decode(&ready), Err(DecodeError::BadField("status")));
     // Register with an unknown address family.
     let mut reg = sample_messages()[0].to_frame();

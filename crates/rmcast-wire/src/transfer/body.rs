@@ -134,6 +134,26 @@ impl Feedback<'_> {
 pub struct Close {
     /// BLAKE3 hash of the object.
     pub hash: [u8; HASH_LEN],
+    /// The sender's Ed25519 signature of the object (`rmcast send --sign`):
+    /// over [`signed_object_message`]'s bytes. `None`: unsigned.
+    pub signature: Option<[u8; SIGNATURE_LEN]>,
+}
+
+/// Length of an Ed25519 signature.
+pub const SIGNATURE_LEN: usize = 64;
+
+/// The bytes a `Close`'s signature signs: a domain label, the object's
+/// hash, size and name, so a signature vouches for this content under this
+/// name and nothing else.
+#[must_use]
+pub fn signed_object_message(hash: &[u8; HASH_LEN], size: u64, name: &str) -> Vec<u8> {
+    let label = b"rmcast v3 signed object\0";
+    let mut m = Vec::with_capacity(label.len() + HASH_LEN + 8 + name.len());
+    m.extend_from_slice(label);
+    m.extend_from_slice(hash);
+    m.extend_from_slice(&size.to_be_bytes());
+    m.extend_from_slice(name.as_bytes());
+    m
 }
 
 /// `Complete`: the receiver's verdict on the object it holds.

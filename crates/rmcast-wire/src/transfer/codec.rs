@@ -108,7 +108,14 @@ impl<'a> Packet<'a> {
                     Body::Nak(fb)
                 }
             }
-            Kind::Close => Body::Close(Close { hash: r.array()? }),
+            Kind::Close => Body::Close(Close {
+                hash: r.array()?,
+                signature: match r.u8()? {
+                    0 => None,
+                    1 => Some(r.array()?),
+                    _ => return Err(DecodeError::BadField("signed")),
+                },
+            }),
             Kind::Complete => Body::Complete(Complete {
                 status: Status::from_u8(r.u8()?)?,
                 hash: r.array()?,
@@ -218,7 +225,16 @@ impl<'a> Packet<'a> {
                 w.u16(len)?;
                 w.bytes(f.bitmap)?;
             }
-            Body::Close(c) => w.bytes(&c.hash)?,
+            Body::Close(c) => {
+                w.bytes(&c.hash)?;
+                match &c.signature {
+                    None => w.u8(0)?,
+                    Some(sig) => {
+                        w.u8(1)?;
+                        w.bytes(sig)?;
+                    }
+                }
+            }
             Body::Complete(c) => {
                 w.u8(c.status.to_u8())?;
                 w.bytes(&c.hash)?;

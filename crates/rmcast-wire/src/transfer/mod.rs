@@ -14,7 +14,7 @@ mod rate;
 
 pub use body::{
     Body, Bye, Close, Complete, Data, Feedback, Hello, Join, Leave, Offer, OfferReply, Packet,
-    Welcome,
+    SIGNATURE_LEN, Welcome, signed_object_message,
 };
 pub use codec::{encode_data_header, peek_header};
 pub use rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
@@ -111,6 +111,9 @@ wire_enum! {
         HashMismatch = 4,
         /// The object is larger than the receiver allows.
         TooLarge = 5,
+        /// The object's signature is missing or does not verify under a key
+        /// the receiver trusts (`rmcast recv --trust`).
+        Untrusted = 6,
         /// Anything else; the text says what.
         Other = 255,
     }

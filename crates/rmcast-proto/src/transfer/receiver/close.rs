@@ -108,6 +108,7 @@ mod tests {
 
         let close = packet(Body::Close(Close {
             hash: [1; HASH_LEN],
+            signature: None,
         }));
         r.handle_datagram(Instant::ZERO, sender(), &mut close.clone());
         assert_eq!(r.expected_hash(), Some([1; HASH_LEN]));
@@ -122,9 +123,11 @@ mod tests {
         let mut r = with_every_byte();
         let first = packet(Body::Close(Close {
             hash: [1; HASH_LEN],
+            signature: None,
         }));
         let other = packet(Body::Close(Close {
             hash: [2; HASH_LEN],
+            signature: None,
         }));
         r.handle_datagram(Instant::ZERO, sender(), &mut first.clone());
         r.handle_datagram(Instant::ZERO, sender(), &mut other.clone());
@@ -141,6 +144,7 @@ mod tests {
         while r.poll_transmit(now, &mut buf).is_some() {}
         let close = packet(Body::Close(Close {
             hash: [3; HASH_LEN],
+            signature: None,
         }));
         r.handle_datagram(now, sender(), &mut close.clone());
         assert_eq!(r.expected_hash(), Some([3; HASH_LEN]));

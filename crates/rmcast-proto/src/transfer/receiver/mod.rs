@@ -73,6 +73,8 @@ pub struct Receiver {
     offer: Option<OfferInfo>,
     /// The object's hash, from the first `Close` heard.
     expected_hash: Option<[u8; HASH_LEN]>,
+    /// The sender's signature of the object, from the same `Close`.
+    expected_signature: Option<[u8; rmcast_wire::SIGNATURE_LEN]>,
     reply: Option<(Status, String)>,
     verdict: Option<(Status, [u8; HASH_LEN], String)>,
     /// An Offer heard before our Welcome, taken up when the Welcome comes.
@@ -112,6 +114,7 @@ impl Receiver {
             join_at: now,
             offer: None,
             expected_hash: None,
+            expected_signature: None,
             reply: None,
             verdict: None,
             early_offer: None,
@@ -167,6 +170,14 @@ impl Receiver {
     #[must_use]
     pub fn expected_hash(&self) -> Option<[u8; HASH_LEN]> {
         self.expected_hash
+    }
+
+    /// The sender's Ed25519 signature of the object, if its `Close`
+    /// carried one (with [`Receiver::expected_hash`]): a driver that trusts
+    /// only signed content checks it before confirming.
+    #[must_use]
+    pub fn expected_signature(&self) -> Option<[u8; rmcast_wire::SIGNATURE_LEN]> {
+        self.expected_signature
     }
 
     /// Object bytes held in order from the start.
@@ -324,6 +335,9 @@ impl Receiver {
             }
             Body::Data(d) => self.on_data(now, d.seq, d.poll, echo_copy(d.copy), d.payload),
             Body::Close(c) => {
+                if self.expected_hash.is_none() {
+                    self.expected_signature = c.signature;
+                }
                 self.on_close(c.hash);
                 None
             }

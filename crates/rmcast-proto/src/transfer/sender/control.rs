@@ -48,7 +48,10 @@ impl Sender {
                 self.timers.set(Timer::Control, Some(now + self.rto));
                 self.rto = (self.rto * 2).min(self.config.rto_max);
                 self.close_sent.get_or_insert(now);
-                Body::Close(Close { hash })
+                Body::Close(Close {
+                    hash,
+                    signature: self.signature,
+                })
             }
             Phase::Farewell { byes_left } => {
                 let aborted = !self

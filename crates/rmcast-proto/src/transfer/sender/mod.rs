@@ -109,6 +109,8 @@ pub struct Sender {
     keyring: Option<Keyring>,
     /// Who sent packets that did not authenticate, for the reports.
     auth_failures: AuthFailures,
+    /// The object's signature, carried in `Close` (`rmcast send --sign`).
+    signature: Option<[u8; rmcast_wire::SIGNATURE_LEN]>,
 }
 
 impl Sender {
@@ -164,6 +166,7 @@ impl Sender {
                 .clone()
                 .map(|k| Keyring::for_sender(k, session, config.session_nonce)),
             auth_failures: AuthFailures::default(),
+            signature: None,
             config,
         };
         sender.arm_timers();
@@ -237,6 +240,20 @@ impl Sender {
     pub fn on_send_error(&mut self, now: Instant) {
         self.rate_error(now, ErrorSignal::SendFailure);
         self.arm_timers();
+    }
+
+    /// The object's hash with the sender's signature of it (over
+    /// [`rmcast_wire::signed_object_message`]): the `Close` carries both,
+    /// for receivers that trust only signed content.
+    pub fn set_signed_object_hash(
+        &mut self,
+        hash: [u8; HASH_LEN],
+        signature: [u8; rmcast_wire::SIGNATURE_LEN],
+    ) {
+        if self.object.hash.is_none() {
+            self.signature = Some(signature);
+        }
+        self.set_object_hash(hash);
     }
 
     /// The object's BLAKE3 hash, once the driver has computed it (see

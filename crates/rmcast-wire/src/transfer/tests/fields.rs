@@ -88,7 +88,7 @@ fn every_protocol_id_round_trips() {
 
 #[test]
 fn unknown_status_is_bad_field() {
-    for s in [6u8, 7, 0x80, 0xFE] {
+    for s in [7u8, 8, 0x80, 0xFE] {
         let mut reply = samples()[4].0.clone();
         reply[HEADER_LEN] = s;
         assert_eq!(Packet::decode(&reply), Err(DecodeError::BadField("status")));

@@ -64,7 +64,7 @@ fn body_lengths_match_the_documented_layout() {
             Body::OfferReply(x) => 2 + x.text.len(),
             Body::Data(d) => 8 + d.payload.len(),
             Body::Ack(f) | Body::Nak(f) => 11 + f.bitmap.len(),
-            Body::Close(_) => 32,
+            Body::Close(c) => 33 + if c.signature.is_some() { 64 } else { 0 },
             Body::Complete(c) => 34 + c.text.len(),
             Body::Bye(b) => 2 + b.text.len(),
             Body::Leave(l) => 1 + l.text.len(),
@@ -130,9 +130,9 @@ fn wrong_version_is_bad_version() {
 #[test]
 fn close_without_its_hash_is_truncated() {
     // Version 1's Close had an empty body; under version 2 the hash is
-    // required, whole.
+    // required, whole; version 3 adds the signed flag.
     let (bytes, _) = &samples()[8];
-    assert_eq!(bytes.len(), HEADER_LEN + HASH_LEN);
+    assert_eq!(bytes.len(), HEADER_LEN + HASH_LEN + 1);
     for len in HEADER_LEN..bytes.len() {
         assert_eq!(Packet::decode(&bytes[..len]), Err(DecodeError::Truncated));
     }
@@ -285,4 +285,26 @@ fn shorter_length_prefix_leaves_trailing_bytes() {
     let mut join = samples()[1].0.clone();
     join[HEADER_LEN + 8] = 1; // name "a", then a stray "b"
     assert_eq!(Packet::decode(&join), Err(DecodeError::TrailingBytes));
+}
+
+#[test]
+fn a_signed_close_carries_its_signature_after_the_flag() {
+    let bytes = cat(&[&head(0x09, RANK_SENDER), &[0xAA; 32], &[0x01], &[0x51; 64]]);
+    let packet = Packet {
+        header: Header::new(SessionId(0x0102_0304_0506_0708), RANK_SENDER),
+        body: Body::Close(Close {
+            hash: [0xAA; 32],
+            signature: Some([0x51; 64]),
+        }),
+    };
+    assert_wire(&bytes, &packet);
+    // Cut anywhere inside the signature: truncated, never an unsigned Close.
+    for len in HEADER_LEN + 33..bytes.len() {
+        assert_eq!(Packet::decode(&bytes[..len]), Err(DecodeError::Truncated));
+    }
+    for flag in [2u8, 0x80, 0xFF] {
+        let mut bad = bytes.clone();
+        bad[HEADER_LEN + 32] = flag;
+        assert_eq!(Packet::decode(&bad), Err(DecodeError::BadField("signed")));
+    }
 }

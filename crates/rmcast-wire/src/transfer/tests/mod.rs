@@ -195,10 +195,13 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
             },
         ),
         (
-            cat(&[&head(0x09, RANK_SENDER), &CLOSE_HASH]),
+            cat(&[&head(0x09, RANK_SENDER), &CLOSE_HASH, &[0x00]]),
             Packet {
                 header: sender,
-                body: Body::Close(Close { hash: CLOSE_HASH }),
+                body: Body::Close(Close {
+                    hash: CLOSE_HASH,
+                    signature: None,
+                }),
             },
         ),
         (

@@ -26,7 +26,7 @@ enum OwnedBody {
     Data(Seq, u16, u16, Vec<u8>),
     Ack(Seq, Seq, u8, Vec<u8>),
     Nak(Seq, Seq, u8, Vec<u8>),
-    Close([u8; HASH_LEN]),
+    Close([u8; HASH_LEN], Option<[u8; 64]>),
     Complete(Status, [u8; HASH_LEN], String),
     Bye(bool, String),
     Leave(String),
@@ -67,7 +67,10 @@ impl OwnedPacket {
                 aggregate: true,
                 bitmap,
             }),
-            OwnedBody::Close(hash) => Body::Close(Close { hash: *hash }),
+            OwnedBody::Close(hash, signature) => Body::Close(Close {
+                hash: *hash,
+                signature: *signature,
+            }),
             OwnedBody::Complete(status, hash, text) => Body::Complete(Complete {
                 status: *status,
                 hash: *hash,
@@ -200,7 +203,11 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
             .prop_map(|(c, e, k, b)| OwnedBody::Ack(c, e, k, b)),
         (arb_seq(), arb_seq(), 0..=ECHO_COPY_MAX, bytes(600))
             .prop_map(|(c, e, k, b)| OwnedBody::Nak(c, e, k, b)),
-        any::<[u8; HASH_LEN]>().prop_map(OwnedBody::Close),
+        (
+            any::<[u8; HASH_LEN]>(),
+            proptest::option::of(any::<[u8; 64]>())
+        )
+            .prop_map(|(h, s)| OwnedBody::Close(h, s)),
         (arb_status(), any::<[u8; HASH_LEN]>(), arb_text())
             .prop_map(|(s, h, t)| OwnedBody::Complete(s, h, t)),
         (any::<bool>(), arb_text()).prop_map(|(a, t)| OwnedBody::Bye(a, t)),
