@@ -360,3 +360,43 @@ fn rmcast_proto_hello(key: &Arc<GroupKey>) -> Vec<u8> {
         .hello()
         .to_vec()
 }
+
+/// Junk, a plain `Register`, a silent connection and a replayed hello at a
+/// keyed sender's control port: each is refused on its own, and the
+/// session goes on.
+#[test]
+fn junk_and_replays_at_a_keyed_control_port_do_not_disturb_the_session() {
+    let report = bounded(Duration::from_secs(20), || {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = send_config(OverlayShape::Bintree, 2, Some(key(1)));
+        let sender = OverlaySender::bind(&cfg).unwrap();
+        let control = sender.local_addr().unwrap();
+        let sending =
+            std::thread::spawn(move || sender.send_bytes("j.bin", &pattern(300_000), None));
+        let mut junk = TcpStream::connect(control).unwrap();
+        junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut plain = TcpStream::connect(control).unwrap();
+        let register = rmcast_wire::overlay::Msg::Register {
+            name: "sneaky".into(),
+            data_addr: "127.0.0.1:9".parse().unwrap(),
+        };
+        plain.write_all(&register.to_frame()).unwrap();
+        let _silent = TcpStream::connect(control).unwrap();
+        // A hello recorded from a member, replayed: answered, but whoever
+        // replays it cannot seal the frame that must follow.
+        let mut replay = TcpStream::connect(control).unwrap();
+        replay.write_all(&rmcast_proto_hello(&key(1))).unwrap();
+        replay.write_all(&[0u8; 64]).unwrap();
+        let handles = vec![
+            spawn_receiver(control, dir.path(), "r1", Some(key(1))),
+            spawn_receiver(control, dir.path(), "r2", Some(key(1))),
+        ];
+        let report = sending.join().unwrap().unwrap();
+        for h in handles {
+            h.join().unwrap().unwrap();
+        }
+        report
+    });
+    assert!(report.ok, "{report:#?}");
+    assert_eq!(report.verified, 2);
+}
