@@ -24,6 +24,11 @@
 //! - Control frames take the propagation delay and no bandwidth (they are a
 //!   few hundred bytes per receiver per session). A data connection opens
 //!   two propagation delays after the machine asks for it (SYN, hello).
+//! - Keyed (`sealed`, the runtime with a group key): every segment crosses
+//!   its links in a sealed frame, [`FRAME_OVERHEAD`] bytes longer, and a
+//!   data connection opens two propagation delays later (its key
+//!   exchange: one hello each way before the parent's first frame).
+//!   Crypto costs no time here (it costs CPU, which is not modelled).
 //! - A host may hold at most `max_connections` data connections; one more
 //!   fails (the parent's machine hears `handle_child_done(Err)`).
 //! - The object's bytes are not carried: a segment is its index. Hashing is
@@ -49,6 +54,7 @@ use rmcast_proto::overlay::{
     ControlOp, DataOp, Forwarding, NodeConfig, NodeEvent, NodeMachine, NodePhase, OverlayShape,
     Rank, SegmentSet, Segments, SenderConfig, SenderEvent, SenderMachine, Topology,
 };
+use rmcast_proto::security::FRAME_OVERHEAD;
 use rmcast_wire::overlay::Msg;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -82,6 +88,8 @@ pub struct OverlayScenario {
     pub time_limit: Duration,
     /// Seed of every random choice.
     pub seed: u64,
+    /// Keyed: segments travel in sealed frames, connections exchange keys.
+    pub sealed: bool,
 }
 
 impl Default for OverlayScenario {
@@ -99,6 +107,7 @@ impl Default for OverlayScenario {
             inactivity: Duration::from_secs(5),
             time_limit: Duration::from_secs(3600),
             seed: 1,
+            sealed: false,
         }
     }
 }
@@ -311,7 +320,8 @@ impl<'a> Sim<'a> {
     }
 
     fn tx_ns(&self, index: u64) -> u64 {
-        let bits = self.segs.len(index) as u128 * 8;
+        let overhead = if self.s.sealed { FRAME_OVERHEAD } else { 0 };
+        let bits = (self.segs.len(index) + overhead) as u128 * 8;
         (bits * 1_000_000_000 / u128::from(self.s.rate_bits_per_s.max(1))) as u64
     }
 
@@ -612,7 +622,9 @@ impl<'a> Sim<'a> {
             self.pipes[p].done = true;
             return self.child_done(p, Err("connection limit reached".into()));
         }
-        let at = self.now + 2 * delay_ns;
+        // SYN and hello; keyed, the two hellos of the key exchange before.
+        let trips = if self.s.sealed { 4 } else { 2 };
+        let at = self.now + trips * delay_ns;
         self.push(at, Ev::Hello(p));
         Ok(())
     }

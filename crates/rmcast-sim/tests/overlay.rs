@@ -72,6 +72,33 @@ fn completion_times_follow_the_papers_model() {
 }
 
 #[test]
+fn sealed_overlays_deliver_and_cost_their_overhead_and_key_exchanges() {
+    for shape in SHAPES {
+        for (nodes, size) in [(1u16, 0u64), (7, 8192), (20, 1 << 20)] {
+            let plain = scenario(shape, nodes, size);
+            let sealed = OverlayScenario {
+                sealed: true,
+                ..plain.clone()
+            };
+            let (p, s) = (
+                run_overlay(&plain).unwrap_or_else(|e| panic!("{e}")),
+                run_overlay(&sealed).unwrap_or_else(|e| panic!("{e}")),
+            );
+            assert_eq!(p.segments_moved, s.segments_moved, "{shape} {nodes}");
+            if size > 0 {
+                assert!(s.data_time > p.data_time, "{shape} {nodes}: {p:?} {s:?}");
+            }
+            // 24 bytes per 8 KiB segment and a round trip per connection.
+            let slack = p.data_time.mul_f64(0.01) + 4 * plain.latency * u32::from(nodes);
+            assert!(
+                s.data_time <= p.data_time + slack,
+                "{shape} {nodes}: {p:?} {s:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_connection_limit_below_what_the_shape_needs_fails_the_run() {
     let mut s = scenario(OverlayShape::Direct, 10, 10_000);
     s.max_connections = 4;

@@ -39,7 +39,8 @@ pub mod topology;
 
 pub use node::{NodeConfig, NodeEvent, NodeFailure, NodeMachine, NodePhase, Route};
 pub use sender::{
-    ControlOp, SenderConfig, SenderEvent, SenderMachine, SenderPhase, SenderStats, SessionReport,
+    AUTH_FAILURES_MAX, ControlOp, SenderConfig, SenderEvent, SenderMachine, SenderPhase,
+    SenderStats, SessionReport,
 };
 pub use topology::{
     Forwarding, Link, NodePlan, OverlayShape, SENDER, SegmentSet, Topology, parse_shape,

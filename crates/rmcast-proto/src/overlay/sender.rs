@@ -24,6 +24,9 @@ const FAREWELL_MAX: Duration = Duration::from_secs(2);
 const BLAME_GRACE: Duration = Duration::from_secs(1);
 /// Connections that have not registered yet, at most.
 const PENDING_MAX: usize = 256;
+/// Connections that failed authentication the report names, at most (a
+/// hostile network cannot grow the list).
+pub const AUTH_FAILURES_MAX: usize = 8;
 
 /// What the session is about.
 #[derive(Clone, Debug)]
@@ -104,6 +107,9 @@ pub struct SenderStats {
     pub control_sent: u64,
     /// Frames that made no sense where they came.
     pub malformed: u64,
+    /// Connections dropped because they failed authentication (keyed
+    /// overlays: another group key, none, or forged).
+    pub auth_failed: u64,
 }
 
 /// The session's result.
@@ -121,6 +127,10 @@ pub struct SessionReport {
     pub last_confirmation: Option<Instant>,
     /// Whether [`SenderMachine::cancel`] ended it.
     pub cancelled: bool,
+    /// Connections that failed authentication, one line each ("connection
+    /// from ADDR failed authentication — wrong group key?"), at most
+    /// [`AUTH_FAILURES_MAX`]; [`SenderStats::auth_failed`] counts them all.
+    pub auth_failures: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +186,7 @@ pub struct SenderMachine {
     started_at: Option<Instant>,
     last_confirmation: Option<Instant>,
     cancelled: bool,
+    auth_failures: Vec<String>,
     stats: SenderStats,
     transmits: VecDeque<ControlOp>,
     data: VecDeque<DataOp>,
@@ -207,6 +218,7 @@ impl SenderMachine {
             started_at: None,
             last_confirmation: None,
             cancelled: false,
+            auth_failures: Vec::new(),
             stats: SenderStats::default(),
             transmits: VecDeque::new(),
             data: VecDeque::new(),
@@ -227,6 +239,19 @@ impl SenderMachine {
             return;
         }
         self.pending.insert(conn, (now, peer));
+    }
+
+    /// A connection from `peer` failed authentication before it became a
+    /// control connection (the driver dropped it; the machine never saw it):
+    /// counted, and named in the report. `why` completes "connection from
+    /// `peer` …", e.g. "failed authentication — wrong group key?".
+    pub fn handle_auth_failed(&mut self, now: Instant, peer: SocketAddr, why: &str) {
+        self.stats.auth_failed += 1;
+        if self.auth_failures.len() < AUTH_FAILURES_MAX {
+            self.auth_failures
+                .push(format!("connection from {peer} {why}"));
+        }
+        self.step(now);
     }
 
     /// A control frame arrived on `conn`.
@@ -463,6 +488,7 @@ impl SenderMachine {
             started_at: self.started_at,
             last_confirmation: self.last_confirmation,
             cancelled: self.cancelled,
+            auth_failures: self.auth_failures.clone(),
         }
     }
 
@@ -524,6 +550,11 @@ impl SenderMachine {
                         .map(|m| format!("{:?}", m.name))
                         .collect();
                     msg.push_str(&format!(" ({})", names.join(", ")));
+                }
+                // Whoever failed authentication is the likely missing one.
+                for f in &self.auth_failures {
+                    msg.push_str("; ");
+                    msg.push_str(f);
                 }
                 self.error.get_or_insert(msg);
             }

@@ -440,6 +440,35 @@ fn too_few_receivers_fail_after_the_join_wait_naming_who_came() {
 }
 
 #[test]
+fn connections_that_failed_authentication_are_counted_and_named_when_the_join_fails() {
+    let mut p = plan(1);
+    p.wanted = 2;
+    let mut net = Net::new(OverlayShape::Chain, p, 10, 100);
+    let outsider = SocketAddr::from(([10, 9, 9, 9], 4242));
+    for _ in 0..AUTH_FAILURES_MAX + 3 {
+        net.sender.handle_auth_failed(
+            Instant::ZERO,
+            outsider,
+            "failed authentication — wrong group key?",
+        );
+    }
+    // Nothing about the session changed: still joining, nobody extra.
+    assert_eq!(net.sender.phase(), SenderPhase::Joining);
+    assert_eq!(net.sender.registered(), 0);
+    net.run(60 * SEC);
+    let r = net.sender.report();
+    let error = r.error.unwrap();
+    assert!(
+        error.contains("only 1 of 2")
+            && error
+                .contains("connection from 10.9.9.9:4242 failed authentication — wrong group key?"),
+        "{error}"
+    );
+    assert_eq!(r.auth_failures.len(), AUTH_FAILURES_MAX);
+    assert_eq!(net.sender.stats().auth_failed, AUTH_FAILURES_MAX as u64 + 3);
+}
+
+#[test]
 fn a_refusing_receiver_is_named_and_nobody_starts() {
     let mut p = plan(3);
     p.refuse = Some(2);

@@ -22,9 +22,15 @@
 //! causes no reply. Like the machines, this module is sans-IO: randomness
 //! (the sender's nonce, the key's secret) comes from the caller.
 
+mod frames;
 mod key;
 mod replay;
 
+pub use frames::{
+    Channel, EPOCH_FRAMES, FRAME_HEADER_LEN, FRAME_OVERHEAD, FRAME_TAG_LEN, FRAME_VERSION,
+    FrameError, FrameHeader, FrameKind, HELLO_LEN, HELLO_NONCE_LEN, Initiator, MAX_BODY, Opener,
+    Sealer, parse_header as parse_frame_header, respond,
+};
 pub use key::{GroupKey, KEY_FILE_VERSION, KEY_LEN, KeyFileError, KeyId};
 pub use replay::{Replay, ReplayWindow, WINDOW as REPLAY_WINDOW};
 

@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{
     AddrFamily, Assignment, DecodeError, HEADER_LEN, MAGIC, MAX_NAME, MAX_PAYLOAD, Msg, MsgKind,
-    OverlayShape, Peer, SegmentSet, VERSION,
+    OverlayShape, Peer, SEALED_MAGIC, SegmentSet, VERSION,
 };
 use crate::cursor::{Reader, Writer};
 use crate::{EncodeError, Status, truncate_utf8};
@@ -219,6 +219,9 @@ impl Msg {
     /// refusing a length over [`MAX_PAYLOAD`] before anyone allocates it.
     pub fn parse_header(h: &[u8]) -> Result<(MsgKind, usize), DecodeError> {
         let h = h.get(..HEADER_LEN).ok_or(DecodeError::Truncated)?;
+        if h[0..2] == SEALED_MAGIC {
+            return Err(DecodeError::Sealed);
+        }
         if h[0..2] != MAGIC {
             return Err(DecodeError::Magic);
         }

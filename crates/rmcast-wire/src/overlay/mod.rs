@@ -35,6 +35,10 @@ use crate::{HASH_LEN, Status};
 
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"RO";
+/// First two bytes of a sealed frame: a keyed overlay wraps every frame
+/// and segment in one (`rmcast_proto::security::frames`). Listed here so
+/// that a plain reader can tell "the peer has a group key" from garbage.
+pub const SEALED_MAGIC: [u8; 2] = *b"RS";
 /// Version this code speaks (2: the object's hash left `Assign` for its own
 /// `Hash` message, sent once the sender has it).
 pub const VERSION: u8 = 2;
@@ -52,6 +56,12 @@ pub enum DecodeError {
     /// Does not start with `RO`: not an overlay frame.
     #[error("not an rmcast overlay frame (bad magic)")]
     Magic,
+    /// Starts with [`SEALED_MAGIC`]: the peer seals its frames under a
+    /// group key, and this side reads plain ones.
+    #[error(
+        "the peer seals its frames under a group key, and this side has none (give both --key FILE)"
+    )]
+    Sealed,
     /// An overlay version this build does not speak.
     #[error("unsupported overlay protocol version {0}")]
     Version(u8),

@@ -99,6 +99,9 @@ fn bad_headers_are_refused() {
     let mut bad = good.clone();
     bad[0] = b'X';
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Magic));
+    let mut sealed = good.clone();
+    sealed[..2].copy_from_slice(&SEALED_MAGIC);
+    assert_eq!(Msg::decode(&sealed), Err(DecodeError::Sealed));
     let mut bad = good.clone();
     bad[2] = 1;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Version(1)));

@@ -72,6 +72,7 @@ pub fn demo(
                 connect_timeout: Some(send.join_wait),
                 inactivity: send.inactivity,
                 cancel: Some(stop.clone()),
+                key: send.key.clone(),
                 ..OverlayRecvConfig::default()
             };
             std::thread::Builder::new()

@@ -5,7 +5,8 @@
 //! long the peer has been stalled, so no thread ever waits forever.
 
 use super::frame::FrameReader;
-use rmcast_wire::overlay::Msg;
+use rmcast_proto::security::Sealer;
+use rmcast_wire::overlay::{DecodeError, Msg};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -53,6 +54,9 @@ pub(crate) enum XferError {
     Closed,
     /// A system call failed.
     Io(io::Error),
+    /// The peer's bytes failed authentication, or its key exchange did:
+    /// the text says how.
+    Auth(String),
 }
 
 impl std::fmt::Display for XferError {
@@ -62,6 +66,7 @@ impl std::fmt::Display for XferError {
             Self::Stalled(d) => write!(f, "no progress for {:.1} s", d.as_secs_f64()),
             Self::Closed => f.write_str("connection closed mid-transfer"),
             Self::Io(e) => write!(f, "{e}"),
+            Self::Auth(why) => f.write_str(why),
         }
     }
 }
@@ -144,14 +149,14 @@ pub(crate) fn read_exact(
     Ok(())
 }
 
-/// Reads one control frame within `limit`.
+/// Reads one control frame within `limit` with `reader` (plain or sealed).
 pub(crate) fn read_msg(
     s: &mut TcpStream,
+    reader: &mut FrameReader,
     abort: &AtomicBool,
     limit: Duration,
 ) -> Result<Msg, XferError> {
     let start = Instant::now();
-    let mut reader = FrameReader::default();
     loop {
         if abort.load(Ordering::Relaxed) {
             return Err(XferError::Aborted);
@@ -163,6 +168,9 @@ pub(crate) fn read_msg(
             }
             Ok(None) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(XferError::Closed),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Err(XferError::Auth(e.to_string()));
+            }
             Err(e) => return Err(XferError::Io(e)),
         }
     }
@@ -190,18 +198,32 @@ pub(crate) fn sleep_unless(abort: &AtomicBool, d: Duration) -> bool {
     }
 }
 
-/// How [`control_reader`] starts the reason when the peer sent garbage.
+/// How [`control_reader`] starts the reason when the peer sent garbage
+/// (or, keyed, a frame that failed authentication).
 pub(crate) const MALFORMED: &str = "malformed control frame";
 
-/// Reads control frames from `s` until it closes, fails, or `stop` is
-/// raised, handing each (or the reason it ended) to `deliver`. Returns when
-/// `deliver` returns false (the consumer is gone).
+/// The reason [`control_reader`] gives when a keyless side's peer seals
+/// its frames (it was told so: [`super::secure::NO_KEY_HERE`]).
+pub(crate) const PEER_SEALS: &str =
+    "seals its frames (it has a group key) and this sender has none (--insecure)";
+
+fn is_sealed_peer(e: &io::Error) -> bool {
+    e.get_ref()
+        .and_then(|i| i.downcast_ref::<DecodeError>())
+        .is_some_and(|d| *d == DecodeError::Sealed)
+}
+
+/// Reads control frames from `s` with `reader` (plain or sealed) until it
+/// closes, fails, or `stop` is raised, handing each (or the reason it
+/// ended) to `deliver`. Returns when `deliver` returns false (the consumer
+/// is gone). A plain reader whose peer seals tells the peer so before it
+/// ends.
 pub(crate) fn control_reader(
     mut s: TcpStream,
+    mut reader: FrameReader,
     stop: &AtomicBool,
     mut deliver: impl FnMut(Result<Msg, String>) -> bool,
 ) {
-    let mut reader = FrameReader::default();
     loop {
         if stop.load(Ordering::Relaxed) {
             return;
@@ -216,6 +238,9 @@ pub(crate) fn control_reader(
             Err(e) => {
                 let why = if e.kind() == io::ErrorKind::UnexpectedEof {
                     "control connection closed".to_owned()
+                } else if is_sealed_peer(&e) {
+                    super::secure::refuse(&mut s, super::secure::NO_KEY_HERE);
+                    PEER_SEALS.to_owned()
                 } else if e.kind() == io::ErrorKind::InvalidData {
                     format!("{MALFORMED}: {e}")
                 } else {
@@ -228,10 +253,22 @@ pub(crate) fn control_reader(
     }
 }
 
-/// Writes one control message, failing after `limit` without progress.
-pub(crate) fn send_msg(s: &mut TcpStream, m: &Msg, limit: Duration) -> Result<(), XferError> {
+/// Writes one control message, sealed when the connection has a
+/// `sealer`, failing after `limit` without progress.
+pub(crate) fn send_msg(
+    s: &mut TcpStream,
+    sealer: Option<&mut Sealer>,
+    m: &Msg,
+    limit: Duration,
+) -> Result<(), XferError> {
     let never = AtomicBool::new(false);
-    write_all(s, &m.to_frame(), &never, limit)
+    let frame = match sealer {
+        None => m.to_frame(),
+        Some(sealer) => sealer
+            .seal_msg(m)
+            .map_err(|e| XferError::Io(io::Error::other(e)))?,
+    };
+    write_all(s, &frame, &never, limit)
 }
 
 /// A segment sitting in a pool slot, as passed between threads.
@@ -243,8 +280,17 @@ pub(crate) struct Seg {
     pub(crate) slot: u32,
     /// Segment index in the object.
     pub(crate) index: u64,
+    /// Where in the slot the segment starts (after a sealed frame's header).
+    pub(crate) at: u32,
     /// Bytes in the segment.
     pub(crate) len: u32,
+}
+
+impl Seg {
+    /// Where the segment's bytes lie in its slot.
+    pub(crate) fn range(&self) -> std::ops::Range<usize> {
+        self.at as usize..(self.at + self.len) as usize
+    }
 }
 
 /// A fixed set of segment buffers shared by a node's threads. A slot is

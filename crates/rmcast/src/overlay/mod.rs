@@ -35,6 +35,21 @@
 //!    come), renames the file into place, finishes
 //!    forwarding and reports Complete on the control connection.
 //!
+//! # Keys
+//!
+//! With a group key ([`OverlaySendConfig::key`], [`OverlayRecvConfig::key`])
+//! every connection starts with a key exchange and then carries nothing but
+//! sealed frames: every control message and every segment is encrypted and
+//! authenticated under keys of that connection alone
+//! (`rmcast_proto::security::frames` has the layout and the key schedule).
+//! A connection that fails authentication (another key, no key, forged) is
+//! dropped before the session hears of it, counted, and named in the
+//! sender's report when the session fails for want of receivers
+//! ("connection from ADDR failed authentication — wrong group key?");
+//! the refused peer is told why and fails with that message. A keyed and a
+//! keyless side refuse each other the same way, with a message saying
+//! which side lacks the key.
+//!
 //! # Failures
 //!
 //! The control connections carry heartbeats both ways. A receiver whose
@@ -57,12 +72,14 @@ mod demo;
 mod frame;
 mod io;
 mod receiver;
+mod secure;
 mod sender;
 pub use rmcast_proto::overlay::topology;
 
 pub use demo::{OverlayDemoConfig, demo};
 pub use receiver::recv_to_dir;
 pub use rmcast_proto::overlay::MAX_SEGMENT_SIZE;
+pub use rmcast_proto::security::GroupKey;
 pub use sender::{OverlaySender, send_bytes, send_file};
 pub use topology::{Forwarding, OverlayShape, SegmentSet, Topology, parse_shape};
 
@@ -110,6 +127,10 @@ pub struct OverlaySendConfig {
     /// stand-in for an object that takes longer to hash than to send).
     /// `None` in production.
     pub hash_delay: Option<Duration>,
+    /// The group key: every connection is authenticated and encrypted
+    /// under it, and receivers without it are refused. `None`: plain TCP
+    /// (`--insecure`).
+    pub key: Option<Arc<GroupKey>>,
 }
 
 impl Default for OverlaySendConfig {
@@ -125,6 +146,7 @@ impl Default for OverlaySendConfig {
             cancel: None,
             pace_bytes_per_s: None,
             hash_delay: None,
+            key: None,
         }
     }
 }
@@ -151,6 +173,8 @@ pub struct OverlayRecvConfig {
     pub max_bytes: Option<u64>,
     /// Raise to stop: the receiver leaves and removes its partial file.
     pub cancel: Option<Arc<AtomicBool>>,
+    /// The group key (the sender's); `None`: plain TCP (`--insecure`).
+    pub key: Option<Arc<GroupKey>>,
 }
 
 impl Default for OverlayRecvConfig {
@@ -164,6 +188,7 @@ impl Default for OverlayRecvConfig {
             inactivity: DEFAULT_INACTIVITY,
             max_bytes: None,
             cancel: None,
+            key: None,
         }
     }
 }
@@ -171,6 +196,17 @@ impl Default for OverlayRecvConfig {
 /// Buffers in one incoming stream's pool.
 fn pool_slots(segment_size: u32) -> usize {
     (POOL_BYTES_PER_STREAM / segment_size as usize).clamp(4, 1024)
+}
+
+/// Bytes one pool slot holds: a segment, or a sealed frame of one (opened
+/// where it lies).
+fn slot_len(segment_size: u32, sealed: bool) -> usize {
+    segment_size as usize
+        + if sealed {
+            rmcast_proto::security::FRAME_OVERHEAD
+        } else {
+            0
+        }
 }
 
 use crate::net::io_err;

@@ -11,15 +11,18 @@
 //! (the hot path, one short lock per segment), the caller's thread polls
 //! it and carries out what it asks.
 
+use super::frame::FrameReader;
 use super::io::{self, Clock, Pool, Seg, TICK, XferError};
+use super::secure::{self, SegmentOut};
 use super::sender::connect_child;
-use super::{OverlayRecvConfig, io_err, pool_slots};
+use super::{OverlayRecvConfig, io_err, pool_slots, slot_len};
 use crate::storage::{Sink, Target, prepare};
 use crate::{Error, Progress, ReceiverStats, RecvReport, SessionId, Status};
 use rmcast_proto::overlay::{
     DataOp, Forwarding, NodeConfig, NodeEvent, NodeFailure, NodeMachine, NodePhase, PROGRESS_EVERY,
     SegmentSet, Segments,
 };
+use rmcast_proto::security::{FRAME_HEADER_LEN, FRAME_OVERHEAD, FrameKind, Opener, Sealer};
 use rmcast_proto::{OfferInfo, ProtocolId, Seq};
 use rmcast_wire::overlay::{Assignment, Msg};
 use std::fs::File;
@@ -32,6 +35,8 @@ use std::time::{Duration, Instant};
 
 /// Pause between attempts to reach a sender that is not listening yet.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
+/// Bytes read from the stored file per write when serving children from it.
+const FILE_CHUNK: usize = 256 << 10;
 
 /// Receives one object from the overlay sender at `cfg.sender` into `cfg.out_dir`.
 ///
@@ -50,7 +55,26 @@ pub fn recv_to_dir(
     )))?;
     let listener = TcpListener::bind(cfg.listen)
         .map_err(io_err(format!("cannot listen for data on {}", cfg.listen)))?;
-    let ctl = connect_sender(cfg)?;
+    let mut ctl = connect_sender(cfg)?;
+    // Keyed: the key exchange comes before anything else on the connection.
+    let (ctl_seal, frames, session) = match &cfg.key {
+        None => (None, FrameReader::default(), None),
+        Some(key) => {
+            let never = AtomicBool::new(false);
+            let abort = cfg.cancel.as_deref().unwrap_or(&never);
+            match secure::initiate(&mut ctl, key, None, abort, cfg.inactivity) {
+                Ok(ch) => (
+                    Some(ch.sealer),
+                    FrameReader::sealed(ch.opener),
+                    Some(ch.session),
+                ),
+                Err(_) if abort.load(Ordering::Relaxed) => return Err(Error::Cancelled),
+                Err(e) => {
+                    return Err(Error::Failed(format!("the sender at {} {e}", cfg.sender)));
+                }
+            }
+        }
+    };
     let mut data_addr = listener
         .local_addr()
         .map_err(io_err("cannot read the data address"))?;
@@ -79,16 +103,21 @@ pub fn recv_to_dir(
         clock,
         tx,
         abort: AtomicBool::new(false),
+        auth_failures: Mutex::new(Vec::new()),
     };
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let rtx = node.tx.clone();
         let stop_ref = &stop;
-        scope.spawn(move || io::control_reader(reader, stop_ref, |m| rtx.send(Ev::Ctl(m)).is_ok()));
+        scope.spawn(move || {
+            io::control_reader(reader, frames, stop_ref, |m| rtx.send(Ev::Ctl(m)).is_ok());
+        });
         tracing::info!("registering with {} (data at {data_addr})", cfg.sender);
         let mut driver = Driver {
             node: &node,
             ctl,
+            ctl_seal,
+            session,
             rx,
             listener: Some(listener),
             sink: None,
@@ -158,6 +187,8 @@ struct Node<'a> {
     tx: mpsc::Sender<Ev>,
     /// Raised when the session is over: every thread stops.
     abort: AtomicBool,
+    /// Data connections that failed authentication, for the failure report.
+    auth_failures: Mutex<Vec<String>>,
 }
 
 impl Node<'_> {
@@ -178,6 +209,10 @@ enum ChildCmd {
 struct Driver<'n, 'a> {
     node: &'n Node<'a>,
     ctl: TcpStream,
+    /// Keyed: seals what goes to the sender.
+    ctl_seal: Option<Sealer>,
+    /// Keyed: the session the key exchange was for.
+    session: Option<u64>,
     rx: mpsc::Receiver<Ev>,
     listener: Option<TcpListener>,
     /// Storage, from the assignment until the data phase takes it.
@@ -229,7 +264,8 @@ impl<'n, 'a> Driver<'n, 'a> {
             };
             let inactivity = node.lock().inactivity();
             for msg in &msgs {
-                if let Err(e) = io::send_msg(&mut self.ctl, msg, inactivity) {
+                if let Err(e) = io::send_msg(&mut self.ctl, self.ctl_seal.as_mut(), msg, inactivity)
+                {
                     let why = format!("cannot talk to the sender: {e}");
                     node.lock().handle_closed(node.clock.now(), &why);
                     break;
@@ -271,8 +307,12 @@ impl<'n, 'a> Driver<'n, 'a> {
                         scope.spawn(move || {
                             let pools = &pools[..];
                             let limit = node.lock().inactivity();
-                            let r = connect_child(addr, &hello, limit, &node.abort)
-                                .and_then(|mut s| write_child(node, &a, ci, &mut s, &crx, pools));
+                            let key = node.cfg.key.as_ref();
+                            let r = connect_child(addr, &hello, limit, &node.abort, key).and_then(
+                                |(mut s, sealer)| {
+                                    write_child(node, &a, ci, &mut s, sealer, &crx, pools)
+                                },
+                            );
                             let failed = r.is_err();
                             let _ = node.tx.send(Ev::Child(ci, r.map_err(|e| e.to_string())));
                             if failed {
@@ -324,7 +364,7 @@ impl<'n, 'a> Driver<'n, 'a> {
         let inactivity = node.lock().inactivity();
         let last: Vec<Msg> = std::iter::from_fn(|| node.lock().poll_transmit()).collect();
         for msg in last {
-            if io::send_msg(&mut self.ctl, &msg, inactivity).is_err() {
+            if io::send_msg(&mut self.ctl, self.ctl_seal.as_mut(), &msg, inactivity).is_err() {
                 break;
             }
         }
@@ -333,7 +373,17 @@ impl<'n, 'a> Driver<'n, 'a> {
             (Ok(()), Some(a)) => a,
             (Ok(()), None) => unreachable!("success needs an assignment"),
             (Err(NodeFailure::Refused(why)), _) => return Err(Error::Refused(why)),
-            (Err(NodeFailure::Failed(why)), a) => {
+            (Err(NodeFailure::Failed(mut why)), a) => {
+                // Whoever failed authentication may be why data never came.
+                for f in node
+                    .auth_failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                {
+                    why.push_str("; ");
+                    why.push_str(f);
+                }
                 if let Some(a) = a {
                     tracing::warn!("rank {}: transfer failed: {why}", a.rank);
                 }
@@ -404,7 +454,7 @@ impl<'n, 'a> Driver<'n, 'a> {
         let slots = pool_slots(a.segment_size);
         self.pools = Arc::new(
             (a.parents.iter())
-                .map(|_| Pool::new(slots, a.segment_size as usize))
+                .map(|_| Pool::new(slots, slot_len(a.segment_size, node_keyed(self.node))))
                 .collect(),
         );
         let node = self.node;
@@ -425,6 +475,12 @@ impl<'n, 'a> Driver<'n, 'a> {
 
     fn on_event(&mut self, m: &mut NodeMachine, now: rmcast_proto::Instant, ev: Ev) {
         match ev {
+            Ev::Ctl(Ok(Msg::Assign(a))) if self.session.is_some_and(|s| s != a.session) => {
+                m.handle_closed(
+                    now,
+                    "the sender's assignment names another session than its key exchange",
+                );
+            }
             Ev::Ctl(Ok(msg)) => m.handle_msg(now, msg),
             Ev::Ctl(Err(why)) => m.handle_closed(now, &why),
             Ev::Poke => {}
@@ -482,12 +538,41 @@ fn accept_parents<'s, 'n: 's>(
             }
         };
         let inactivity = node.lock().inactivity();
-        let hello = stream
+        if let Err(e) = stream
             .set_nonblocking(false)
             .and_then(|()| io::tune(&stream))
-            .map_err(XferError::Io)
-            .and_then(|()| io::read_msg(&mut stream, &node.abort, inactivity));
-        let pi = match hello {
+        {
+            tracing::warn!("dropping data connection from {peer}: {e}");
+            continue;
+        }
+        let mut frames = match &node.cfg.key {
+            None => FrameReader::default(),
+            Some(key) => {
+                match secure::respond(
+                    &mut stream,
+                    "receiver",
+                    key,
+                    a.session,
+                    &node.abort,
+                    inactivity,
+                ) {
+                    Ok(ch) => FrameReader::sealed(ch.opener),
+                    Err(e) => {
+                        let why = format!("data connection from {peer} {e}");
+                        tracing::warn!("{why}");
+                        if e.is_auth() {
+                            let mut f =
+                                node.auth_failures.lock().unwrap_or_else(|e| e.into_inner());
+                            if f.len() < rmcast_proto::overlay::AUTH_FAILURES_MAX {
+                                f.push(why);
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        let pi = match io::read_msg(&mut stream, &mut frames, &node.abort, inactivity) {
             Ok(hello) => node.lock().handle_parent_hello(node.clock.now(), &hello),
             Err(e) => Err(e.to_string()),
         };
@@ -498,11 +583,13 @@ fn accept_parents<'s, 'n: 's>(
                 continue;
             }
         };
+        let opener = frames.into_opener();
         connected += 1;
         let a = a.clone();
         let (disk_tx, children, pools) = (disk_tx.clone(), children.to_vec(), pools.clone());
         scope.spawn(move || {
-            let r = read_parent(node, &a, pi, &mut stream, &pools[pi], &disk_tx, &children);
+            let (pool, s) = (&pools[pi], &mut stream);
+            let r = read_parent(node, &a, pi, s, opener, pool, &disk_tx, &children);
             let ev = match r {
                 Ok(()) => Ev::Poke,
                 Err(e) => Ev::ParentFailed(pi, e.to_string()),
@@ -512,13 +599,20 @@ fn accept_parents<'s, 'n: 's>(
     }
 }
 
-/// Reads the segments a parent sends; the machine says which children
+fn node_keyed(node: &Node<'_>) -> bool {
+    node.cfg.key.is_some()
+}
+
+/// Reads the segments a parent sends (keyed: each in a sealed frame,
+/// opened where it lies in its pool slot); the machine says which children
 /// each goes to, and every one goes to the disk writer.
+#[allow(clippy::too_many_arguments)]
 fn read_parent(
     node: &Node<'_>,
     a: &Assignment,
     pi: usize,
     stream: &mut TcpStream,
+    mut opener: Option<Opener>,
     pool: &Pool,
     disk_tx: &mpsc::SyncSender<Seg>,
     children: &[Option<mpsc::SyncSender<ChildCmd>>],
@@ -535,7 +629,29 @@ fn read_parent(
         // the wait for the first byte is bounded by the sender's liveness
         // checks, not by this connection.
         let stall = (!(store_and_forward && i == 0)).then_some(inactivity);
-        let r = io::read_exact(stream, &mut pool.fill(slot)[..len], &node.abort, stall);
+        let (frame, at) = match opener {
+            Some(_) => (len + FRAME_OVERHEAD, FRAME_HEADER_LEN),
+            None => (len, 0),
+        };
+        let r = {
+            let mut buf = pool.fill(slot);
+            io::read_exact(stream, &mut buf[..frame], &node.abort, stall).and_then(|()| {
+                let Some(op) = opener.as_mut() else {
+                    return Ok(());
+                };
+                match op.open_in_place(&mut buf[..frame]) {
+                    Ok((FrameKind::Data, _)) => Ok(()),
+                    Ok(_) => Err(XferError::Auth(format!(
+                        "{} sent a control frame where segment {index} belongs",
+                        a.parents[pi]
+                    ))),
+                    Err(e) => Err(XferError::Auth(format!(
+                        "segment {index} from {} failed authentication: {e}",
+                        a.parents[pi]
+                    ))),
+                }
+            })
+        };
         if let Err(e) = r {
             pool.share(slot, 1);
             pool.release(slot);
@@ -547,6 +663,7 @@ fn read_parent(
             pool: pi as u32,
             slot,
             index,
+            at: at as u32,
             len: len as u32,
         };
         if disk_tx.send(seg).is_err() {
@@ -566,12 +683,15 @@ fn read_parent(
 
 /// Writes what goes to child `ci`: routed segments from the pools as they
 /// come (pipelined), or the whole share from the verified file once the
-/// machine says so (store-and-forward).
+/// machine says so (store-and-forward). Keyed, each segment is sealed in
+/// a frame of its own (under this connection's keys: a relayed segment is
+/// opened and sealed again).
 fn write_child(
     node: &Node<'_>,
     a: &Assignment,
     ci: usize,
     s: &mut TcpStream,
+    sealer: Option<Sealer>,
     rx: &mpsc::Receiver<ChildCmd>,
     pools: &[Pool],
 ) -> Result<(), XferError> {
@@ -580,25 +700,41 @@ fn write_child(
     let pipelined = Forwarding::of(a.shape) == Forwarding::Pipelined;
     let count = child.segments.count(segs.count());
     let inactivity = node.lock().inactivity();
+    let batch = if pipelined { 0 } else { FILE_CHUNK };
+    let mut out = SegmentOut::new(sealer, a.segment_size as usize, batch);
     let mut written = 0;
     while written < count || !pipelined {
         match rx.recv_timeout(TICK) {
             Ok(ChildCmd::Seg(seg)) => {
                 debug_assert_eq!(seg.index, child.segments.nth(written));
                 let pool = &pools[seg.pool as usize];
-                let r = io::write_all(
-                    s,
-                    &pool.view(seg.slot)[..seg.len as usize],
-                    &node.abort,
-                    inactivity,
-                );
-                pool.release(seg.slot);
+                let r = if out.sealed() {
+                    // Sealed into the writer's own buffer: the slot is free
+                    // again before the write.
+                    let r = out.stage(
+                        s,
+                        &pool.view(seg.slot)[seg.range()],
+                        &node.abort,
+                        inactivity,
+                    );
+                    pool.release(seg.slot);
+                    r.and_then(|()| out.flush(s, &node.abort, inactivity))
+                } else {
+                    let r = io::write_all(
+                        s,
+                        &pool.view(seg.slot)[seg.range()],
+                        &node.abort,
+                        inactivity,
+                    );
+                    pool.release(seg.slot);
+                    r
+                };
                 r?;
                 written += 1;
             }
             Ok(ChildCmd::File(path, set)) => {
                 let file = File::open(&path).map_err(XferError::Io)?;
-                return send_file_share(&file, segs, set, s, &node.abort, inactivity);
+                return send_file_share(&file, segs, set, s, &mut out, &node.abort, inactivity);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if node.abort.load(Ordering::Relaxed) {
@@ -627,10 +763,7 @@ fn disk(
         match rx.recv_timeout(TICK) {
             Ok(seg) => {
                 let pool = &pools[seg.pool as usize];
-                let r = sink.write(
-                    segs.offset(seg.index),
-                    &pool.view(seg.slot)[..seg.len as usize],
-                );
+                let r = sink.write(segs.offset(seg.index), &pool.view(seg.slot)[seg.range()]);
                 pool.release(seg.slot);
                 if let Err(e) = r {
                     let status = if e.raw_os_error() == Some(libc::ENOSPC) {
@@ -714,16 +847,26 @@ fn send_file_range(
     Ok(())
 }
 
-/// Sends the segments of `set` from the verified file.
+/// Sends the segments of `set` from the verified file (keyed: each read
+/// straight into its sealed frame in `out`'s buffer).
 fn send_file_share(
     file: &File,
     segs: Segments,
     set: SegmentSet,
     s: &mut TcpStream,
+    out: &mut SegmentOut,
     abort: &AtomicBool,
     inactivity: Duration,
 ) -> Result<(), XferError> {
-    let mut buf = vec![0u8; (256 << 10).max(segs.segment_size as usize)];
+    if out.sealed() {
+        for i in 0..set.count(segs.count()) {
+            let k = set.nth(i);
+            let fill = |b: &mut [u8]| file.read_exact_at(b, segs.offset(k));
+            out.segment_with(s, segs.len(k), fill, abort, inactivity)?;
+        }
+        return out.flush(s, abort, inactivity);
+    }
+    let mut buf = vec![0u8; FILE_CHUNK.max(segs.segment_size as usize)];
     if set == SegmentSet::All {
         return send_file_range(file, segs.size, s, &mut buf, abort, inactivity);
     }

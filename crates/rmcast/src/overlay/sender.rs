@@ -6,25 +6,32 @@
 //! machine when to start feeding), and the caller's thread runs the loop
 //! that hands their news to the machine and carries out what it polls.
 
+use super::frame::FrameReader;
 use super::io::{self, Clock, TICK, XferError};
-use super::{OverlaySendConfig, io_err};
+use super::secure::{self, SegmentOut};
+use super::{GroupKey, OverlaySendConfig, io_err};
 use crate::sender::Hashed;
 use crate::{Error, Progress, SendReport, SenderStats, SessionId};
 use rmcast_proto::Instant as ProtoInstant;
 use rmcast_proto::overlay::{
     ControlOp, DataOp, SegmentSet, Segments, SenderConfig, SenderEvent, SenderMachine, SenderPhase,
 };
+use rmcast_proto::security::Sealer;
 use rmcast_wire::overlay::Msg;
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Bytes the sender hands to the kernel per write on an edge carrying every segment.
 const WRITE_CHUNK: usize = 256 << 10;
+/// Key exchanges in progress at once, at most (keyed): connections beyond
+/// are dropped, so a flood of idle connections cannot pile up threads.
+const HANDSHAKES_MAX: usize = 64;
 
 /// A sender bound to its control address, ready to run one session.
 #[derive(Debug)]
@@ -154,8 +161,11 @@ impl OverlaySender {
 
 /// What the driver's loop hears about from its threads.
 enum Ev {
-    /// A new control connection (its reader runs already).
-    Conn(u64, TcpStream, SocketAddr),
+    /// A new control connection (its reader runs already), with the
+    /// sealer of its sending direction when keyed.
+    Conn(u64, TcpStream, SocketAddr, Option<Box<Sealer>>),
+    /// A connection from this address failed authentication (and is gone).
+    AuthFailed(SocketAddr, String),
     /// A control message, or why the connection ended.
     Ctl(u64, Result<Msg, String>),
     /// A data edge to `rank` finished, or why it failed.
@@ -210,14 +220,20 @@ fn run(
     let abort = AtomicBool::new(false);
     let segments_sent = AtomicU64::new(0);
     let (tx, rx) = mpsc::channel::<Ev>();
-    let mut conns: HashMap<u64, TcpStream> = HashMap::new();
+    let mut conns: HashMap<u64, (TcpStream, Option<Box<Sealer>>)> = HashMap::new();
     // Per child: where to tell its edge thread to start feeding.
     let mut feeds: HashMap<u16, mpsc::Sender<SegmentSet>> = HashMap::new();
 
     std::thread::scope(|scope| {
         {
             let (stop, tx, listener) = (&stop, tx.clone(), &listener);
-            scope.spawn(move || accept_loop(scope, listener, stop, tx));
+            let key = cfg.key.clone();
+            let hs = Handshakes {
+                key,
+                session: session.0,
+                limit: cfg.inactivity,
+            };
+            scope.spawn(move || accept_loop(scope, listener, stop, tx, hs));
         }
         {
             // The hash goes out in its own message when ready: the session
@@ -246,15 +262,17 @@ fn run(
             while let Some(op) = m.poll_transmit() {
                 match op {
                     ControlOp::Send { conn, msg } => {
-                        let Some(stream) = conns.get_mut(&conn) else {
+                        let Some((stream, sealer)) = conns.get_mut(&conn) else {
                             continue;
                         };
-                        if let Err(e) = io::send_msg(stream, &msg, cfg.inactivity) {
+                        if let Err(e) =
+                            io::send_msg(stream, sealer.as_deref_mut(), &msg, cfg.inactivity)
+                        {
                             m.handle_send_failed(clock.now(), conn, &e.to_string());
                         }
                     }
                     ControlOp::Close { conn } => {
-                        if let Some(c) = conns.remove(&conn) {
+                        if let Some((c, _)) = conns.remove(&conn) {
                             let _ = c.shutdown(std::net::Shutdown::Both);
                         }
                     }
@@ -266,13 +284,13 @@ fn run(
                         let (ftx, frx) = mpsc::channel();
                         feeds.insert(child, ftx);
                         let (tx, abort, sent) = (tx.clone(), &abort, &segments_sent);
+                        let key = cfg.key.as_ref();
                         scope.spawn(move || {
-                            let r = connect_child(addr, &hello, cfg.inactivity, abort).and_then(
-                                |mut st| {
+                            let r = connect_child(addr, &hello, cfg.inactivity, abort, key)
+                                .and_then(|(mut st, sealer)| {
                                     let set = wait_feed(&frx, abort)?;
-                                    feed(&mut st, data, set, cfg, abort, sent)
-                                },
-                            );
+                                    feed(&mut st, sealer, data, set, cfg, abort, sent)
+                                });
                             let _ = tx.send(Ev::Edge(child, r.map_err(|e| e.to_string())));
                         });
                     }
@@ -330,7 +348,7 @@ fn run(
         }
         stop.store(true, Ordering::Relaxed);
         abort.store(true, Ordering::Relaxed);
-        for c in conns.values() {
+        for (c, _) in conns.values() {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
     });
@@ -355,6 +373,13 @@ fn run(
         malformed: st.malformed,
         ..SenderStats::default()
     };
+    if !r.auth_failures.is_empty() && r.error.is_none() {
+        tracing::warn!(
+            "session {session}: {} connection(s) refused: {}",
+            st.auth_failed,
+            r.auth_failures.join("; ")
+        );
+    }
     if let Some(cb) = progress {
         cb(Progress {
             done_bytes: if ok { size } else { 0 },
@@ -390,15 +415,33 @@ fn run(
 }
 
 /// Hands one thread's news to the machine.
-fn on_event(m: &mut SenderMachine, conns: &mut HashMap<u64, TcpStream>, clock: &Clock, ev: Ev) {
+fn on_event(
+    m: &mut SenderMachine,
+    conns: &mut HashMap<u64, (TcpStream, Option<Box<Sealer>>)>,
+    clock: &Clock,
+    ev: Ev,
+) {
     let now = clock.now();
     match ev {
-        Ev::Conn(conn, stream, peer) => {
+        Ev::Conn(conn, stream, peer, sealer) => {
             tracing::debug!("control connection {conn} from {peer}");
-            conns.insert(conn, stream);
+            conns.insert(conn, (stream, sealer));
             m.handle_connected(now, conn, peer);
         }
+        Ev::AuthFailed(peer, why) => {
+            tracing::warn!("connection from {peer} {why}");
+            m.handle_auth_failed(now, peer, &why);
+        }
         Ev::Ctl(conn, Ok(msg)) => m.handle_msg(now, conn, msg),
+        Ev::Ctl(conn, Err(why)) if why == io::PEER_SEALS => {
+            // A keyed receiver at a keyless sender: told so, and named.
+            if let Some(peer) = conns.get(&conn).and_then(|(s, _)| s.peer_addr().ok()) {
+                let why = format!("{why}: run every member with the same --key FILE");
+                tracing::warn!("connection from {peer} {why}");
+                m.handle_auth_failed(now, peer, &why);
+            }
+            m.handle_closed(now, conn, &why, false);
+        }
         Ev::Ctl(conn, Err(why)) => {
             let malformed = why.starts_with(io::MALFORMED);
             if malformed {
@@ -419,17 +462,27 @@ fn on_event(m: &mut SenderMachine, conns: &mut HashMap<u64, TcpStream>, clock: &
     }
 }
 
-/// Accepts control connections until `stop`, starting a reader for each.
+/// What a keyed sender's connections must prove before they count.
+struct Handshakes {
+    key: Option<Arc<GroupKey>>,
+    session: u64,
+    limit: Duration,
+}
+
+/// Accepts control connections until `stop`, starting a thread for each
+/// that exchanges keys (keyed) and then reads it.
 fn accept_loop<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     listener: &'scope TcpListener,
     stop: &'scope AtomicBool,
     tx: mpsc::Sender<Ev>,
+    hs: Handshakes,
 ) {
     let mut next_conn = 0u64;
+    let busy = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
-            Ok((stream, peer)) => {
+            Ok((mut stream, peer)) => {
                 let setup = stream
                     .set_nonblocking(false)
                     .and_then(|()| io::tune(&stream))
@@ -441,15 +494,49 @@ fn accept_loop<'scope>(
                         continue;
                     }
                 };
+                if hs.key.is_some() && busy.load(Ordering::Relaxed) >= HANDSHAKES_MAX {
+                    tracing::debug!(
+                        "dropping control connection from {peer}: too many key exchanges"
+                    );
+                    continue;
+                }
                 next_conn += 1;
                 let conn = next_conn;
-                // The connection must be known before its first message arrives.
-                if tx.send(Ev::Conn(conn, stream, peer)).is_err() {
-                    return;
+                let (rtx, key, busy) = (tx.clone(), hs.key.clone(), busy.clone());
+                let (session, limit) = (hs.session, hs.limit);
+                if key.is_some() {
+                    busy.fetch_add(1, Ordering::Relaxed);
                 }
-                let rtx = tx.clone();
                 scope.spawn(move || {
-                    io::control_reader(reader, stop, |m| rtx.send(Ev::Ctl(conn, m)).is_ok());
+                    let (sealer, frames) = match &key {
+                        None => (None, FrameReader::default()),
+                        Some(key) => {
+                            let r =
+                                secure::respond(&mut stream, "sender", key, session, stop, limit);
+                            busy.fetch_sub(1, Ordering::Relaxed);
+                            match r {
+                                Ok(ch) => {
+                                    (Some(Box::new(ch.sealer)), FrameReader::sealed(ch.opener))
+                                }
+                                Err(e) => {
+                                    if e.is_auth() {
+                                        let _ = rtx.send(Ev::AuthFailed(peer, e.to_string()));
+                                    } else {
+                                        tracing::debug!("control connection from {peer} {e}");
+                                    }
+                                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                                    return;
+                                }
+                            }
+                        }
+                    };
+                    // The connection must be known before its first message arrives.
+                    if rtx.send(Ev::Conn(conn, stream, peer, sealer)).is_err() {
+                        return;
+                    }
+                    io::control_reader(reader, frames, stop, |m| {
+                        rtx.send(Ev::Ctl(conn, m)).is_ok()
+                    });
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -474,21 +561,37 @@ fn wait_feed(rx: &mpsc::Receiver<SegmentSet>, abort: &AtomicBool) -> Result<Segm
     }
 }
 
-/// Opens a data connection to a child and introduces it.
+/// Opens a data connection to a child and introduces it; keyed, after the
+/// key exchange, returning the sealer of the segments to come.
 pub(super) fn connect_child(
     addr: SocketAddr,
     hello: &Msg,
     limit: Duration,
     abort: &AtomicBool,
-) -> Result<TcpStream, XferError> {
+    key: Option<&Arc<GroupKey>>,
+) -> Result<(TcpStream, Option<Sealer>), XferError> {
     let mut s = io::connect(addr, limit).map_err(XferError::Io)?;
-    io::write_all(&mut s, &hello.to_frame(), abort, limit)?;
-    Ok(s)
+    let Some(key) = key else {
+        io::write_all(&mut s, &hello.to_frame(), abort, limit)?;
+        return Ok((s, None));
+    };
+    let session = match hello {
+        Msg::DataHello { session, .. } => Some(*session),
+        _ => None,
+    };
+    let mut ch = secure::initiate(&mut s, key, session, abort, limit).map_err(|e| match e {
+        secure::HandshakeError::Io(e) => e,
+        e => XferError::Auth(format!("the child at {addr} {e}")),
+    })?;
+    io::send_msg(&mut s, Some(&mut ch.sealer), hello, limit)?;
+    Ok((s, Some(ch.sealer)))
 }
 
-/// Writes the segments of `set` from `data` to a child, paced if asked.
+/// Writes the segments of `set` from `data` to a child, paced if asked;
+/// keyed, each sealed in a frame of its own.
 fn feed(
     stream: &mut TcpStream,
+    sealer: Option<Sealer>,
     data: &[u8],
     set: SegmentSet,
     cfg: &OverlaySendConfig,
@@ -509,7 +612,13 @@ fn feed(
         }
         Ok(())
     };
-    if set == SegmentSet::All && cfg.pace_bytes_per_s.is_none() {
+    let batch = if cfg.pace_bytes_per_s.is_some() {
+        0
+    } else {
+        WRITE_CHUNK
+    };
+    let mut out = SegmentOut::new(sealer, seg, batch);
+    if set == SegmentSet::All && cfg.pace_bytes_per_s.is_none() && !out.sealed() {
         // Contiguous: hand the kernel big pieces, whole segments each.
         let chunk = seg * (WRITE_CHUNK / seg).max(1);
         for piece in data.chunks(chunk) {
@@ -521,10 +630,10 @@ fn feed(
     for i in 0..set.count(total) {
         let k = set.nth(i) as usize;
         let bytes = &data[k * seg..((k + 1) * seg).min(data.len())];
-        io::write_all(stream, bytes, abort, cfg.inactivity)?;
+        out.segment(stream, bytes, abort, cfg.inactivity)?;
         sent.fetch_add(1, Ordering::Relaxed);
         written += bytes.len() as u64;
         pace(written)?;
     }
-    Ok(())
+    out.flush(stream, abort, cfg.inactivity)
 }
