@@ -259,7 +259,10 @@ fn forgery(
         }
         3 => {
             let body = match rng.random_range(0..3u8) {
-                0 => Body::Close(Close { hash: [0x5A; 32] }),
+                0 => Body::Close(Close {
+                    hash: [0x5A; 32],
+                    signature: None,
+                }),
                 1 => Body::Bye(Bye {
                     aborted: true,
                     text: "intruder",
@@ -287,7 +290,10 @@ fn forgery(
             let mut buf = vec![0u8; 512];
             let n = Packet {
                 header: Header::new(SESSION, RANK_SENDER),
-                body: Body::Close(Close { hash: [0x77; 32] }),
+                body: Body::Close(Close {
+                    hash: [0x77; 32],
+                    signature: None,
+                }),
             }
             .encode(&mut buf)
             .unwrap();
