@@ -248,6 +248,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let bar = progress_bar(a.common.json, "send");
     let mut progress = progress_fn(&bar);
     let report = if let Some(mut ov) = a.common.overlay() {
+        ov.key = cfg.proto.group_key.clone();
         ov.receivers = a.receivers;
         ov.join_wait = a.wait.0;
         ov.cancel = Some(cancel);
@@ -316,6 +317,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
                 connect_timeout: cfg.listen_timeout,
                 inactivity: cfg.sender_timeout,
                 cancel: cfg.cancel.clone(),
+                key: cfg.group_key.clone(),
                 ..rmcast::overlay::OverlayRecvConfig::default()
             };
             rmcast::overlay::recv_to_dir(&ov, Some(&mut progress))
@@ -341,6 +343,7 @@ fn demo(a: DemoArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     if let Some(mut ov) = a.common.overlay() {
         a.common.check_overlay_flags()?;
         ov.cancel = Some(cancel);
+        ov.key = demo_key(&a.keys)?;
         if !a.common.given("control") {
             ov.control = "127.0.0.1:0".parse().expect("address");
         }
