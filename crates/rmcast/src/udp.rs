@@ -217,11 +217,12 @@ impl RxRing {
         }
     }
 
-    /// Slot `i`'s bytes and metadata.
-    pub(crate) fn get(&self, i: usize) -> (&[u8], RxMeta) {
+    /// Slot `i`'s bytes (writable: a sealed datagram is opened where it
+    /// lies) and metadata.
+    pub(crate) fn get_mut(&mut self, i: usize) -> (&mut [u8], RxMeta) {
         let m = self.meta[i];
         let start = i * RX_SLOT_BYTES;
-        (&self.buf[start..start + m.len], m)
+        (&mut self.buf[start..start + m.len], m)
     }
 }
 
