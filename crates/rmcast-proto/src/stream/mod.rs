@@ -28,6 +28,8 @@ mod planner;
 mod receiver;
 mod rtt;
 mod seal;
+#[cfg(test)]
+mod sealed_tests;
 mod sender;
 
 pub use cc::{CongestionControl, CongestionWindow};
