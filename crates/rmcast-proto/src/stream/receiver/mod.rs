@@ -284,6 +284,11 @@ impl StreamReceiver {
     /// When the machine next needs [`StreamReceiver::handle_timeout`].
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.state == State::Done {
+            // A response still pending when the session ended (a leave
+            // acknowledged before its poll was due) is never sent.
+            return None;
+        }
         let mut t = match self.state {
             State::Done => None,
             State::Listening => self.refused_since.map(|t| t + self.config.sender_timeout),
