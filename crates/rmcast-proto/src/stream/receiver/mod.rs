@@ -750,6 +750,34 @@ mod tests {
     }
 
     #[test]
+    fn a_response_pending_when_the_leave_is_acknowledged_leaves_no_timer() {
+        let mut r = member();
+        let mut raw = [0u8; 16];
+        let entries = [PollEntry {
+            rank: 2,
+            delay_us: 50_000,
+        }];
+        let n = PollEntries::write(&entries, &mut raw).unwrap();
+        let poll = PollRequest {
+            poll_id: 1,
+            ts_us: 2000,
+            entries: PollEntries::from_raw(&raw[..n]).unwrap(),
+        };
+        let body = PollBody {
+            next_seq: ISN,
+            poll: Some(poll),
+        };
+        deliver(&mut r, ms(2), StreamBody::Poll(body));
+        r.leave(ms(3));
+        assert_eq!(sent(&mut r, ms(3))[0].0, StreamKind::Leave);
+        deliver(&mut r, ms(4), StreamBody::LeaveAck);
+        assert!(r.is_finished());
+        // The response due at 52 ms is never sent: no timer asks for it.
+        assert_eq!(r.poll_timeout(), None);
+        assert!(sent(&mut r, ms(60)).is_empty());
+    }
+
+    #[test]
     fn leaving_repeats_until_acknowledged() {
         let mut r = member();
         r.leave(ms(2));
