@@ -181,7 +181,9 @@ impl ForgeryKind {
 
 /// An attacker on the network of a keyed run: after a genuine datagram is
 /// scheduled for delivery, with probability `rate`, 1 to `burst` forged
-/// ones follow it to the same place at the same instant.
+/// ones follow it to the same place at the same instant. The ways of
+/// forging take turns per packet kind (from a random start), so every kind
+/// forged often enough is forged every way.
 #[derive(Clone, Copy, Debug)]
 pub struct Forgery {
     /// Probability that a delivered datagram is followed by forgeries.
@@ -400,6 +402,8 @@ struct Attacker {
     foreign_rx: Keyring,
     /// Genuine datagrams delivered, by destination.
     delivered: HashMap<usize, VecDeque<Vec<u8>>>,
+    /// The next way to forge, by packet kind byte.
+    turn: HashMap<u8, u64>,
 }
 
 /// A receiver's keyring that learned `session` from `tx` and seals as `party`.
@@ -453,6 +457,7 @@ impl Attacker {
             foreign_tx,
             foreign_rx,
             delivered: HashMap::new(),
+            turn: HashMap::new(),
         }
     }
 
@@ -482,7 +487,11 @@ impl Attacker {
         let count = 1 + self.rng.below(u64::from(self.cfg.burst.max(1)));
         for _ in 0..count {
             let kinds = if self.cfg.foreign_sealed { 7 } else { 6 };
-            let how = match self.rng.below(kinds) {
+            let start = self.rng.below(kinds);
+            let turn = self.turn.entry(bytes[3]).or_insert(start);
+            let how = *turn % kinds;
+            *turn += 1;
+            let how = match how {
                 0 => ForgeryKind::WrongKey,
                 1 => ForgeryKind::BitFlip,
                 2 => ForgeryKind::Truncated,
