@@ -17,17 +17,29 @@
 //! its bound. A failing run returns a [`StreamSimError`] naming its seed;
 //! [`replay`] and [`run_or_panic`] (which honours `RMCAST_SIM_SEED`) replay
 //! it. Every run replays exactly from its seed.
+//!
+//! With a group key in the machines' configurations the run is sealed: the
+//! model reads the packets it judges through an observer keyring of its own
+//! (each datagram opened once, as it leaves). An attacker ([`Forgery`]) can
+//! then follow delivered datagrams with forged ones (another key, a flipped
+//! bit, a cut tail, a replay, another session, a plain copy), each arriving
+//! at the same instant right after the genuine one, from random draws of
+//! its own: a run with forgeries visits the same instants and makes the
+//! same network draws as the run without, so the two must end identical
+//! but for the machines' refusal counters ([`same_but_refusals`]).
 
+use rmcast_proto::security::{GroupKey, KEY_LEN, Keyring, SESSION_NONCE_LEN};
 use rmcast_proto::stream::{
     Admission, MemberId, StreamEvent, StreamReceiver, StreamReceiverConfig, StreamReceiverEvent,
     StreamSender, StreamSenderConfig,
 };
 use rmcast_proto::{Dest, Instant};
 use rmcast_wire::stream::{StreamBody, StreamPacket};
-use rmcast_wire::{MAX_DATAGRAM, Seq, SessionId};
+use rmcast_wire::{HEADER_LEN, MAX_DATAGRAM, RANK_SENDER, Seq, SessionId};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// splitmix64: small, seedable, good enough for a network model (and the
@@ -130,6 +142,57 @@ pub struct StreamScenario {
     pub absent: Vec<usize>,
     /// The run stops here if the sender has not closed by then.
     pub deadline: Instant,
+    /// An attacker forging datagrams (`None`: nobody). Keyed runs only.
+    pub forgery: Option<Forgery>,
+}
+
+/// How a forged datagram was made from a genuine one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ForgeryKind {
+    /// Its plain packet sealed under another group key.
+    WrongKey,
+    /// One bit flipped, anywhere.
+    BitFlip,
+    /// Cut short, anywhere.
+    Truncated,
+    /// The genuine datagram again, or one delivered earlier to the same place.
+    Replayed,
+    /// The genuine datagram with another session id in its header.
+    ForeignSession,
+    /// Its plain packet, unsealed.
+    Unsealed,
+    /// Its plain packet moved to another session and sealed there under the
+    /// group key, session nonce included: authentic, so the machines open
+    /// it and count it foreign (only with [`Forgery::foreign_sealed`]).
+    ForeignSealed,
+}
+
+impl ForgeryKind {
+    /// The kinds every forgery draws from (without [`ForgeryKind::ForeignSealed`]).
+    pub const REFUSED: [ForgeryKind; 6] = [
+        ForgeryKind::WrongKey,
+        ForgeryKind::BitFlip,
+        ForgeryKind::Truncated,
+        ForgeryKind::Replayed,
+        ForgeryKind::ForeignSession,
+        ForgeryKind::Unsealed,
+    ];
+}
+
+/// An attacker on the network of a keyed run: after a genuine datagram is
+/// scheduled for delivery, with probability `rate`, 1 to `burst` forged
+/// ones follow it to the same place at the same instant. The ways of
+/// forging take turns per packet kind (from a random start), so every kind
+/// forged often enough is forged every way.
+#[derive(Clone, Copy, Debug)]
+pub struct Forgery {
+    /// Probability that a delivered datagram is followed by forgeries.
+    pub rate: f64,
+    /// Most forgeries following one datagram.
+    pub burst: u32,
+    /// Also draw [`ForgeryKind::ForeignSealed`] (authentic packets of
+    /// another session, which the machines count as foreign).
+    pub foreign_sealed: bool,
 }
 
 impl StreamScenario {
@@ -153,7 +216,17 @@ impl StreamScenario {
             leaves: Vec::new(),
             absent: Vec::new(),
             deadline: secs(60.0),
+            forgery: None,
         }
+    }
+
+    /// Seals both sides under `key` (a group key made from `secret`).
+    #[must_use]
+    pub fn keyed(mut self, secret: [u8; KEY_LEN]) -> Self {
+        let key = Arc::new(GroupKey::from_secret(secret));
+        self.sender.group_key = Some(key.clone());
+        self.receiver.group_key = Some(key);
+        self
     }
 }
 
@@ -207,6 +280,13 @@ pub struct StreamReport {
     pub closed: bool,
     /// Simulation steps (instants visited).
     pub steps: u64,
+    /// Datagrams the sender handed out.
+    pub sender_datagrams: u64,
+    /// Datagrams each receiver handed out.
+    pub receiver_datagrams: Vec<u64>,
+    /// Forged datagrams handed to a machine, by the genuine packet's kind
+    /// and how it was forged.
+    pub forged: BTreeMap<(u8, ForgeryKind), u64>,
 }
 
 impl StreamReport {
@@ -226,6 +306,10 @@ struct Ev {
     to: usize, // usize::MAX = sender
     from: SocketAddr,
     bytes: Vec<u8>,
+    /// The plain packet, when sealed and the model needs to read it.
+    plain: Option<Vec<u8>>,
+    /// A forgery: the genuine packet's kind byte and how.
+    forged: Option<(u8, ForgeryKind)>,
 }
 
 const TO_SENDER: usize = usize::MAX;
@@ -241,32 +325,261 @@ struct World {
 }
 
 impl World {
-    fn push(&mut self, link: Link, to: usize, from: SocketAddr, bytes: &[u8]) {
+    /// Sends `bytes` over `link`; returns the arrival times of the copies.
+    fn push(
+        &mut self,
+        link: Link,
+        to: usize,
+        from: SocketAddr,
+        bytes: &[u8],
+        plain: Option<&[u8]>,
+    ) -> [Option<u64>; 2] {
+        let mut ats = [None; 2];
         if self.rng.unit() < link.loss {
-            return;
+            return ats;
         }
         let copies = if self.rng.unit() < link.duplicate {
             2
         } else {
             1
         };
-        for _ in 0..copies {
+        for at_out in ats.iter_mut().take(copies) {
             let jitter = if link.jitter.is_zero() {
                 0
             } else {
                 self.rng.below(link.jitter.as_nanos() as u64)
             };
             let at = self.now.as_nanos() + link.delay.as_nanos() as u64 + jitter;
-            self.order += 1;
-            self.queue.push(Reverse(Ev {
+            *at_out = Some(at);
+            self.insert(
                 at,
-                order: self.order,
                 to,
                 from,
-                bytes: bytes.to_vec(),
-            }));
+                bytes.to_vec(),
+                plain.map(<[u8]>::to_vec),
+                None,
+            );
+        }
+        ats
+    }
+
+    fn insert(
+        &mut self,
+        at: u64,
+        to: usize,
+        from: SocketAddr,
+        bytes: Vec<u8>,
+        plain: Option<Vec<u8>>,
+        forged: Option<(u8, ForgeryKind)>,
+    ) {
+        self.order += 1;
+        self.queue.push(Reverse(Ev {
+            at,
+            order: self.order,
+            to,
+            from,
+            bytes,
+            plain,
+            forged,
+        }));
+    }
+}
+
+/// Replays an attacker keeps per destination.
+const REPLAY_HISTORY: usize = 256;
+
+/// The forging attacker: keyrings under another key and for a foreign
+/// session, and the datagrams it saw delivered.
+struct Attacker {
+    cfg: Forgery,
+    rng: Rng,
+    /// Sender and receiver sealing under another key, in the real session.
+    other_tx: Keyring,
+    other_rx: Keyring,
+    /// Sender and receiver sealing under the group key in a foreign session.
+    foreign: SessionId,
+    foreign_tx: Keyring,
+    foreign_rx: Keyring,
+    /// Genuine datagrams delivered, by destination.
+    delivered: HashMap<usize, VecDeque<Vec<u8>>>,
+    /// The next way to forge, by packet kind byte.
+    turn: HashMap<u8, u64>,
+}
+
+/// A receiver's keyring that learned `session` from `tx` and seals as `party`.
+fn receiver_keyring(
+    key: Arc<GroupKey>,
+    tx: &mut Keyring,
+    session: SessionId,
+    party: u64,
+) -> Keyring {
+    let mut hello = vec![0u8; 64];
+    let n = StreamPacket {
+        header: rmcast_wire::Header::new(session, RANK_SENDER),
+        body: StreamBody::LeaveAck,
+    }
+    .encode(&mut hello)
+    .expect("fits");
+    let len = tx.seal(&mut hello, n, true).expect("seals");
+    let mut rx = Keyring::new(key);
+    rx.open(&mut hello[..len])
+        .expect("opens its own session's packet");
+    rx.take_session(session, party);
+    rx
+}
+
+impl Attacker {
+    fn new(cfg: Forgery, seed: u64, key: &Arc<GroupKey>, session: SessionId) -> Self {
+        let mut rng = Rng::new(seed ^ 0xF0E9_D8C7_B6A5_9483);
+        let mut secret = [0u8; KEY_LEN];
+        for b in &mut secret {
+            *b = rng.next_u64() as u8;
+        }
+        let other = Arc::new(GroupKey::from_secret(secret));
+        let mut nonce = || {
+            let mut n = [0u8; SESSION_NONCE_LEN];
+            n[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+            n[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+            n
+        };
+        let (n1, n2) = (nonce(), nonce());
+        let foreign = SessionId(session.0 ^ 0x5A5A_0000_0000_0001);
+        let mut other_tx = Keyring::for_sender(other.clone(), session, n1);
+        let other_rx = receiver_keyring(other, &mut other_tx, session, rng.next_u64());
+        let mut foreign_tx = Keyring::for_sender(key.clone(), foreign, n2);
+        let foreign_rx = receiver_keyring(key.clone(), &mut foreign_tx, foreign, rng.next_u64());
+        Self {
+            cfg,
+            rng,
+            other_tx,
+            other_rx,
+            foreign,
+            foreign_tx,
+            foreign_rx,
+            delivered: HashMap::new(),
+            turn: HashMap::new(),
         }
     }
+
+    /// Notes a genuine datagram handed to `to`'s machine.
+    fn saw_delivered(&mut self, to: usize, bytes: &[u8]) {
+        let h = self.delivered.entry(to).or_default();
+        if h.len() == REPLAY_HISTORY {
+            h.pop_front();
+        }
+        h.push_back(bytes.to_vec());
+    }
+
+    /// Forgeries following the genuine `bytes` (plain packet `plain`) that
+    /// arrives at `to` at `at`.
+    fn forge(
+        &mut self,
+        w: &mut World,
+        at: u64,
+        to: usize,
+        from: SocketAddr,
+        bytes: &[u8],
+        plain: &[u8],
+    ) {
+        if self.rng.unit() >= self.cfg.rate {
+            return;
+        }
+        let count = 1 + self.rng.below(u64::from(self.cfg.burst.max(1)));
+        for _ in 0..count {
+            let kinds = if self.cfg.foreign_sealed { 7 } else { 6 };
+            let start = self.rng.below(kinds);
+            let turn = self.turn.entry(bytes[3]).or_insert(start);
+            let how = *turn % kinds;
+            *turn += 1;
+            let how = match how {
+                0 => ForgeryKind::WrongKey,
+                1 => ForgeryKind::BitFlip,
+                2 => ForgeryKind::Truncated,
+                3 => ForgeryKind::Replayed,
+                4 => ForgeryKind::ForeignSession,
+                5 => ForgeryKind::Unsealed,
+                _ => ForgeryKind::ForeignSealed,
+            };
+            let Some(forged) = self.make(how, to, bytes, plain) else {
+                continue;
+            };
+            w.insert(at, to, from, forged, None, Some((bytes[3], how)));
+        }
+    }
+
+    fn reseal(k: &mut Keyring, plain: &[u8], with_nonce: bool) -> Vec<u8> {
+        let mut v = plain.to_vec();
+        v.resize(plain.len() + rmcast_wire::seal::SEAL_OVERHEAD_MAX, 0);
+        let n = k.seal(&mut v, plain.len(), with_nonce).expect("seals");
+        v.truncate(n);
+        v
+    }
+
+    fn make(&mut self, how: ForgeryKind, to: usize, bytes: &[u8], plain: &[u8]) -> Option<Vec<u8>> {
+        let from_sender = plain.len() >= HEADER_LEN && plain[6..8] == RANK_SENDER.to_be_bytes();
+        Some(match how {
+            ForgeryKind::WrongKey => {
+                let k = if from_sender {
+                    &mut self.other_tx
+                } else {
+                    &mut self.other_rx
+                };
+                let nonce = self.rng.below(2) == 1;
+                Self::reseal(k, plain, nonce)
+            }
+            ForgeryKind::BitFlip => {
+                let mut v = bytes.to_vec();
+                let bit = self.rng.below(v.len() as u64 * 8) as usize;
+                v[bit / 8] ^= 1 << (bit % 8);
+                v
+            }
+            ForgeryKind::Truncated => {
+                let len = self.rng.below(bytes.len() as u64) as usize;
+                bytes[..len].to_vec()
+            }
+            ForgeryKind::Replayed => {
+                let h = self.delivered.get(&to).filter(|h| !h.is_empty());
+                match h {
+                    // Half the time the genuine one again (it arrives just
+                    // before), else one delivered earlier.
+                    Some(h) if self.rng.below(2) == 1 => {
+                        h[self.rng.below(h.len() as u64) as usize].clone()
+                    }
+                    _ => bytes.to_vec(),
+                }
+            }
+            ForgeryKind::ForeignSession => {
+                let mut v = bytes.to_vec();
+                if v.len() < HEADER_LEN {
+                    return None;
+                }
+                let s = u64::from_be_bytes(v[8..16].try_into().expect("8 bytes"))
+                    ^ (1 << self.rng.below(64));
+                v[8..16].copy_from_slice(&s.to_be_bytes());
+                v
+            }
+            ForgeryKind::Unsealed => plain.to_vec(),
+            ForgeryKind::ForeignSealed => {
+                let mut v = plain.to_vec();
+                v[8..16].copy_from_slice(&self.foreign.0.to_be_bytes());
+                let k = if from_sender {
+                    &mut self.foreign_tx
+                } else {
+                    &mut self.foreign_rx
+                };
+                Self::reseal(k, &v, true)
+            }
+        })
+    }
+}
+
+/// Opens a copy of a sealed datagram with the model's own keyring, to read
+/// it (`None`: it does not open, e.g. under another key).
+fn observe(observer: &mut Keyring, bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut v = bytes.to_vec();
+    let o = observer.open(&mut v).ok()?;
+    v.truncate(o.len);
+    Some(v)
 }
 
 /// Plays `scenario` to the end without judging it (see [`run`]).
@@ -282,14 +595,27 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
     }
     let mut rng = Rng::new(sc.seed);
     let session = SessionId(rng.next_u64());
+    // The session nonce comes from draws of its own, so that sealing a run
+    // changes none of the network's.
+    let mut nonce_rng = Rng::new(sc.seed ^ 0x6E6F_6E63_6500_0000);
+    let mut session_nonce = [0u8; SESSION_NONCE_LEN];
+    session_nonce[..8].copy_from_slice(&nonce_rng.next_u64().to_le_bytes());
+    session_nonce[8..].copy_from_slice(&nonce_rng.next_u64().to_le_bytes());
     let mut sender = StreamSender::new(
         sc.sender.clone(),
         session,
         sc.isn,
         rng.next_u64(),
+        session_nonce,
         Instant::ZERO,
     )
     .unwrap_or_else(|e| panic!("seed {}: config: {e}", sc.seed));
+    let key = sc.sender.group_key.clone();
+    let mut observer = key.as_ref().map(|k| Keyring::new(k.clone()));
+    let mut attacker = sc
+        .forgery
+        .zip(key.as_ref())
+        .map(|(f, k)| Attacker::new(f, sc.seed, k, session));
     let mut receivers: Vec<StreamReceiver> = (0..n)
         .map(|i| {
             let mut c = sc.receiver.clone();
@@ -326,6 +652,9 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
         receiver_stats: Vec::new(),
         closed: false,
         steps: 0,
+        sender_datagrams: 0,
+        receiver_datagrams: vec![0; n],
+        forged: BTreeMap::new(),
     };
     let mut left = vec![false; n];
     let mut edges: Vec<Option<Seq>> = vec![None; n];
@@ -404,11 +733,18 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
                 "seed {}: sender transmits forever",
                 sc.seed
             );
+            out.sender_datagrams += 1;
             out.cwnd_trace
                 .push((now, sender.congestion_window().cwnd_packets()));
+            let bytes = &buf[..t.len];
+            let plain = match &mut observer {
+                Some(k) => observe(k, bytes),
+                None => Some(bytes.to_vec()),
+            };
             // Flow control, judged when the packet leaves: never at or
             // beyond the edge a live receiver advertised to the sender.
-            if let Ok(p) = StreamPacket::decode(&buf[..t.len])
+            if let Some(plain) = &plain
+                && let Ok(p) = StreamPacket::decode(plain)
                 && let StreamBody::Data(d) = p.body
             {
                 for i in 0..n {
@@ -417,17 +753,16 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
                     }
                 }
             }
-            match t.dest {
-                Dest::Group => {
-                    for i in 0..n {
-                        let down = w.down;
-                        w.push(down, i, SENDER, &buf[..t.len]);
-                    }
-                }
-                Dest::Unicast(a) => {
-                    if let Some(i) = (0..n).find(|&i| receiver_addr(i) == a) {
-                        let down = w.down;
-                        w.push(down, i, SENDER, &buf[..t.len]);
+            let to: Vec<usize> = match t.dest {
+                Dest::Group => (0..n).collect(),
+                Dest::Unicast(a) => (0..n).filter(|&i| receiver_addr(i) == a).take(1).collect(),
+            };
+            for i in to {
+                let down = w.down;
+                let ats = w.push(down, i, SENDER, bytes, None);
+                if let (Some(a), Some(plain)) = (&mut attacker, &plain) {
+                    for at in ats.into_iter().flatten() {
+                        a.forge(&mut w, at, i, SENDER, bytes, plain);
                     }
                 }
             }
@@ -441,8 +776,16 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
             }
             while let Some(t) = receivers[i].poll_transmit(now, &mut buf) {
                 assert_eq!(t.dest, Dest::Unicast(SENDER), "seed {}", sc.seed);
+                out.receiver_datagrams[i] += 1;
+                let bytes = &buf[..t.len];
+                let plain = observer.as_mut().and_then(|k| observe(k, bytes));
                 let up = w.up;
-                w.push(up, TO_SENDER, receiver_addr(i), &buf[..t.len]);
+                let ats = w.push(up, TO_SENDER, receiver_addr(i), bytes, plain.as_deref());
+                if let (Some(a), Some(plain)) = (&mut attacker, &plain) {
+                    for at in ats.into_iter().flatten() {
+                        a.forge(&mut w, at, TO_SENDER, receiver_addr(i), bytes, plain);
+                    }
+                }
             }
         }
         if out.closed && w.queue.is_empty() {
@@ -489,9 +832,20 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
             .peek()
             .is_some_and(|Reverse(e)| e.at <= now.as_nanos())
         {
-            let Reverse(ev) = w.queue.pop().unwrap();
+            let Reverse(mut ev) = w.queue.pop().unwrap();
+            if ev.to != TO_SENDER && w.crashed[ev.to] {
+                continue;
+            }
+            if let Some(f) = ev.forged {
+                *out.forged.entry(f).or_default() += 1;
+            } else if let Some(a) = &mut attacker {
+                a.saw_delivered(ev.to, &ev.bytes);
+            }
             if ev.to == TO_SENDER {
-                if let Ok(p) = StreamPacket::decode(&ev.bytes) {
+                let plain = ev.plain.as_deref().unwrap_or(&ev.bytes);
+                if ev.forged.is_none()
+                    && let Ok(p) = StreamPacket::decode(plain)
+                {
                     let i = usize::from(p.header.rank);
                     let edge = match p.body {
                         StreamBody::Response(r) | StreamBody::CloseAck(r) => {
@@ -507,9 +861,9 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
                         edges[i] = Some(edges[i].map_or(e, |x| x.max(e)));
                     }
                 }
-                sender.handle_datagram(now, ev.from, &ev.bytes);
-            } else if !w.crashed[ev.to] {
-                receivers[ev.to].handle_datagram(now, ev.from, &ev.bytes);
+                sender.handle_datagram(now, ev.from, &mut ev.bytes);
+            } else {
+                receivers[ev.to].handle_datagram(now, ev.from, &mut ev.bytes);
             }
         }
         if sender.poll_timeout().is_some_and(|t| t <= now) {
@@ -546,6 +900,95 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
     out.sender_stats = sender.stats().clone();
     out.receiver_stats = receivers.iter().map(|r| r.stats().clone()).collect();
     out
+}
+
+/// How `with` differs from `without` (empty: not at all) in everything the
+/// machines did (events, reads, counters, every datagram sent and when,
+/// each instant visited), ignoring only the counters of datagrams they
+/// refused before reading them: a run with forgeries that the machines
+/// refused must end exactly as the run without them did.
+#[must_use]
+pub fn same_but_refusals(without: &StreamReport, with: &StreamReport) -> Vec<String> {
+    use rmcast_proto::security::AuthStats;
+    fn keep_opened(a: AuthStats) -> AuthStats {
+        AuthStats {
+            opened: a.opened,
+            sealed: a.sealed,
+            ..AuthStats::default()
+        }
+    }
+    let mut d = Vec::new();
+    let mut same = |what: &str, a: String, b: String| {
+        if a != b {
+            d.push(format!("{what}: without {a}, with {b}"));
+        }
+    };
+    same(
+        "end",
+        format!("{:?}", without.end),
+        format!("{:?}", with.end),
+    );
+    same(
+        "closed",
+        without.closed.to_string(),
+        with.closed.to_string(),
+    );
+    same("sent", without.sent.to_string(), with.sent.to_string());
+    same("steps", without.steps.to_string(), with.steps.to_string());
+    same(
+        "sender events",
+        format!("{:?}", without.sender_events),
+        format!("{:?}", with.sender_events),
+    );
+    same(
+        "receiver events",
+        format!("{:?}", without.receiver_events),
+        format!("{:?}", with.receiver_events),
+    );
+    same(
+        "delivered",
+        format!("{:?}", without.delivered),
+        format!("{:?}", with.delivered),
+    );
+    same(
+        "response arrivals",
+        format!("{:?}", without.response_arrivals),
+        format!("{:?}", with.response_arrivals),
+    );
+    same(
+        "cwnd trace",
+        format!("{:?}", without.cwnd_trace),
+        format!("{:?}", with.cwnd_trace),
+    );
+    same(
+        "datagrams sent",
+        format!(
+            "{} {:?}",
+            without.sender_datagrams, without.receiver_datagrams
+        ),
+        format!("{} {:?}", with.sender_datagrams, with.receiver_datagrams),
+    );
+    let mut s0 = without.sender_stats.clone();
+    let mut s1 = with.sender_stats.clone();
+    s0.auth = keep_opened(s0.auth);
+    s1.auth = keep_opened(s1.auth);
+    same("sender stats", format!("{s0:?}"), format!("{s1:?}"));
+    for (i, (a, b)) in without
+        .receiver_stats
+        .iter()
+        .zip(&with.receiver_stats)
+        .enumerate()
+    {
+        let (mut a, mut b) = (a.clone(), b.clone());
+        a.auth = keep_opened(a.auth);
+        b.auth = keep_opened(b.auth);
+        same(
+            &format!("receiver {i} stats"),
+            format!("{a:?}"),
+            format!("{b:?}"),
+        );
+    }
+    d
 }
 
 /// A run that broke an invariant: its seed, what broke, and the scenario.

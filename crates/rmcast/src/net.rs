@@ -575,7 +575,8 @@ impl Port {
     }
 
     /// Receives up to about [`RX_BURST`] datagrams, handing each to `f`
-    /// (GRO buffers are split back into their datagrams). Returns true when
+    /// (GRO buffers are split back into their datagrams), writable: a sealed
+    /// datagram is opened where it lies, without a copy. Returns true when
     /// it stopped at the bound with more possibly waiting (the caller must
     /// not sleep before draining again).
     pub(crate) fn drain(&mut self, mut f: impl FnMut(SocketAddr, &mut [u8])) -> bool {
@@ -586,7 +587,7 @@ impl Port {
                 Ok(filled) => {
                     self.counts.recv_calls += 1;
                     for i in 0..filled {
-                        let (bytes, meta) = self.rx.get(i);
+                        let (bytes, meta) = self.rx.get_mut(i);
                         if meta.truncated {
                             let e = io::Error::other(format!(
                                 "a received buffer of {} bytes was cut off; dropped",

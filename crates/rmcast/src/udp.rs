@@ -217,9 +217,9 @@ impl RxRing {
         }
     }
 
-    /// Slot `i`'s bytes (mutable: a sealed datagram is opened where it
-    /// lies, so decryption replaces no copy) and metadata.
-    pub(crate) fn get(&mut self, i: usize) -> (&mut [u8], RxMeta) {
+    /// Slot `i`'s bytes (writable: a sealed datagram is opened where it
+    /// lies) and metadata.
+    pub(crate) fn get_mut(&mut self, i: usize) -> (&mut [u8], RxMeta) {
         let m = self.meta[i];
         let start = i * RX_SLOT_BYTES;
         (&mut self.buf[start..start + m.len], m)

@@ -1,9 +1,12 @@
 //! PRMP through the real runtime on loopback: blocking sender and receivers
 //! over UDP multicast (127.0.0.1, TTL 1). Every wait is bounded.
 
-use rmcast::stream::{Admission, StreamReceiver, StreamRecvConfig, StreamSendConfig, StreamSender};
+use rmcast::stream::{
+    Admission, GroupKey, StreamReceiver, StreamRecvConfig, StreamRecvReport, StreamSendConfig,
+    StreamSender,
+};
 use std::net::{SocketAddr, SocketAddrV4};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 fn messages(seed: u64, count: usize, max: usize) -> Vec<Vec<u8>> {
@@ -211,5 +214,155 @@ fn a_receiver_that_finishes_at_the_end_of_the_stream_confirms_the_close() {
             .expect("receiver done");
         assert_eq!(got, 20);
         assert!(complete);
+    }
+}
+
+fn key(b: u8) -> Arc<GroupKey> {
+    Arc::new(GroupKey::from_secret([b; 32]))
+}
+
+/// Spawns a receiver thread that reads until the end or a failure; the
+/// channel yields the messages, the read error (if any) and the report.
+type Finished = mpsc::Receiver<(Vec<Vec<u8>>, Option<String>, StreamRecvReport)>;
+
+fn spawn_reporting(cfg: StreamRecvConfig) -> (SocketAddr, Finished) {
+    let mut r = StreamReceiver::open(cfg).expect("open receiver");
+    let addr = r.local_addr();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let err = loop {
+            match r.read() {
+                Ok(Some(m)) => got.push(m),
+                Ok(None) => break None,
+                Err(e) => break Some(e.to_string()),
+            }
+        };
+        let _ = tx.send((got, err, r.finish()));
+    });
+    (addr, rx)
+}
+
+/// A sealed stream through the real sockets: announced to two receivers,
+/// invited to a third, byte exact; every datagram sealed and opened.
+#[test]
+fn a_sealed_stream_reaches_every_receiver_byte_exact() {
+    let group = rmcast::random_group();
+    let msgs = messages(11, 300, 20_000);
+    let rx: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = recv_cfg(group);
+            c.group_key = Some(key(1));
+            spawn_reporting(c).1
+        })
+        .collect();
+    let mut cfg = StreamSendConfig {
+        group,
+        wanted: Some(2),
+        group_key: Some(key(1)),
+        ..StreamSendConfig::default()
+    };
+    cfg.proto.admission = announce(2);
+    let mut s = StreamSender::open(cfg).expect("open sender");
+    assert_eq!(
+        s.wait_established(Some(Duration::from_secs(20))).unwrap(),
+        Some(2)
+    );
+    for m in &msgs {
+        s.send(m).expect("send");
+    }
+    let report = s.close().expect("close");
+    assert!(report.ok, "{report:?}");
+    let auth = report.stats.auth;
+    assert!(
+        auth.sealed > msgs.len() as u64 && auth.opened > 0,
+        "{auth:?}"
+    );
+    assert_eq!(auth.refused(), 0, "{auth:?}");
+    assert_eq!(report.auth_failures, None);
+    for r in rx {
+        let (got, err, report) = r
+            .recv_timeout(Duration::from_secs(30))
+            .expect("receiver done");
+        assert_eq!(err, None);
+        assert!(report.complete && got == msgs, "messages differ");
+        assert!(report.stats.auth.opened > 0 && report.stats.auth.sealed > 0);
+        assert_eq!(report.stats.auth.refused(), 0, "{:?}", report.stats.auth);
+    }
+
+    // Invited, through the unicast path too.
+    let mut c = recv_cfg(group);
+    c.group_key = Some(key(1));
+    let (addr, rx) = spawn_reporting(c);
+    let mut cfg = StreamSendConfig {
+        group,
+        group_key: Some(key(1)),
+        ..StreamSendConfig::default()
+    };
+    cfg.proto.admission = Admission::Invite {
+        receivers: vec![addr],
+        concurrency: 1,
+    };
+    let mut s = StreamSender::open(cfg).expect("open sender");
+    for m in &msgs[..50] {
+        s.send(m).expect("send");
+    }
+    assert!(s.close().expect("close").ok);
+    let (got, err, _) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(err, None);
+    assert!(got == msgs[..50]);
+}
+
+/// One side keyed, the other not: the receiver gives up after its sender
+/// timeout with a message that says what to do; the sender admitted
+/// nobody. Nothing hangs.
+#[test]
+fn keyed_and_insecure_sides_fail_with_a_clear_message() {
+    for (sender_key, receiver_key, want) in [
+        (
+            None,
+            Some(key(1)),
+            "give both sides --key, or both --insecure",
+        ),
+        (Some(key(1)), None, "this side has no group key"),
+        (
+            Some(key(1)),
+            Some(key(2)),
+            "every member needs the same --key file",
+        ),
+    ] {
+        let group = rmcast::random_group();
+        let mut c = recv_cfg(group);
+        c.group_key = receiver_key;
+        c.proto.sender_timeout = Duration::from_millis(500);
+        let (_, rx) = spawn_reporting(c);
+        let mut cfg = StreamSendConfig {
+            group,
+            wanted: Some(1),
+            group_key: sender_key,
+            ..StreamSendConfig::default()
+        };
+        cfg.proto.admission = Admission::Announce {
+            duration: Duration::from_millis(1500),
+            interval: Duration::from_millis(50),
+            receivers_max: 1,
+        };
+        let s = StreamSender::open(cfg).expect("open sender");
+        assert_eq!(
+            s.wait_established(Some(Duration::from_secs(20))).unwrap(),
+            Some(0),
+            "{want}"
+        );
+        let report = s.close().expect("close");
+        assert!(!report.ok);
+        let (got, err, report) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the receiver gave up");
+        assert!(got.is_empty());
+        let err = err.expect("read failed");
+        assert!(err.contains("heard nothing it could authenticate"), "{err}");
+        assert!(err.contains(want), "{err}");
+        assert!(report.stats.auth.refused() > 0);
+        assert!(report.auth_failures.is_some_and(|f| f.contains(want)));
     }
 }

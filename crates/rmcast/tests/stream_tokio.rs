@@ -4,8 +4,9 @@
 #![cfg(feature = "tokio")]
 
 use rmcast::stream::{
-    Admission, AsyncStreamReceiver, AsyncStreamSender, StreamRecvConfig, StreamSendConfig,
+    Admission, AsyncStreamReceiver, AsyncStreamSender, GroupKey, StreamRecvConfig, StreamSendConfig,
 };
+use std::sync::Arc;
 use std::time::Duration;
 
 fn messages(count: usize) -> Vec<Vec<u8>> {
@@ -19,6 +20,15 @@ fn messages(count: usize) -> Vec<Vec<u8>> {
 
 #[test]
 fn async_endpoints_carry_a_stream_in_order() {
+    carry(None);
+}
+
+#[test]
+fn async_endpoints_carry_a_sealed_stream_in_order() {
+    carry(Some(Arc::new(GroupKey::from_secret([3; 32]))));
+}
+
+fn carry(key: Option<Arc<GroupKey>>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -32,6 +42,7 @@ fn async_endpoints_carry_a_stream_in_order() {
             let mut cfg = StreamRecvConfig {
                 group,
                 connect_timeout: Some(Duration::from_secs(20)),
+                group_key: key.clone(),
                 ..StreamRecvConfig::default()
             };
             cfg.proto.linger = Duration::from_millis(300);
@@ -48,6 +59,7 @@ fn async_endpoints_carry_a_stream_in_order() {
         let mut cfg = StreamSendConfig {
             group,
             wanted: Some(2),
+            group_key: key.clone(),
             ..StreamSendConfig::default()
         };
         cfg.proto.admission = Admission::Announce {
@@ -67,6 +79,7 @@ fn async_endpoints_carry_a_stream_in_order() {
         }
         let report = s.close().await.expect("close");
         assert!(report.ok, "{report:?}");
+        assert_eq!(report.stats.auth.sealed > 0, key.is_some());
         for r in readers {
             let (got, complete) = tokio::time::timeout(Duration::from_secs(30), r)
                 .await

@@ -15,11 +15,21 @@
 //! datagrams, and hand out datagrams, a wake-up time and events. They share
 //! [`crate::Dest`] and [`crate::Transmit`] with it; the packets are
 //! `rmcast_wire::stream`. `docs/prmp.md` describes the service.
+//!
+//! With a group key in their configurations (`group_key`), both machines
+//! seal every datagram they hand out and open every one they take in
+//! place, before anything else reads it ([`crate::security`]); a datagram
+//! that does not open is counted (`stats().auth`) and dropped without a
+//! trace or a reply. Without one they speak plain packets and refuse
+//! sealed ones, so a mismatch fails with a message that says so.
 
 mod cc;
 mod planner;
 mod receiver;
 mod rtt;
+mod seal;
+#[cfg(test)]
+mod sealed_tests;
 mod sender;
 
 pub use cc::{CongestionControl, CongestionWindow};
@@ -29,6 +39,7 @@ pub use receiver::{
 };
 pub use rmcast_wire::stream::ResetReason;
 pub use rtt::RttEstimator;
+pub use seal::{SEAL_DATA_OVERHEAD, SEAL_RECEIVER_OVERHEAD};
 pub use sender::{
     Admission, MemberId, MemberInfo, MemberStatus, RemoveReason, SendError, StreamConfigError,
     StreamEvent, StreamSender, StreamSenderConfig, StreamSenderStats,

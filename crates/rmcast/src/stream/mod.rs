@@ -20,6 +20,11 @@
 //! that it hears announced, or to [`StreamReceiverConfig::session`]) and
 //! counts other sessions' packets as foreign.
 //!
+//! With a [`GroupKey`] (`group_key` in either config) every datagram is
+//! sealed: opened in place in the receive buffer, sealed in the send buffer
+//! after the machine wrote it. Both sides need the same key, or neither:
+//! a mismatch ends in a failure that says so, not a hang.
+//!
 //! With the cargo feature `tokio`, [`AsyncStreamSender`] and
 //! [`AsyncStreamReceiver`] give the same endpoints to async code.
 //!
@@ -35,6 +40,7 @@ mod tokio_api;
 pub use tokio_api::{AsyncStreamReceiver, AsyncStreamSender};
 
 pub use receiver::{StreamReceiver, StreamRecvConfig, StreamRecvReport};
+pub use rmcast_proto::security::{AuthStats, GroupKey};
 pub use rmcast_proto::stream::{
     Admission, CongestionControl, MemberId, MemberInfo, MemberStatus, RemoveReason, ResetReason,
     StreamEvent, StreamReceiverConfig, StreamReceiverEvent, StreamReceiverStats,

@@ -5,6 +5,7 @@ use super::Shared;
 use crate::net::{self, Clock, MAX_WAIT, Outgoing, Port};
 use crate::{DEFAULT_GROUP, DEFAULT_SOCKET_BUFFER_BYTES, Error, check_group, goodput_mbps};
 use mio::{Events, Poll, Token, Waker};
+use rmcast_proto::security::GroupKey;
 use rmcast_proto::stream::{
     StreamReceiver as Machine, StreamReceiverConfig, StreamReceiverEvent, StreamReceiverStats,
 };
@@ -38,8 +39,12 @@ pub struct StreamRecvConfig {
     /// Protocol settings (buffer, name, session to join, timers).
     pub proto: StreamReceiverConfig,
     /// Give up when no session admitted this receiver within this time
-    /// (`None`: wait forever).
+    /// (`None`: wait forever; a receiver that hears only datagrams it cannot
+    /// authenticate still gives up after `proto.sender_timeout`).
     pub connect_timeout: Option<Duration>,
+    /// The group key: every datagram is sealed under it (`None`: insecure,
+    /// plain packets). Set here or in `proto.group_key`; this one wins.
+    pub group_key: Option<Arc<GroupKey>>,
 }
 
 impl Default for StreamRecvConfig {
@@ -56,6 +61,7 @@ impl Default for StreamRecvConfig {
                 ..StreamReceiverConfig::default()
             },
             connect_timeout: None,
+            group_key: None,
         }
     }
 }
@@ -79,8 +85,12 @@ pub struct StreamRecvReport {
     pub complete: bool,
     /// Why the session failed for this receiver, if it did.
     pub failure: Option<String>,
-    /// The machine's counters.
+    /// The machine's counters (`stats.auth`: datagrams sealed, opened and
+    /// refused).
     pub stats: StreamReceiverStats,
+    /// What was refused before the machine saw it, by source, in words
+    /// (`None`: nothing).
+    pub auth_failures: Option<String>,
 }
 
 struct State {
@@ -120,8 +130,11 @@ pub struct StreamReceiver {
 impl StreamReceiver {
     /// Joins `cfg.group` and waits, in the background, for a sender's
     /// invitation (on [`StreamReceiver::local_addr`]) or announcement.
-    pub fn open(cfg: StreamRecvConfig) -> Result<Self, Error> {
+    pub fn open(mut cfg: StreamRecvConfig) -> Result<Self, Error> {
         check_group(cfg.group)?;
+        if cfg.group_key.is_some() {
+            cfg.proto.group_key = cfg.group_key.clone();
+        }
         let poll = Poll::new().map_err(net::io_err("cannot create an event loop"))?;
         let group_socket = net::group_socket(cfg.group, cfg.iface, cfg.socket_buffer_bytes)?;
         let unicast = net::feedback_socket(
@@ -251,6 +264,7 @@ impl StreamReceiver {
             complete: st.machine.at_end(),
             failure: st.failed.clone().or_else(|| st.error.clone()),
             stats: st.machine.stats().clone(),
+            auth_failures: st.machine.auth_failures().describe(),
         }
     }
 
@@ -345,10 +359,14 @@ impl Driver {
                         .connect_timeout
                         .is_some_and(|t| now.saturating_since(st.opened) >= t)
                 {
-                    st.failed = Some(format!(
+                    let why = format!(
                         "no sender admitted this receiver within {:.1} s",
                         self.connect_timeout.unwrap_or_default().as_secs_f64()
-                    ));
+                    );
+                    st.failed = Some(match st.machine.auth_failures().describe() {
+                        Some(refused) => format!("{why}; {refused}"),
+                        None => why,
+                    });
                     notify = true;
                     st.stop = true;
                 }

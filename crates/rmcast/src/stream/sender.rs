@@ -4,6 +4,7 @@ use super::Shared;
 use crate::net::{self, Clock, MAX_WAIT, Outgoing, Port};
 use crate::{DEFAULT_GROUP, DEFAULT_SOCKET_BUFFER_BYTES, Error, check_group, goodput_mbps};
 use mio::{Events, Poll, Token, Waker};
+use rmcast_proto::security::GroupKey;
 use rmcast_proto::stream::{
     Admission, MemberInfo, MemberStatus, RemoveReason, SendError, StreamEvent,
     StreamSender as Machine, StreamSenderConfig, StreamSenderStats,
@@ -37,6 +38,9 @@ pub struct StreamSendConfig {
     /// Announcement model: end admission as soon as this many receivers
     /// joined, instead of at the end of the announcement's duration.
     pub wanted: Option<usize>,
+    /// The group key: every datagram is sealed under it (`None`: insecure,
+    /// plain packets). Set here or in `proto.group_key`; this one wins.
+    pub group_key: Option<Arc<GroupKey>>,
 }
 
 impl Default for StreamSendConfig {
@@ -48,6 +52,7 @@ impl Default for StreamSendConfig {
             socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
             proto: StreamSenderConfig::default(),
             wanted: None,
+            group_key: None,
         }
     }
 }
@@ -85,8 +90,12 @@ pub struct StreamSendReport {
     pub seconds: f64,
     /// `bytes * 8 / seconds / 1e6`.
     pub goodput_mbps: f64,
-    /// The machine's counters.
+    /// The machine's counters (`stats.auth`: datagrams sealed, opened and
+    /// refused).
     pub stats: StreamSenderStats,
+    /// What was refused before the machine saw it, by source, in words
+    /// (`None`: nothing): why a receiver that never answered may have.
+    pub auth_failures: Option<String>,
     /// True when at least one receiver was admitted, `wanted` (if set)
     /// were, and every admitted receiver confirmed it holds every message
     /// (none removed, none left).
@@ -148,8 +157,11 @@ impl StreamSender {
     /// (inviting `Admission::Invite`'s addresses, or announcing). Returns at
     /// once; [`StreamSender::send`] may be called before admission ends
     /// (messages wait in the send buffer).
-    pub fn open(cfg: StreamSendConfig) -> Result<Self, Error> {
+    pub fn open(mut cfg: StreamSendConfig) -> Result<Self, Error> {
         check_group(cfg.group)?;
+        if cfg.group_key.is_some() {
+            cfg.proto.group_key = cfg.group_key.clone();
+        }
         let poll = Poll::new().map_err(net::io_err("cannot create an event loop"))?;
         let socket = net::sender_socket(cfg.iface, cfg.ttl, cfg.socket_buffer_bytes)?;
         let local = socket
@@ -162,12 +174,14 @@ impl StreamSender {
         let clock = Clock;
         let now = clock.now();
         let session = SessionId(rand::random());
-        let payload_size = usize::from(cfg.proto.payload_size);
+        // Message bytes per packet: sealing takes its room off the payload.
+        let payload_size = usize::from(cfg.proto.packet_payload());
         let message_bytes_max = cfg.proto.message_bytes_max as usize;
         let machine = Machine::new(
             cfg.proto.clone(),
             session,
             Seq(rand::random()),
+            rand::random(),
             rand::random(),
             now,
         )
@@ -207,7 +221,17 @@ impl StreamSender {
             .name("prmp-sender".into())
             .spawn(move || driver.run())
             .map_err(net::io_err("cannot start the stream driver thread"))?;
-        tracing::info!("session {session}: stream on {} from {local}", cfg.group);
+        tracing::info!(
+            "session {session}: stream on {} from {local}, {}",
+            cfg.group,
+            cfg.proto
+                .group_key
+                .as_ref()
+                .map_or("insecure".into(), |k| format!(
+                    "sealed under key {}",
+                    k.id()
+                ))
+        );
         Ok(Self {
             shared,
             thread: Some(thread),
@@ -381,6 +405,7 @@ impl StreamSender {
             seconds,
             goodput_mbps: goodput_mbps(st.bytes, seconds),
             stats,
+            auth_failures: st.machine.auth_failures().describe(),
             ok,
         })
     }

@@ -9,6 +9,8 @@
 mod reorder;
 
 use super::StreamTransmit as Transmit;
+use super::seal::Seal;
+use crate::security::{AuthFailures, AuthStats, GroupKey};
 use crate::{Dest, Instant, truncate_utf8};
 use reorder::{Read, ReorderBuffer, Stored};
 use rmcast_wire::stream::{
@@ -17,12 +19,14 @@ use rmcast_wire::stream::{
 use rmcast_wire::{Header, RANK_SENDER, RANK_UNASSIGNED, Seq, SessionId};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How a receiver behaves.
 #[derive(Clone, Debug)]
 pub struct StreamReceiverConfig {
-    /// Random identity; makes repeated connect requests idempotent.
+    /// Random identity; makes repeated connect requests idempotent, and
+    /// names this receiver's sealing keys when keyed (the driver draws it).
     pub receiver_id: u64,
     /// Name shown in the sender's reports (at most 255 bytes are sent).
     pub name: String,
@@ -42,6 +46,9 @@ pub struct StreamReceiverConfig {
     pub linger: Duration,
     /// `Leave` attempts before giving up on a `LeaveAck`.
     pub leave_tries: u32,
+    /// The group key every datagram is sealed under; `None` runs insecure
+    /// (plain packets; sealed ones are refused).
+    pub group_key: Option<Arc<GroupKey>>,
 }
 
 impl Default for StreamReceiverConfig {
@@ -57,6 +64,7 @@ impl Default for StreamReceiverConfig {
             sender_timeout: Duration::from_secs(10),
             linger: Duration::from_secs(2),
             leave_tries: 5,
+            group_key: None,
         }
     }
 }
@@ -97,6 +105,9 @@ pub struct StreamReceiverStats {
     pub malformed: u64,
     /// Datagrams of another session.
     pub foreign: u64,
+    /// Sealing: datagrams sealed and opened, and those refused before the
+    /// machine saw them (unsealed, forged, replayed, another key...).
+    pub auth: AuthStats,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +154,11 @@ pub struct StreamReceiver {
     send_now: bool,
     events: VecDeque<StreamReceiverEvent>,
     stats: StreamReceiverStats,
+    /// The group key's keyring (or none: insecure).
+    seal: Seal,
+    /// Listening, and every datagram since this time was refused: the
+    /// receiver gives up `sender_timeout` later, saying why.
+    refused_since: Option<Instant>,
 }
 
 impl StreamReceiver {
@@ -165,6 +181,8 @@ impl StreamReceiver {
             send_now: false,
             events: VecDeque::new(),
             stats: StreamReceiverStats::default(),
+            seal: Seal::receiver(config.group_key.as_ref()),
+            refused_since: None,
             config,
         }
     }
@@ -173,6 +191,13 @@ impl StreamReceiver {
     #[must_use]
     pub fn stats(&self) -> &StreamReceiverStats {
         &self.stats
+    }
+
+    /// The datagrams refused before the machine saw them, by source (for a
+    /// failure message: [`AuthFailures::describe`]).
+    #[must_use]
+    pub fn auth_failures(&self) -> &AuthFailures {
+        self.seal.failures()
     }
 
     /// The rank given, once invited.
@@ -259,8 +284,14 @@ impl StreamReceiver {
     /// When the machine next needs [`StreamReceiver::handle_timeout`].
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.state == State::Done {
+            // A response still pending when the session ended (a leave
+            // acknowledged before its poll was due) is never sent.
+            return None;
+        }
         let mut t = match self.state {
-            State::Done | State::Listening => None,
+            State::Done => None,
+            State::Listening => self.refused_since.map(|t| t + self.config.sender_timeout),
             State::Requesting | State::Accepting | State::Leaving { .. } => Some(self.next_send),
             State::Member => Some(self.last_heard + self.config.sender_timeout),
             State::Lingering { until } => Some(until),
@@ -286,10 +317,22 @@ impl StreamReceiver {
                 }
             }
             State::Member if now >= self.last_heard + self.config.sender_timeout => {
-                self.fail(format!(
+                let why = self.seal.explain(format!(
                     "sender silent for {:.1} s",
                     self.config.sender_timeout.as_secs_f64()
                 ));
+                self.fail(why);
+            }
+            State::Listening
+                if self
+                    .refused_since
+                    .is_some_and(|t| now >= t + self.config.sender_timeout) =>
+            {
+                let why = self.seal.explain(format!(
+                    "heard nothing it could authenticate for {:.1} s",
+                    self.config.sender_timeout.as_secs_f64()
+                ));
+                self.fail(why);
             }
             State::Lingering { until } if now >= until => self.state = State::Done,
             _ => {}
@@ -302,8 +345,21 @@ impl StreamReceiver {
         self.events.push_back(StreamReceiverEvent::Failed(reason));
     }
 
-    /// Processes one received datagram from `from`.
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+    /// Processes one received datagram from `from`. A keyed receiver opens
+    /// it in place first; one that does not open (or a sealed one reaching
+    /// a keyless receiver) is counted in `stats().auth` and dropped,
+    /// changing nothing else. A listening receiver that hears nothing but
+    /// such datagrams for `sender_timeout` fails, naming what it refused.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) {
+        let opened = self.seal.open(from, datagram);
+        self.stats.auth = self.seal.stats();
+        let Ok(datagram) = opened else {
+            if self.state == State::Listening && self.refused_since.is_none() {
+                self.refused_since = Some(now);
+            }
+            return;
+        };
+        self.refused_since = None;
         let Ok(packet) = StreamPacket::decode(datagram) else {
             self.stats.malformed += 1;
             return;
@@ -328,6 +384,8 @@ impl StreamReceiver {
                 {
                     self.session = Some(packet.header.session);
                     self.sender = Some(from);
+                    self.seal
+                        .take_session(packet.header.session, self.config.receiver_id);
                     self.state = State::Requesting;
                     self.send_now = true;
                 }
@@ -340,6 +398,8 @@ impl StreamReceiver {
                     }
                     self.session = Some(packet.header.session);
                     self.sender = Some(from);
+                    self.seal
+                        .take_session(packet.header.session, self.config.receiver_id);
                     self.rank = inv.rank;
                     self.nonce = inv.nonce;
                     self.buf.start(inv.isn, usize::from(inv.payload_size));
@@ -448,8 +508,21 @@ impl StreamReceiver {
         });
     }
 
-    /// Writes the next datagram into `buf` and says where it goes.
+    /// Writes the next datagram into `buf` and says where it goes. A keyed
+    /// receiver seals it there, so `len` is the sealed length.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let t = self.next_plain(now, buf)?;
+        // It took the session's keys when it bound to it, so only a
+        // buffer without room for the seal fails (a response whose bitmap
+        // of a huge receive buffer leaves less than SEAL_RECEIVER_OVERHEAD
+        // bytes of `buf`): it is not sent, as if lost.
+        let len = self.seal.seal(buf, t.len, false)?;
+        self.stats.auth = self.seal.stats();
+        Some(Transmit { len, ..t })
+    }
+
+    /// The next plain datagram.
+    fn next_plain(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let sender = self.sender?;
         let session = self.session?;
         if let Some(p) = self.pending
@@ -577,7 +650,7 @@ mod tests {
         }
         .encode(&mut buf)
         .unwrap();
-        r.handle_datagram(now, sender_addr(), &buf[..n]);
+        r.handle_datagram(now, sender_addr(), &mut buf[..n]);
     }
 
     fn sent(r: &mut StreamReceiver, now: Instant) -> Vec<(StreamKind, Vec<u8>)> {
@@ -671,6 +744,34 @@ mod tests {
             Some(StreamReceiverEvent::Failed(_))
         ));
         assert!(r.is_finished());
+    }
+
+    #[test]
+    fn a_response_pending_when_the_leave_is_acknowledged_leaves_no_timer() {
+        let mut r = member();
+        let mut raw = [0u8; 16];
+        let entries = [PollEntry {
+            rank: 2,
+            delay_us: 50_000,
+        }];
+        let n = PollEntries::write(&entries, &mut raw).unwrap();
+        let poll = PollRequest {
+            poll_id: 1,
+            ts_us: 2000,
+            entries: PollEntries::from_raw(&raw[..n]).unwrap(),
+        };
+        let body = PollBody {
+            next_seq: ISN,
+            poll: Some(poll),
+        };
+        deliver(&mut r, ms(2), StreamBody::Poll(body));
+        r.leave(ms(3));
+        assert_eq!(sent(&mut r, ms(3))[0].0, StreamKind::Leave);
+        deliver(&mut r, ms(4), StreamBody::LeaveAck);
+        assert!(r.is_finished());
+        // The response due at 52 ms is never sent: no timer asks for it.
+        assert_eq!(r.poll_timeout(), None);
+        assert!(sent(&mut r, ms(60)).is_empty());
     }
 
     #[test]

@@ -2,9 +2,12 @@
 //! repair and congestion settings, and their validation.
 
 use super::super::cc::CongestionControl;
+use super::super::seal::packet_payload;
+use crate::security::GroupKey;
 use rmcast_wire::MAX_DATAGRAM;
 use rmcast_wire::stream::{MAX_POLL_ENTRIES, STREAM_DATA_OVERHEAD, poll_request_len};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How receivers are admitted.
@@ -35,7 +38,10 @@ pub enum Admission {
 pub struct StreamSenderConfig {
     /// How receivers are admitted.
     pub admission: Admission,
-    /// Message bytes per data packet.
+    /// Bytes of payload per data packet when unsealed. A keyed sender puts
+    /// [`SEAL_DATA_OVERHEAD`](crate::stream::SEAL_DATA_OVERHEAD) fewer
+    /// message bytes in each ([`StreamSenderConfig::packet_payload`]), so its
+    /// sealed data datagrams keep the size this gives plain ones.
     pub payload_size: u16,
     /// Largest message in bytes (a receiver's buffer must hold one).
     pub message_bytes_max: u32,
@@ -71,6 +77,9 @@ pub struct StreamSenderConfig {
     pub repair_gather: Duration,
     /// Group congestion window, off by default.
     pub congestion: CongestionControl,
+    /// The group key every datagram is sealed under; `None` runs insecure
+    /// (plain packets; sealed ones are refused).
+    pub group_key: Option<Arc<GroupKey>>,
 }
 
 impl Default for StreamSenderConfig {
@@ -98,6 +107,7 @@ impl Default for StreamSenderConfig {
             repair_multicast_min: 2,
             repair_gather: Duration::from_millis(20),
             congestion: CongestionControl::Off,
+            group_key: None,
         }
     }
 }
@@ -119,11 +129,18 @@ pub enum StreamConfigError {
 }
 
 impl StreamSenderConfig {
+    /// Message bytes per data packet: `payload_size`, less the seal's
+    /// overhead when keyed (at least 1; `validate` refuses less).
+    #[must_use]
+    pub fn packet_payload(&self) -> u16 {
+        packet_payload(self.payload_size, self.group_key.is_some()).unwrap_or(1)
+    }
+
     /// Packets of the largest message.
     #[must_use]
     pub fn message_packets_max(&self) -> u32 {
         self.message_bytes_max
-            .div_ceil(u32::from(self.payload_size.max(1)))
+            .div_ceil(u32::from(self.packet_payload()))
             .max(1)
     }
 
@@ -147,7 +164,7 @@ impl StreamSenderConfig {
     /// Checks every field; [`StreamSender::new`](super::StreamSender::new) calls it.
     pub fn validate(&self) -> Result<(), StreamConfigError> {
         use StreamConfigError::Invalid;
-        if self.payload_size == 0
+        if packet_payload(self.payload_size, self.group_key.is_some()).is_none()
             || usize::from(self.payload_size)
                 + STREAM_DATA_OVERHEAD
                 + poll_request_len(MAX_POLL_ENTRIES)

@@ -34,7 +34,9 @@ pub use member::{MemberId, MemberInfo, MemberStatus};
 
 use super::cc::CongestionWindow;
 use super::planner::PollPlanner;
+use super::seal::Seal;
 use crate::Instant;
+use crate::security::{AuthFailures, AuthStats, SESSION_NONCE_LEN};
 use buffer::SendBuffer;
 use member::{Member, nonce};
 use rmcast_wire::stream::{
@@ -126,6 +128,9 @@ pub struct StreamSenderStats {
     pub foreign: u64,
     /// Control datagrams dropped because the control queue was full.
     pub control_dropped: u64,
+    /// Sealing: datagrams sealed and opened, and those refused before the
+    /// machine saw them (unsealed, forged, replayed, another key...).
+    pub auth: AuthStats,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,15 +166,21 @@ pub struct StreamSender {
     poll_ts_us: u32,
     events: VecDeque<StreamEvent>,
     stats: StreamSenderStats,
+    /// The group key's keyring (or none: insecure).
+    seal: Seal,
 }
 
 impl StreamSender {
-    /// A sender for `session` whose first data packet is `isn`, starting at `now`.
+    /// A sender for `session` whose first data packet is `isn`, starting at
+    /// `now`. `nonce_seed` (handshake nonces) and `session_nonce` (the
+    /// session's keys, when `config.group_key` is set) are fresh randomness
+    /// from the driver.
     pub fn new(
         config: StreamSenderConfig,
         session: SessionId,
         isn: Seq,
         nonce_seed: u64,
+        session_nonce: [u8; SESSION_NONCE_LEN],
         now: Instant,
     ) -> Result<Self, StreamConfigError> {
         config.validate()?;
@@ -193,7 +204,7 @@ impl StreamSender {
             session,
             phase: Phase::Admitting,
             started: now,
-            buf: SendBuffer::new(isn, config.send_buffer_packets, config.payload_size, n),
+            buf: SendBuffer::new(isn, config.send_buffer_packets, config.packet_payload(), n),
             planner: PollPlanner::new(
                 config.epoch,
                 per_epoch,
@@ -213,6 +224,7 @@ impl StreamSender {
             poll_ts_us: 0,
             events: VecDeque::new(),
             stats: StreamSenderStats::default(),
+            seal: Seal::sender(config.group_key.as_ref(), session, session_nonce),
             members,
             config,
         };
@@ -232,6 +244,13 @@ impl StreamSender {
     #[must_use]
     pub fn stats(&self) -> &StreamSenderStats {
         &self.stats
+    }
+
+    /// The datagrams refused before the machine saw them, by source (for a
+    /// failure message: [`AuthFailures::describe`]).
+    #[must_use]
+    pub fn auth_failures(&self) -> &AuthFailures {
+        self.seal.failures()
     }
 
     /// Every member known so far.
@@ -307,7 +326,8 @@ impl StreamSender {
         if msg.len() > self.config.message_bytes_max as usize {
             return Err(SendError::TooLarge);
         }
-        self.buf.push(msg, usize::from(self.config.payload_size))?;
+        self.buf
+            .push(msg, usize::from(self.config.packet_payload()))?;
         self.stats.messages += 1;
         Ok(())
     }
@@ -338,8 +358,16 @@ impl StreamSender {
 
     // ----- input -----------------------------------------------------------
 
-    /// Processes one received datagram from `from`.
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+    /// Processes one received datagram from `from`. A keyed sender opens
+    /// it in place first; one that does not open (or a sealed one reaching
+    /// a keyless sender) is counted in `stats().auth` and dropped, changing
+    /// nothing else.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) {
+        let opened = self.seal.open(from, datagram);
+        self.stats.auth = self.seal.stats();
+        let Ok(datagram) = opened else {
+            return;
+        };
         let packet = match StreamPacket::decode(datagram) {
             Ok(p) => p,
             Err(DecodeError::UnknownKind(_)) => {
@@ -421,7 +449,7 @@ mod tests {
     #[test]
     fn datagrams_of_other_sessions_or_garbage_are_counted_not_obeyed() {
         let mut s = joined(1, 64);
-        s.handle_datagram(ms(2), addr(0), &[0xff; 3]);
+        s.handle_datagram(ms(2), addr(0), &mut [0xff; 3]);
         assert_eq!(s.stats().malformed, 1);
         let mut buf = [0u8; 64];
         let n = StreamPacket {
@@ -430,7 +458,7 @@ mod tests {
         }
         .encode(&mut buf)
         .unwrap();
-        s.handle_datagram(ms(2), addr(0), &buf[..n]);
+        s.handle_datagram(ms(2), addr(0), &mut buf[..n]);
         assert_eq!(s.stats().foreign, 1);
         assert_eq!(s.live_members(), 1);
     }

@@ -10,8 +10,26 @@ use rmcast_wire::{Header, RANK_SENDER, Seq};
 
 impl StreamSender {
     /// Writes the next datagram into `buf` (at least [`crate::MAX_DATAGRAM`]
-    /// bytes) and says where it goes.
+    /// bytes) and says where it goes. A keyed sender seals it there (with
+    /// the session nonce on every packet that is not data), so `len` is the
+    /// sealed length.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let t = self.next_plain(now, buf)?;
+        let len = self.seal.seal(buf, t.len, t.kind != StreamKind::Data);
+        self.stats.auth = self.seal.stats();
+        // The machine leaves room for the seal (`validate`), and its keys
+        // are its own from the start: this cannot fail.
+        debug_assert!(
+            len.is_some(),
+            "a {:?} of {} bytes not sealed",
+            t.kind,
+            t.len
+        );
+        Some(Transmit { len: len?, ..t })
+    }
+
+    /// The next plain datagram.
+    fn next_plain(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if let Some(t) = self.control_transmit(now, buf) {
             return Some(t);
         }
@@ -65,7 +83,7 @@ impl StreamSender {
         self.stats.piggybacked_polls += n as u64;
         self.encode_entries(now, n);
         let poll = self.encoded_poll(n);
-        let p = usize::from(self.config.payload_size);
+        let p = usize::from(self.config.packet_payload());
         let payload = &self.buf.payload[w * p..w * p + usize::from(slot.len)];
         let body = StreamBody::Data(StreamData {
             seq: s,

@@ -351,7 +351,7 @@ impl StreamSender {
                     Dest::Group,
                     StreamBody::Announce(Announce {
                         receivers_max,
-                        payload_size: self.config.payload_size,
+                        payload_size: self.config.packet_payload(),
                         message_packets_max: self.config.message_packets_max(),
                         admission_left_ms: left.as_millis().min(u32::MAX as u128) as u32,
                     }),
@@ -364,7 +364,7 @@ impl StreamSender {
                     StreamBody::Invite(Invite {
                         nonce: m.nonce,
                         rank,
-                        payload_size: self.config.payload_size,
+                        payload_size: self.config.packet_payload(),
                         isn: self.buf.isn,
                         message_packets_max: self.config.message_packets_max(),
                     }),

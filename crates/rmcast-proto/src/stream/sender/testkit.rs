@@ -47,7 +47,8 @@ pub(super) fn announce_config(duration: Duration) -> StreamSenderConfig {
 }
 
 pub(super) fn sender(config: StreamSenderConfig) -> StreamSender {
-    StreamSender::new(config, SESSION, ISN, 42, Instant::ZERO).expect("a valid configuration")
+    StreamSender::new(config, SESSION, ISN, 42, [0x42; 16], Instant::ZERO)
+        .expect("a valid configuration")
 }
 
 /// Every datagram the sender has to send at `now`: destination, kind, bytes.
@@ -76,7 +77,7 @@ fn deliver(s: &mut StreamSender, now: Instant, from: SocketAddr, rank: u16, body
         body,
     };
     let n = packet.encode(&mut buf).expect("encodes");
-    s.handle_datagram(now, from, &buf[..n]);
+    s.handle_datagram(now, from, &mut buf[..n]);
 }
 
 /// Member `i` answers its invitation with a buffer of `buffer_packets`.
