@@ -128,6 +128,8 @@ pub struct PipeSendArgs {
     /// Unanswered polls in a row before a receiver is removed (suspected at half).
     #[arg(long, default_value_t = 6, value_name = "POLLS")]
     pub remove_after: u32,
+    #[command(flatten)]
+    pub keys: crate::args::KeyArgs,
 }
 
 /// `rmcast pipe recv`.
@@ -157,6 +159,8 @@ pub struct PipeRecvArgs {
     /// After the end, keep answering the sender's last polls this long.
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub linger: HumanDuration,
+    #[command(flatten)]
+    pub keys: crate::args::KeyArgs,
 }
 
 /// Runs `rmcast pipe`.
@@ -227,6 +231,7 @@ fn send(a: PipeSendArgs) -> Result<ExitCode> {
         iface: a.iface,
         ttl: a.ttl,
         wanted: Some(wanted),
+        group_key: crate::session_key(&a.keys, "pipe send")?,
         ..StreamSendConfig::default()
     };
     let p = &mut cfg.proto;
@@ -252,11 +257,14 @@ fn send(a: PipeSendArgs) -> Result<ExitCode> {
     p.message_bytes_max = message as u32;
     p.remove_after = a.remove_after.max(1);
     p.suspect_after = (a.remove_after / 2).max(1);
-    let need = message.div_ceil(usize::from(a.payload.max(1)));
+    p.group_key = cfg.group_key.clone();
+    // Sealed packets carry the seal's counter and tag in place of as many
+    // stream bytes.
+    let payload = usize::from(p.packet_payload()).max(1);
+    let need = message.div_ceil(payload);
     if need > a.buffer as usize {
         bail!(
-            "a --message of {message} bytes needs {need} packets of {} bytes; --buffer {} cannot hold one",
-            a.payload,
+            "a --message of {message} bytes needs {need} packets of {payload} stream bytes; --buffer {} cannot hold one",
             a.buffer
         );
     }
@@ -281,9 +289,12 @@ fn send(a: PipeSendArgs) -> Result<ExitCode> {
     );
     let established = sender.wait_established(None)?.unwrap_or_default();
     if established < wanted {
-        drop(sender);
+        let report = sender.close().ok();
         let _ = printer.join();
         eprintln!("rmcast pipe: only {established} of {wanted} receiver(s) joined; nothing sent");
+        if let Some(why) = report.and_then(|r| r.auth_failures) {
+            eprintln!("rmcast pipe: packets that did not authenticate: {why}");
+        }
         return Ok(ExitCode::from(EXIT_PARTIAL));
     }
 
@@ -352,6 +363,7 @@ fn recv(a: PipeRecvArgs) -> Result<ExitCode> {
         iface: a.iface,
         port: a.port,
         connect_timeout: a.timeout.map(|d| d.0),
+        group_key: crate::session_key(&a.keys, "pipe recv")?,
         ..StreamRecvConfig::default()
     };
     cfg.proto.buffer_packets = a.buffer;

@@ -70,7 +70,8 @@ pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> V
         "group_naks": r.stats.group_naks,
         "group_packets": r.stats.group_packets,
         "group_sent": r.stats.group_sent,
-        "auth": auth_json(&r.stats.auth, r.stats.auth.sealed > 0),
+        "auth": auth_json(&r.stats.auth, r.sealed),
+        "auth_failures": r.auth_failures,
         "ok": r.ok,
         "error": r.error,
         "failures": failures,
@@ -118,9 +119,21 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
         "  data packets {}, retransmitted {} ({retx_pct:.1} %), control packets received {} ({per_data:.2} per data packet)",
         r.data_packets, r.retransmitted_packets, r.control_packets
     );
-    eprintln!("  {}/{} receivers verified", r.verified, r.receivers);
+    eprintln!(
+        "  {}/{} receivers verified; {}",
+        r.verified,
+        r.receivers,
+        if r.sealed {
+            "sealed under the group key"
+        } else {
+            "INSECURE: unauthenticated, in the clear"
+        }
+    );
     if let Some(e) = &r.error {
         eprintln!("  error: {e}");
+    }
+    for f in &r.auth_failures {
+        eprintln!("  did not authenticate: {f}");
     }
     for m in r.members.iter().filter(|m| !m.verified) {
         eprintln!(

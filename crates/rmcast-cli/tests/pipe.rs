@@ -15,8 +15,12 @@ use std::time::{Duration, Instant};
 mod common;
 use common::Proc;
 
+/// The binary with the test binary's group key in its environment: the
+/// streams run sealed, as users' do.
 fn rmcast() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rmcast"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
+    c.env("RMCAST_KEY_FILE", common::test_key());
+    c
 }
 
 fn group() -> SocketAddrV4 {

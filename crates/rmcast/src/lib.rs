@@ -240,6 +240,12 @@ pub struct SendReport {
     pub session: SessionId,
     /// Seconds from the moment every receiver had registered to the last confirmation.
     pub data_seconds: f64,
+    /// Whether the session ran under a group key (every packet or frame
+    /// sealed).
+    pub sealed: bool,
+    /// Peers whose packets or connections did not authenticate, one line
+    /// each (wrong key, no key, forgeries), also when the session succeeded.
+    pub auth_failures: Vec<String>,
 }
 
 /// What a receiver reports after a transfer.

@@ -512,6 +512,12 @@ fn drive(
         stats,
         session,
         data_seconds: all_joined.map_or(0.0, |t| net::secs_between(t, last)),
+        sealed: cfg.proto.group_key.is_some(),
+        auth_failures: sender
+            .auth_failures()
+            .iter()
+            .map(|(from, e, n)| format!("{from}: {n} packet(s) refused, {e}"))
+            .collect(),
     };
     tracing::info!(
         "session {session}: {} of {} receiver(s) verified {size} bytes in {:.3} s ({:.1} Mbit/s)",

@@ -374,6 +374,8 @@ fn run(
         ..SenderStats::default()
     };
     if !r.auth_failures.is_empty() && r.error.is_none() {
+        // Reported too (SendReport::auth_failures): the session went on
+        // without them.
         tracing::warn!(
             "session {session}: {} connection(s) refused: {}",
             st.auth_failed,
@@ -403,6 +405,8 @@ fn run(
         stats,
         session,
         data_seconds,
+        sealed: cfg.key.is_some(),
+        auth_failures: r.auth_failures,
     };
     tracing::info!(
         "session {session}: {} of {} receiver(s) verified {size} bytes in {:.3} s ({:.1} Mbit/s)",
