@@ -101,8 +101,10 @@ fn garbage_and_foreign_sessions_are_counted_and_ignored() {
         assert!(r.garbage_injected > 100, "{}", r.garbage_injected);
         for rx in &r.receivers {
             assert!(rx.garbage_seen > 50);
+            // Garbage that looks sealed is refused before decoding
+            // (`auth.no_key` on a keyless receiver).
             assert_eq!(
-                rx.stats.malformed + rx.stats.foreign,
+                rx.stats.malformed + rx.stats.foreign + rx.stats.auth.refused(),
                 rx.garbage_seen,
                 "{}: {:?}",
                 rx.name,
@@ -115,7 +117,10 @@ fn garbage_and_foreign_sessions_are_counted_and_ignored() {
             );
         }
         assert!(r.sender_garbage_seen > 10);
-        assert_eq!(r.sender.malformed + r.sender.foreign, r.sender_garbage_seen);
+        assert_eq!(
+            r.sender.malformed + r.sender.foreign + r.sender.auth.refused(),
+            r.sender_garbage_seen
+        );
     }
 }
 

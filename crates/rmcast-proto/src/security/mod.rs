@@ -141,6 +141,20 @@ impl AuthStats {
             + self.forged
     }
 
+    /// Adds `o`'s counters to these (several machines of one host).
+    pub fn add(&mut self, o: &AuthStats) {
+        self.opened += o.opened;
+        self.sealed += o.sealed;
+        self.unsealed += o.unsealed;
+        self.no_key += o.no_key;
+        self.malformed += o.malformed;
+        self.wrong_key += o.wrong_key;
+        self.unknown_session += o.unknown_session;
+        self.replayed += o.replayed;
+        self.too_old += o.too_old;
+        self.forged += o.forged;
+    }
+
     /// Counts one refusal.
     pub fn count(&mut self, e: AuthError) {
         *match e {

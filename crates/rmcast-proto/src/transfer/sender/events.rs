@@ -123,4 +123,7 @@ pub struct SenderStats {
     pub keepalives: u64,
     /// Sealing: packets sealed and opened, and those refused, by reason.
     pub auth: crate::security::AuthStats,
+    /// Packets receivers said they lacked after acknowledging them (never
+    /// repaired; see the overclaim limit).
+    pub overclaimed_packets: u64,
 }

@@ -31,7 +31,17 @@ pub(super) struct Member {
     pub(super) cumulative: u32,
     pub(super) last_heard: Instant,
     pub(super) reason: Option<String>,
+    /// Packets it said it lacked after it had acknowledged them (see
+    /// [`OVERCLAIM_LIMIT_WINDOWS`]).
+    pub(super) overclaims: u64,
 }
+
+/// A receiver that asks again, in total, for this many windows of packets
+/// it had already acknowledged is removed: a late feedback packet overtaken
+/// by a newer one claims a few, an honest receiver never thousands. Its
+/// claims are never repaired anyway (the repair scan starts at what it
+/// acknowledged), so this only names a confused or hostile member.
+pub(super) const OVERCLAIM_LIMIT_WINDOWS: u64 = 8;
 
 impl Member {
     pub(super) fn in_data(&self) -> bool {
@@ -94,6 +104,7 @@ impl Sender {
             cumulative: 0,
             last_heard: now,
             reason: None,
+            overclaims: 0,
         });
         self.queue_welcome(from, receiver_id, rank);
         self.events.push_back(SenderEvent::Joined {

@@ -25,6 +25,8 @@ mod config;
 mod control;
 mod events;
 mod membership;
+#[cfg(test)]
+mod overclaim_tests;
 mod pacing;
 #[cfg(test)]
 mod test_pair;

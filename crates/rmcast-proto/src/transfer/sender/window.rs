@@ -4,7 +4,7 @@
 //! stall poll after a timeout, and the retransmission timeout itself.
 
 use super::pacing::Mode;
-use super::{Phase, Repair, Sender};
+use super::{Phase, Repair, Sender, membership};
 use crate::{Dest, ErrorSignal, Instant, PayloadSource, Transmit, WIRE_OVERHEAD_BYTES};
 use rmcast_wire::{
     DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, Header, Kind, POLL_DIRECT, encode_data_header,
@@ -369,10 +369,32 @@ impl Sender {
         if self.phase != Phase::Sending {
             return;
         }
+        // Packets it already acknowledged are never repaired again, whatever
+        // this feedback says (an older one overtaken, or a member asking for
+        // repairs it cannot need); asking for many is a reason to remove it.
+        let known = self.members.list[i].cumulative;
+        if !f.aggregate && cumulative < known && (nak || !f.bitmap.is_empty()) {
+            let claimed = u64::from(known - cumulative);
+            self.stats.overclaimed_packets += claimed;
+            let m = &mut self.members.list[i];
+            m.overclaims += claimed;
+            let limit = membership::OVERCLAIM_LIMIT_WINDOWS * u64::from(self.config.window);
+            if m.overclaims > limit {
+                let why = format!(
+                    "asked again for {} packets it had acknowledged (more than {} windows): \
+                     a confused or hostile receiver",
+                    m.overclaims,
+                    membership::OVERCLAIM_LIMIT_WINDOWS
+                );
+                self.fail_member(now, i, why);
+                self.after_member_change(now);
+                return;
+            }
+        }
         match self.config.repair {
             Repair::Selective => {
                 if !f.aggregate
-                    && let Some(sent_at) = self.note_missing(rank, cumulative, f)
+                    && let Some(sent_at) = self.note_missing(rank, cumulative.max(known), f)
                 {
                     // Hunt's EXP: a member lacks a packet it was not known
                     // to lack.
