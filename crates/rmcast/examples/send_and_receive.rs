@@ -1,4 +1,6 @@
-//! One receiver thread (into memory) and one sender on loopback.
+//! One receiver thread (into memory) and one sender on loopback, sealed
+//! under a fresh group key (in practice: `rmcast::load_key` of the file
+//! `rmcast keygen` made, the same on every member).
 //!
 //! Run: `cargo run -p rmcast --example send_and_receive`
 
@@ -7,20 +9,23 @@ use std::time::Duration;
 
 fn main() -> Result<(), rmcast::Error> {
     let group = random_group();
+    let key = std::sync::Arc::new(rmcast::generate_key());
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
 
     let rc = RecvConfig {
         group,
         name: "example-receiver".into(),
         listen_timeout: Some(Duration::from_secs(10)),
+        group_key: Some(key.clone()),
         ..RecvConfig::default()
     };
     let receiver = std::thread::spawn(move || recv_to_vec(&rc, None));
 
-    let sc = SendConfig {
+    let mut sc = SendConfig {
         group,
         ..SendConfig::default()
     };
+    sc.proto.group_key = Some(key);
     let mut last_phase = "";
     let mut progress = |p: rmcast::Progress| {
         if p.phase != last_phase {
