@@ -158,7 +158,10 @@ fn build() -> Fixture {
     let close = transfer(
         SESSION,
         RANK_SENDER,
-        Body::Close(Close { hash: [0xAB; 32] }),
+        Body::Close(Close {
+            hash: [0xAB; 32],
+            signature: None,
+        }),
     );
     add("sender-close", &mut tx, close, false, None, SESSION);
 
