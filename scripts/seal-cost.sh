@@ -40,7 +40,9 @@ for run in $(seq 1 "$runs"); do
   done
 done
 for mode in sealed insecure; do
-  printf '%s' "${rows[$mode]}" | sort -n -k1 | awk -v m="$mode" '{ s[NR]=$1; r[NR]=$2; g[NR]=$3 }
-    END { asort(r); asort(g); k = int((NR + 1) / 2);
-          printf "median %s: sender %s, receiver %s CPU-s/GB, %s Mbit/s\n", m, s[k], r[k], g[k] }'
+  printf '%s' "${rows[$mode]}" | python3 -c '
+import statistics, sys
+rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
+s, r, g = (statistics.median(c) for c in zip(*rows))
+print(f"median '"$mode"': sender {s:.3f}, receiver {r:.3f} CPU-s/GB, {g:.1f} Mbit/s")'
 done

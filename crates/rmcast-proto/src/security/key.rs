@@ -146,7 +146,9 @@ impl GroupKey {
         let (_, first) = lines.next().ok_or(KeyFileError::NotAKeyFile)?;
         match first.split_once(' ') {
             Some((FILE_TAG, v)) if v.trim() == KEY_FILE_VERSION.to_string() => {}
-            Some((FILE_TAG, v)) => return Err(KeyFileError::Version(v.trim().to_owned())),
+            Some((FILE_TAG, v)) => {
+                return Err(KeyFileError::Version(v.trim().chars().take(32).collect()));
+            }
             _ => return Err(KeyFileError::NotAKeyFile),
         }
         let (mut id, mut secret) = (None, None);

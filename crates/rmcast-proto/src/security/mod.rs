@@ -210,6 +210,22 @@ struct EpochKeys {
 }
 
 impl EpochKeys {
+    /// The key of `epoch` if it is one of the two kept.
+    fn cached(&self, epoch: u64) -> Option<&LessSafeKey> {
+        [&self.cur, &self.prev]
+            .into_iter()
+            .flatten()
+            .find(|(e, _)| *e == epoch)
+            .map(|(_, k)| k)
+    }
+
+    /// Keeps `key` as `epoch`'s (after a tag verified under it).
+    fn insert(&mut self, epoch: u64, key: LessSafeKey) {
+        self.prev = self.cur.take();
+        self.cur = Some((epoch, key));
+    }
+
+    /// The sealer's key of `epoch`, derived and kept when it changes.
     fn get(&mut self, prk: &hkdf::Prk, party: Option<u64>, epoch: u64) -> &LessSafeKey {
         if self.cur.as_ref().is_some_and(|(e, _)| *e == epoch) {
             return &self.cur.as_ref().expect("checked").1;
@@ -399,8 +415,18 @@ impl Keyring {
                 }
                 if let Some(peer) = s.peers.get_mut(&env.party) {
                     peer.window.check(env.counter).map_err(replay_error)?;
-                    let key = peer.keys.get(&s.prk, env.party, epoch);
-                    open_body(key, env.counter, &a[..alen], tag, datagram, env.body_end)?;
+                    match peer.keys.cached(epoch) {
+                        Some(key) => {
+                            open_body(key, env.counter, &a[..alen], tag, datagram, env.body_end)?;
+                        }
+                        None => {
+                            // Another epoch's key is kept only once a tag
+                            // verified under it: a forged counter stores nothing.
+                            let key = traffic_key(&s.prk, env.party, epoch);
+                            open_body(&key, env.counter, &a[..alen], tag, datagram, env.body_end)?;
+                            peer.keys.insert(epoch, key);
+                        }
+                    }
                     peer.window.mark(env.counter);
                 } else {
                     let key = traffic_key(&s.prk, env.party, epoch);

@@ -257,3 +257,19 @@ proptest! {
         prop_assert_eq!(rx.stats().opened, 0);
     }
 }
+
+#[test]
+fn a_forged_counter_in_another_epoch_stores_no_key() {
+    let mut tx = Keyring::for_sender(key(1), SESSION, NONCE);
+    let mut rx = Keyring::new(key(1));
+    open(&mut rx, &seal(&mut tx, &hello(), true)).unwrap();
+    // A real data packet with its counter moved three epochs ahead: the
+    // tag fails, and the receiver keeps its epoch-0 key alone.
+    let mut d = seal(&mut tx, &data(1), false);
+    let at = d.len() - 16 - 8;
+    d[at..at + 8].copy_from_slice(&(3 * EPOCH_PACKETS).to_be_bytes());
+    assert_eq!(open(&mut rx, &d), Err(AuthError::Forged));
+    let peer = &rx.sessions[0].peers[&None];
+    assert!(peer.keys.cached(3).is_none() && peer.keys.cached(0).is_some());
+    assert!(open(&mut rx, &seal(&mut tx, &data(2), false)).is_ok());
+}
