@@ -164,16 +164,9 @@ fn keygen(a: &KeygenArgs) -> Result<bool> {
 /// RMCAST_KEY_FILE), or none with `--insecure` (said once on stderr), or
 /// an error that says how to make one.
 pub fn session_key(keys: &KeyArgs, command: &str) -> Result<Option<Arc<rmcast::GroupKey>>> {
-    let from_env = std::env::var_os(rmcast::KEY_FILE_ENV)
-        .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from);
-    let key = keys
-        .key
-        .clone()
-        .or(if keys.insecure { None } else { from_env });
-    match (&key, keys.insecure) {
+    match (key_path(keys), keys.insecure) {
         (Some(path), _) => {
-            let key = rmcast::load_key(path)?;
+            let key = rmcast::load_key(&path)?;
             tracing::info!("group key {} from {}", key.id(), path.display());
             Ok(Some(key))
         }
@@ -191,18 +184,20 @@ pub fn session_key(keys: &KeyArgs, command: &str) -> Result<Option<Arc<rmcast::G
     }
 }
 
+/// The key file to use: `--key`, else `RMCAST_KEY_FILE` unless `--insecure`
+/// (an explicit choice overrides the environment).
+fn key_path(keys: &KeyArgs) -> Option<std::path::PathBuf> {
+    let from_env = std::env::var_os(rmcast::KEY_FILE_ENV)
+        .filter(|v| !v.is_empty() && !keys.insecure)
+        .map(std::path::PathBuf::from);
+    keys.key.clone().or(from_env)
+}
+
 /// `demo`'s key: the one given, none with --insecure, else a fresh one
 /// that lives as long as the demo (so the one-liner needs no file).
 fn demo_key(keys: &KeyArgs) -> Result<Option<Arc<rmcast::GroupKey>>> {
-    let from_env = std::env::var_os(rmcast::KEY_FILE_ENV)
-        .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from);
-    let key = keys
-        .key
-        .clone()
-        .or(if keys.insecure { None } else { from_env });
-    match (&key, keys.insecure) {
-        (Some(path), _) => Ok(Some(rmcast::load_key(path)?)),
+    match (key_path(keys), keys.insecure) {
+        (Some(path), _) => Ok(Some(rmcast::load_key(&path)?)),
         (None, true) => Ok(None),
         (None, false) => Ok(Some(Arc::new(rmcast::generate_key()))),
     }

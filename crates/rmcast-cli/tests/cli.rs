@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::Proc;
+use common::{Proc, entries};
 
 /// The binary with the test binary's group key in its environment, as an
 /// operator's shell would have `RMCAST_KEY_FILE` (or pass `--key`).
@@ -50,15 +50,6 @@ fn recv(group: &str, out: &Path, name: &str, extra: &[&str]) -> Proc {
         .args(["--timeout", "20s"])
         .args(extra);
     Proc::spawn(name, &mut cmd)
-}
-
-fn entries(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|it| {
-            it.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]

@@ -430,9 +430,9 @@ fn trust_refuses_a_receiver_turned_sender_and_keeps_the_signed_file() {
                     "{what}: {rout}"
                 );
                 assert!(
-                    entries_of(&out).is_empty(),
+                    common::entries(&out).is_empty(),
                     "{what}: kept {:?}",
-                    entries_of(&out)
+                    common::entries(&out)
                 );
             }
             None => {
@@ -457,69 +457,4 @@ fn trust_refuses_a_receiver_turned_sender_and_keeps_the_signed_file() {
     .wait(Duration::from_secs(10));
     assert_ne!(code, 0);
     assert!(err.contains("not a signing key file"), "{err}");
-}
-
-fn entries_of(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|it| {
-            it.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// `rmcast pipe` refuses to start without a key, and a sealed stream
-/// reaches a receiver with the key byte-exact.
-#[test]
-fn pipe_needs_a_key_and_streams_sealed() {
-    for side in ["send", "recv"] {
-        let mut cmd = rmcast();
-        cmd.args(["pipe", side]);
-        if side == "send" {
-            cmd.args(["--receivers", "1"]);
-        }
-        let (code, _, err) = Proc::spawn("pipe", &mut cmd).wait(Duration::from_secs(10));
-        assert_ne!(code, 0, "pipe {side}");
-        assert!(
-            err.contains("needs a group key") && err.contains("rmcast keygen"),
-            "pipe {side}: {err}"
-        );
-    }
-    let g = rmcast::random_group().to_string();
-    let key = common::test_key();
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("copy");
-    let r = Proc::spawn(
-        "pipe recv",
-        rmcast()
-            .args(["pipe", "recv", "--group", &g, "--timeout", "20s", "--key"])
-            .arg(key)
-            .stdout(std::fs::File::create(&copy).unwrap()),
-    );
-    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 13 + i / 977) as u8).collect();
-    let mut s = rmcast();
-    s.args(["pipe", "send", "--group", &g, "--receivers", "1", "--key"])
-        .arg(key)
-        .stdin(Stdio::piped());
-    let mut sender = s.spawn().unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = sender.stdin.take().unwrap();
-        stdin.write_all(&data).unwrap();
-    }
-    let sender = Proc {
-        child: sender,
-        what: "pipe send".into(),
-    };
-    let (code, _, err) = sender.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) = r.wait(Duration::from_secs(20));
-    assert_eq!(code, 0, "{err}");
-    let out = std::fs::read(&copy).unwrap();
-    assert!(
-        out == data,
-        "the stream differs ({} of {} bytes)",
-        out.len(),
-        data.len()
-    );
 }

@@ -82,3 +82,14 @@ pub fn test_key() -> &'static std::path::Path {
         path
     })
 }
+
+/// The names in `dir` (none if it does not exist).
+#[allow(dead_code)]
+pub fn entries(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}

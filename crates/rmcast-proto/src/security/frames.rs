@@ -70,8 +70,8 @@
 //! bytes from and to the caller's buffers; sealing and opening work in
 //! place, without allocating.
 
-use super::{AuthError, GroupKey};
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, Tag, UnboundKey};
+use super::{AuthError, GroupKey, expand_key, nonce};
+use ring::aead::{Aad, LessSafeKey, Tag};
 use ring::{hkdf, hmac};
 use rmcast_wire::overlay::{self as wire, Msg, SEALED_MAGIC};
 use std::sync::Arc;
@@ -270,18 +270,7 @@ fn traffic_key(prk: &hkdf::Prk, dir: Dir, epoch: u64) -> LessSafeKey {
         Dir::I2r => b"i2r",
         Dir::R2i => b"r2i",
     };
-    let epoch = epoch.to_be_bytes();
-    let info: [&[u8]; 2] = [label, &epoch];
-    let okm = prk
-        .expand(&info, &AES_256_GCM)
-        .expect("32 bytes is a valid HKDF-SHA256 output length");
-    LessSafeKey::new(UnboundKey::from(okm))
-}
-
-fn nonce(counter: u64) -> Nonce {
-    let mut n = [0u8; 12];
-    n[4..].copy_from_slice(&counter.to_be_bytes());
-    Nonce::assume_unique_for_key(n)
+    expand_key(prk, &[label, &epoch.to_be_bytes()])
 }
 
 /// One direction's keys: the connection secret and the current epoch's key.

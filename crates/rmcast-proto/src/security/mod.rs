@@ -194,6 +194,22 @@ struct Peer {
     window: ReplayWindow,
 }
 
+impl Peer {
+    /// A party whose first packet (of `counter`, under `epoch`'s `key`)
+    /// just verified.
+    fn first(epoch: u64, key: LessSafeKey, counter: u64) -> Self {
+        let mut window = ReplayWindow::default();
+        window.mark(counter);
+        Self {
+            keys: EpochKeys {
+                cur: Some((epoch, key)),
+                prev: None,
+            },
+            window,
+        }
+    }
+}
+
 /// Our own sealing state in a session.
 struct Tx {
     party: Option<u64>,
@@ -253,14 +269,20 @@ fn traffic_key(prk: &hkdf::Prk, party: Option<u64>, epoch: u64) -> LessSafeKey {
         Some(id) => (b"up", id),
     };
     let (id, epoch) = (id.to_be_bytes(), epoch.to_be_bytes());
-    let info: [&[u8]; 3] = [dir, &id, &epoch];
+    expand_key(prk, &[dir, &id, &epoch])
+}
+
+/// An AES-256-GCM key expanded from `prk` with `info` (HKDF-SHA256).
+pub(crate) fn expand_key(prk: &hkdf::Prk, info: &[&[u8]]) -> LessSafeKey {
     let okm = prk
-        .expand(&info, &AES_256_GCM)
+        .expand(info, &AES_256_GCM)
         .expect("32 bytes is a valid HKDF-SHA256 output length");
     LessSafeKey::new(UnboundKey::from(okm))
 }
 
-fn nonce(counter: u64) -> Nonce {
+/// The AEAD nonce of a sealer's packet or frame `counter`: 4 zero bytes ‖
+/// the counter (each key has one sealer, counting up from 0).
+pub(crate) fn nonce(counter: u64) -> Nonce {
     let mut n = [0u8; 12];
     n[4..].copy_from_slice(&counter.to_be_bytes());
     Nonce::assume_unique_for_key(n)
@@ -431,14 +453,7 @@ impl Keyring {
                 } else {
                     let key = traffic_key(&s.prk, env.party, epoch);
                     open_body(&key, env.counter, &a[..alen], tag, datagram, env.body_end)?;
-                    let mut peer = Peer {
-                        keys: EpochKeys {
-                            cur: Some((epoch, key)),
-                            prev: None,
-                        },
-                        window: ReplayWindow::default(),
-                    };
-                    peer.window.mark(env.counter);
+                    let peer = Peer::first(epoch, key, env.counter);
                     s.peers.insert(env.party, peer);
                 }
             }
@@ -447,14 +462,7 @@ impl Keyring {
                 let prk = session_prk(&self.group, env.header.session, &n);
                 let key = traffic_key(&prk, env.party, epoch);
                 open_body(&key, env.counter, &a[..alen], tag, datagram, env.body_end)?;
-                let mut peer = Peer {
-                    keys: EpochKeys {
-                        cur: Some((epoch, key)),
-                        prev: None,
-                    },
-                    window: ReplayWindow::default(),
-                };
-                peer.window.mark(env.counter);
+                let peer = Peer::first(epoch, key, env.counter);
                 self.remember(SessionKeys {
                     session: env.header.session,
                     nonce: n,
