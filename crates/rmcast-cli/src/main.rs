@@ -224,9 +224,6 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let mut cfg = send_config(&a.common, cancel.clone())?;
     cfg.proto.group_key = key;
     if let Some(path) = &a.sign {
-        if a.common.overlay().is_some() {
-            bail!("--sign applies to the UDP multicast protocols (not yet to tcp-* overlays)");
-        }
         cfg.signing_key = Some(rmcast::load_signing_key(path)?);
     }
     cfg.proto.receivers = a.receivers;
@@ -244,6 +241,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let mut progress = progress_fn(&bar);
     let report = if let Some(mut ov) = a.common.overlay() {
         ov.key = cfg.proto.group_key.clone();
+        ov.signing_key = cfg.signing_key.clone();
         ov.receivers = a.receivers;
         ov.join_wait = a.wait.0;
         ov.cancel = Some(cancel);
@@ -261,9 +259,6 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
 
 fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let key = session_key(&a.keys, "recv")?;
-    if !a.trust.is_empty() && a.sender.is_some() {
-        bail!("--trust applies to the UDP multicast protocols (not yet to tcp-* overlays)");
-    }
     let trust = a
         .trust
         .iter()
@@ -313,6 +308,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
                 inactivity: cfg.sender_timeout,
                 cancel: cfg.cancel.clone(),
                 key: cfg.group_key.clone(),
+                trust: cfg.trust.clone(),
                 ..rmcast::overlay::OverlayRecvConfig::default()
             };
             rmcast::overlay::recv_to_dir(&ov, Some(&mut progress))

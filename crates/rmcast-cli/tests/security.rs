@@ -406,14 +406,25 @@ fn trust_refuses_a_receiver_turned_sender_and_keeps_the_signed_file() {
         ),
         ("signed by the publisher", Some(&publisher), None),
     ];
-    for (what, sign, refusal) in cases {
-        let g = rmcast::random_group().to_string();
-        let out = dir.path().join(format!("out-{}", what.replace(' ', "-")));
-        let r = recv(&g, &out, "r", Some(key), &["--trust", &trust]);
-        let extra: Vec<&str> = match sign {
+    // Over multicast (nak-poll) and over a TCP overlay (tcp-chain).
+    for ((what, sign, refusal), overlay) in cases.iter().flat_map(|c| [(*c, false), (*c, true)]) {
+        let g = rmcast::random_group();
+        let control = format!("127.0.0.1:{}", g.port());
+        let g = g.to_string();
+        let out = dir
+            .path()
+            .join(format!("out-{}-{overlay}", what.replace(' ', "-")));
+        let mut recv_extra = vec!["--trust", &trust];
+        let mut extra: Vec<&str> = match sign {
             Some(p) => vec!["--sign", p.to_str().unwrap()],
             None => vec![],
         };
+        if overlay {
+            recv_extra.extend(["--sender", &control, "--listen", "127.0.0.1:0"]);
+            extra.extend(["--protocol", "tcp-chain", "--control", &control]);
+        }
+        let r = recv(&g, &out, "r", Some(key), &recv_extra);
+        let what = format!("{what} (overlay: {overlay})");
         let (scode, sout, serr) =
             send(&file, &g, "1", Some(key), &extra).wait(Duration::from_secs(30));
         let (rcode, rout, rerr) = r.wait(Duration::from_secs(20));

@@ -735,7 +735,7 @@ impl<'a> Sim<'a> {
                 match op {
                     DataOp::Connect { child, hello, .. } => self.connect(h, child, hello)?,
                     DataOp::Feed { child, segments } => self.feed(h, child, segments)?,
-                    DataOp::Verify { hash } => {
+                    DataOp::Verify { hash, .. } => {
                         let ok = hash == self.hash;
                         let r = if ok {
                             Ok(())

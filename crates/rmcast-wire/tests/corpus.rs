@@ -508,7 +508,10 @@ fn overlay_valid() -> Vec<Vec<u8>> {
             from: 0,
             to: 65535,
         },
-        Msg::Hash { hash: [7; 32] },
+        Msg::Hash {
+            hash: [7; 32],
+            signature: None,
+        },
     ];
     msgs.iter().map(Msg::to_frame).collect()
 }

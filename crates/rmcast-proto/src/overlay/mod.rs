@@ -140,6 +140,9 @@ pub enum DataOp {
     Verify {
         /// The object's BLAKE3 hash, as the sender sent it.
         hash: [u8; 32],
+        /// The sender's signature of the object, if it sent one: a driver
+        /// that trusts only signed content checks it before committing.
+        signature: Option<[u8; 64]>,
     },
 }
 

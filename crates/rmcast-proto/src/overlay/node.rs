@@ -108,7 +108,7 @@ pub struct NodeMachine {
     inactivity: Duration,
     last_heard: Instant,
     last_sent: Instant,
-    hash: Option<[u8; 32]>,
+    hash: Option<([u8; 32], Option<[u8; 64]>)>,
     assignment: Option<Box<Assignment>>,
     data: Option<Data>,
     result: Option<Result<(), NodeFailure>>,
@@ -152,8 +152,8 @@ impl NodeMachine {
             Msg::Abort { text } => {
                 self.fail(now, format!("the sender aborted the transfer: {text}"));
             }
-            Msg::Hash { hash } => {
-                self.hash.get_or_insert(hash);
+            Msg::Hash { hash, signature } => {
+                self.hash.get_or_insert((hash, signature));
             }
             Msg::Assign(a) if self.phase == NodePhase::Registered => {
                 if let Err(why) = check_assignment(&a) {
@@ -515,9 +515,9 @@ impl NodeMachine {
             let total = d.segs.count();
             if d.stored_segments == total && !d.verify_asked {
                 self.phase = NodePhase::Verifying;
-                if let Some(hash) = self.hash {
+                if let Some((hash, signature)) = self.hash {
                     d.verify_asked = true;
-                    self.ops.push_back(DataOp::Verify { hash });
+                    self.ops.push_back(DataOp::Verify { hash, signature });
                 }
             }
             if d.verified {

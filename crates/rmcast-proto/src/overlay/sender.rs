@@ -176,6 +176,8 @@ pub struct SenderMachine {
     /// Failures receivers reported, applied at the deadline unless a death explains them.
     deferred: Vec<(usize, String, Instant)>,
     hash: Option<[u8; 32]>,
+    /// The object's signature (`rmcast send --sign`), sent with the hash.
+    signature: Option<[u8; 64]>,
     hash_sent: bool,
     heartbeat: Duration,
     last_beat: Instant,
@@ -209,6 +211,7 @@ impl SenderMachine {
             error: None,
             deferred: Vec::new(),
             hash: None,
+            signature: None,
             hash_sent: false,
             heartbeat,
             last_beat: now,
@@ -361,6 +364,13 @@ impl SenderMachine {
     pub fn handle_hash(&mut self, now: Instant, hash: [u8; 32]) {
         self.hash = Some(hash);
         self.step(now);
+    }
+
+    /// The object's hash is known, with the sender's signature of it
+    /// (over [`rmcast_wire::signed_object_message`]): both go to every node.
+    pub fn handle_signed_hash(&mut self, now: Instant, hash: [u8; 32], signature: [u8; 64]) {
+        self.signature = Some(signature);
+        self.handle_hash(now, hash);
     }
 
     /// The data edge to `child` was written to the end (`Ok`) or failed.
@@ -571,7 +581,10 @@ impl SenderMachine {
             && !self.hash_sent
             && let Some(hash) = self.hash
         {
-            self.send_open(&Msg::Hash { hash });
+            self.send_open(&Msg::Hash {
+                hash,
+                signature: self.signature,
+            });
             self.hash_sent = true;
         }
         let due: Vec<(usize, String)> = self

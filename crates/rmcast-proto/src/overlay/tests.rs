@@ -238,7 +238,7 @@ impl Net {
                     node.handle_child_done(now, ci, Ok(()));
                 }
             }
-            DataOp::Verify { hash } => {
+            DataOp::Verify { hash, .. } => {
                 let i = usize::from(from) - 1;
                 let r = if hash == HASH {
                     Ok(())

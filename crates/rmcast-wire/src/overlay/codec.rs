@@ -146,7 +146,7 @@ impl Msg {
                 Msg::Progress { .. } => 8,
                 Msg::Abort { text } => str_len(text, MAX_STR),
                 Msg::DataHello { .. } => 8 + 2 + 2,
-                Msg::Hash { hash } => hash.len(),
+                Msg::Hash { hash, signature } => hash.len() + 1 + signature.map_or(0, |s| s.len()),
             }
     }
 
@@ -192,7 +192,16 @@ impl Msg {
                 w.u16(*from)?;
                 w.u16(*to)?;
             }
-            Msg::Hash { hash } => w.bytes(hash)?,
+            Msg::Hash { hash, signature } => {
+                w.bytes(hash)?;
+                match signature {
+                    None => w.u8(0)?,
+                    Some(sig) => {
+                        w.u8(1)?;
+                        w.bytes(sig)?;
+                    }
+                }
+            }
         }
         debug_assert_eq!(w.len(), len, "buffer_len disagrees with emit");
         Ok(w.len())
@@ -290,7 +299,14 @@ impl Msg {
                 from: r.u16()?,
                 to: r.u16()?,
             },
-            MsgKind::Hash => Msg::Hash { hash: r.array()? },
+            MsgKind::Hash => Msg::Hash {
+                hash: r.array()?,
+                signature: match r.u8()? {
+                    0 => None,
+                    1 => Some(r.array()?),
+                    _ => return Err(DecodeError::BadField("signed")),
+                },
+            },
         };
         r.finish()?;
         Ok(msg)

@@ -374,6 +374,11 @@ pub enum Msg {
     Hash {
         /// The hash.
         hash: [u8; HASH_LEN],
+        /// The sender's Ed25519 signature of the object (`rmcast send
+        /// --sign`), over [`crate::signed_object_message`] of this hash,
+        /// the object's size and name; `None`: unsigned. On the wire: a
+        /// flag byte (0 or 1), then the 64 bytes when 1.
+        signature: Option<[u8; crate::SIGNATURE_LEN]>,
     },
 }
 
@@ -428,7 +433,14 @@ pub fn sample_messages() -> Vec<Msg> {
             from: 0,
             to: 65535,
         },
-        Msg::Hash { hash: [7; 32] },
+        Msg::Hash {
+            hash: [7; 32],
+            signature: None,
+        },
+        Msg::Hash {
+            hash: [8; 32],
+            signature: Some([9; 64]),
+        },
     ]
 }
 

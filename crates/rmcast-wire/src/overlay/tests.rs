@@ -388,7 +388,8 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
             from,
             to
         }),
-        any::<[u8; 32]>().prop_map(|hash| Msg::Hash { hash }),
+        (any::<[u8; 32]>(), proptest::option::of(any::<[u8; 64]>()))
+            .prop_map(|(hash, signature)| Msg::Hash { hash, signature }),
     ]
 }
 

@@ -131,6 +131,9 @@ pub struct OverlaySendConfig {
     /// under it, and receivers without it are refused. `None`: plain TCP
     /// (`--insecure`).
     pub key: Option<Arc<GroupKey>>,
+    /// Sign the object (hash, size, name) with this key (`rmcast send
+    /// --sign`): nodes that `trust` its public half keep only signed content.
+    pub signing_key: Option<Arc<crate::SigningKey>>,
 }
 
 impl Default for OverlaySendConfig {
@@ -147,6 +150,7 @@ impl Default for OverlaySendConfig {
             pace_bytes_per_s: None,
             hash_delay: None,
             key: None,
+            signing_key: None,
         }
     }
 }
@@ -175,6 +179,9 @@ pub struct OverlayRecvConfig {
     pub cancel: Option<Arc<AtomicBool>>,
     /// The group key (the sender's); `None`: plain TCP (`--insecure`).
     pub key: Option<Arc<GroupKey>>,
+    /// Keep only objects signed by one of these keys (`rmcast recv
+    /// --trust`); empty: signatures are not checked.
+    pub trust: Vec<crate::PublicKey>,
 }
 
 impl Default for OverlayRecvConfig {
@@ -189,6 +196,7 @@ impl Default for OverlayRecvConfig {
             max_bytes: None,
             cancel: None,
             key: None,
+            trust: Vec::new(),
         }
     }
 }

@@ -197,6 +197,10 @@ impl Node<'_> {
     }
 }
 
+/// The object's hash and the sender's signature of it, as the sender sent
+/// them: what the stored copy is verified against.
+type Expected = ([u8; 32], Option<[u8; 64]>);
+
 /// What a child's writer thread is told to send.
 enum ChildCmd {
     /// A routed segment, in a pool slot.
@@ -249,7 +253,7 @@ impl<'n, 'a> Driver<'n, 'a> {
         report(&mut progress, 0, 0, "waiting for the sender");
         let mut children: Vec<Option<mpsc::SyncSender<ChildCmd>>> = Vec::new();
         let mut child_rxs: Vec<Option<mpsc::Receiver<ChildCmd>>> = Vec::new();
-        let mut hash_tx: Option<mpsc::Sender<[u8; 32]>> = None;
+        let mut hash_tx: Option<mpsc::Sender<Expected>> = None;
         let mut last_progress = Instant::now() - PROGRESS_EVERY;
         let result = loop {
             if cancelled(node.cfg) {
@@ -328,9 +332,9 @@ impl<'n, 'a> Driver<'n, 'a> {
                             let _ = tx.send(ChildCmd::File(path.clone(), segments));
                         }
                     }
-                    DataOp::Verify { hash } => {
+                    DataOp::Verify { hash, signature } => {
                         if let Some(tx) = hash_tx.take() {
-                            let _ = tx.send(hash);
+                            let _ = tx.send((hash, signature));
                         }
                     }
                 }
@@ -448,7 +452,7 @@ impl<'n, 'a> Driver<'n, 'a> {
         scope: &'s std::thread::Scope<'s, 'n>,
         a: &Assignment,
         children: &[Option<mpsc::SyncSender<ChildCmd>>],
-        hash_rx: mpsc::Receiver<[u8; 32]>,
+        hash_rx: mpsc::Receiver<Expected>,
     ) {
         self.started = Some(Instant::now());
         let slots = pool_slots(a.segment_size);
@@ -462,8 +466,9 @@ impl<'n, 'a> Driver<'n, 'a> {
         let sink = self.sink.take().expect("prepared before the start");
         let segs = Segments::new(a.size, a.segment_size);
         let pools = self.pools.clone();
+        let object = (a.name.clone(), a.size);
         scope.spawn(move || {
-            let ev = disk(node, segs, sink, &disk_rx, &hash_rx, &pools);
+            let ev = disk(node, segs, sink, &disk_rx, &hash_rx, &pools, &object);
             let _ = node.tx.send(ev);
         });
         let listener = self.listener.take().expect("one data phase");
@@ -754,8 +759,9 @@ fn disk(
     segs: Segments,
     mut sink: Sink,
     rx: &mpsc::Receiver<Seg>,
-    expected: &mpsc::Receiver<[u8; 32]>,
+    expected: &mpsc::Receiver<Expected>,
     pools: &[Pool],
+    (name, size): &(String, u64),
 ) -> Ev {
     let total = segs.count();
     let mut got = 0u64;
@@ -792,7 +798,7 @@ fn disk(
         Ok(h) => h,
         Err(e) => return Ev::Disk(Status::Io, format!("cannot read back the object: {e}")),
     };
-    let want = loop {
+    let (want, signature) = loop {
         match expected.recv_timeout(TICK) {
             Ok(h) => break h,
             Err(mpsc::RecvTimeoutError::Timeout) if !node.abort.load(Ordering::Relaxed) => {}
@@ -804,6 +810,17 @@ fn disk(
             Status::HashMismatch,
             "the received bytes do not match the object's BLAKE3 hash".into(),
         );
+    }
+    if !node.cfg.trust.is_empty()
+        && !crate::keys::signature_trusted(&node.cfg.trust, signature.as_ref(), &got, *size, name)
+    {
+        // Intact, but not vouched for by a key we trust: keep nothing.
+        let text = if signature.is_some() {
+            "the object's signature does not verify under any --trust key"
+        } else {
+            "the object is not signed, and --trust requires a signature"
+        };
+        return Ev::Disk(Status::Untrusted, text.into());
     }
     match sink.commit() {
         Ok(path) => Ev::Verified(path),

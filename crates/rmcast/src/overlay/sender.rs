@@ -220,6 +220,7 @@ fn run(
     let abort = AtomicBool::new(false);
     let segments_sent = AtomicU64::new(0);
     let (tx, rx) = mpsc::channel::<Ev>();
+    let sign = cfg.signing_key.as_deref().map(|k| (k, name, size));
     let mut conns: HashMap<u64, (TcpStream, Option<Box<Sealer>>)> = HashMap::new();
     // Per child: where to tell its edge thread to start feeding.
     let mut feeds: HashMap<u16, mpsc::Sender<SegmentSet>> = HashMap::new();
@@ -334,7 +335,7 @@ fn run(
                 });
             }
             match rx.recv_timeout(clock.wait(m.poll_timeout())) {
-                Ok(ev) => on_event(&mut m, &mut conns, &clock, ev),
+                Ok(ev) => on_event(&mut m, &mut conns, &clock, sign, ev),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     unreachable!("the loop holds a sender")
@@ -342,7 +343,7 @@ fn run(
             }
             // Take everything already queued before acting again.
             while let Ok(ev) = rx.try_recv() {
-                on_event(&mut m, &mut conns, &clock, ev);
+                on_event(&mut m, &mut conns, &clock, sign, ev);
             }
             m.handle_timeout(clock.now());
         }
@@ -423,6 +424,7 @@ fn on_event(
     m: &mut SenderMachine,
     conns: &mut HashMap<u64, (TcpStream, Option<Box<Sealer>>)>,
     clock: &Clock,
+    sign: Option<(&crate::SigningKey, &str, u64)>,
     ev: Ev,
 ) {
     let now = clock.now();
@@ -461,7 +463,13 @@ fn on_event(
         }
         Ev::Hashed(h) => {
             tracing::debug!("hashed the object in {:.1} ms", h.took.as_secs_f64() * 1e3);
-            m.handle_hash(now, h.hash);
+            match sign {
+                Some((key, name, size)) => {
+                    let sig = crate::keys::sign_object(key, &h.hash, size, name);
+                    m.handle_signed_hash(now, h.hash, sig);
+                }
+                None => m.handle_hash(now, h.hash),
+            }
         }
     }
 }
