@@ -408,9 +408,12 @@ fn trust_refuses_a_receiver_turned_sender_and_keeps_the_signed_file() {
     ];
     // Over multicast (nak-poll) and over a TCP overlay (tcp-chain).
     for ((what, sign, refusal), overlay) in cases.iter().flat_map(|c| [(*c, false), (*c, true)]) {
-        let g = rmcast::random_group();
-        let control = format!("127.0.0.1:{}", g.port());
-        let g = g.to_string();
+        let g = rmcast::random_group().to_string();
+        // A free port for the overlay's control listener.
+        let control = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
         let out = dir
             .path()
             .join(format!("out-{}-{overlay}", what.replace(' ', "-")));
