@@ -61,7 +61,15 @@ impl std::fmt::Display for HandshakeError {
                 write!(f, "belongs to another session ({e})")
             }
             Self::Auth(e) => write!(f, "failed authentication: {e}"),
-            Self::Refused(text) => write!(f, "refused the connection: {text}"),
+            // The peer's text is unauthenticated: shown, but without control
+            // characters (no terminal escapes from a stranger).
+            Self::Refused(text) => write!(
+                f,
+                "refused the connection (its unauthenticated words: {:?})",
+                text.chars()
+                    .map(|c| if c.is_control() { '?' } else { c })
+                    .collect::<String>()
+            ),
             Self::Io(e) => write!(f, "broke off the key exchange: {e}"),
         }
     }
