@@ -25,6 +25,7 @@
 mod frames;
 mod key;
 mod replay;
+mod seal;
 
 pub use frames::{
     Channel, EPOCH_FRAMES, FRAME_HEADER_LEN, FRAME_OVERHEAD, FRAME_TAG_LEN, FRAME_VERSION,
@@ -33,6 +34,7 @@ pub use frames::{
 };
 pub use key::{GroupKey, KEY_FILE_VERSION, KEY_LEN, KeyFileError, KeyId};
 pub use replay::{Replay, ReplayWindow, WINDOW as REPLAY_WINDOW};
+pub(crate) use seal::Seal;
 
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, Tag, UnboundKey};
 use ring::hkdf;

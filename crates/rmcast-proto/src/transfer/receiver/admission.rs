@@ -23,9 +23,8 @@ impl Receiver {
         {
             self.session = header.session;
             self.sender = Some(from);
-            if let Some(k) = &mut self.keyring {
-                k.take_session(header.session, self.config.receiver_id);
-            }
+            self.seal
+                .take_session(header.session, self.config.receiver_id);
             self.phase = Phase::Joining;
             self.join_at = now;
             self.last_from_sender = now;

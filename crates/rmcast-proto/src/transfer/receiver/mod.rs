@@ -28,7 +28,7 @@ mod test_support;
 pub use config::ReceiverConfig;
 pub use events::{DataChunk, OfferInfo, ReceiverEvent, ReceiverStats};
 
-use crate::security::{AuthError, AuthFailures, Keyring};
+use crate::security::{AuthFailures, Seal};
 use crate::transfer::emit;
 use crate::transfer::policy::relay::Relay;
 use crate::{Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
@@ -93,10 +93,9 @@ pub struct Receiver {
     leave_owed: Option<String>,
     events: VecDeque<ReceiverEvent>,
     stats: ReceiverStats,
-    /// The keys of the sessions heard, when sealing.
-    keyring: Option<Keyring>,
-    /// Who sent packets that did not authenticate, for the messages.
-    auth_failures: AuthFailures,
+    /// The keys of the sessions heard, when sealing, and who sent packets
+    /// that did not authenticate, for the messages.
+    seal: Seal,
 }
 
 impl Receiver {
@@ -128,8 +127,7 @@ impl Receiver {
             leave_owed: None,
             events: VecDeque::new(),
             stats: ReceiverStats::default(),
-            keyring: config.group_key.clone().map(Keyring::new),
-            auth_failures: AuthFailures::default(),
+            seal: Seal::receiver(config.group_key.as_ref()),
             config,
         }
     }
@@ -137,7 +135,7 @@ impl Receiver {
     /// Sources whose packets did not authenticate, and why.
     #[must_use]
     pub fn auth_failures(&self) -> &AuthFailures {
-        &self.auth_failures
+        self.seal.failures()
     }
 
     /// Counters so far.
@@ -234,7 +232,8 @@ impl Receiver {
                     && now >= self.started + t
                 {
                     let why = self
-                        .auth_failures
+                        .seal
+                        .failures()
                         .describe()
                         .map(|d| format!("; packets that did not authenticate: {d}"))
                         .unwrap_or_default();
@@ -270,27 +269,10 @@ impl Receiver {
         from: SocketAddr,
         datagram: &'a mut [u8],
     ) -> Option<DataChunk<'a>> {
-        let len = match &mut self.keyring {
-            Some(k) => {
-                let r = k.open(datagram);
-                self.stats.auth = *k.stats();
-                r.map(|o| o.len)
-            }
-            None if rmcast_wire::seal::is_sealed(datagram) => {
-                self.stats.auth.count(AuthError::NoKey);
-                Err(AuthError::NoKey)
-            }
-            None => Ok(datagram.len()),
-        };
-        let len = match len {
-            Ok(len) => len,
-            Err(e) => {
-                self.auth_failures.note(from, e);
-                return None;
-            }
-        };
-        let datagram: &'a [u8] = datagram;
-        let packet = match Packet::decode(&datagram[..len]) {
+        let opened = self.seal.open(from, datagram);
+        self.stats.auth = self.seal.stats();
+        let datagram = opened.ok()?;
+        let packet = match Packet::decode(datagram) {
             Ok(p) => p,
             Err(_) => {
                 self.stats.malformed += 1;
@@ -359,18 +341,12 @@ impl Receiver {
     /// the session's keys when sealing.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let mut t = self.next_transmit(now, buf)?;
-        if let Some(k) = &mut self.keyring {
-            // Group-scoped rate packets carry the session nonce: the other
-            // senders of the group derive this session's keys from it.
-            let with_nonce = t.kind == rmcast_wire::Kind::RateNak;
-            match k.seal(buf, t.len, with_nonce) {
-                Ok(n) => t.len = n,
-                // No keys: nothing authentic was heard from the session,
-                // so there is nothing to answer.
-                Err(_) => return None,
-            }
-            self.stats.auth.sealed = k.stats().sealed;
-        }
+        // Group-scoped rate packets carry the session nonce: the other
+        // senders of the group derive this session's keys from it. No keys
+        // (nothing authentic heard from the session): nothing to answer.
+        let with_nonce = t.kind == rmcast_wire::Kind::RateNak;
+        t.len = self.seal.seal(buf, t.len, with_nonce)?;
+        self.stats.auth = self.seal.stats();
         Some(t)
     }
 

@@ -37,7 +37,7 @@ mod window;
 pub use config::{ConfigError, Repair, SenderConfig, WIRE_OVERHEAD_BYTES};
 pub use events::{MemberOutcome, Outcome, SenderEvent, SenderStats};
 
-use crate::security::{AuthError, AuthFailures, Keyring};
+use crate::security::{AuthFailures, Seal};
 use crate::transfer::emit;
 use crate::transfer::policy::SenderPolicy;
 use crate::{
@@ -107,10 +107,9 @@ pub struct Sender {
     outcome: Option<Outcome>,
     error: Option<String>,
     stats: SenderStats,
-    /// The session's keys when sealing (`SenderConfig::group_key`).
-    keyring: Option<Keyring>,
-    /// Who sent packets that did not authenticate, for the reports.
-    auth_failures: AuthFailures,
+    /// The session's keys when sealing (`SenderConfig::group_key`), and who
+    /// sent packets that did not authenticate, for the reports.
+    seal: Seal,
     /// The object's signature, carried in `Close` (`rmcast send --sign`).
     signature: Option<[u8; rmcast_wire::SIGNATURE_LEN]>,
 }
@@ -163,11 +162,7 @@ impl Sender {
             outcome: None,
             error: None,
             stats: SenderStats::default(),
-            keyring: config
-                .group_key
-                .clone()
-                .map(|k| Keyring::for_sender(k, session, config.session_nonce)),
-            auth_failures: AuthFailures::default(),
+            seal: Seal::sender(config.group_key.as_ref(), session, config.session_nonce),
             signature: None,
             config,
         };
@@ -379,36 +374,18 @@ impl Sender {
     /// is counted ([`SenderStats::auth`]) and dropped before anything else
     /// looks at it.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) {
-        let (len, party) = match self.open(from, datagram) {
-            Ok(o) => o,
-            Err(()) => return,
-        };
-        self.on_datagram(now, from, &datagram[..len], party);
-        self.arm_timers();
-    }
-
-    /// Opens a sealed datagram (or lets a plain one through when insecure):
-    /// the plain packet's length and the sealing receiver's id.
-    fn open(&mut self, from: SocketAddr, datagram: &mut [u8]) -> Result<(usize, Option<u64>), ()> {
-        let result = match &mut self.keyring {
-            Some(k) => {
-                let r = k.open(datagram).map(|o| (o.len, o.party));
-                self.stats.auth = *k.stats();
-                r
-            }
-            None if rmcast_wire::seal::is_sealed(datagram) => {
-                self.stats.auth.count(AuthError::NoKey);
-                Err(AuthError::NoKey)
-            }
-            None => Ok((datagram.len(), None)),
-        };
-        result.map_err(|e| self.auth_failures.note(from, e))
+        let opened = self.seal.open_party(from, datagram);
+        self.stats.auth = self.seal.stats();
+        if let Ok((plain, party)) = opened {
+            self.on_datagram(now, from, plain, party);
+            self.arm_timers();
+        }
     }
 
     /// Sources whose packets did not authenticate, and why (for reports).
     #[must_use]
     pub fn auth_failures(&self) -> &AuthFailures {
-        &self.auth_failures
+        self.seal.failures()
     }
 
     fn on_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8], party: Option<u64>) {
@@ -436,7 +413,7 @@ impl Sender {
             return;
         }
         let rank = packet.header.rank;
-        if self.keyring.is_some() && !self.party_matches(rank, party, &packet.body) {
+        if self.config.group_key.is_some() && !self.party_matches(rank, party, &packet.body) {
             // Sealed by one receiver in another's name: only a key holder
             // can do that, and it may not speak for anyone else.
             self.stats.foreign += 1;
@@ -488,14 +465,15 @@ impl Sender {
         buf: &mut [u8],
     ) -> Option<Transmit> {
         let mut transmit = self.next_transmit(now, source, buf);
-        if let (Some(t), Some(k)) = (&mut transmit, &mut self.keyring) {
+        if let Some(t) = &mut transmit {
             // The session nonce rides on everything but the bulk data, so a
             // receiver can derive the keys from any control packet.
             let with_nonce = t.kind != rmcast_wire::Kind::Data;
-            t.len = k
+            t.len = self
+                .seal
                 .seal(buf, t.len, with_nonce)
                 .expect("the sender holds its session's keys and a buffer of MAX_DATAGRAM");
-            self.stats.auth.sealed = k.stats().sealed;
+            self.stats.auth = self.seal.stats();
         }
         self.arm_timers();
         transmit
