@@ -1,7 +1,7 @@
 //! Command-line arguments: what every flag means and its default.
 
 use anyhow::{Result, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use rmcast::HumanDuration;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
@@ -33,6 +33,29 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// What every exit status means; appended to every `--help` and manual page.
+const EXIT_STATUS: &str = "EXIT STATUS:
+  0    done (send: every receiver verified its copy; recv: the copy is verified and in place)
+  1    failed; the message names what (a receiver and why, the network, the input)
+  2    the command line is wrong (unknown flag, bad value)
+  3    pipe send: the stream reached some receivers, not all (the others are named)
+  130  interrupted (Ctrl-C); a sender says goodbye, a receiver removes its partial file";
+
+/// The command-line definition: [`Cli`] with the exit statuses appended to
+/// the help of rmcast and of every subcommand, for the parser, the manual
+/// pages and the completion scripts alike.
+pub fn command() -> clap::Command {
+    with_exit_status(Cli::command())
+}
+
+fn with_exit_status(cmd: clap::Command) -> clap::Command {
+    let help = match cmd.get_after_help() {
+        Some(h) => format!("{h}\n\n{EXIT_STATUS}"),
+        None => EXIT_STATUS.to_owned(),
+    };
+    cmd.after_help(help).mut_subcommands(with_exit_status)
+}
+
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -50,6 +73,34 @@ pub enum Command {
     /// Measurement lab: network-namespace testbeds, scenario runs against
     /// peer tools (udpcast, uftp, NORM, TCP), failure detection, reports.
     Lab(rmcast_lab::LabArgs),
+    /// Print a shell completion script: `rmcast completions bash >
+    /// /etc/bash_completion.d/rmcast` (zsh: a `_rmcast` file on $fpath;
+    /// fish: ~/.config/fish/completions/rmcast.fish).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) of rmcast or of one subcommand, or
+    /// write every page into a directory: `rmcast man --out /usr/local/share/man/man1`.
+    Man(ManArgs),
+}
+
+/// Flags of `rmcast completions`.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// Flags of `rmcast man`.
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The subcommand whose page to print, as words (`pipe send`); none:
+    /// the page of rmcast itself.
+    #[arg(value_name = "SUBCOMMAND", conflicts_with = "out")]
+    pub command: Vec<String>,
+    /// Write every page (rmcast.1, rmcast-send.1, rmcast-pipe-send.1, ...)
+    /// into this directory (created if missing) instead of printing one.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// Reliability protocol.

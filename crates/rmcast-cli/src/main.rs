@@ -1,13 +1,14 @@
 //! `rmcast`: send a file reliably to many receivers over IP multicast.
 
 mod args;
+mod man;
 mod pipe;
 mod report;
 
 use anyhow::{Context, Result, bail};
 use args::{Cli, Command, CommonArgs, DemoArgs, KeyArgs, KeygenArgs, RecvArgs, SendArgs};
+use clap::FromArgMatches;
 use clap::parser::ValueSource;
-use clap::{CommandFactory, FromArgMatches};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -16,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Parses the command line, recording which shared flags it gave.
 fn parse() -> Cli {
-    let command = Cli::command();
+    let command = args::command();
     let matches = command.clone().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let common = match &mut cli.command {
@@ -56,6 +57,11 @@ fn main() -> ExitCode {
         // (receivers time out, the sender removes what it cannot reach).
         return pipe::run(a);
     }
+    match &cli.command {
+        Command::Completions(a) => return finish(man::completions(a).map(|()| true), false),
+        Command::Man(a) => return finish(man::man(a).map(|()| true), false),
+        _ => {}
+    }
     let cancel = Arc::new(AtomicBool::new(false));
     {
         let cancel = cancel.clone();
@@ -68,19 +74,28 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Keygen(a) => keygen(&a),
-        Command::Send(a) => send(a, cancel),
-        Command::Recv(a) => recv(a, cancel),
-        Command::Demo(a) => demo(a, cancel),
-        Command::Lab(_) | Command::Pipe(_) => unreachable!("handled above"),
+        Command::Send(a) => send(a, cancel.clone()),
+        Command::Recv(a) => recv(a, cancel.clone()),
+        Command::Demo(a) => demo(a, cancel.clone()),
+        Command::Lab(_) | Command::Pipe(_) | Command::Completions(_) | Command::Man(_) => {
+            unreachable!("handled above")
+        }
     };
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+    finish(result, cancel.load(Ordering::SeqCst))
+}
+
+/// The exit status (listed under EXIT STATUS in `--help`): 0 done, 1
+/// failed, 130 interrupted (Ctrl-C), whatever the interrupted call returned.
+fn finish(result: Result<bool>, interrupted: bool) -> ExitCode {
+    let code = match result {
+        Ok(true) => 0,
+        Ok(false) => 1,
         Err(e) => {
             eprintln!("rmcast: error: {e:#}");
-            ExitCode::from(1)
+            1
         }
-    }
+    };
+    ExitCode::from(if interrupted { 130 } else { code })
 }
 
 fn init_tracing(verbose: u8) {
@@ -92,9 +107,13 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("RMCAST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Colour only for a person at a terminal who has not asked for none
+    // (https://no-color.org); logs piped to a file or journald stay plain.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
 }
 
