@@ -97,13 +97,20 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
         return;
     }
     let what = if demo.is_some() { "demo" } else { "send" };
+    let ok = r.ok && demo.is_none_or(|d| d.all_files_match);
+    // A failed transfer has no goodput: the figure would count bytes some
+    // receiver never verified.
+    let speed = if ok {
+        format!(": {:.1} Mbit/s goodput", r.goodput_mbps)
+    } else {
+        String::from(", failed")
+    };
     eprintln!(
-        "rmcast {what}: {} to {} receivers with {} in {:.3} s: {:.1} Mbit/s goodput",
+        "rmcast {what}: {} to {} with {} in {:.3} s{speed}",
         mib(r.bytes),
-        r.receivers,
+        count(r.receivers as u64, "receiver"),
         r.protocol,
         r.seconds,
-        r.goodput_mbps
     );
     let retx_pct = if r.data_packets == 0 {
         0.0
@@ -120,9 +127,9 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
         r.data_packets, r.retransmitted_packets, r.control_packets
     );
     eprintln!(
-        "  {}/{} receivers verified; {}",
+        "  {}/{} verified; {}",
         r.verified,
-        r.receivers,
+        count(r.receivers as u64, "receiver"),
         if r.sealed {
             "sealed under the group key"
         } else {
@@ -152,8 +159,16 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
             eprintln!("  received files differ from the original");
         }
     }
-    let ok = r.ok && demo.is_none_or(|d| d.all_files_match);
     eprintln!("  {}", if ok { "ok" } else { "FAILED" });
+}
+
+/// "1 receiver", "8 receivers".
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// Prints a receive report (or the reason it failed).

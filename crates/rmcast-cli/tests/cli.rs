@@ -749,3 +749,68 @@ fn a_receiver_names_the_other_session_announced_on_its_group() {
         );
     }
 }
+
+/// Ctrl-C (SIGINT) ends a waiting sender and a waiting receiver promptly
+/// with exit status 130, as `--help` lists, and leaves nothing under `--out`.
+#[test]
+fn ctrl_c_exits_130_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = group();
+    let file = write_file(dir.path(), "f.bin", 10_000);
+    let out = dir.path().join("in");
+    let receiver = recv(&g, &out, "r0", &[]);
+    let sender = Proc::spawn(
+        "sender",
+        rmcast()
+            .args(["send", "--group", &g, "--receivers", "2", "--wait", "20s"])
+            .arg(&file),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    for p in [&receiver, &sender] {
+        let status = Command::new("kill")
+            .args(["-INT", &p.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let started = Instant::now();
+    for p in [receiver, sender] {
+        let what = p.what.clone();
+        let (code, _, err) = p.wait(Duration::from_secs(5));
+        assert_eq!(code, 130, "{what} after Ctrl-C; stderr:\n{err}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(entries(&out).is_empty(), "{:?}", entries(&out));
+}
+
+/// What a person reads when stderr is a pipe or a log file: no colour
+/// escapes in the log lines, and "1 receiver", not "1 receivers".
+#[test]
+fn piped_logs_are_plain_and_counts_read_as_english() {
+    let p = Proc::spawn(
+        "demo",
+        rmcast().args([
+            "-v",
+            "demo",
+            "--receivers",
+            "1",
+            "--size",
+            "64KiB",
+            "--group",
+            &group(),
+        ]),
+    );
+    let (code, _, err) = p.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(" INFO "), "-v logs at info: {err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "colour escapes in piped logs: {err:?}"
+    );
+    assert!(err.contains("to 1 receiver with"), "{err}");
+    assert!(err.contains("1/1 receiver verified"), "{err}");
+}
