@@ -66,6 +66,9 @@ pub enum Command {
     Send(SendArgs),
     /// Receive one file into a directory (written atomically after the hash matches).
     Recv(RecvArgs),
+    /// A receiving service: take session after session into one directory,
+    /// one log line each, until stopped (systemd: docs/rmcast-serve.service).
+    Serve(ServeArgs),
     /// Run a sender and N receivers on loopback in one process and report.
     Demo(DemoArgs),
     /// Stream stdin to the stdout of every receiver (PRMP, TCP-like reliable multicast).
@@ -495,6 +498,11 @@ pub struct RecvArgs {
     /// packets quickly, as a slow receiver does (lab and tests).
     #[arg(long, default_value = "4MiB", value_parser = parse_size, value_name = "BYTES")]
     pub socket_buffer: u64,
+    /// Refuse a file whose name is already taken under --out instead of
+    /// replacing it with the new version once verified (the report says
+    /// when a file was replaced).
+    #[arg(long)]
+    pub no_clobber: bool,
     /// Print exactly one JSON object on stdout at the end (no progress bar).
     #[arg(long)]
     pub json: bool,
@@ -519,6 +527,59 @@ impl RecvArgs {
             None => None,
         }
     }
+}
+
+/// `rmcast serve`.
+#[derive(Args, Debug)]
+#[command(after_help = "EXAMPLES:
+  rmcast serve --out /data --key /etc/rmcast/group.key       # every node, e.g. as a systemd service
+  rmcast send model.bin --key group.key --receivers 30       # any number of times, from anywhere
+  rmcast serve --out /tmp/in --key group.key --once --json   # one session, then exit")]
+pub struct ServeArgs {
+    /// Directory every session's file is stored in, under the name its
+    /// sender gives (created if missing).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub out: PathBuf,
+    /// Multicast group and port.
+    #[arg(long, default_value = "239.77.0.1:7700", value_name = "ADDR:PORT")]
+    pub group: SocketAddrV4,
+    /// Local interface address to join on.
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub iface: Ipv4Addr,
+    /// Name shown in senders' reports [default: HOST:PID].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Exit after one session (0 if it verified, 1 if not).
+    #[arg(long, conflicts_with = "sessions")]
+    pub once: bool,
+    /// Exit after this many sessions (0 if every one verified).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sessions: Option<u64>,
+    /// Exit 1 after this long without a session announced [default: serve forever].
+    #[arg(long, value_name = "DURATION")]
+    pub idle_timeout: Option<HumanDuration>,
+    /// Give up a session whose sender is silent this long (the service goes on).
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub sender_timeout: HumanDuration,
+    /// Refuse a file whose name is already taken under --out instead of
+    /// replacing it with the new version once verified.
+    #[arg(long)]
+    pub no_clobber: bool,
+    /// Refuse files larger than this (e.g. 100GiB).
+    #[arg(long, value_parser = parse_size, value_name = "BYTES")]
+    pub max_size: Option<u64>,
+    /// Kernel receive buffer of the multicast socket (SO_RCVBUF).
+    #[arg(long, default_value = "4MiB", value_parser = parse_size, value_name = "BYTES")]
+    pub socket_buffer: u64,
+    /// One JSON object per session on stdout (JSON lines), as `recv --json`
+    /// prints, plus the time it ended; no log line.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep only files signed by the owner of this public key (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub trust: Vec<PathBuf>,
+    #[command(flatten)]
+    pub keys: KeyArgs,
 }
 
 /// `rmcast demo`.

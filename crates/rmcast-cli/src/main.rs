@@ -4,6 +4,7 @@ mod args;
 mod man;
 mod pipe;
 mod report;
+mod serve;
 
 use anyhow::{Context, Result, bail};
 use args::{Cli, Command, CommonArgs, DemoArgs, KeyArgs, KeygenArgs, RecvArgs, SendArgs};
@@ -76,6 +77,7 @@ fn main() -> ExitCode {
         Command::Keygen(a) => keygen(&a),
         Command::Send(a) => send(a, cancel.clone()),
         Command::Recv(a) => recv(a, cancel.clone()),
+        Command::Serve(a) => serve::run(a, cancel.clone()),
         Command::Demo(a) => demo(a, cancel.clone()),
         Command::Lab(_) | Command::Pipe(_) | Command::Completions(_) | Command::Man(_) => {
             unreachable!("handled above")
@@ -298,6 +300,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         socket_buffer_bytes: usize::try_from(a.socket_buffer).unwrap_or(usize::MAX),
         group_key: key,
         trust,
+        no_clobber: a.no_clobber,
         ..rmcast::RecvConfig::default()
     };
     if let Some(name) = a.name {
@@ -328,6 +331,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
                 cancel: cfg.cancel.clone(),
                 key: cfg.group_key.clone(),
                 trust: cfg.trust.clone(),
+                no_clobber: cfg.no_clobber,
                 ..rmcast::overlay::OverlayRecvConfig::default()
             };
             rmcast::overlay::recv_to_dir(&ov, Some(&mut progress))

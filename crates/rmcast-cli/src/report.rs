@@ -176,15 +176,7 @@ pub fn print_recv(r: Result<&rmcast::RecvReport, &str>, json: bool) {
     match (r, json) {
         (Ok(r), true) => println!("{}", recv_json(r)),
         (Err(e), true) => println!("{}", json!({ "ok": false, "error": e })),
-        (Ok(r), false) => eprintln!(
-            "rmcast recv: {} verified and stored as {} ({:.3} s, {:.1} Mbit/s)",
-            mib(r.bytes),
-            r.path
-                .as_ref()
-                .map_or_else(|| "<memory>".into(), |p| p.display().to_string()),
-            r.seconds,
-            r.goodput_mbps
-        ),
+        (Ok(r), false) => eprintln!("rmcast recv: {}", recv_line(r)),
         (Err(e), false) => eprintln!("rmcast recv: failed: {e}"),
     }
 }
@@ -216,7 +208,27 @@ pub fn print_recv_sessions(
     ok
 }
 
-fn recv_json(r: &rmcast::RecvReport) -> serde_json::Value {
+/// "1.0 MiB verified and stored as DIR/NAME (0.1 s, 80.0 Mbit/s)", and
+/// whether it replaced a file of that name.
+pub fn recv_line(r: &rmcast::RecvReport) -> String {
+    format!(
+        "{} verified and stored as {} ({:.3} s, {:.1} Mbit/s){}",
+        mib(r.bytes),
+        r.path
+            .as_ref()
+            .map_or_else(|| "<memory>".into(), |p| p.display().to_string()),
+        r.seconds,
+        r.goodput_mbps,
+        if r.replaced {
+            "; it replaced the previous version of that file"
+        } else {
+            ""
+        }
+    )
+}
+
+/// `recv --json`'s object for one session.
+pub fn recv_json(r: &rmcast::RecvReport) -> serde_json::Value {
     json!({
                 "ok": r.verified,
                 "name": r.name,
@@ -227,6 +239,7 @@ fn recv_json(r: &rmcast::RecvReport) -> serde_json::Value {
                 "rank": r.rank,
                 "session": r.session.map(|s| s.to_string()),
                 "verified": r.verified,
+                "replaced": r.replaced,
                 "data_packets": r.stats.data_packets,
                 "duplicates": r.stats.duplicates,
                 "acks": r.stats.acks,

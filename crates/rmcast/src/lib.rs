@@ -157,6 +157,9 @@ pub struct RecvConfig {
     pub cancel: Option<Arc<AtomicBool>>,
     /// Refuse objects larger than this many bytes (`Status::TooLarge`).
     pub max_bytes: Option<u64>,
+    /// Refuse an object whose name is already taken under `out_dir`
+    /// instead of replacing that file with the verified new version.
+    pub no_clobber: bool,
     /// Multicast TTL of the feedback socket (feedback itself is unicast).
     pub ttl: u32,
     /// Hunt's multicast rate NACK (several senders on one group): on a new
@@ -188,6 +191,7 @@ impl Default for RecvConfig {
             socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
             cancel: None,
             max_bytes: None,
+            no_clobber: false,
             ttl: 1,
             rate_nak_interval: None,
             group_key: None,
@@ -271,6 +275,9 @@ pub struct RecvReport {
     pub stats: ReceiverStats,
     /// Data packets dropped on purpose by the test-loss knob.
     pub test_dropped_packets: u64,
+    /// A file of the same name was under the output directory: the
+    /// verified object replaced it (as the new version of that path).
+    pub replaced: bool,
 }
 
 /// Everything that can go wrong locally (remote failures are in the reports).
@@ -298,6 +305,10 @@ pub enum Error {
     /// The transfer failed; the text says why.
     #[error("transfer failed: {0}")]
     Failed(String),
+    /// No session was announced on the group within the listen timeout
+    /// (`RecvConfig::listen_timeout`); nothing was joined.
+    #[error("{0}")]
+    NoSession(String),
     /// The cancel flag was raised.
     #[error("cancelled")]
     Cancelled,

@@ -26,7 +26,8 @@ const LINGER: Duration = Duration::from_millis(200);
 ///
 /// The object is written to a hidden partial file (`.{name}.rmcast-part-{session}`)
 /// and renamed to its offered name only after its BLAKE3 hash matched; on
-/// every failure the partial file is removed. Returns `Err(Error::Failed)`
+/// every failure the partial file is removed. Returns `Err(Error::NoSession)`
+/// when nothing was announced within `cfg.listen_timeout`, `Err(Error::Failed)`
 /// when the transfer failed and `Err(Error::Refused)` when this receiver
 /// refused the offer (unsafe name, no space, too large).
 pub fn recv_to_dir(
@@ -106,6 +107,8 @@ struct Driver<'a> {
     verified_at: Option<Instant>,
     path: Option<PathBuf>,
     verified: bool,
+    /// The commit replaced a file of the same name.
+    replaced: bool,
     all_data: bool,
     /// Every byte is in: hash and confirm after the next transmit pass.
     verify_pending: bool,
@@ -195,7 +198,13 @@ impl Driver<'_> {
             machine.refuse_offer(Status::Other, &text);
             return;
         }
-        match prepare(&self.target, &info, session, self.cfg.max_bytes) {
+        match prepare(
+            &self.target,
+            &info,
+            session,
+            self.cfg.max_bytes,
+            self.cfg.no_clobber,
+        ) {
             Ok(sink) => {
                 self.sink = sink;
                 self.accepted_at = Some(self.clock.now());
@@ -236,6 +245,7 @@ impl Driver<'_> {
             Ok(hash) if hash == expected => match self.sink.commit() {
                 Ok(path) => {
                     self.verified = true;
+                    self.replaced = self.sink.replaces();
                     self.verified_at = Some(self.clock.now());
                     if let Some(p) = &path {
                         tracing::info!("verified and stored {}", p.display());
@@ -339,6 +349,7 @@ impl<'a> Driver<'a> {
             verified_at: None,
             path: None,
             verified: false,
+            replaced: false,
             all_data: false,
             verify_pending: false,
             end: None,
@@ -367,11 +378,16 @@ impl<'a> Driver<'a> {
             verified: self.verified,
             stats: machine.stats().clone(),
             test_dropped_packets: self.dropped,
+            replaced: self.replaced,
         };
         match self.end.take() {
             _ if self.verified => Ok((report, self.sink.take_vec())),
             Some(End::Cancelled) => Err(Error::Cancelled),
             Some(End::Refused(text)) => Err(Error::Refused(text)),
+            // Never joined: nothing was announced within the listen timeout.
+            Some(End::Failed(reason)) if machine.session().is_none() => {
+                Err(Error::NoSession(reason))
+            }
             Some(End::Failed(reason)) => Err(Error::Failed(reason)),
             Some(End::Finished) | None => Err(Error::Failed(
                 "the session ended without a verified copy".into(),
@@ -743,6 +759,7 @@ fn run_many(
         .iter()
         .map(|(h, machine)| match d.drivers[h.0].report(machine) {
             Err(Error::Failed(reason)) => Err(Error::Failed(format!("{reason}{untaken}"))),
+            Err(Error::NoSession(reason)) => Err(Error::NoSession(format!("{reason}{untaken}"))),
             other => other,
         })
         .collect();

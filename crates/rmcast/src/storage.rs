@@ -34,6 +34,9 @@ pub(crate) struct Part {
     final_path: PathBuf,
     size: u64,
     committed: bool,
+    /// A file of the offered name was there at the offer: the commit
+    /// replaces it (the new version of the same path).
+    replaces: bool,
     /// Bytes received in order but not yet written, starting at `stage_offset`.
     /// Packets mostly arrive in order, so this turns ~180 small writes into one.
     stage: Vec<u8>,
@@ -240,11 +243,14 @@ fn remove_stale_parts(root: &Path, rel: &Path) {
 }
 
 /// Prepares storage for `offer`, or says why the receiver must refuse it.
+/// `no_clobber`: refuse an object whose name is already taken under the
+/// output directory instead of replacing the file there once verified.
 pub(crate) fn prepare(
     target: &Target,
     offer: &OfferInfo,
     session: SessionId,
     max_bytes: Option<u64>,
+    no_clobber: bool,
 ) -> Result<Sink, Refusal> {
     if let Some(max) = max_bytes
         && offer.size > max
@@ -307,6 +313,13 @@ pub(crate) fn prepare(
                     format!("{} exists and is a directory", final_path.display()),
                 ));
             }
+            let replaces = std::fs::symlink_metadata(&final_path).is_ok();
+            if replaces && no_clobber {
+                return Err((
+                    Status::Other,
+                    format!("{} exists and --no-clobber keeps it", final_path.display()),
+                ));
+            }
             // A leftover from an interrupted run of this very session.
             let _ = std::fs::remove_file(&temp);
             let file = OpenOptions::new()
@@ -329,6 +342,7 @@ pub(crate) fn prepare(
                 final_path,
                 size: offer.size,
                 committed: false,
+                replaces,
                 stage: Vec::with_capacity(STAGE_BYTES),
                 stage_offset: 0,
                 hasher: Box::new(blake3::Hasher::new()),
@@ -427,7 +441,13 @@ impl Sink {
         *self = Sink::None;
     }
 
-    /// The received bytes (memory only).
+    /// Whether committing replaces a file that was under the offered name
+    /// at the offer.
+    pub(crate) fn replaces(&self) -> bool {
+        matches!(self, Sink::File(p) if p.replaces)
+    }
+
+    /// The received bytes (memory only); leaves the sink empty.
     pub(crate) fn take_vec(&mut self) -> Vec<u8> {
         match std::mem::replace(self, Sink::None) {
             Sink::Memory(v) => v,
@@ -460,7 +480,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data: Vec<u8> = (0..700_000u32).map(|i| (i * 31 % 253) as u8).collect();
         let o = offer("x.bin", &data);
-        let mut sink = prepare(&Target::Dir(dir.path().into()), &o, SessionId(1), None).unwrap();
+        let mut sink = prepare(
+            &Target::Dir(dir.path().into()),
+            &o,
+            SessionId(1),
+            None,
+            false,
+        )
+        .unwrap();
         let chunks: Vec<usize> = (0..data.len().div_ceil(1000)).collect();
         // In order, then every third chunk again out of order, then the rest.
         for &i in chunks.iter().filter(|i| *i % 3 != 0) {
@@ -483,7 +510,14 @@ mod tests {
     fn write_in_order_of(order: &[usize], data: &[u8], ahead: bool) -> (bool, u64) {
         let dir = tempfile::tempdir().unwrap();
         let o = offer("p.bin", data);
-        let mut sink = prepare(&Target::Dir(dir.path().into()), &o, SessionId(9), None).unwrap();
+        let mut sink = prepare(
+            &Target::Dir(dir.path().into()),
+            &o,
+            SessionId(9),
+            None,
+            false,
+        )
+        .unwrap();
         let n = data.len().div_ceil(1000);
         let mut have = vec![false; n];
         let mut prefix = 0usize;
@@ -536,7 +570,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = vec![7u8; 600_000];
         let o = offer("r.bin", &data);
-        let mut sink = prepare(&Target::Dir(dir.path().into()), &o, SessionId(10), None).unwrap();
+        let mut sink = prepare(
+            &Target::Dir(dir.path().into()),
+            &o,
+            SessionId(10),
+            None,
+            false,
+        )
+        .unwrap();
         sink.write(0, &data[..300_000]).unwrap();
         sink.write(300_000, &data[300_000..]).unwrap();
         // Corrupt an already hashed byte: the verdict must see it.
@@ -573,7 +614,14 @@ mod tests {
     fn discarded_partial_file_is_removed() {
         let dir = tempfile::tempdir().unwrap();
         let o = offer("y.bin", b"abc");
-        let mut sink = prepare(&Target::Dir(dir.path().into()), &o, SessionId(2), None).unwrap();
+        let mut sink = prepare(
+            &Target::Dir(dir.path().into()),
+            &o,
+            SessionId(2),
+            None,
+            false,
+        )
+        .unwrap();
         sink.write(0, b"ab").unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         sink.discard();
@@ -591,10 +639,10 @@ mod tests {
         let other = dir.path().join(".v.bin.rmcast-part-00000000000000aa");
         std::fs::write(&other, b"x").unwrap();
         // A live receiver of another session writing the same name.
-        let live = prepare(&target, &offer("w.bin", b"abc"), SessionId(5), None).unwrap();
+        let live = prepare(&target, &offer("w.bin", b"abc"), SessionId(5), None, false).unwrap();
         assert!(!stale.exists(), "the dead receiver's part file is gone");
         assert!(other.exists());
-        let mine = prepare(&target, &offer("w.bin", b"abc"), SessionId(6), None).unwrap();
+        let mine = prepare(&target, &offer("w.bin", b"abc"), SessionId(6), None, false).unwrap();
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -611,7 +659,12 @@ mod tests {
     fn unsafe_and_oversized_offers_are_refused_without_touching_the_disk() {
         let dir = tempfile::tempdir().unwrap();
         let target = Target::Dir(dir.path().into());
-        let refused = |o: &OfferInfo, max| prepare(&target, o, SessionId(3), max).err().unwrap().0;
+        let refused = |o: &OfferInfo, max| {
+            prepare(&target, o, SessionId(3), max, false)
+                .err()
+                .unwrap()
+                .0
+        };
         assert_eq!(refused(&offer("../evil", b"x"), None), Status::UnsafeName);
         assert_eq!(refused(&offer("/abs", b"x"), None), Status::UnsafeName);
         assert_eq!(refused(&offer("big", b"xyz"), Some(2)), Status::TooLarge);
@@ -627,8 +680,43 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("link")).unwrap();
         let o = offer("link/z.bin", b"z");
-        let e = prepare(&Target::Dir(dir.path().into()), &o, SessionId(4), None).err();
+        let e = prepare(
+            &Target::Dir(dir.path().into()),
+            &o,
+            SessionId(4),
+            None,
+            false,
+        )
+        .err();
         assert_eq!(e.unwrap().0, Status::UnsafeName);
         assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_existing_file_is_replaced_and_said_so_or_kept_under_no_clobber() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Target::Dir(dir.path().into());
+        let o = offer("v.bin", b"new");
+        let fresh = prepare(&target, &o, SessionId(11), None, false).unwrap();
+        assert!(!fresh.replaces(), "nothing was there");
+        drop(fresh);
+        std::fs::write(dir.path().join("v.bin"), b"old").unwrap();
+        let mut sink = prepare(&target, &o, SessionId(12), None, false).unwrap();
+        assert!(sink.replaces());
+        sink.write(0, b"new").unwrap();
+        assert_eq!(sink.hash().unwrap(), *blake3::hash(b"new").as_bytes());
+        sink.commit().unwrap();
+        assert_eq!(std::fs::read(dir.path().join("v.bin")).unwrap(), b"new");
+        let (status, text) = prepare(&target, &o, SessionId(13), None, true)
+            .err()
+            .unwrap();
+        assert_eq!(status, Status::Other);
+        assert!(text.contains("--no-clobber"), "{text}");
+        assert_eq!(std::fs::read(dir.path().join("v.bin")).unwrap(), b"new");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no part file left"
+        );
     }
 }

@@ -175,6 +175,9 @@ pub struct OverlayRecvConfig {
     pub inactivity: Duration,
     /// Refuse objects larger than this many bytes.
     pub max_bytes: Option<u64>,
+    /// Refuse an object whose name is already taken under `out_dir`
+    /// instead of replacing that file with the verified new version.
+    pub no_clobber: bool,
     /// Raise to stop: the receiver leaves and removes its partial file.
     pub cancel: Option<Arc<AtomicBool>>,
     /// The group key (the sender's); `None`: plain TCP (`--insecure`).
@@ -194,6 +197,7 @@ impl Default for OverlayRecvConfig {
             connect_timeout: None,
             inactivity: DEFAULT_INACTIVITY,
             max_bytes: None,
+            no_clobber: false,
             cancel: None,
             key: None,
             trust: Vec::new(),

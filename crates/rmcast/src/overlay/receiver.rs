@@ -123,6 +123,7 @@ pub fn recv_to_dir(
             sink: None,
             assignment: None,
             path: None,
+            replaces: false,
             started: None,
             pools: Arc::new(Vec::new()),
         };
@@ -224,6 +225,8 @@ struct Driver<'n, 'a> {
     assignment: Option<Box<Assignment>>,
     /// The verified file.
     path: Option<Option<PathBuf>>,
+    /// The accepted object replaces a file of the same name once verified.
+    replaces: bool,
     started: Option<Instant>,
     pools: Arc<Vec<Pool>>,
 }
@@ -407,6 +410,7 @@ impl<'n, 'a> Driver<'n, 'a> {
             verified: true,
             stats: ReceiverStats::default(),
             test_dropped_packets: 0,
+            replaced: self.replaces,
         })
     }
 
@@ -436,8 +440,10 @@ impl<'n, 'a> Driver<'n, 'a> {
         };
         let target = Target::Dir(self.node.cfg.out_dir.clone());
         let now = self.node.clock.now();
-        match prepare(&target, &offer, session, self.node.cfg.max_bytes) {
+        let cfg = &self.node.cfg;
+        match prepare(&target, &offer, session, cfg.max_bytes, cfg.no_clobber) {
             Ok(sink) => {
+                self.replaces = sink.replaces();
                 self.sink = Some(sink);
                 self.node.lock().accept(now);
             }

@@ -150,10 +150,11 @@ impl Receiver {
         (self.rank != RANK_UNASSIGNED).then_some(self.rank)
     }
 
-    /// The session joined, once a `Hello` was heard.
+    /// The session joined, once a `Hello` was heard (still `None` after
+    /// failing with nothing announced).
     #[must_use]
     pub fn session(&self) -> Option<SessionId> {
-        (self.phase != Phase::Listening).then_some(self.session)
+        self.sender.is_some().then_some(self.session)
     }
 
     /// The object on offer, once announced.

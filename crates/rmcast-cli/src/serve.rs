@@ -1,0 +1,113 @@
+//! `rmcast serve`: a receiving service. It takes the sessions announced on
+//! its group one after another, each into `--out` under the name its
+//! sender gives, and logs one line per session. A session that fails or is
+//! refused is reported and the service goes on; only what would fail every
+//! next session too (the sockets, the output directory, the key) ends it.
+
+use crate::args::ServeArgs;
+use crate::{report, session_key};
+use anyhow::{Context, Result};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Serves until stopped, `--once`/`--sessions N` are done, or nothing is
+/// announced for `--idle-timeout`. True when every session taken verified.
+pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
+    let key = session_key(&a.keys, "serve")?;
+    let trust = a
+        .trust
+        .iter()
+        .map(|p| rmcast::load_public_key(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("creating output directory {}", a.out.display()))?;
+    let mut cfg = rmcast::RecvConfig {
+        group: a.group,
+        iface: a.iface,
+        out_dir: a.out.clone(),
+        sender_timeout: a.sender_timeout.0,
+        listen_timeout: a.idle_timeout.map(|d| d.0),
+        cancel: Some(cancel.clone()),
+        socket_buffer_bytes: usize::try_from(a.socket_buffer).unwrap_or(usize::MAX),
+        max_bytes: a.max_size,
+        no_clobber: a.no_clobber,
+        group_key: key,
+        trust,
+        ..rmcast::RecvConfig::default()
+    };
+    if let Some(name) = a.name {
+        cfg.name = name;
+    }
+    let limit = if a.once { Some(1) } else { a.sessions };
+    if !a.json {
+        eprintln!(
+            "rmcast serve: {} on {} via {}, storing into {}{}",
+            cfg.name,
+            cfg.group,
+            cfg.iface,
+            a.out.display(),
+            match limit {
+                Some(n) => format!(", for {}", report::count(n, "session")),
+                None => String::from("; Ctrl-C stops"),
+            }
+        );
+    }
+    let (mut taken, mut failed) = (0u64, 0u64);
+    while limit.is_none_or(|n| taken < n) {
+        let result = rmcast::recv_to_dir(&cfg, None);
+        let ended = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs_f64();
+        match result {
+            Ok(r) => {
+                taken += 1;
+                let session = r.session.map_or_else(|| "?".into(), |s| s.to_string());
+                if a.json {
+                    let mut v = report::recv_json(&r);
+                    v["ended_unix_s"] = json!(ended);
+                    println!("{v}");
+                } else {
+                    eprintln!("rmcast serve: session {session}: {}", report::recv_line(&r));
+                }
+            }
+            Err(rmcast::Error::Cancelled) => break,
+            Err(e @ (rmcast::Error::Refused(_) | rmcast::Error::Failed(_))) => {
+                taken += 1;
+                failed += 1;
+                if a.json {
+                    println!(
+                        "{}",
+                        json!({ "ok": false, "error": e.to_string(), "ended_unix_s": ended })
+                    );
+                } else {
+                    eprintln!("rmcast serve: session failed: {e}; serving on");
+                }
+            }
+            Err(rmcast::Error::NoSession(why)) => {
+                if !a.json {
+                    eprintln!("rmcast serve: {why} (--idle-timeout); stopping");
+                }
+                failed += u64::from(limit.is_some());
+                break;
+            }
+            // What would fail every next session too: sockets, settings.
+            Err(e) => {
+                if cancel.load(Ordering::SeqCst) {
+                    break;
+                }
+                return Err(e).context("rmcast serve cannot go on");
+            }
+        }
+    }
+    if !a.json {
+        eprintln!(
+            "rmcast serve: {} taken, {} failed",
+            report::count(taken, "session"),
+            failed
+        );
+    }
+    Ok(failed == 0)
+}

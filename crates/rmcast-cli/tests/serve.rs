@@ -1,0 +1,172 @@
+//! `rmcast serve` end to end on loopback: one service process takes five
+//! sessions in a row — one of them killed half-way and sent again, one
+//! refused under --no-clobber — and says what became of each; the files it
+//! keeps are byte-exact and nothing half-written is left in its directory.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{Proc, entries};
+
+fn rmcast() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
+    c.env("RMCAST_KEY_FILE", common::test_key())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn data(size: usize, salt: usize) -> Vec<u8> {
+    (0..size)
+        .map(|i| (i * 31 + i / 4099 + salt) as u8)
+        .collect()
+}
+
+fn send(group: &str, file: &Path, extra: &[&str]) -> Proc {
+    Proc::spawn(
+        &format!("send {}", file.display()),
+        rmcast()
+            .args([
+                "send",
+                "--group",
+                group,
+                "--receivers",
+                "1",
+                "--wait",
+                "15s",
+            ])
+            .args(extra)
+            .arg(file),
+    )
+}
+
+#[test]
+fn serve_takes_five_sessions_in_a_row_and_survives_a_killed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("served");
+    let group = rmcast::random_group().to_string();
+    let serve = Proc::spawn(
+        "serve",
+        rmcast()
+            .args([
+                "serve",
+                "--json",
+                "--no-clobber",
+                "--group",
+                &group,
+                "--sessions",
+                "6",
+                "--sender-timeout",
+                "1s",
+                "--idle-timeout",
+                "30s",
+                "--out",
+            ])
+            .arg(&out),
+    );
+    let mut files = Vec::new();
+    for (i, size) in [200_000usize, 1, 3_000_000, 0, 77_777]
+        .into_iter()
+        .enumerate()
+    {
+        let path = dir.path().join(format!("f{i}.bin"));
+        std::fs::write(&path, data(size, i)).unwrap();
+        files.push(path);
+    }
+    // 1, 2: two ordinary sessions.
+    for f in &files[..2] {
+        let (code, _, err) = send(&group, f, &[]).wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+    }
+    // 3: the sender is killed half-way (paced so it is still sending).
+    let mut killed = send(&group, &files[2], &["--rate", "8mbit"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    // 3 again, whole: the service has given the dead one up and takes it.
+    let started = Instant::now();
+    let (code, _, err) = send(&group, &files[2], &[]).wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    // 4: an empty file; 5: a name the service already holds (--no-clobber).
+    let (code, _, err) = send(&group, &files[3], &[]).wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::copy(&files[4], other.join("f0.bin")).unwrap();
+    let (code, _, err) = send(&group, &other.join("f0.bin"), &[]).wait(Duration::from_secs(30));
+    assert_eq!(code, 1, "a refused receiver fails the send: {err}");
+    assert!(err.contains("--no-clobber"), "the sender hears why: {err}");
+    let (code, stdout, err) = serve.wait(Duration::from_secs(20));
+    assert_eq!(code, 1, "one session failed, one was refused: {err}");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 6, "{stdout}");
+    let ok: Vec<bool> = lines.iter().map(|v| v["ok"].as_bool().unwrap()).collect();
+    assert_eq!(ok, [true, true, false, true, true, false], "{stdout}");
+    assert!(
+        lines[2]["error"].as_str().unwrap().contains("silent"),
+        "{stdout}"
+    );
+    assert!(
+        lines[5]["error"].as_str().unwrap().contains("--no-clobber"),
+        "{stdout}"
+    );
+    for (i, f) in files[..4].iter().enumerate() {
+        let name = f.file_name().unwrap();
+        assert_eq!(
+            std::fs::read(out.join(name)).unwrap(),
+            std::fs::read(f).unwrap(),
+            "f{i}"
+        );
+    }
+    let mut names = entries(&out);
+    names.sort();
+    assert_eq!(
+        names,
+        ["f0.bin", "f1.bin", "f2.bin", "f3.bin"],
+        "no part file left"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn serve_replaces_a_file_as_its_new_version_and_says_so_then_stops_when_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("served");
+    let group = rmcast::random_group().to_string();
+    let serve = Proc::spawn(
+        "serve",
+        rmcast()
+            .args(["serve", "--group", &group, "--idle-timeout", "3s", "--out"])
+            .arg(&out),
+    );
+    let file = dir.path().join("v.bin");
+    for version in 0..2 {
+        std::fs::write(&file, data(50_000, version)).unwrap();
+        let (code, _, err) = send(&group, &file, &[]).wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, _, err) = serve.wait(Duration::from_secs(20));
+    assert_eq!(
+        code, 0,
+        "an idle service without --sessions ends well: {err}"
+    );
+    assert_eq!(std::fs::read(out.join("v.bin")).unwrap(), data(50_000, 1));
+    assert_eq!(err.matches("verified and stored").count(), 2, "{err}");
+    assert_eq!(
+        err.matches("replaced the previous version").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("no session was announced within 3.0 s"),
+        "{err}"
+    );
+    assert!(err.contains("2 sessions taken, 0 failed"), "{err}");
+}
