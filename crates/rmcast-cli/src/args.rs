@@ -62,7 +62,7 @@ pub enum Command {
     /// Make a group key: `rmcast keygen > group.key`, then pass `--key
     /// group.key` to every sender and receiver of the group.
     Keygen(KeygenArgs),
-    /// Send a file to N receivers; exit 0 only when all verified it.
+    /// Send a file or a directory tree to N receivers; exit 0 only when all verified it.
     Send(SendArgs),
     /// Receive one file into a directory (written atomically after the hash matches).
     Recv(RecvArgs),
@@ -408,7 +408,11 @@ pub struct KeygenArgs {
 /// `rmcast send`.
 #[derive(Args, Debug)]
 pub struct SendArgs {
-    /// The file to send.
+    /// The file, or the directory tree, to send. A tree travels in one
+    /// session (its files, empty directories, modes, mtimes and symbolic
+    /// links that stay inside it) and is stored by receivers as a directory
+    /// of the same name, swapped in whole once every file verified.
+    #[arg(value_name = "PATH")]
     pub file: PathBuf,
     /// Receivers to wait for before sending.
     #[arg(long, short = 'n', value_parser = clap::value_parser!(u16).range(1..=65520))]

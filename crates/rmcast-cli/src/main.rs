@@ -238,8 +238,9 @@ fn send_config(common: &CommonArgs, cancel: Arc<AtomicBool>) -> Result<rmcast::S
 }
 
 fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
-    if !a.file.is_file() {
-        bail!("{} is not a readable file", a.file.display());
+    let tree = a.file.is_dir();
+    if !tree && !a.file.is_file() {
+        bail!("{} is not a readable file or directory", a.file.display());
     }
     let key = session_key(&a.keys, "send")?;
     let mut cfg = send_config(&a.common, cancel.clone())?;
@@ -261,6 +262,13 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let bar = progress_bar(a.common.json, "send");
     let mut progress = progress_fn(&bar);
     let report = if let Some(mut ov) = a.common.overlay() {
+        if tree {
+            bail!(
+                "{} is a directory: the TCP overlays send one file; send the tree with a \
+                 multicast --protocol, or tar it first",
+                a.file.display()
+            );
+        }
         ov.key = cfg.proto.group_key.clone();
         ov.signing_key = cfg.signing_key.clone();
         ov.receivers = a.receivers;
@@ -268,7 +276,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         ov.cancel = Some(cancel);
         rmcast::overlay::send_file(&a.file, &ov, Some(&mut progress))
     } else {
-        rmcast::send_file(&a.file, &cfg, Some(&mut progress))
+        rmcast::send_path(&a.file, &cfg, Some(&mut progress))
     }
     .with_context(|| format!("sending {}", a.file.display()))?;
     if let Some(bar) = &bar {

@@ -164,10 +164,15 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
 
 /// "1 receiver", "8 receivers".
 pub fn count(n: u64, noun: &str) -> String {
+    plural(n, noun, &format!("{noun}s"))
+}
+
+/// "1 directory", "2 directories".
+pub fn plural(n: u64, one: &str, many: &str) -> String {
     if n == 1 {
-        format!("1 {noun}")
+        format!("1 {one}")
     } else {
-        format!("{n} {noun}s")
+        format!("{n} {many}")
     }
 }
 
@@ -211,16 +216,29 @@ pub fn print_recv_sessions(
 /// "1.0 MiB verified and stored as DIR/NAME (0.1 s, 80.0 Mbit/s)", and
 /// whether it replaced a file of that name.
 pub fn recv_line(r: &rmcast::RecvReport) -> String {
+    let what = match r.tree {
+        Some(t) => format!(
+            "a tree of {}, {} and {} ({})",
+            count(t.files, "file"),
+            plural(t.dirs, "directory", "directories"),
+            count(t.symlinks, "symbolic link"),
+            mib(r.bytes)
+        ),
+        None => mib(r.bytes),
+    };
     format!(
-        "{} verified and stored as {} ({:.3} s, {:.1} Mbit/s){}",
-        mib(r.bytes),
+        "{what} verified and stored as {} ({:.3} s, {:.1} Mbit/s){}",
         r.path
             .as_ref()
             .map_or_else(|| "<memory>".into(), |p| p.display().to_string()),
         r.seconds,
         r.goodput_mbps,
         if r.replaced {
-            "; it replaced the previous version of that file"
+            if r.tree.is_some() {
+                "; it replaced the previous version of that directory"
+            } else {
+                "; it replaced the previous version of that file"
+            }
         } else {
             ""
         }
@@ -240,6 +258,7 @@ pub fn recv_json(r: &rmcast::RecvReport) -> serde_json::Value {
                 "session": r.session.map(|s| s.to_string()),
                 "verified": r.verified,
                 "replaced": r.replaced,
+                "tree": r.tree.map(|t| json!({ "files": t.files, "dirs": t.dirs, "symlinks": t.symlinks })),
                 "data_packets": r.stats.data_packets,
                 "duplicates": r.stats.duplicates,
                 "acks": r.stats.acks,

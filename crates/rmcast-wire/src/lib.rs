@@ -8,6 +8,8 @@
 //!   `rmcast_wire::transfer::Packet`.
 //! - [`stream`]: PRMP, the message-stream datagrams (`0x50`–`0x62`).
 //! - [`overlay`]: the TCP overlay's framed control messages (`RO` frames).
+//! - [`manifest`]: the manifest at the start of a directory tree sent as
+//!   one object (not a datagram: the first bytes of the object's data).
 //!
 //! The two datagram families share the 16-byte common [`Header`] and the
 //! errors [`DecodeError`] and [`EncodeError`]; every family shares the
@@ -41,6 +43,7 @@ mod header;
 mod seq;
 mod text;
 
+pub mod manifest;
 pub mod oracle;
 pub mod overlay;
 pub mod seal;

@@ -82,3 +82,33 @@ pub fn overlay(data: &[u8]) -> bool {
     assert!(msg.emit(&mut short).is_err(), "emit into a short buffer");
     true
 }
+
+/// A tree's manifest, framed for fuzzing as the manifest's bytes followed
+/// by the object's length (u64, big-endian): [`Manifest::decode`] is
+/// canonical, and [`manifest_len`] measures what it accepts.
+///
+/// [`Manifest::decode`]: crate::manifest::Manifest::decode
+/// [`manifest_len`]: crate::manifest::manifest_len
+pub fn manifest(data: &[u8]) -> bool {
+    use crate::manifest::{Manifest, manifest_len};
+    let Some(split) = data.len().checked_sub(8) else {
+        return false;
+    };
+    let (bytes, len) = data.split_at(split);
+    let object_len = u64::from_be_bytes(len.try_into().expect("8 bytes"));
+    let _ = manifest_len(bytes);
+    let Ok(m) = Manifest::decode(bytes, object_len) else {
+        return false;
+    };
+    assert_eq!(
+        m.encode(),
+        bytes,
+        "manifest decoding is not canonical: {m:?}"
+    );
+    assert_eq!(
+        manifest_len(bytes),
+        Some(Ok(bytes.len() as u64)),
+        "manifest_len disagrees with decode"
+    );
+    true
+}

@@ -30,10 +30,11 @@ type Check = fn(&[u8]) -> bool;
 
 /// The fuzz targets and the contract each one checks (as its file in
 /// `fuzz/fuzz_targets/` does).
-const TARGETS: [(&str, Check); 3] = [
+const TARGETS: [(&str, Check); 4] = [
     ("decode", decode),
     ("decode_stream", oracle::stream),
     ("decode_overlay", oracle::overlay),
+    ("decode_manifest", oracle::manifest),
 ];
 
 /// The `decode` target runs both datagram decoders on every input.
@@ -106,6 +107,7 @@ fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
     let valid = match target {
         "decode" => transfer_valid(),
         "decode_stream" => stream_valid(),
+        "decode_manifest" => manifest_valid(),
         _ => overlay_valid(),
     };
     let mut out = Vec::new();
@@ -514,4 +516,90 @@ fn overlay_valid() -> Vec<Vec<u8>> {
         },
     ];
     msgs.iter().map(Msg::to_frame).collect()
+}
+
+/// Manifests framed as the `decode_manifest` target reads them: the
+/// manifest, then the object's length (u64, big-endian).
+fn manifest_valid() -> Vec<Vec<u8>> {
+    use rmcast_wire::manifest::{Entry, EntryKind, Manifest, chunk_count};
+    let file = |path: &str, size: u64| Entry {
+        path: path.into(),
+        mode: 0o644,
+        mtime_s: 1_764_000_000,
+        mtime_ns: 123,
+        kind: EntryKind::File {
+            offset: 0,
+            size,
+            chunks: (0..chunk_count(size, 4096))
+                .map(|i| [i as u8; 32])
+                .collect(),
+        },
+    };
+    let dir = |path: &str| Entry {
+        path: path.into(),
+        mode: 0o755,
+        mtime_s: -1,
+        mtime_ns: 999_999_999,
+        kind: EntryKind::Dir,
+    };
+    let link = |path: &str, target: &str| Entry {
+        path: path.into(),
+        mode: 0o777,
+        mtime_s: 0,
+        mtime_ns: 0,
+        kind: EntryKind::Symlink {
+            target: target.into(),
+        },
+    };
+    let trees: Vec<Vec<Entry>> = vec![
+        vec![],
+        vec![file("a", 0)],
+        vec![file("a", 1)],
+        vec![file("big.bin", 10_000)],
+        vec![dir("d")],
+        vec![dir("d"), dir("d/e"), file("d/e/f", 4096)],
+        vec![link("l", "a"), file("a", 3)]
+            .into_iter()
+            .rev()
+            .collect(),
+        vec![dir("a"), link("a/up", "../b"), file("b", 5)],
+        vec![file("A.txt", 2), file("a.txt", 2)],
+        vec![file("ünïcødé ✓", 7), dir("ž")],
+        vec![file(&"n".repeat(255), 1)],
+        vec![
+            dir("x"),
+            file("x/1", 4097),
+            file("x/2", 0),
+            file("x/3", 8192),
+            link("z", "x/3"),
+        ],
+    ];
+    trees
+        .into_iter()
+        .enumerate()
+        .map(|(i, entries)| {
+            let mut m = Manifest {
+                chunk_size: if i % 2 == 0 { 4096 } else { 1 << 20 },
+                entries,
+            };
+            // Chunk hashes follow the declared chunk size.
+            for e in &mut m.entries {
+                if let EntryKind::File { size, chunks, .. } = &mut e.kind {
+                    chunks.truncate(chunk_count(*size, m.chunk_size) as usize);
+                }
+            }
+            // Files back to back after the manifest, with a gap after every
+            // other one (padding is allowed).
+            let mut at = m.encoded_len() as u64;
+            for (j, e) in m.entries.iter_mut().enumerate() {
+                if let EntryKind::File { offset, size, .. } = &mut e.kind {
+                    *offset = at + (j as u64 % 2) * 100;
+                    at = *offset + *size;
+                }
+            }
+            let mut bytes = m.encode();
+            bytes.extend_from_slice(&(at + i as u64).to_be_bytes());
+            bytes
+        })
+        .collect()
 }

@@ -56,6 +56,7 @@ mod receiver;
 mod sender;
 mod storage;
 pub mod stream;
+mod tree;
 mod udp;
 
 pub use demo::{DemoConfig, DemoReport, demo, random_group};
@@ -72,7 +73,8 @@ pub use rmcast_proto::{
     ConfigError, HASH_LEN, HuntParams, MemberOutcome, ProtocolId, RateControl, RateGroupConfig,
     ReceiverStats, Repair, SenderConfig, SenderStats, SessionId, Status, TreeShape,
 };
-pub use sender::{send_bytes, send_file};
+pub use sender::{send_bytes, send_file, send_path};
+pub use tree::{CHUNK_SIZE, MAP_MIN, TreeCounts};
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
@@ -278,6 +280,8 @@ pub struct RecvReport {
     /// A file of the same name was under the output directory: the
     /// verified object replaced it (as the new version of that path).
     pub replaced: bool,
+    /// The object was a directory tree: what it held (`None`: one file).
+    pub tree: Option<TreeCounts>,
 }
 
 /// Everything that can go wrong locally (remote failures are in the reports).

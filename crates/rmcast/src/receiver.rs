@@ -379,6 +379,7 @@ impl<'a> Driver<'a> {
             stats: machine.stats().clone(),
             test_dropped_packets: self.dropped,
             replaced: self.replaced,
+            tree: self.sink.tree_counts(),
         };
         match self.end.take() {
             _ if self.verified => Ok((report, self.sink.take_vec())),

@@ -159,6 +159,62 @@ pub fn send_file(
     run(&name, &map, cfg, progress)
 }
 
+/// Sends a file, or a directory tree as one object, to
+/// `cfg.proto.receivers` receivers (see [`send_file`]).
+///
+/// A tree travels as a manifest (every file's path, size, mode, mtime and
+/// chunk hashes; directories; symbolic links that stay inside the tree)
+/// followed by the files' bytes, under the name of the directory with a
+/// trailing `/` (or `cfg.name`); receivers store it as a directory of that
+/// name, swapped in whole once every file verified. Special files, names
+/// that are not UTF-8 and links that leave the tree are refused before
+/// anything is sent, naming the path. Files must not be truncated while
+/// they are sent (they are memory-mapped, as `send_file`'s file is).
+pub fn send_path(
+    path: &Path,
+    cfg: &SendConfig,
+    progress: Option<&mut dyn FnMut(Progress)>,
+) -> Result<SendReport, Error> {
+    let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+        context: format!("cannot inspect {}", path.display()),
+        source,
+    })?;
+    if !meta.is_dir() {
+        return send_file(path, cfg, progress);
+    }
+    let name = match &cfg.name {
+        Some(n) => n.trim_end_matches(crate::tree::TREE_SUFFIX).to_owned(),
+        None => {
+            let full = path.canonicalize().map_err(|source| Error::Io {
+                context: format!("cannot resolve {}", path.display()),
+                source,
+            })?;
+            full.file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "the name of {} is not UTF-8 (or it is /); give the tree a name",
+                        path.display()
+                    ))
+                })?
+        }
+    };
+    let tree = crate::tree::TreeObject::build(path)?;
+    let (files, dirs, links) = tree.counts;
+    tracing::info!(
+        "tree {}: {files} files, {dirs} directories, {links} symbolic links, {} bytes as one object",
+        path.display(),
+        tree.as_slice().len()
+    );
+    run(
+        &format!("{name}{}", crate::tree::TREE_SUFFIX),
+        tree.as_slice(),
+        cfg,
+        progress,
+    )
+}
+
 /// Sends `data` under `name` to `cfg.proto.receivers` receivers (see [`send_file`]).
 pub fn send_bytes(
     name: &str,

@@ -37,6 +37,11 @@ pub(crate) struct Part {
     /// A file of the offered name was there at the offer: the commit
     /// replaces it (the new version of the same path).
     replaces: bool,
+    /// The object is a directory tree (an offered name ending in `/`):
+    /// the staging directory it is extracted into, beside `final_path`.
+    tree: Option<PathBuf>,
+    /// What the extraction stored, once committed.
+    tree_counts: Option<crate::tree::TreeCounts>,
     /// Bytes received in order but not yet written, starting at `stage_offset`.
     /// Packets mostly arrive in order, so this turns ~180 small writes into one.
     stage: Vec<u8>,
@@ -217,15 +222,24 @@ fn remove_stale_parts(root: &Path, rel: &Path) {
     }
     let mut prefix = std::ffi::OsString::from(".");
     prefix.push(name);
-    prefix.push(".rmcast-part-");
+    prefix.push(".rmcast-");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return;
     };
     for entry in entries.flatten() {
-        if !entry.file_name().as_bytes().starts_with(prefix.as_bytes()) {
+        let file_name = entry.file_name();
+        let Some(rest) = file_name.as_bytes().strip_prefix(prefix.as_bytes()) else {
+            continue;
+        };
+        // Part files, and the staging directories of trees being extracted.
+        let staging = rest.starts_with(b"tree-");
+        if !staging && !rest.starts_with(b"part-") {
             continue;
         }
         let path = entry.path();
+        if staging && !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
         let Ok(file) = OpenOptions::new().read(true).open(&path) else {
             continue;
         };
@@ -233,7 +247,12 @@ fn remove_stale_parts(root: &Path, rel: &Path) {
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             continue; // a live receiver writes it
         }
-        if std::fs::remove_file(&path).is_ok() {
+        let removed = if staging {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if removed.is_ok() {
             tracing::info!(
                 "removed {}, left by a receiver that died mid-transfer",
                 path.display()
@@ -263,7 +282,19 @@ pub(crate) fn prepare(
             ),
         ));
     }
+    let (name, tree) = match offer.name.strip_suffix(crate::tree::TREE_SUFFIX) {
+        Some(dir) => (dir, true),
+        None => (offer.name.as_str(), false),
+    };
     match target {
+        Target::Memory if tree => Err((
+            Status::Other,
+            format!(
+                "{:?} is a directory tree, which cannot be received into memory; \
+                 receive it into a directory",
+                offer.name
+            ),
+        )),
         Target::Memory => {
             let size = usize::try_from(offer.size).map_err(|_| {
                 (
@@ -282,7 +313,7 @@ pub(crate) fn prepare(
             Ok(Sink::Memory(v))
         }
         Target::Dir(root) => {
-            let rel = safe_relative_path(&offer.name).map_err(|e| (Status::UnsafeName, e))?;
+            let rel = safe_relative_path(name).map_err(|e| (Status::UnsafeName, e))?;
             remove_stale_parts(root, &rel);
             let free = available_bytes(root).map_err(|e| {
                 (
@@ -307,10 +338,19 @@ pub(crate) fn prepare(
                 .to_string_lossy();
             let final_path = dir.join(&*file_name);
             let temp = dir.join(format!(".{file_name}.rmcast-part-{session}"));
-            if final_path.is_dir() {
+            if final_path.is_dir() && !tree {
                 return Err((
                     Status::Io,
                     format!("{} exists and is a directory", final_path.display()),
+                ));
+            }
+            if tree && std::fs::symlink_metadata(&final_path).is_ok_and(|m| !m.is_dir()) {
+                return Err((
+                    Status::Io,
+                    format!(
+                        "{} exists and is not a directory; the tree cannot replace it",
+                        final_path.display()
+                    ),
                 ));
             }
             let replaces = std::fs::symlink_metadata(&final_path).is_ok();
@@ -343,6 +383,8 @@ pub(crate) fn prepare(
                 size: offer.size,
                 committed: false,
                 replaces,
+                tree: tree.then(|| dir.join(format!(".{file_name}.rmcast-tree-{session}"))),
+                tree_counts: None,
                 stage: Vec::with_capacity(STAGE_BYTES),
                 stage_offset: 0,
                 hasher: Box::new(blake3::Hasher::new()),
@@ -420,6 +462,15 @@ impl Sink {
     /// rename to its final name. Returns the final path (`None` in memory).
     pub(crate) fn commit(&mut self) -> io::Result<Option<PathBuf>> {
         match self {
+            Sink::File(p) if p.tree.is_some() => {
+                let staging = p.tree.as_ref().expect("a tree");
+                let counts = crate::tree::extract(&p.file, p.size, staging, &p.final_path)?;
+                p.tree_counts = Some(counts);
+                // The tree is in place; its part file has served.
+                let _ = std::fs::remove_file(&p.temp);
+                p.committed = true;
+                Ok(Some(p.final_path.clone()))
+            }
             Sink::File(p) => {
                 p.file.sync_all()?;
                 std::fs::rename(&p.temp, &p.final_path)?;
@@ -439,6 +490,14 @@ impl Sink {
     /// Drops the storage; a partial file is removed.
     pub(crate) fn discard(&mut self) {
         *self = Sink::None;
+    }
+
+    /// What a committed tree stored (`None` for a single file).
+    pub(crate) fn tree_counts(&self) -> Option<crate::tree::TreeCounts> {
+        match self {
+            Sink::File(p) => p.tree_counts,
+            _ => None,
+        }
     }
 
     /// Whether committing replaces a file that was under the offered name

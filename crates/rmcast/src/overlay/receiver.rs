@@ -411,6 +411,7 @@ impl<'n, 'a> Driver<'n, 'a> {
             stats: ReceiverStats::default(),
             test_dropped_packets: 0,
             replaced: self.replaces,
+            tree: None,
         })
     }
 

@@ -1,0 +1,209 @@
+//! Directory trees end to end through the real binary on loopback: one
+//! session carries a whole tree (empty directories and files, unicode and
+//! long names, names differing only in case, modes, mtimes, links inside
+//! the tree, 10,000 small files); receivers store it byte-exact and swap a
+//! new version in whole; what cannot travel is refused before anything is
+//! sent, naming the path.
+
+use serde_json::Value;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod common;
+use common::Proc;
+
+fn rmcast() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
+    c.env("RMCAST_KEY_FILE", common::test_key())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn write(root: &Path, rel: &str, bytes: &[u8]) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, bytes).unwrap();
+}
+
+/// Every path under `root` with its kind, mode, mtime and content (or link
+/// target), sorted: two trees are equal when these are.
+fn listing(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let what = if m.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&p).unwrap().display())
+            } else if m.is_dir() {
+                stack.push(p.clone());
+                format!("dir {:o} {}", m.mode() & 0o777, m.mtime())
+            } else {
+                let h = blake3::hash(&std::fs::read(&p).unwrap());
+                format!(
+                    "file {:o} {}.{} {} {}",
+                    m.mode() & 0o777,
+                    m.mtime(),
+                    m.mtime_nsec(),
+                    m.len(),
+                    &h.to_hex()[..16]
+                )
+            };
+            out.push(format!("{rel}: {what}"));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn push(group: &str, tree: &Path, out: &Path, receivers: usize) -> (Value, Vec<Value>) {
+    let recv: Vec<Proc> = (0..receivers)
+        .map(|i| {
+            Proc::spawn(
+                &format!("recv {i}"),
+                rmcast()
+                    .args([
+                        "recv",
+                        "--json",
+                        "--group",
+                        group,
+                        "--timeout",
+                        "20s",
+                        "--out",
+                    ])
+                    .arg(out.join(format!("r{i}"))),
+            )
+        })
+        .collect();
+    let (code, stdout, err) = Proc::spawn(
+        "send",
+        rmcast()
+            .args([
+                "send",
+                "--json",
+                "--group",
+                group,
+                "--receivers",
+                &receivers.to_string(),
+            ])
+            .arg(tree),
+    )
+    .wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let sent: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let got = recv
+        .into_iter()
+        .map(|p| {
+            let (code, stdout, err) = p.wait(Duration::from_secs(30));
+            assert_eq!(code, 0, "{err}");
+            serde_json::from_str(stdout.trim()).unwrap()
+        })
+        .collect();
+    (sent, got)
+}
+
+#[test]
+fn a_tree_arrives_whole_and_its_next_version_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("ckpt");
+    let big: Vec<u8> = (0..2_500_000u32).map(|i| (i * 7 % 253) as u8).collect();
+    write(&src, "weights/big.bin", &big);
+    write(&src, "empty-file", b"");
+    write(&src, "Case.txt", b"upper");
+    write(&src, "case.txt", b"lower");
+    let long = "n".repeat(200);
+    write(&src, &format!("ünïcødé ✓/{long}"), b"long name");
+    std::fs::create_dir_all(src.join("empty/dir")).unwrap();
+    std::os::unix::fs::symlink("weights/big.bin", src.join("latest")).unwrap();
+    std::fs::set_permissions(src.join("case.txt"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::set_permissions(src.join("weights"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let out = dir.path().join("out");
+    let group = rmcast::random_group().to_string();
+    let (sent, got) = push(&group, &src, &out, 2);
+    assert_eq!(sent["ok"], true);
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(r["tree"]["files"], 5, "{r}");
+        assert_eq!(r["tree"]["symlinks"], 1, "{r}");
+        assert_eq!(r["replaced"], false);
+        assert_eq!(
+            listing(&out.join(format!("r{i}/ckpt"))),
+            listing(&src),
+            "receiver {i}"
+        );
+    }
+    // The next version: one file changed, one gone, one new.
+    write(&src, "case.txt", b"lower, version 2");
+    std::fs::remove_file(src.join("Case.txt")).unwrap();
+    write(&src, "weights/new.bin", &[1; 100_000]);
+    let (_, got) = push(&group, &src, &out, 2);
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(r["replaced"], true, "{r}");
+        assert_eq!(
+            listing(&out.join(format!("r{i}/ckpt"))),
+            listing(&src),
+            "receiver {i}"
+        );
+        let names: Vec<String> = std::fs::read_dir(out.join(format!("r{i}")))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["ckpt"], "no staging or part file left");
+    }
+}
+
+#[test]
+fn ten_thousand_small_files_in_one_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("many");
+    for i in 0..10_000u32 {
+        write(
+            &src,
+            &format!("d{:02}/f{i:05}", i % 100),
+            &i.to_be_bytes().repeat(1 + (i % 50) as usize),
+        );
+    }
+    let out = dir.path().join("out");
+    let (sent, got) = push(&rmcast::random_group().to_string(), &src, &out, 1);
+    assert_eq!(sent["ok"], true);
+    assert_eq!(got[0]["tree"]["files"], 10_000);
+    assert_eq!(got[0]["tree"]["dirs"], 100);
+    assert_eq!(listing(&out.join("r0/many")), listing(&src));
+}
+
+#[test]
+fn what_cannot_travel_is_refused_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("t");
+    write(&src, "ok.txt", b"fine");
+    std::os::unix::fs::symlink("../../etc/passwd", src.join("escape")).unwrap();
+    let (code, _, err) = Proc::spawn(
+        "send",
+        rmcast()
+            .args(["send", "--receivers", "1", "--wait", "2s", "--group"])
+            .arg(rmcast::random_group().to_string())
+            .arg(&src),
+    )
+    .wait(Duration::from_secs(10));
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("escape") && err.contains("leads out of the tree"),
+        "{err}"
+    );
+    assert!(!err.contains("waiting"), "{err}");
+    let (code, _, err) = Proc::spawn(
+        "send",
+        rmcast()
+            .args(["send", "--receivers", "1", "--protocol", "tcp-chain"])
+            .arg(dir.path()),
+    )
+    .wait(Duration::from_secs(10));
+    assert_eq!(code, 1);
+    assert!(err.contains("is a directory"), "{err}");
+}

@@ -1,0 +1,770 @@
+//! Directory trees as one object: the sender's layout, the receiver's
+//! extraction.
+//!
+//! The protocols move one object; a tree becomes one by a manifest
+//! ([`rmcast_wire::manifest`]) followed by every regular file's bytes. An
+//! offer whose name ends in `/` carries a tree.
+//!
+//! **Sender** ([`TreeObject::build`]): the object lives in one reserved
+//! range of virtual memory, so the engine sends it as the byte slice it
+//! sends a file from, without copying large files: each file of at least
+//! [`MAP_MIN`] bytes is memory-mapped in place (`MAP_FIXED`) over whole
+//! pages of its own, the zero-filled rest of its last page padding it;
+//! smaller files, and any beyond the kernel's mapping limit, are copied in
+//! back to back. A mapped file costs at most two partial pages of padding
+//! on the wire (none between files whose sizes are multiples of 4 KiB); a
+//! small file costs its size in memory. The manifest's chunk hashes are computed from
+//! that range on every core before the session starts.
+//!
+//! **Receiver** ([`extract`]): the object arrives into one hidden part
+//! file, as a file does, and is verified by its BLAKE3 hash. Then the
+//! manifest is read and checked again (paths, links, offsets), and each
+//! file is copied into a staging directory beside the target, every chunk
+//! checked against its hash (a manifest that lies is named by file and
+//! chunk), its mode (`& 0o777`: no set-id bits from the network) and mtime
+//! applied, and its range of the part file released (hole punched), so
+//! the disk holds at most the object plus one file. Directories get their
+//! modes and mtimes last; one `syncfs` makes it durable; the staging
+//! directory then replaces the target in one atomic exchange
+//! (`renameat2(RENAME_EXCHANGE)`) or rename. On any failure the staging
+//! directory is removed: nothing half-written is ever in place.
+
+use crate::Error;
+use rmcast_wire::manifest::{
+    CHUNK_HASH_LEN, Entry, EntryKind, Manifest, check_link, check_path, chunk_count, manifest_len,
+};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Bytes per chunk hash: 1 MiB. BLAKE3 runs at full SIMD width from 16 KiB
+/// on, so the chunk size only trades the manifest's size (32 bytes per
+/// chunk: 32 KiB per GiB) against how finely a changed file is told apart
+/// from the copy a receiver holds.
+pub const CHUNK_SIZE: u32 = 1 << 20;
+
+/// Files at least this large are mapped in place, page-aligned; smaller
+/// ones are copied into the object, packed.
+pub const MAP_MIN: u64 = 64 << 10;
+
+/// How much of one file's range is copied (and hashed) per read.
+const COPY_BYTES: usize = 1 << 20;
+
+/// Suffix of an offered name that carries a tree.
+pub const TREE_SUFFIX: char = '/';
+
+/// A tree laid out as one object in memory (see the module's docs).
+pub(crate) struct TreeObject {
+    base: *mut u8,
+    mapped_len: usize,
+    len: usize,
+    /// Regular files, directories, symbolic links.
+    pub(crate) counts: (u64, u64, u64),
+}
+
+// SAFETY: the region is owned by this value, read-only after `build`, and
+// unmapped only on drop; sharing `&[u8]` views across threads is sound.
+unsafe impl Send for TreeObject {}
+// SAFETY: as above: after `build`, nothing writes the region.
+unsafe impl Sync for TreeObject {}
+
+impl Drop for TreeObject {
+    fn drop(&mut self) {
+        // SAFETY: base/mapped_len are exactly what mmap returned; unmapping
+        // the range also removes the file mappings placed inside it.
+        unsafe { libc::munmap(self.base.cast(), self.mapped_len) };
+    }
+}
+
+/// One entry found by the walk, before the layout.
+struct Found {
+    entry: Entry,
+    source: PathBuf,
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
+/// How many files may be mapped: half of what the kernel allows a process
+/// (`vm.max_map_count`), leaving the rest to everything else.
+fn map_limit() -> usize {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(65_530)
+        / 2
+}
+
+fn invalid(text: String) -> Error {
+    Error::Invalid(text)
+}
+
+fn io_err(context: String) -> impl FnOnce(io::Error) -> Error {
+    move |source| Error::Io { context, source }
+}
+
+fn mtime_of(meta: &std::fs::Metadata) -> (i64, u32) {
+    (meta.mtime(), meta.mtime_nsec().clamp(0, 999_999_999) as u32)
+}
+
+/// Walks `root`: every directory, regular file and symbolic link below it,
+/// sorted by path. Refuses, naming them, what cannot travel: special files,
+/// names that are not UTF-8 or not storable, links that leave the tree.
+fn walk(root: &Path) -> Result<Vec<Found>, Error> {
+    let mut found = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&dir).map_err(io_err(format!("cannot list {}", dir.display())))?;
+        for e in entries {
+            let e = e.map_err(io_err(format!("cannot list {}", dir.display())))?;
+            let source = e.path();
+            let name = e.file_name();
+            let name = name.to_str().ok_or_else(|| {
+                invalid(format!(
+                    "{} has a name that is not UTF-8; rename it to send the tree",
+                    source.display()
+                ))
+            })?;
+            let path = if rel.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{rel}/{name}")
+            };
+            check_path(&path).map_err(|e| invalid(format!("{}: {e}", source.display())))?;
+            let meta = std::fs::symlink_metadata(&source)
+                .map_err(io_err(format!("cannot inspect {}", source.display())))?;
+            let (mtime_s, mtime_ns) = mtime_of(&meta);
+            let kind = if meta.is_dir() {
+                stack.push((source.clone(), path.clone()));
+                EntryKind::Dir
+            } else if meta.is_file() {
+                EntryKind::File {
+                    offset: 0,
+                    size: meta.len(),
+                    chunks: vec![[0; CHUNK_HASH_LEN]; chunk_count(meta.len(), CHUNK_SIZE) as usize],
+                }
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&source)
+                    .map_err(io_err(format!("cannot read the link {}", source.display())))?;
+                let target = target.to_str().ok_or_else(|| {
+                    invalid(format!("{}: link target is not UTF-8", source.display()))
+                })?;
+                check_link(&path, target).map_err(|_| {
+                    invalid(format!(
+                        "{} -> {target}: the symbolic link leads out of the tree; \
+                         replace it by what it points to, or remove it",
+                        source.display()
+                    ))
+                })?;
+                EntryKind::Symlink {
+                    target: target.to_owned(),
+                }
+            } else {
+                return Err(invalid(format!(
+                    "{} is not a regular file, directory or symbolic link (a device, \
+                     socket or FIFO cannot be sent); remove it from the tree",
+                    source.display()
+                )));
+            };
+            found.push(Found {
+                entry: Entry {
+                    path,
+                    mode: meta.mode() & 0o7777,
+                    mtime_s,
+                    mtime_ns,
+                    kind,
+                },
+                source,
+            });
+        }
+    }
+    found.sort_by(|a, b| a.entry.path.as_bytes().cmp(b.entry.path.as_bytes()));
+    Ok(found)
+}
+
+impl TreeObject {
+    /// Lays the tree under `root` out as one object (see the module's docs).
+    pub(crate) fn build(root: &Path) -> Result<TreeObject, Error> {
+        let found = walk(root)?;
+        let mut manifest = Manifest {
+            chunk_size: CHUNK_SIZE,
+            entries: found.iter().map(|f| f.entry.clone()).collect(),
+        };
+        if manifest.entries.len() > u32::MAX as usize {
+            return Err(invalid(format!(
+                "{} holds more than 2^32 entries",
+                root.display()
+            )));
+        }
+        let page = page_size();
+        let limit = map_limit();
+        let mut cursor = manifest.encoded_len() as u64;
+        let mut mapped = Vec::new();
+        let mut copied = Vec::new();
+        let mut counts = (0, 0, 0);
+        for (i, e) in manifest.entries.iter_mut().enumerate() {
+            match &mut e.kind {
+                EntryKind::File { offset, size, .. } => {
+                    counts.0 += 1;
+                    if *size >= MAP_MIN && mapped.len() < limit {
+                        // Its mapping covers whole pages: nothing else may
+                        // share its first or its last.
+                        *offset = cursor.next_multiple_of(page);
+                        cursor = (*offset + *size).next_multiple_of(page);
+                        mapped.push(i);
+                    } else {
+                        *offset = cursor;
+                        cursor = *offset + *size;
+                        copied.push(i);
+                    }
+                }
+                EntryKind::Dir => counts.1 += 1,
+                EntryKind::Symlink { .. } => counts.2 += 1,
+            }
+        }
+        let len = usize::try_from(cursor).map_err(|_| {
+            invalid(format!(
+                "{} is too large for this machine's address space",
+                root.display()
+            ))
+        })?;
+        let mapped_len = len.next_multiple_of(page as usize);
+        // SAFETY: a fresh private anonymous mapping; no address hint.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::Io {
+                context: format!("cannot reserve {len} bytes of address space for the tree"),
+                source: io::Error::last_os_error(),
+            });
+        }
+        let tree = TreeObject {
+            base: base.cast(),
+            mapped_len,
+            len,
+            counts,
+        };
+        let file_range = |i: usize| match manifest.entries[i].kind {
+            EntryKind::File { offset, size, .. } => (offset as usize, size as usize),
+            _ => unreachable!("only files are laid out"),
+        };
+        for &i in &copied {
+            let (offset, size) = file_range(i);
+            let source = &found[i].source;
+            let file =
+                File::open(source).map_err(io_err(format!("cannot open {}", source.display())))?;
+            // SAFETY: [offset, offset+size) lies inside the writable region
+            // (the layout put it there) and nothing else refers to it yet.
+            let dst = unsafe { std::slice::from_raw_parts_mut(tree.base.add(offset), size) };
+            file.read_exact_at(dst, 0).map_err(io_err(format!(
+                "cannot read {} (did it shrink?)",
+                source.display()
+            )))?;
+        }
+        for &i in &mapped {
+            let (offset, size) = file_range(i);
+            let source = &found[i].source;
+            let file =
+                File::open(source).map_err(io_err(format!("cannot open {}", source.display())))?;
+            // SAFETY: the target range is page-aligned and inside our own
+            // reservation, so MAP_FIXED replaces only pages we own. The
+            // mapping is read-only; like `send_file`, the file must not be
+            // truncated while it is sent.
+            let at = unsafe {
+                libc::mmap(
+                    tree.base.add(offset).cast(),
+                    size,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    file.as_raw_fd(),
+                    0,
+                )
+            };
+            if at == libc::MAP_FAILED {
+                return Err(Error::Io {
+                    context: format!("cannot map {} into memory", source.display()),
+                    source: io::Error::last_os_error(),
+                });
+            }
+        }
+        hash_chunks(&tree, &mut manifest);
+        let bytes = manifest.encode();
+        // SAFETY: [0, manifest length) is anonymous, writable, and no file
+        // was placed there (files start at or after the manifest's end).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), tree.base, bytes.len()) };
+        Ok(tree)
+    }
+
+    /// The object's bytes.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        // SAFETY: the region is mapped for `mapped_len >= len` bytes and
+        // lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.base, self.len) }
+    }
+}
+
+/// Fills in every file's chunk hashes, reading the laid-out object, on as
+/// many threads as the machine has cores.
+fn hash_chunks(tree: &TreeObject, manifest: &mut Manifest) {
+    let object = tree.as_slice();
+    let chunk = CHUNK_SIZE as usize;
+    let mut jobs: Vec<(&[u8], &mut [u8; CHUNK_HASH_LEN])> = Vec::new();
+    for e in &mut manifest.entries {
+        if let EntryKind::File {
+            offset,
+            size,
+            chunks,
+        } = &mut e.kind
+        {
+            let data = &object[*offset as usize..(*offset + *size) as usize];
+            jobs.extend(data.chunks(chunk).zip(chunks.iter_mut()));
+        }
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = jobs.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for part in jobs.chunks_mut(per) {
+            s.spawn(move || {
+                for (data, out) in part.iter_mut() {
+                    **out = *blake3::hash(data).as_bytes();
+                }
+            });
+        }
+    });
+}
+
+/// What [`extract`] stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeCounts {
+    /// Regular files.
+    pub files: u64,
+    /// Directories (below the tree's root).
+    pub dirs: u64,
+    /// Symbolic links.
+    pub symlinks: u64,
+}
+
+fn data_err(text: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, text)
+}
+
+/// Turns a verified part file holding a tree into the directory `target`
+/// (see the module's docs); `staging` is the hidden directory beside it to
+/// build in. The part file is left for the caller to remove.
+pub(crate) fn extract(
+    part: &File,
+    size: u64,
+    staging: &Path,
+    target: &Path,
+) -> io::Result<TreeCounts> {
+    let manifest = read_manifest(part, size)?;
+    match std::fs::remove_dir_all(staging) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::create_dir(staging)?;
+    let result = (|| {
+        let dir = File::open(staging)?;
+        // Held while we build: an unlocked staging directory belongs to a
+        // receiver that died (see storage::remove_stale_parts).
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let counts = build(part, &manifest, staging)?;
+        // SAFETY: syncfs on a descriptor we own.
+        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        swap_in(staging, target)?;
+        Ok(counts)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(staging);
+    }
+    result
+}
+
+fn read_manifest(part: &File, size: u64) -> io::Result<Manifest> {
+    let mut head = [0u8; 16];
+    if size < head.len() as u64 {
+        return Err(data_err(
+            "the tree's object is shorter than a manifest".into(),
+        ));
+    }
+    part.read_exact_at(&mut head, 0)?;
+    let len = manifest_len(&head)
+        .expect("16 bytes")
+        .map_err(|e| data_err(e.to_string()))?;
+    if len > size {
+        return Err(data_err(format!(
+            "the manifest claims {len} bytes of an object of {size}"
+        )));
+    }
+    let len = usize::try_from(len).map_err(|_| data_err("manifest too large".into()))?;
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len)
+        .map_err(|_| data_err(format!("cannot allocate {len} bytes for the manifest")))?;
+    bytes.resize(len, 0);
+    part.read_exact_at(&mut bytes, 0)?;
+    Manifest::decode(&bytes, size).map_err(|e| data_err(e.to_string()))
+}
+
+fn system_time(s: i64, ns: u32) -> SystemTime {
+    let ns = Duration::from_nanos(u64::from(ns));
+    if s >= 0 {
+        UNIX_EPOCH + Duration::from_secs(s as u64) + ns
+    } else {
+        UNIX_EPOCH - Duration::from_secs(s.unsigned_abs()) + ns
+    }
+}
+
+fn build(part: &File, manifest: &Manifest, staging: &Path) -> io::Result<TreeCounts> {
+    let mut counts = TreeCounts::default();
+    let mut buf = vec![0u8; COPY_BYTES.min(manifest.chunk_size as usize)];
+    let mut dirs = Vec::new();
+    for e in &manifest.entries {
+        let path = staging.join(&e.path);
+        let named = |err: io::Error| io::Error::new(err.kind(), format!("{}: {err}", e.path));
+        match &e.kind {
+            EntryKind::Dir => {
+                std::fs::create_dir_all(&path).map_err(named)?;
+                dirs.push(e);
+                counts.dirs += 1;
+            }
+            EntryKind::Symlink { target } => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(named)?;
+                }
+                std::os::unix::fs::symlink(target, &path).map_err(named)?;
+                counts.symlinks += 1;
+            }
+            EntryKind::File {
+                offset,
+                size,
+                chunks,
+            } => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(named)?;
+                }
+                let out = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map_err(named)?;
+                copy_checked(
+                    part,
+                    &out,
+                    *offset,
+                    *size,
+                    manifest.chunk_size,
+                    chunks,
+                    &mut buf,
+                )
+                .map_err(|err| io::Error::new(err.kind(), format!("{}: {err}", e.path)))?;
+                out.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
+                    .map_err(named)?;
+                out.set_times(
+                    std::fs::FileTimes::new().set_modified(system_time(e.mtime_s, e.mtime_ns)),
+                )
+                .map_err(named)?;
+                punch_hole(part, *offset, *size);
+                counts.files += 1;
+            }
+        }
+    }
+    // Deepest first: setting a directory's mtime before its children are
+    // in would be undone by their creation.
+    for e in dirs.iter().rev() {
+        let path = staging.join(&e.path);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(e.mode & 0o777))?;
+        let dir = File::open(&path)?;
+        dir.set_times(std::fs::FileTimes::new().set_modified(system_time(e.mtime_s, e.mtime_ns)))?;
+    }
+    Ok(counts)
+}
+
+/// Copies `size` bytes at `offset` of the part file into `out`, checking
+/// each chunk against its hash.
+fn copy_checked(
+    part: &File,
+    out: &File,
+    offset: u64,
+    size: u64,
+    chunk_size: u32,
+    chunks: &[[u8; CHUNK_HASH_LEN]],
+    buf: &mut [u8],
+) -> io::Result<()> {
+    let chunk_size = u64::from(chunk_size);
+    for (i, want) in chunks.iter().enumerate() {
+        let start = i as u64 * chunk_size;
+        let end = (start + chunk_size).min(size);
+        let mut hasher = blake3::Hasher::new();
+        let mut at = start;
+        while at < end {
+            let n = ((end - at) as usize).min(buf.len());
+            part.read_exact_at(&mut buf[..n], offset + at)?;
+            hasher.update(&buf[..n]);
+            out.write_all_at(&buf[..n], at)?;
+            at += n as u64;
+        }
+        if hasher.finalize().as_bytes() != want {
+            return Err(data_err(format!(
+                "chunk {i} (bytes {start}..{end}) does not match its hash in the manifest"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Releases a copied range of the part file, so the disk holds the object
+/// once plus the file being copied; best effort (not every file system can).
+fn punch_hole(part: &File, offset: u64, size: u64) {
+    let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(size)) else {
+        return;
+    };
+    if len > 0 {
+        // SAFETY: fallocate on a descriptor we own; no memory involved.
+        unsafe {
+            libc::fallocate(
+                part.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                len,
+            )
+        };
+    }
+}
+
+/// Puts the staging directory in the target's place: an atomic exchange
+/// when a previous version is there (then removed), else a rename.
+fn swap_in(staging: &Path, target: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(target) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => std::fs::rename(staging, target),
+        Err(e) => Err(e),
+        Ok(m) if !m.is_dir() => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} exists and is not a directory", target.display()),
+        )),
+        Ok(_) => {
+            let c = |p: &Path| {
+                std::ffi::CString::new(p.as_os_str().as_bytes())
+                    .map_err(|_| data_err("NUL in path".into()))
+            };
+            let (a, b) = (c(staging)?, c(target)?);
+            // SAFETY: two valid NUL-terminated paths; AT_FDCWD-relative.
+            let rc = unsafe {
+                libc::renameat2(
+                    libc::AT_FDCWD,
+                    a.as_ptr(),
+                    libc::AT_FDCWD,
+                    b.as_ptr(),
+                    libc::RENAME_EXCHANGE,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The previous version now sits at the staging path.
+            std::fs::remove_dir_all(staging)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, bytes: &[u8]) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+
+    fn tree_into_part(object: &[u8], dir: &Path) -> File {
+        let path = dir.join("part");
+        std::fs::write(&path, object).unwrap();
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_tree_is_laid_out_and_extracted_byte_exact() {
+        let src = tempfile::tempdir().unwrap();
+        let big: Vec<u8> = (0..3_000_123u32).map(|i| (i % 251) as u8).collect();
+        write(src.path(), "big.bin", &big);
+        write(src.path(), "d/small.txt", b"hello");
+        write(src.path(), "d/empty", b"");
+        write(src.path(), "Ü ñ/long name.txt", &[9; 70_000]);
+        std::fs::create_dir_all(src.path().join("e/f")).unwrap();
+        std::os::unix::fs::symlink("../big.bin", src.path().join("d/link")).unwrap();
+        std::fs::set_permissions(
+            src.path().join("d/small.txt"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let t = TreeObject::build(src.path()).unwrap();
+        assert_eq!(t.counts, (4, 4, 1));
+        let work = tempfile::tempdir().unwrap();
+        let part = tree_into_part(t.as_slice(), work.path());
+        let target = work.path().join("out");
+        let counts = extract(
+            &part,
+            t.as_slice().len() as u64,
+            &work.path().join(".stage"),
+            &target,
+        )
+        .unwrap();
+        assert_eq!(
+            counts,
+            TreeCounts {
+                files: 4,
+                dirs: 4,
+                symlinks: 1
+            }
+        );
+        assert_eq!(std::fs::read(target.join("big.bin")).unwrap(), big);
+        assert_eq!(std::fs::read(target.join("d/small.txt")).unwrap(), b"hello");
+        assert_eq!(std::fs::read(target.join("d/empty")).unwrap(), b"");
+        assert_eq!(
+            std::fs::read(target.join("Ü ñ/long name.txt")).unwrap(),
+            vec![9; 70_000]
+        );
+        assert!(target.join("e/f").is_dir());
+        assert_eq!(
+            std::fs::read_link(target.join("d/link")).unwrap(),
+            Path::new("../big.bin")
+        );
+        let mode = std::fs::metadata(target.join("d/small.txt"))
+            .unwrap()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+        let (want, have) = (
+            std::fs::metadata(src.path().join("big.bin"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            std::fs::metadata(target.join("big.bin"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+        );
+        assert_eq!(want, have);
+        assert!(!work.path().join(".stage").exists());
+        // A second version replaces the first in one exchange.
+        write(src.path(), "d/small.txt", b"version 2");
+        let t2 = TreeObject::build(src.path()).unwrap();
+        let part2 = tree_into_part(t2.as_slice(), work.path());
+        extract(
+            &part2,
+            t2.as_slice().len() as u64,
+            &work.path().join(".stage"),
+            &target,
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read(target.join("d/small.txt")).unwrap(),
+            b"version 2"
+        );
+        assert!(!work.path().join(".stage").exists());
+    }
+
+    #[test]
+    fn large_files_sit_page_aligned_and_small_ones_packed() {
+        let src = tempfile::tempdir().unwrap();
+        write(src.path(), "a", &[1; 100]);
+        write(src.path(), "b", &[2; MAP_MIN as usize + 1]);
+        write(src.path(), "c", &[3; 10]);
+        let t = TreeObject::build(src.path()).unwrap();
+        let object = t.as_slice();
+        let m = Manifest::decode(
+            &object[..manifest_len(object).unwrap().unwrap() as usize],
+            object.len() as u64,
+        )
+        .unwrap();
+        let offsets: Vec<u64> = m
+            .entries
+            .iter()
+            .map(|e| match e.kind {
+                EntryKind::File { offset, .. } => offset,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(offsets[0], m.encoded_len() as u64);
+        assert_eq!(offsets[1] % page_size(), 0);
+        // The mapped file's last page is its own: the next file starts after it.
+        assert_eq!(
+            offsets[2],
+            (offsets[1] + MAP_MIN + 1).next_multiple_of(page_size())
+        );
+        assert_eq!(&object[offsets[1] as usize..][..3], &[2, 2, 2]);
+        assert_eq!(&object[offsets[2] as usize..], &[3; 10]);
+        assert_eq!(object.len() as u64, offsets[2] + 10);
+    }
+
+    #[test]
+    fn what_cannot_travel_is_refused_by_name() {
+        let src = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", src.path().join("abs")).unwrap();
+        let e = TreeObject::build(src.path()).err().unwrap().to_string();
+        assert!(e.contains("abs") && e.contains("out of the tree"), "{e}");
+        std::fs::remove_file(src.path().join("abs")).unwrap();
+        std::os::unix::fs::symlink("../../x", src.path().join("up")).unwrap();
+        assert!(TreeObject::build(src.path()).is_err());
+        std::fs::remove_file(src.path().join("up")).unwrap();
+        let fifo = std::ffi::CString::new(src.path().join("fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let e = TreeObject::build(src.path()).err().unwrap().to_string();
+        assert!(e.contains("fifo") && e.contains("FIFO"), "{e}");
+    }
+
+    #[test]
+    fn a_manifest_that_lies_about_a_chunk_is_named_and_nothing_is_put_in_place() {
+        let src = tempfile::tempdir().unwrap();
+        write(src.path(), "ok.bin", b"fine");
+        write(src.path(), "z/liar.bin", &[5; 5000]);
+        let t = TreeObject::build(src.path()).unwrap();
+        let mut object = t.as_slice().to_vec();
+        let last = object.len() - 1;
+        object[last] ^= 1; // the data no longer matches the manifest's hash
+        let work = tempfile::tempdir().unwrap();
+        let part = tree_into_part(&object, work.path());
+        let target = work.path().join("out");
+        let e = extract(
+            &part,
+            object.len() as u64,
+            &work.path().join(".stage"),
+            &target,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("z/liar.bin") && e.to_string().contains("chunk 0"),
+            "{e}"
+        );
+        assert!(!target.exists());
+        assert!(!work.path().join(".stage").exists());
+    }
+}
