@@ -93,6 +93,12 @@ typedef struct RmcastStreamReceiver RmcastStreamReceiver;
 // `rmcast_stream_sender_free`). Use it from one thread at a time.
 typedef struct RmcastStreamSender RmcastStreamSender;
 
+// A progress callback: `done` bytes of `total` (0 until known), and the
+// phase in words (`"waiting for receivers"`, `"sending"`, `"receiving"`,
+// `"verifying"`, `"done"`, ...; valid during the call only), with the
+// `user` pointer given to `rmcast_config_set_progress`.
+typedef void (*RmcastProgressFn)(uint64_t done, uint64_t total, const char *phase, void *user);
+
 // Bytes allocated by the library (a received object or message). Free
 // them with `rmcast_buffer_free`, never with `free()`. An empty buffer may
 // have a non-NULL `data` that must not be read.
@@ -206,6 +212,19 @@ RmcastStatus rmcast_config_set_max_bytes(struct RmcastConfig *cfg, uint64_t max_
 // # Safety
 // `cfg` is NULL or a live config; `cancel` is NULL or a live token.
 RmcastStatus rmcast_config_set_cancel(struct RmcastConfig *cfg, const struct RmcastCancel *cancel);
+
+// Object sends and receives with this config call `progress` on the
+// calling thread, at most about ten times a second and once at the end,
+// passing `user` back. NULL `progress` removes it. The callback must not
+// unwind (C++ exceptions, `longjmp`) through the library, and must not
+// change or free the config.
+//
+// # Safety
+// `cfg` is NULL or a live config; `progress` is NULL or a function that is
+// safe to call with `user` from every thread that uses this config.
+RmcastStatus rmcast_config_set_progress(struct RmcastConfig *cfg,
+                                        RmcastProgressFn progress,
+                                        void *user);
 
 // A new, lowered cancel token. NULL only if the library failed internally.
 struct RmcastCancel *rmcast_cancel_new(void);

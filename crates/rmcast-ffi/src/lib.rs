@@ -22,7 +22,7 @@ pub use report::*;
 pub use stream::*;
 
 use std::cell::RefCell;
-use std::ffi::{CStr, CString, c_char};
+use std::ffi::{CStr, CString, c_char, c_void};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -101,7 +101,8 @@ thread_local! {
 
 fn set_last_error(message: &str) {
     let c = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+    // try_with: a thread being torn down has no slot left; never panic here.
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = c);
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -209,7 +210,17 @@ pub struct RmcastConfig {
     timeout: Option<Duration>,
     cancel: Option<Arc<AtomicBool>>,
     max_bytes: Option<u64>,
+    progress: Option<(ProgressFn, usize)>,
 }
+
+/// A progress callback: `done` bytes of `total` (0 until known), and the
+/// phase in words (`"waiting for receivers"`, `"sending"`, `"receiving"`,
+/// `"verifying"`, `"done"`, ...; valid during the call only), with the
+/// `user` pointer given to `rmcast_config_set_progress`.
+pub type RmcastProgressFn =
+    Option<unsafe extern "C" fn(done: u64, total: u64, phase: *const c_char, user: *mut c_void)>;
+
+type ProgressFn = unsafe extern "C" fn(u64, u64, *const c_char, *mut c_void);
 
 impl Default for RmcastConfig {
     fn default() -> Self {
@@ -223,6 +234,7 @@ impl Default for RmcastConfig {
             timeout: None,
             cancel: None,
             max_bytes: None,
+            progress: None,
         }
     }
 }
@@ -242,6 +254,24 @@ impl RmcastConfig {
                      rmcast_config_set_insecure(cfg, 1) runs without one, unauthenticated and in the clear"
                 ),
             )),
+        }
+    }
+
+    /// Calls the config's progress callback, if any, with `p`.
+    fn report_progress(&self, p: rmcast::Progress) {
+        if let Some((f, user)) = self.progress {
+            let phase = CString::new(p.phase).unwrap_or_default();
+            // SAFETY: the caller of rmcast_config_set_progress promised a
+            // function that may be called with these arguments during the
+            // calls that use this config; `phase` outlives the call.
+            unsafe {
+                f(
+                    p.done_bytes,
+                    p.total_bytes,
+                    phase.as_ptr(),
+                    user as *mut c_void,
+                )
+            };
         }
     }
 
@@ -566,6 +596,29 @@ pub unsafe extern "C" fn rmcast_config_set_cancel(
     })
 }
 
+/// Object sends and receives with this config call `progress` on the
+/// calling thread, at most about ten times a second and once at the end,
+/// passing `user` back. NULL `progress` removes it. The callback must not
+/// unwind (C++ exceptions, `longjmp`) through the library, and must not
+/// change or free the config.
+///
+/// # Safety
+/// `cfg` is NULL or a live config; `progress` is NULL or a function that is
+/// safe to call with `user` from every thread that uses this config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmcast_config_set_progress(
+    cfg: *mut RmcastConfig,
+    progress: RmcastProgressFn,
+    user: *mut c_void,
+) -> RmcastStatus {
+    entry(|| {
+        // SAFETY: forwarded from this function's contract.
+        let cfg = unsafe { handle_mut(cfg, "cfg") }?;
+        cfg.progress = progress.map(|f| (f, user as usize));
+        Ok(())
+    })
+}
+
 /// A cancel token: raised once (from any thread, or a signal handler), it
 /// stops the calls whose config holds it. Made by `rmcast_cancel_new`,
 /// freed by `rmcast_cancel_free`.
@@ -761,7 +814,8 @@ pub unsafe extern "C" fn rmcast_send_buffer(
             unsafe { std::slice::from_raw_parts(data, len) }
         };
         let send = cfg.send_config("rmcast_send_buffer")?;
-        let r = rmcast::send_bytes(name, bytes, &send, None)?;
+        let mut progress = |p| cfg.report_progress(p);
+        let r = rmcast::send_bytes(name, bytes, &send, Some(&mut progress))?;
         finish_send(RmcastReport::from_send(&r), report)
     })
 }
@@ -787,7 +841,8 @@ pub unsafe extern "C" fn rmcast_send_file(
         // SAFETY: forwarded from this function's contract.
         let path = unsafe { str_arg(path, "path") }?;
         let send = cfg.send_config("rmcast_send_file")?;
-        let r = rmcast::send_file(Path::new(path), &send, None)?;
+        let mut progress = |p| cfg.report_progress(p);
+        let r = rmcast::send_file(Path::new(path), &send, Some(&mut progress))?;
         finish_send(RmcastReport::from_send(&r), report)
     })
 }
@@ -841,7 +896,8 @@ pub unsafe extern "C" fn rmcast_recv_buffer(
         // SAFETY: forwarded from this function's contract.
         let cfg = unsafe { handle(cfg, "cfg") }?;
         let recv = cfg.recv_config("rmcast_recv_buffer")?;
-        let (r, bytes) = rmcast::recv_to_vec(&recv, None)?;
+        let mut progress = |p| cfg.report_progress(p);
+        let (r, bytes) = rmcast::recv_to_vec(&recv, Some(&mut progress))?;
         *out = RmcastBuffer::from_vec(bytes);
         // SAFETY: `report` is NULL or writable (contract).
         unsafe { hand_out(report, RmcastReport::from_recv(&r)) };
@@ -872,7 +928,8 @@ pub unsafe extern "C" fn rmcast_recv_file(
         let dir = unsafe { str_arg(dir, "dir") }?;
         let mut recv = cfg.recv_config("rmcast_recv_file")?;
         recv.out_dir = dir.into();
-        let r = rmcast::recv_to_dir(&recv, None)?;
+        let mut progress = |p| cfg.report_progress(p);
+        let r = rmcast::recv_to_dir(&recv, Some(&mut progress))?;
         // SAFETY: `report` is NULL or writable (contract).
         unsafe { hand_out(report, RmcastReport::from_recv(&r)) };
         Ok(())

@@ -162,6 +162,63 @@ fn a_buffer_reaches_every_receiver_under_a_key() {
     }
 }
 
+/// What the progress callback saw.
+#[derive(Default)]
+struct Progress {
+    calls: usize,
+    last: (u64, u64),
+    phases: Vec<String>,
+}
+
+unsafe extern "C" fn on_progress(
+    done: u64,
+    total: u64,
+    phase: *const c_char,
+    user: *mut std::ffi::c_void,
+) {
+    // SAFETY: `user` is the test's `Progress`, used by this thread only.
+    let p = unsafe { &mut *user.cast::<Progress>() };
+    p.calls += 1;
+    p.last = (done, total);
+    let phase = text(phase).unwrap();
+    if p.phases.last() != Some(&phase) {
+        p.phases.push(phase);
+    }
+}
+
+#[test]
+fn a_raised_token_stops_a_waiting_receiver() {
+    let group = random_group();
+    let rx = Config::new(&group, None);
+    let cancel = rmcast_cancel_new();
+    // SAFETY: a live config and token.
+    assert_eq!(
+        unsafe { rmcast_config_set_cancel(rx.0, cancel) },
+        RmcastStatus::Ok
+    );
+    let token = cancel as usize;
+    let raiser = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // SAFETY: the token lives until the receive below returned.
+        unsafe { rmcast_cancel_raise(token as *const RmcastCancel) };
+    });
+    let start = std::time::Instant::now();
+    let mut buf = RmcastBuffer {
+        data: ptr::null_mut(),
+        len: 0,
+    };
+    // SAFETY: a live config and a writable buffer.
+    let st = unsafe { rmcast_recv_buffer(rx.0, &mut buf, ptr::null_mut()) };
+    assert_eq!(st, RmcastStatus::Cancelled, "{}", last_error());
+    assert!(start.elapsed() < std::time::Duration::from_secs(3));
+    raiser.join().unwrap();
+    // SAFETY: a live token, freed once, no longer used by anyone.
+    unsafe {
+        assert_eq!(rmcast_cancel_is_raised(cancel), 1);
+        rmcast_cancel_free(cancel);
+    }
+}
+
 #[test]
 fn a_file_is_stored_in_a_directory() {
     let dir = tempfile::tempdir().unwrap();
@@ -185,9 +242,21 @@ fn a_file_is_stored_in_a_directory() {
         (st, path, name)
     });
     let tx = Config::new(&group, None);
+    let mut calls = Progress::default();
+    // SAFETY: a live config; `calls` outlives the send below.
+    let st =
+        unsafe { rmcast_config_set_progress(tx.0, Some(on_progress), (&raw mut calls).cast()) };
+    assert_eq!(st, RmcastStatus::Ok);
     // SAFETY: live config and NUL-terminated path.
     let st = unsafe { rmcast_send_file(tx.0, c(src.to_str().unwrap()).as_ptr(), ptr::null_mut()) };
     assert_eq!(st, RmcastStatus::Ok, "{}", last_error());
+    assert!(calls.calls > 0, "the progress callback was called");
+    assert_eq!(calls.last, (data.len() as u64, data.len() as u64));
+    assert!(
+        calls.phases.iter().any(|p| p == "sending"),
+        "{:?}",
+        calls.phases
+    );
     let (st, path, name) = receiver.join().unwrap();
     assert_eq!(st, RmcastStatus::Ok);
     assert_eq!(name.as_deref(), Some("source.bin"));

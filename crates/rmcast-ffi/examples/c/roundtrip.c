@@ -58,6 +58,17 @@ static void must(RmcastStatus st, const char *what) {
   check(st == RMCAST_STATUS_OK, what);
 }
 
+/* Progress of the send: called on the sending thread only. */
+static int progress_calls;
+static uint64_t progress_done;
+
+static void on_progress(uint64_t done, uint64_t total, const char *phase, void *user) {
+  (void)total;
+  (void)phase;
+  *(int *)user += 1;
+  progress_done = done;
+}
+
 static char group[32];
 static char key_path[256];
 
@@ -182,6 +193,7 @@ static void round_trip(void) {
   must(rmcast_config_set_key_file(cfg, key_path), "sender set_key_file");
   must(rmcast_config_set_receivers(cfg, RECEIVERS), "sender set_receivers");
   must(rmcast_config_set_timeout_ms(cfg, 20000), "sender set_timeout_ms");
+  must(rmcast_config_set_progress(cfg, on_progress, &progress_calls), "sender set_progress");
 
   pthread_t threads[RECEIVERS];
   struct receiver rx[RECEIVERS];
@@ -213,6 +225,7 @@ static void round_trip(void) {
     check(strstr(rmcast_report_json(report), "\"sealed\":true") != NULL, "the session was sealed");
   }
   rmcast_report_free(report);
+  check(progress_calls > 0 && progress_done == SIZE, "progress reached the whole object");
 
   for (int i = 0; i < RECEIVERS; i++) {
     pthread_join(threads[i], NULL);
