@@ -19,6 +19,12 @@ case "$profile" in
   *) out_dir=$profile ;;
 esac
 start=$(date +%s)
+for tool in cc pkg-config timeout; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "rmcast-ffi/ci.sh needs $tool (Debian: apt-get install gcc pkg-config coreutils)" >&2
+    exit 1
+  fi
+done
 
 echo "== rmcast-ffi: build ($profile profile)"
 cargo build --locked --profile "$profile" -p rmcast-ffi
@@ -28,7 +34,7 @@ trap 'rm -rf "$scratch"' EXIT
 RMCAST_FFI_LIB_DIR="$root/target/$out_dir" "$here/install.sh" "$scratch/prefix" >/dev/null
 export PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig"
 libdir=$(pkg-config --variable=libdir rmcast)
-cc=${CC:-cc}
+cc=${CC:-cc}  # the system compiler unless CC says otherwise
 cflags="-std=c11 -O1 -g -Wall -Wextra -Werror $(pkg-config --cflags rmcast)"
 
 echo "== rmcast-ffi: the header compiles as C and C++"
