@@ -14,6 +14,8 @@
 //!   bytes are an [`RmcastBuffer`] freed with [`rmcast_buffer_free`].
 
 #![warn(missing_docs)]
+// Every unsafe block says why it is sound (`// SAFETY:`).
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod report;
 mod stream;

@@ -2,6 +2,8 @@
 //! machine only: 127.0.0.1, TTL 1, a random group per test. Every wait is
 //! bounded by the config's timeout.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use rmcast_ffi::*;
 use std::ffi::{CStr, CString, c_char};
 use std::ptr;
@@ -75,10 +77,8 @@ impl Drop for Config {
 fn random_group() -> String {
     let mut buf = [0 as c_char; 32];
     // SAFETY: buf holds 32 bytes.
-    assert_eq!(
-        unsafe { rmcast_random_group(buf.as_mut_ptr(), buf.len()) },
-        RmcastStatus::Ok
-    );
+    let st = unsafe { rmcast_random_group(buf.as_mut_ptr(), buf.len()) };
+    assert_eq!(st, RmcastStatus::Ok);
     text(buf.as_ptr()).unwrap()
 }
 
@@ -123,10 +123,8 @@ fn a_buffer_reaches_every_receiver_under_a_key() {
 
     let tx = Config::new(&group, Some(key));
     // SAFETY: a live config.
-    assert_eq!(
-        unsafe { rmcast_config_set_receivers(tx.0, 3) },
-        RmcastStatus::Ok
-    );
+    let st = unsafe { rmcast_config_set_receivers(tx.0, 3) };
+    assert_eq!(st, RmcastStatus::Ok);
     let data = pattern(300_000);
     let mut report = ptr::null_mut();
     // SAFETY: live config, name, data of `len` bytes, writable report pointer.
@@ -192,10 +190,8 @@ fn a_raised_token_stops_a_waiting_receiver() {
     let rx = Config::new(&group, None);
     let cancel = rmcast_cancel_new();
     // SAFETY: a live config and token.
-    assert_eq!(
-        unsafe { rmcast_config_set_cancel(rx.0, cancel) },
-        RmcastStatus::Ok
-    );
+    let st = unsafe { rmcast_config_set_cancel(rx.0, cancel) };
+    assert_eq!(st, RmcastStatus::Ok);
     let token = cancel as usize;
     let raiser = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));
