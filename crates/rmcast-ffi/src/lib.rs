@@ -645,12 +645,15 @@ pub extern "C" fn rmcast_cancel_new() -> *mut RmcastCancel {
 /// `cancel` is NULL or a live token (not freed concurrently).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rmcast_cancel_raise(cancel: *const RmcastCancel) {
-    // No catch_unwind and no last error here, on purpose: a signal handler
-    // must not touch thread-locals, and an atomic store cannot panic.
-    // SAFETY: the caller promises NULL or a live token.
-    if let Some(c) = unsafe { cancel.as_ref() } {
-        c.flag.store(true, Ordering::SeqCst);
-    }
+    // catch_unwind costs nothing unless something panics (an atomic store
+    // cannot); no last error is set, on purpose: a signal handler must not
+    // allocate or touch thread-locals.
+    let _ = catch_unwind(|| {
+        // SAFETY: the caller promises NULL or a live token.
+        if let Some(c) = unsafe { cancel.as_ref() } {
+            c.flag.store(true, Ordering::SeqCst);
+        }
+    });
 }
 
 /// Lowers the token again, so the configs holding it can run new calls.
@@ -659,10 +662,12 @@ pub unsafe extern "C" fn rmcast_cancel_raise(cancel: *const RmcastCancel) {
 /// `cancel` is NULL or a live token.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rmcast_cancel_reset(cancel: *const RmcastCancel) {
-    // SAFETY: the caller promises NULL or a live token.
-    if let Some(c) = unsafe { cancel.as_ref() } {
-        c.flag.store(false, Ordering::SeqCst);
-    }
+    guard((), || {
+        // SAFETY: the caller promises NULL or a live token.
+        if let Some(c) = unsafe { cancel.as_ref() } {
+            c.flag.store(false, Ordering::SeqCst);
+        }
+    });
 }
 
 /// 1 if the token is raised, 0 if not (or NULL).
@@ -671,8 +676,10 @@ pub unsafe extern "C" fn rmcast_cancel_reset(cancel: *const RmcastCancel) {
 /// `cancel` is NULL or a live token.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rmcast_cancel_is_raised(cancel: *const RmcastCancel) -> i32 {
-    // SAFETY: the caller promises NULL or a live token.
-    unsafe { cancel.as_ref() }.is_some_and(|c| c.flag.load(Ordering::SeqCst)) as i32
+    guard(0, || {
+        // SAFETY: the caller promises NULL or a live token.
+        i32::from(unsafe { cancel.as_ref() }.is_some_and(|c| c.flag.load(Ordering::SeqCst)))
+    })
 }
 
 /// Frees the token (NULL: nothing). Configs that hold it keep their own
