@@ -6,7 +6,8 @@
  * 2. A buffer of about 1 MiB goes to 4 receiver threads over loopback
  *    multicast (127.0.0.1, TTL 1, a random group), sealed under a fresh
  *    group key; every receiver's copy is compared byte for byte.
- * 3. A receive whose cancel token is raised returns RMCAST_STATUS_CANCELLED.
+ * 3. A receive whose cancel token is raised (before, or from a SIGALRM
+ *    handler while it waits) returns RMCAST_STATUS_CANCELLED.
  *
  * Exits 0 when every check passed, 1 otherwise; the last line says
  * "roundtrip: N passed, M failed".
@@ -18,9 +19,12 @@
 #include "rmcast.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RECEIVERS 4
@@ -262,6 +266,49 @@ static void cancelled(void) {
   rmcast_config_free(cfg);
 }
 
+/* A signal handler may raise a token: one atomic store, nothing else. */
+static RmcastCancel *alarm_token;
+
+static void on_alarm(int sig) {
+  (void)sig;
+  rmcast_cancel_raise(alarm_token);
+}
+
+static void cancelled_by_a_signal(void) {
+  char other[32];
+  must(rmcast_random_group(other, sizeof other), "random_group");
+  RmcastConfig *cfg = rmcast_config_new();
+  alarm_token = rmcast_cancel_new();
+  must(rmcast_config_set_group(cfg, other), "set_group");
+  must(rmcast_config_set_insecure(cfg, 1), "set_insecure");
+  must(rmcast_config_set_timeout_ms(cfg, 10000), "set_timeout_ms");
+  must(rmcast_config_set_cancel(cfg, alarm_token), "set_cancel");
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_alarm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, NULL);
+  struct itimerval in_300ms = {{0, 0}, {0, 300000}};
+  setitimer(ITIMER_REAL, &in_300ms, NULL);
+
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  RmcastBuffer buf = {NULL, 0};
+  /* Nobody sends on this group: only the signal ends the wait. */
+  expect(rmcast_recv_buffer(cfg, &buf, NULL), RMCAST_STATUS_CANCELLED,
+         "a receive cancelled from a SIGALRM handler");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  printf("the signal stopped the receive after %.3f s\n", waited);
+  check(waited < 3.0, "the cancelled receive returned soon after the signal");
+
+  signal(SIGALRM, SIG_DFL);
+  rmcast_config_free(cfg);
+  rmcast_cancel_free(alarm_token);
+  alarm_token = NULL;
+}
+
 int main(void) {
   printf("librmcast_ffi %s\n", rmcast_version());
   char dir[] = "/tmp/rmcast-c-XXXXXX";
@@ -278,6 +325,7 @@ int main(void) {
 
   round_trip();
   cancelled();
+  cancelled_by_a_signal();
 
   unlink(key_path);
   rmdir(dir);
