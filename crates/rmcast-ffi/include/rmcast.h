@@ -302,7 +302,8 @@ RmcastStatus rmcast_send_buffer(const struct RmcastConfig *cfg,
 
 // Sends the file at `path` (memory-mapped: do not truncate it meanwhile),
 // under its file name unless `rmcast_config_set_name` gave another; the
-// rest as `rmcast_send_buffer`.
+// rest as `rmcast_send_buffer`. A directory is sent as a tree in one
+// session (receivers store it as a directory of that name).
 //
 // # Safety
 // `cfg` is NULL or a live config; `path` is NULL or a NUL-terminated

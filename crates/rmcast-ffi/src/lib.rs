@@ -831,7 +831,8 @@ pub unsafe extern "C" fn rmcast_send_buffer(
 
 /// Sends the file at `path` (memory-mapped: do not truncate it meanwhile),
 /// under its file name unless `rmcast_config_set_name` gave another; the
-/// rest as `rmcast_send_buffer`.
+/// rest as `rmcast_send_buffer`. A directory is sent as a tree in one
+/// session (receivers store it as a directory of that name).
 ///
 /// # Safety
 /// `cfg` is NULL or a live config; `path` is NULL or a NUL-terminated
@@ -851,7 +852,7 @@ pub unsafe extern "C" fn rmcast_send_file(
         let path = unsafe { str_arg(path, "path") }?;
         let send = cfg.send_config("rmcast_send_file")?;
         let mut progress = |p| cfg.report_progress(p);
-        let r = rmcast::send_file(Path::new(path), &send, Some(&mut progress))?;
+        let r = rmcast::send_path(Path::new(path), &send, Some(&mut progress))?;
         finish_send(RmcastReport::from_send(&r), report)
     })
 }

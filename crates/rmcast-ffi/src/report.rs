@@ -112,6 +112,8 @@ fn recv_json(r: &rmcast::RecvReport) -> Value {
         "rank": r.rank,
         "session": r.session.map(|s| s.to_string()),
         "verified": r.verified,
+        "replaced": r.replaced,
+        "tree": r.tree.map(|t| json!({ "files": t.files, "dirs": t.dirs, "symlinks": t.symlinks })),
         "data_packets": r.stats.data_packets,
         "duplicates": r.stats.duplicates,
         "acks": r.stats.acks,
