@@ -38,7 +38,7 @@ const EXIT_STATUS: &str = "EXIT STATUS:
   0    done (send: every receiver verified its copy; recv: the copy is verified and in place)
   1    failed; the message names what (a receiver and why, the network, the input)
   2    the command line is wrong (unknown flag, bad value)
-  3    pipe send: the stream reached some receivers, not all (the others are named)
+  3    send --min-receivers, pipe send: it reached some receivers, not all (the others are named)
   130  interrupted (Ctrl-C); a sender says goodbye, a receiver removes its partial file";
 
 /// The command-line definition: [`Cli`] with the exit statuses appended to
@@ -414,12 +414,26 @@ pub struct SendArgs {
     /// of the same name, swapped in whole once every file verified.
     #[arg(value_name = "PATH")]
     pub file: PathBuf,
-    /// Receivers to wait for before sending.
-    #[arg(long, short = 'n', value_parser = clap::value_parser!(u16).range(1..=65520))]
-    pub receivers: u16,
-    /// Give up if fewer receivers registered within this time.
+    /// Receivers to wait for before sending [default with --expect: the
+    /// number of names in its file].
+    #[arg(long, short = 'n', value_parser = clap::value_parser!(u16).range(1..=65520),
+          required_unless_present = "expect")]
+    pub receivers: Option<u16>,
+    /// Give up if fewer receivers registered within this time (see
+    /// --min-receivers).
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub wait: HumanDuration,
+    /// Start anyway when --wait runs out with at least M of the receivers
+    /// registered: those get the file; the report names who never came and
+    /// the exit status is 3 if every receiver that came verified. (UDP
+    /// protocols.)
+    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u16).range(1..=65520))]
+    pub min_receivers: Option<u16>,
+    /// The receivers expected, one name per line (a receiver's --name, or
+    /// the host part of its default HOST:PID name; `#` starts a comment):
+    /// the report names those that never registered.
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
     /// Several senders on one group (needs --rate-control hunt): join the
     /// group to hear the other senders and the receivers' rate NAKs, back
     /// off on any member's loss, and resynchronise rates with the other

@@ -59,8 +59,10 @@ fn main() -> ExitCode {
         return pipe::run(a);
     }
     match &cli.command {
-        Command::Completions(a) => return finish(man::completions(a).map(|()| true), false),
-        Command::Man(a) => return finish(man::man(a).map(|()| true), false),
+        Command::Completions(a) => {
+            return finish(man::completions(a).map(|()| Outcome::Done), false);
+        }
+        Command::Man(a) => return finish(man::man(a).map(|()| Outcome::Done), false),
         _ => {}
     }
     let cancel = Arc::new(AtomicBool::new(false));
@@ -74,11 +76,11 @@ fn main() -> ExitCode {
         });
     }
     let result = match cli.command {
-        Command::Keygen(a) => keygen(&a),
+        Command::Keygen(a) => keygen(&a).map(Outcome::from),
         Command::Send(a) => send(a, cancel.clone()),
-        Command::Recv(a) => recv(a, cancel.clone()),
-        Command::Serve(a) => serve::run(a, cancel.clone()),
-        Command::Demo(a) => demo(a, cancel.clone()),
+        Command::Recv(a) => recv(a, cancel.clone()).map(Outcome::from),
+        Command::Serve(a) => serve::run(a, cancel.clone()).map(Outcome::from),
+        Command::Demo(a) => demo(a, cancel.clone()).map(Outcome::from),
         Command::Lab(_) | Command::Pipe(_) | Command::Completions(_) | Command::Man(_) => {
             unreachable!("handled above")
         }
@@ -86,12 +88,31 @@ fn main() -> ExitCode {
     finish(result, cancel.load(Ordering::SeqCst))
 }
 
+/// How a command ended, for its exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Everything asked for was done.
+    Done,
+    /// It failed; the report says why.
+    Failed,
+    /// Some receivers got it, others never came (exit status 3).
+    Partial,
+}
+
+impl From<bool> for Outcome {
+    fn from(ok: bool) -> Self {
+        if ok { Outcome::Done } else { Outcome::Failed }
+    }
+}
+
 /// The exit status (listed under EXIT STATUS in `--help`): 0 done, 1
-/// failed, 130 interrupted (Ctrl-C), whatever the interrupted call returned.
-fn finish(result: Result<bool>, interrupted: bool) -> ExitCode {
+/// failed, 3 partial, 130 interrupted (Ctrl-C), whatever the interrupted
+/// call returned.
+fn finish(result: Result<Outcome>, interrupted: bool) -> ExitCode {
     let code = match result {
-        Ok(true) => 0,
-        Ok(false) => 1,
+        Ok(Outcome::Done) => 0,
+        Ok(Outcome::Failed) => 1,
+        Ok(Outcome::Partial) => 3,
         Err(e) => {
             eprintln!("rmcast: error: {e:#}");
             1
@@ -141,7 +162,11 @@ fn progress_fn(bar: &Option<ProgressBar>) -> impl FnMut(rmcast::Progress) + '_ {
         if let Some(bar) = &bar {
             bar.set_length(p.total_bytes);
             bar.set_position(p.done_bytes);
-            bar.set_message(p.phase);
+            match p.joined {
+                // While waiting, who has come, not an empty bar.
+                Some((joined, wanted)) => bar.set_message(format!("{joined}/{wanted} joined")),
+                None => bar.set_message(p.phase),
+            }
         }
     }
 }
@@ -237,18 +262,33 @@ fn send_config(common: &CommonArgs, cancel: Arc<AtomicBool>) -> Result<rmcast::S
     Ok(cfg)
 }
 
-fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
+fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
     let tree = a.file.is_dir();
     if !tree && !a.file.is_file() {
         bail!("{} is not a readable file or directory", a.file.display());
     }
+    let expected = a.expect.as_deref().map(read_expected).transpose()?;
+    let receivers = match (a.receivers, &expected) {
+        (Some(n), _) => n,
+        (None, Some(names)) => u16::try_from(names.len())
+            .ok()
+            .filter(|&n| (1..=65520).contains(&n))
+            .with_context(|| {
+                format!(
+                    "--expect names {} receivers; give 1 to 65520, or --receivers",
+                    names.len()
+                )
+            })?,
+        (None, None) => unreachable!("clap requires --receivers or --expect"),
+    };
     let key = session_key(&a.keys, "send")?;
     let mut cfg = send_config(&a.common, cancel.clone())?;
+    cfg.proto.min_receivers = a.min_receivers;
     cfg.proto.group_key = key;
     if let Some(path) = &a.sign {
         cfg.signing_key = Some(rmcast::load_signing_key(path)?);
     }
-    cfg.proto.receivers = a.receivers;
+    cfg.proto.receivers = receivers;
     cfg.proto.join_wait = a.wait.0;
     let hunt = a.common.rate_control == args::RateControlArg::Hunt;
     if (a.rate_group || a.rate_trace.is_some()) && !hunt {
@@ -271,7 +311,10 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         }
         ov.key = cfg.proto.group_key.clone();
         ov.signing_key = cfg.signing_key.clone();
-        ov.receivers = a.receivers;
+        if a.min_receivers.is_some() {
+            bail!("--min-receivers applies to the multicast protocols, not to the TCP overlays");
+        }
+        ov.receivers = receivers;
         ov.join_wait = a.wait.0;
         ov.cancel = Some(cancel);
         rmcast::overlay::send_file(&a.file, &ov, Some(&mut progress))
@@ -282,8 +325,33 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    report::print_send(&report, a.common.json, None);
-    Ok(report.ok)
+    let never_came = expected
+        .as_deref()
+        .map(|names| report::never_came(names, &report.members))
+        .unwrap_or_default();
+    report::print_send_expected(&report, a.common.json, &never_came);
+    if report::partial(&report) {
+        return Ok(Outcome::Partial);
+    }
+    Ok(Outcome::from(report.ok))
+}
+
+/// The names of `--expect FILE`: one per line, `#` comments and blank
+/// lines skipped, each at most once.
+fn read_expected(path: &std::path::Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the expected receivers from {}", path.display()))?;
+    let mut names: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let name = line.split('#').next().unwrap_or("").trim();
+        if !name.is_empty() && !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    }
+    if names.is_empty() {
+        bail!("{} names no receiver (one name per line)", path.display());
+    }
+    Ok(names)
 }
 
 fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {

@@ -74,6 +74,7 @@ pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> V
         "auth_failures": r.auth_failures,
         "ok": r.ok,
         "error": r.error,
+        "missing": r.missing,
         "failures": failures,
     });
     if let Some(d) = demo {
@@ -90,6 +91,46 @@ pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> V
     v
 }
 
+/// The names of `--expect` that no member of the session matches (a
+/// member's name, or the host part of its default `HOST:PID` name).
+pub fn never_came(expected: &[String], members: &[rmcast::MemberOutcome]) -> Vec<String> {
+    expected
+        .iter()
+        .filter(|e| {
+            !members.iter().any(|m| {
+                m.name == **e
+                    || m.name
+                        .split_once(':')
+                        .is_some_and(|(host, _)| host == e.as_str())
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// Prints a send report, with the expected receivers that never came.
+pub fn print_send_expected(r: &rmcast::SendReport, json: bool, never_came: &[String]) {
+    if json {
+        let mut v = send_json(r, None);
+        v["never_came"] = json!(never_came);
+        println!("{v}");
+        return;
+    }
+    if !never_came.is_empty() {
+        eprintln!(
+            "rmcast send: expected but never came: {}",
+            never_came.join(", ")
+        );
+    }
+    print_send(r, false, None);
+}
+
+/// Every receiver that came verified, but some never registered: the
+/// session started without them (`--min-receivers`).
+pub fn partial(r: &rmcast::SendReport) -> bool {
+    r.missing > 0 && r.error.is_none() && r.verified == r.members.len()
+}
+
 /// Prints a send or demo report.
 pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::DemoReport>) {
     if json {
@@ -100,7 +141,7 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
     let ok = r.ok && demo.is_none_or(|d| d.all_files_match);
     // A failed transfer has no goodput: the figure would count bytes some
     // receiver never verified.
-    let speed = if ok {
+    let speed = if ok || partial(r) {
         format!(": {:.1} Mbit/s goodput", r.goodput_mbps)
     } else {
         String::from(", failed")
@@ -159,7 +200,16 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
             eprintln!("  received files differ from the original");
         }
     }
-    eprintln!("  {}", if ok { "ok" } else { "FAILED" });
+    if ok {
+        eprintln!("  ok");
+    } else if partial(r) {
+        eprintln!(
+            "  PARTIAL: every receiver that came verified; {} never registered (--min-receivers)",
+            count(u64::from(r.missing), "receiver")
+        );
+    } else {
+        eprintln!("  FAILED");
+    }
 }
 
 /// "1 receiver", "8 receivers".

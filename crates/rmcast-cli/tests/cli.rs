@@ -814,3 +814,89 @@ fn piped_logs_are_plain_and_counts_read_as_english() {
     assert!(err.contains("to 1 receiver with"), "{err}");
     assert!(err.contains("1/1 receiver verified"), "{err}");
 }
+
+/// `--min-receivers`: one expected node never comes; the others get the
+/// file, the report names the missing one (`--expect`), and the exit
+/// status is 3, not 1. Without it the same session fails for all.
+#[test]
+fn min_receivers_serves_those_who_came_and_names_who_did_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = group();
+    let file = write_file(dir.path(), "f.bin", 300_000);
+    let expect = dir.path().join("nodes");
+    std::fs::write(
+        &expect,
+        "# the cluster\nnode-a\nnode-b\n\nnode-c  # down today\n",
+    )
+    .unwrap();
+    let out = dir.path().join("in");
+    let receivers: Vec<Proc> = ["node-a", "node-b"]
+        .iter()
+        .map(|n| recv(&g, &out.join(n), n, &[]))
+        .collect();
+    let p = Proc::spawn(
+        "sender",
+        rmcast()
+            .args([
+                "send",
+                "--json",
+                "--group",
+                &g,
+                "--wait",
+                "2s",
+                "--min-receivers",
+                "2",
+                "--expect",
+            ])
+            .arg(&expect)
+            .arg(&file),
+    );
+    let (code, stdout, err) = p.wait(Duration::from_secs(30));
+    assert_eq!(code, 3, "{err}");
+    let v = json(&stdout);
+    assert_eq!(v["missing"], 1, "{v}");
+    assert_eq!(v["verified"], 2, "{v}");
+    assert_eq!(v["never_came"], serde_json::json!(["node-c"]), "{v}");
+    for (r, n) in receivers.into_iter().zip(["node-a", "node-b"]) {
+        let (code, _, err) = r.wait(Duration::from_secs(20));
+        assert_eq!(code, 0, "{n}: {err}");
+        assert_eq!(
+            std::fs::read(out.join(n).join("f.bin")).unwrap(),
+            std::fs::read(&file).unwrap()
+        );
+    }
+    // Too few for the minimum: a clear failure naming who came.
+    let lone = recv(&g, &out.join("lone"), "node-a", &[]);
+    let (code, _, err) = Proc::spawn(
+        "sender",
+        rmcast()
+            .args([
+                "send",
+                "--group",
+                &g,
+                "--wait",
+                "1s",
+                "--min-receivers",
+                "2",
+                "--receivers",
+                "3",
+            ])
+            .arg(&file),
+    )
+    .wait(Duration::from_secs(30));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("only 1 of 3 receivers registered") && err.contains("node-a"),
+        "{err}"
+    );
+    drop(lone);
+    let (code, _, err) = Proc::spawn(
+        "sender",
+        rmcast()
+            .args(["send", "--receivers", "2", "--min-receivers", "3"])
+            .arg(&file),
+    )
+    .wait(Duration::from_secs(10));
+    assert_eq!(code, 1);
+    assert!(err.contains("--min-receivers 3 is outside 1..=2"), "{err}");
+}

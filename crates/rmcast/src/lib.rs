@@ -211,6 +211,9 @@ pub struct Progress {
     pub total_bytes: u64,
     /// "waiting for receivers", "listening", "sending", "receiving", "confirming", "verifying", "done", ...
     pub phase: &'static str,
+    /// A sender waiting for receivers: how many registered of how many it
+    /// waits for; `None` otherwise.
+    pub joined: Option<(u16, u16)>,
 }
 
 /// What a sender reports after a session.
@@ -240,6 +243,9 @@ pub struct SendReport {
     pub error: Option<String>,
     /// Every admitted receiver and how it fared.
     pub members: Vec<MemberOutcome>,
+    /// Receivers expected that never registered: the session started
+    /// without them (`SenderConfig::min_receivers`), so `ok` is false.
+    pub missing: u16,
     /// The engine's counters.
     pub stats: SenderStats,
     /// Session id of the transfer.

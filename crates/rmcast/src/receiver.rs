@@ -312,6 +312,7 @@ impl Driver<'_> {
             done_bytes: machine.received_bytes(),
             total_bytes: self.offer.as_ref().map_or(0, |o| o.size),
             phase,
+            joined: None,
         }
     }
 }
@@ -590,6 +591,7 @@ impl<'a> Sessions<'a> {
             done_bytes: 0,
             total_bytes: 0,
             phase: "done",
+            joined: None,
         };
         for (i, d) in self.drivers.iter().enumerate() {
             let q = d.progress(machine(i));

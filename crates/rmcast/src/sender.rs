@@ -448,6 +448,12 @@ fn drive(
                          own --group)"
                     );
                 }
+                SenderEvent::StartedShort { joined, wanted } => {
+                    tracing::warn!(
+                        "only {joined} of {wanted} receivers registered within the join wait; \
+                         starting with them (--min-receivers)"
+                    );
+                }
                 SenderEvent::AllJoined => {
                     all_joined = Some(now);
                     announcements = None;
@@ -481,6 +487,9 @@ fn drive(
                     done_bytes: sender.acked_bytes(),
                     total_bytes: size,
                     phase,
+                    joined: all_joined
+                        .is_none()
+                        .then(|| (sender.joined() as u16, wanted)),
                 });
             }
         }
@@ -550,6 +559,7 @@ fn drive(
             done_bytes: sender.acked_bytes(),
             total_bytes: size,
             phase: "done",
+            joined: None,
         });
     }
     let report = SendReport {
@@ -565,6 +575,7 @@ fn drive(
         ok: outcome.ok,
         error: outcome.error,
         members: outcome.members,
+        missing: outcome.missing,
         stats,
         session,
         data_seconds: all_joined.map_or(0.0, |t| net::secs_between(t, last)),

@@ -250,6 +250,7 @@ impl<'n, 'a> Driver<'n, 'a> {
                     done_bytes: done,
                     total_bytes: total,
                     phase,
+                    joined: None,
                 });
             }
         };

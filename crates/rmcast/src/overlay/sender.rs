@@ -332,6 +332,7 @@ fn run(
                     done_bytes: done,
                     total_bytes: size,
                     phase,
+                    joined: None,
                 });
             }
             match rx.recv_timeout(clock.wait(m.poll_timeout())) {
@@ -388,6 +389,7 @@ fn run(
             done_bytes: if ok { size } else { 0 },
             total_bytes: size,
             phase: "done",
+            joined: None,
         });
     }
     let report = SendReport {
@@ -403,6 +405,7 @@ fn run(
         ok,
         error: r.error,
         members: r.members,
+        missing: 0,
         stats,
         session,
         data_seconds,

@@ -96,12 +96,17 @@ impl Sender {
             })
             .collect();
         let ok = self.error.is_none()
+            && self.short.is_none()
             && members.len() == usize::from(self.config.receivers)
             && members.iter().all(|m| m.verified);
+        let missing = self
+            .short
+            .map_or(0, |wanted| wanted.saturating_sub(self.config.receivers));
         self.outcome = Some(Outcome {
             ok,
             error: self.error.clone(),
             members,
+            missing,
         });
         self.events.push_back(SenderEvent::Finished);
     }

@@ -41,6 +41,11 @@ pub struct SenderConfig {
     pub stall_timeout: Option<Duration>,
     /// How long to wait for `receivers` to register.
     pub join_wait: Duration,
+    /// Start anyway when the join wait runs out with at least this many
+    /// of `receivers` registered (`None`: all of them or fail). The
+    /// session then runs with those; the outcome counts the others as
+    /// missing and is not `ok`.
+    pub min_receivers: Option<u16>,
     /// Period of the session announcement while waiting for receivers.
     pub hello_interval: Duration,
     /// Data pacing in bits per second on the wire: each datagram counts
@@ -106,6 +111,7 @@ impl Default for SenderConfig {
             peer_timeout: Duration::from_secs(5),
             stall_timeout: None,
             join_wait: Duration::from_secs(30),
+            min_receivers: None,
             hello_interval: Duration::from_millis(100),
             rate_bits_per_s: None,
             rate_control: None,
@@ -123,6 +129,14 @@ impl Default for SenderConfig {
 /// A sender configuration or object that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
+    /// A minimum of receivers that is zero or above the receivers expected.
+    #[error("--min-receivers {min} is outside 1..={receivers} (the receivers expected)")]
+    MinReceivers {
+        /// Requested minimum.
+        min: u16,
+        /// Receivers expected.
+        receivers: u16,
+    },
     /// Packet size outside 25..=65507.
     #[error("packet size {0} is outside {min}..={max} bytes", min = DATA_HEADER_LEN + 1, max = MAX_DATAGRAM)]
     PacketSize(usize),
@@ -294,6 +308,14 @@ impl SenderConfig {
         }
         if self.receivers == 0 || self.receivers > MAX_RECEIVERS {
             return Err(ConfigError::Receivers(self.receivers));
+        }
+        if let Some(min) = self.min_receivers
+            && (min == 0 || min > self.receivers)
+        {
+            return Err(ConfigError::MinReceivers {
+                min,
+                receivers: self.receivers,
+            });
         }
         let floor = self.peer_timeout.saturating_add(self.rto_max);
         if self.stall_timeout() <= floor {

@@ -26,6 +26,15 @@ pub enum SenderEvent {
     },
     /// Every admitted receiver is registered; the object is being offered.
     AllJoined,
+    /// The join wait ran out with `joined` of `wanted` registered, at
+    /// least `SenderConfig::min_receivers`: the session goes on with them
+    /// (an [`SenderEvent::AllJoined`] follows).
+    StartedShort {
+        /// Receivers registered.
+        joined: u16,
+        /// Receivers expected.
+        wanted: u16,
+    },
     /// A receiver accepted the offer.
     Accepted {
         /// Its rank.
@@ -73,6 +82,9 @@ pub struct Outcome {
     pub error: Option<String>,
     /// Every admitted receiver, by rank.
     pub members: Vec<MemberOutcome>,
+    /// Receivers expected that never registered (the session started
+    /// without them under `SenderConfig::min_receivers`).
+    pub missing: u16,
 }
 
 impl Outcome {

@@ -4,6 +4,7 @@
 
 use super::pacing::Mode;
 use super::{Phase, Sender};
+use crate::transfer::policy::SenderPolicy;
 use crate::{Instant, SenderEvent, SessionId};
 use rmcast_wire::{OfferReply, RANK_UNASSIGNED, Status};
 use std::collections::VecDeque;
@@ -140,8 +141,31 @@ impl Sender {
         }
     }
 
-    /// The join wait ran out before every receiver registered.
+    /// The join wait ran out before every receiver registered: start with
+    /// those that did if they are enough (`min_receivers`), else fail.
     pub(super) fn on_join_wait_over(&mut self, now: Instant) {
+        let joined = self.members.list.len() as u16;
+        if self.config.min_receivers.is_some_and(|min| joined >= min) {
+            let wanted = self.config.receivers;
+            self.config.receivers = joined;
+            // The ring's rotation and the tree's shape follow the group.
+            match self.config.policy() {
+                Ok(policy) => self.policy = SenderPolicy::new(policy),
+                Err(e) => {
+                    self.abort(now, &format!("cannot run with {joined} receivers: {e}"));
+                    return;
+                }
+            }
+            self.short = Some(wanted);
+            self.events
+                .push_back(SenderEvent::StartedShort { joined, wanted });
+            self.events.push_back(SenderEvent::AllJoined);
+            self.enter(Phase::Offering, now);
+            for m in &mut self.members.list {
+                m.last_heard = now;
+            }
+            return;
+        }
         let mut msg = format!(
             "only {} of {} receivers registered within {:.1} s",
             self.members.list.len(),

@@ -81,6 +81,10 @@ enum Phase {
 pub struct Sender {
     config: SenderConfig,
     policy: SenderPolicy,
+    /// Receivers first expected, when the session started with fewer
+    /// (`SenderConfig::min_receivers`); `config.receivers` is then the
+    /// number that joined.
+    short: Option<u16>,
     session: SessionId,
     isn: Seq,
     object: ObjectInfo,
@@ -147,6 +151,7 @@ impl Sender {
             timers,
             rto: config.rto,
             policy: SenderPolicy::new(policy),
+            short: None,
             session,
             isn,
             object,
