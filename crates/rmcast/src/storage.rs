@@ -38,8 +38,9 @@ pub(crate) struct Part {
     /// replaces it (the new version of the same path).
     replaces: bool,
     /// The object is a directory tree (an offered name ending in `/`):
-    /// the staging directory it is extracted into, beside `final_path`.
-    tree: Option<PathBuf>,
+    /// extracted while it arrives into a staging directory beside
+    /// `final_path`.
+    tree: Option<Box<crate::tree::Extractor>>,
     /// What the extraction stored, once committed.
     tree_counts: Option<crate::tree::TreeCounts>,
     /// Bytes received in order but not yet written, starting at `stage_offset`.
@@ -62,6 +63,9 @@ impl Part {
             // rewritten anyway, start over so the verdict covers the file.
             self.hasher.reset();
             self.hashed = 0;
+            if let Some(t) = &mut self.tree {
+                t.reset();
+            }
         }
         let stage_end = self.stage_offset + self.stage.len() as u64;
         if !self.stage.is_empty()
@@ -77,6 +81,7 @@ impl Part {
             if offset == self.hashed {
                 self.hasher.update(bytes);
                 self.hashed += bytes.len() as u64;
+                self.extract();
             }
             return Ok(());
         }
@@ -91,10 +96,19 @@ impl Part {
             if self.stage_offset == self.hashed {
                 self.hasher.update(&self.stage);
                 self.hashed += self.stage.len() as u64;
+                self.extract();
             }
             self.stage.clear();
         }
         Ok(())
+    }
+
+    /// A tree: copy out what the hashed prefix now covers (cheap when it
+    /// covers nothing new).
+    fn extract(&mut self) {
+        if let Some(t) = &mut self.tree {
+            t.advance(&self.file, self.size, self.hashed);
+        }
     }
 
     /// Extends the hashed prefix to `upto` (bytes the caller knows are all
@@ -120,6 +134,7 @@ impl Part {
         })();
         buf.clear();
         self.stage = buf;
+        self.extract();
         result
     }
 }
@@ -376,6 +391,12 @@ pub(crate) fn prepare(
                 let _ = std::fs::remove_file(&temp);
                 return Err((Status::Io, format!("cannot lock {}: {e}", temp.display())));
             }
+            let extractor = tree.then(|| {
+                Box::new(crate::tree::Extractor::new(
+                    dir.join(format!(".{file_name}.rmcast-tree-{session}")),
+                    final_path.clone(),
+                ))
+            });
             let part = Part {
                 file,
                 temp,
@@ -383,7 +404,7 @@ pub(crate) fn prepare(
                 size: offer.size,
                 committed: false,
                 replaces,
-                tree: tree.then(|| dir.join(format!(".{file_name}.rmcast-tree-{session}"))),
+                tree: extractor,
                 tree_counts: None,
                 stage: Vec::with_capacity(STAGE_BYTES),
                 stage_offset: 0,
@@ -463,8 +484,8 @@ impl Sink {
     pub(crate) fn commit(&mut self) -> io::Result<Option<PathBuf>> {
         match self {
             Sink::File(p) if p.tree.is_some() => {
-                let staging = p.tree.as_ref().expect("a tree");
-                let counts = crate::tree::extract(&p.file, p.size, staging, &p.final_path)?;
+                let extractor = p.tree.as_mut().expect("a tree");
+                let counts = extractor.finish(&p.file, p.size)?;
                 p.tree_counts = Some(counts);
                 // The tree is in place; its part file has served.
                 let _ = std::fs::remove_file(&p.temp);
@@ -777,5 +798,71 @@ mod tests {
             1,
             "no part file left"
         );
+    }
+
+    #[test]
+    fn a_tree_is_extracted_while_it_arrives_and_swapped_in_when_verified() {
+        let src = tempfile::tempdir().unwrap();
+        for i in 0..40u8 {
+            std::fs::write(src.path().join(format!("f{i:02}")), vec![i; 300_000]).unwrap();
+        }
+        let tree = crate::tree::TreeObject::build(src.path()).unwrap();
+        let data = tree.as_slice();
+        let out = tempfile::tempdir().unwrap();
+        let target = Target::Dir(out.path().into());
+        let o = offer("t/", data);
+        let mut sink = prepare(&target, &o, SessionId(21), None, false).unwrap();
+        let staging = out.path().join(format!(".t.rmcast-tree-{}", SessionId(21)));
+        // The first half, in 1000-byte packets, the second packet last.
+        let half = data.len() / 2;
+        for (i, piece) in data[..half].chunks(1000).enumerate().skip(1) {
+            sink.write((i * 1000) as u64, piece).unwrap();
+        }
+        assert!(!staging.exists(), "nothing before the manifest is in");
+        sink.write(0, &data[..1000]).unwrap();
+        for (i, piece) in data[half..].chunks(1000).enumerate() {
+            sink.write((half + i * 1000) as u64, piece).unwrap();
+            // As the driver does: the machine's in-order point.
+            sink.hash_ahead((half + i * 1000 + piece.len()) as u64)
+                .unwrap();
+            if i == 0 {
+                let early = std::fs::read_dir(&staging).unwrap().count();
+                assert!(
+                    early >= 15,
+                    "files covered by the prefix are out early: {early}"
+                );
+            }
+        }
+        assert_eq!(sink.hash().unwrap(), *blake3::hash(data).as_bytes());
+        sink.commit().unwrap();
+        assert_eq!(sink.tree_counts().unwrap().files, 40);
+        assert!(!staging.exists());
+        for i in 0..40u8 {
+            assert_eq!(
+                std::fs::read(out.path().join(format!("t/f{i:02}"))).unwrap(),
+                vec![i; 300_000]
+            );
+        }
+        assert_eq!(entries(out.path()), ["t"], "no part file left");
+        // A tree that fails half-way leaves nothing behind.
+        let mut sink = prepare(&target, &offer("u/", data), SessionId(22), None, false).unwrap();
+        sink.write(0, &data[..half]).unwrap();
+        sink.hash().ok();
+        assert!(
+            out.path()
+                .join(format!(".u.rmcast-tree-{}", SessionId(22)))
+                .exists()
+        );
+        sink.discard();
+        assert_eq!(entries(out.path()), ["t"]);
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
     }
 }

@@ -16,18 +16,20 @@
 //! small file costs its size in memory. The manifest's chunk hashes are computed from
 //! that range on every core before the session starts.
 //!
-//! **Receiver** ([`extract`]): the object arrives into one hidden part
-//! file, as a file does, and is verified by its BLAKE3 hash. Then the
-//! manifest is read and checked again (paths, links, offsets), and each
-//! file is copied into a staging directory beside the target, every chunk
-//! checked against its hash (a manifest that lies is named by file and
-//! chunk), its mode (`& 0o777`: no set-id bits from the network) and mtime
-//! applied, and its range of the part file released (hole punched), so
-//! the disk holds at most the object plus one file. Directories get their
-//! modes and mtimes last; one `syncfs` makes it durable; the staging
-//! directory then replaces the target in one atomic exchange
-//! (`renameat2(RENAME_EXCHANGE)`) or rename. On any failure the staging
-//! directory is removed: nothing half-written is ever in place.
+//! **Receiver** ([`Extractor`]): the object arrives into one hidden part
+//! file, as a file does, and is verified by its BLAKE3 hash. While it
+//! arrives, as the in-order prefix the hash has covered grows, the
+//! manifest is read and checked (paths, links, offsets) and each file the
+//! prefix covers is copied into a staging directory beside the target,
+//! every chunk checked against its hash (a manifest that lies is named by
+//! file and chunk), its mode (`& 0o777`: no set-id bits from the network)
+//! and mtime applied, and its range of the part file released (hole
+//! punched), so the disk holds about the object once. Once the object's
+//! hash (and signature, under `--trust`) verified, what is left is
+//! created, directories get their modes and mtimes, one `syncfs` makes it
+//! durable, and the staging directory replaces the target in one atomic
+//! exchange (`renameat2(RENAME_EXCHANGE)`) or rename. On any failure the
+//! staging directory is removed: nothing unverified is ever in place.
 
 use crate::Error;
 use rmcast_wire::manifest::{
@@ -364,42 +366,204 @@ fn data_err(text: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, text)
 }
 
+/// Extracts a tree from its part file while the object arrives: each
+/// file is copied out (every chunk checked against its hash) as soon as
+/// the in-order prefix of the object covers it, so that little is left to
+/// do once the object's hash matches. Nothing is in place before
+/// [`Extractor::finish`]; dropped unfinished, it removes its staging
+/// directory.
+pub(crate) struct Extractor {
+    staging: PathBuf,
+    target: PathBuf,
+    /// Held (flocked) while building: an unlocked staging directory
+    /// belongs to a receiver that died (see storage::remove_stale_parts).
+    lock: Option<File>,
+    manifest: Option<Manifest>,
+    /// The next entry to create.
+    next: usize,
+    /// Bytes of the object that must be in before anything more can be
+    /// done: the manifest's header, the manifest, or the next file's end.
+    boundary: u64,
+    buf: Vec<u8>,
+    counts: TreeCounts,
+    /// The first failure; reported by `finish`.
+    failed: Option<io::Error>,
+    done: bool,
+}
+
+impl Extractor {
+    /// An extractor that builds in `staging` and puts the tree at `target`.
+    pub(crate) fn new(staging: PathBuf, target: PathBuf) -> Self {
+        Extractor {
+            staging,
+            target,
+            lock: None,
+            manifest: None,
+            next: 0,
+            boundary: 16,
+            buf: Vec::new(),
+            counts: TreeCounts::default(),
+            failed: None,
+            done: false,
+        }
+    }
+
+    /// The object's bytes `[0, ready)` are final in `part`: do what they
+    /// allow. Cheap when they allow nothing new (called per write).
+    pub(crate) fn advance(&mut self, part: &File, size: u64, ready: u64) {
+        if ready < self.boundary || self.failed.is_some() || self.done {
+            return;
+        }
+        if let Err(e) = self.step(part, size, ready) {
+            self.failed = Some(e);
+        }
+    }
+
+    /// Bytes already final were written again (the engine stores each
+    /// byte once, so this does not happen): what was extracted, and the
+    /// ranges released, cannot be trusted; the tree fails.
+    pub(crate) fn reset(&mut self) {
+        self.failed.get_or_insert_with(|| {
+            data_err("bytes of the tree were rewritten after they were extracted".into())
+        });
+    }
+
+    fn step(&mut self, part: &File, size: u64, ready: u64) -> io::Result<()> {
+        if self.manifest.is_none() {
+            let mut head = [0u8; 16];
+            if size < head.len() as u64 {
+                return Err(data_err(
+                    "the tree's object is shorter than a manifest".into(),
+                ));
+            }
+            part.read_exact_at(&mut head, 0)?;
+            let len = manifest_len(&head)
+                .expect("16 bytes")
+                .map_err(|e| data_err(e.to_string()))?;
+            if len > size {
+                return Err(data_err(format!(
+                    "the manifest claims {len} bytes of an object of {size}"
+                )));
+            }
+            self.boundary = len;
+            if ready < len {
+                return Ok(());
+            }
+            let manifest = read_manifest(part, size)?;
+            self.buf = vec![0u8; COPY_BYTES.min(manifest.chunk_size as usize)];
+            self.manifest = Some(manifest);
+            self.open_staging()?;
+        }
+        let manifest = self.manifest.as_ref().expect("decoded above");
+        while let Some(e) = manifest.entries.get(self.next) {
+            if let EntryKind::File { offset, size, .. } = e.kind
+                && offset + size > ready
+            {
+                self.boundary = offset + size;
+                return Ok(());
+            }
+            create(
+                part,
+                manifest.chunk_size,
+                e,
+                &self.staging,
+                &mut self.buf,
+                &mut self.counts,
+            )?;
+            self.next += 1;
+        }
+        self.boundary = u64::MAX;
+        Ok(())
+    }
+
+    fn open_staging(&mut self) -> io::Result<()> {
+        match std::fs::remove_dir_all(&self.staging) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        std::fs::create_dir(&self.staging)?;
+        let dir = File::open(&self.staging)?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.lock = Some(dir);
+        Ok(())
+    }
+
+    /// The object verified: create what is left, give directories their
+    /// modes and mtimes, make it durable and swap it in.
+    pub(crate) fn finish(&mut self, part: &File, size: u64) -> io::Result<TreeCounts> {
+        self.advance(part, size, size);
+        let result = (|| {
+            if let Some(e) = self.failed.take() {
+                return Err(e);
+            }
+            let manifest = self
+                .manifest
+                .as_ref()
+                .ok_or_else(|| data_err("no manifest".into()))?;
+            // Deepest first: a directory's mtime set before its children
+            // are in would be undone by their creation.
+            for e in manifest.entries.iter().rev() {
+                if e.kind == EntryKind::Dir {
+                    let path = self.staging.join(&e.path);
+                    std::fs::set_permissions(
+                        &path,
+                        std::fs::Permissions::from_mode(e.mode & 0o777),
+                    )?;
+                    File::open(&path)?.set_times(
+                        std::fs::FileTimes::new().set_modified(system_time(e.mtime_s, e.mtime_ns)),
+                    )?;
+                }
+            }
+            let lock = self.lock.as_ref().expect("opened with the manifest");
+            // SAFETY: syncfs on a descriptor we own.
+            if unsafe { libc::syncfs(lock.as_raw_fd()) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            swap_in(&self.staging, &self.target)?;
+            Ok(self.counts)
+        })();
+        match result {
+            Ok(counts) => {
+                self.done = true;
+                Ok(counts)
+            }
+            Err(e) => {
+                self.remove_staging();
+                Err(e)
+            }
+        }
+    }
+
+    fn remove_staging(&mut self) {
+        if self.lock.take().is_some() || self.staging.exists() {
+            let _ = std::fs::remove_dir_all(&self.staging);
+        }
+    }
+}
+
+impl Drop for Extractor {
+    fn drop(&mut self) {
+        if !self.done {
+            self.remove_staging();
+        }
+    }
+}
+
 /// Turns a verified part file holding a tree into the directory `target`
-/// (see the module's docs); `staging` is the hidden directory beside it to
-/// build in. The part file is left for the caller to remove.
+/// in one go (see [`Extractor`]); `staging` is the hidden directory beside
+/// it to build in. The part file is left for the caller to remove.
+#[cfg(test)]
 pub(crate) fn extract(
     part: &File,
     size: u64,
     staging: &Path,
     target: &Path,
 ) -> io::Result<TreeCounts> {
-    let manifest = read_manifest(part, size)?;
-    match std::fs::remove_dir_all(staging) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    std::fs::create_dir(staging)?;
-    let result = (|| {
-        let dir = File::open(staging)?;
-        // Held while we build: an unlocked staging directory belongs to a
-        // receiver that died (see storage::remove_stale_parts).
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let counts = build(part, &manifest, staging)?;
-        // SAFETY: syncfs on a descriptor we own.
-        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        swap_in(staging, target)?;
-        Ok(counts)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(staging);
-    }
-    result
+    Extractor::new(staging.to_path_buf(), target.to_path_buf()).finish(part, size)
 }
 
 fn read_manifest(part: &File, size: u64) -> io::Result<Manifest> {
@@ -437,69 +601,55 @@ fn system_time(s: i64, ns: u32) -> SystemTime {
     }
 }
 
-fn build(part: &File, manifest: &Manifest, staging: &Path) -> io::Result<TreeCounts> {
-    let mut counts = TreeCounts::default();
-    let mut buf = vec![0u8; COPY_BYTES.min(manifest.chunk_size as usize)];
-    let mut dirs = Vec::new();
-    for e in &manifest.entries {
-        let path = staging.join(&e.path);
-        let named = |err: io::Error| io::Error::new(err.kind(), format!("{}: {err}", e.path));
-        match &e.kind {
-            EntryKind::Dir => {
-                std::fs::create_dir_all(&path).map_err(named)?;
-                dirs.push(e);
-                counts.dirs += 1;
+/// Creates one entry under `staging` (a file copied out of the part file,
+/// every chunk checked, with its mode and mtime; its range released).
+fn create(
+    part: &File,
+    chunk_size: u32,
+    e: &Entry,
+    staging: &Path,
+    buf: &mut [u8],
+    counts: &mut TreeCounts,
+) -> io::Result<()> {
+    let path = staging.join(&e.path);
+    let named = |err: io::Error| io::Error::new(err.kind(), format!("{}: {err}", e.path));
+    match &e.kind {
+        EntryKind::Dir => {
+            std::fs::create_dir_all(&path).map_err(named)?;
+            counts.dirs += 1;
+        }
+        EntryKind::Symlink { target } => {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(named)?;
             }
-            EntryKind::Symlink { target } => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(named)?;
-                }
-                std::os::unix::fs::symlink(target, &path).map_err(named)?;
-                counts.symlinks += 1;
+            std::os::unix::fs::symlink(target, &path).map_err(named)?;
+            counts.symlinks += 1;
+        }
+        EntryKind::File {
+            offset,
+            size,
+            chunks,
+        } => {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(named)?;
             }
-            EntryKind::File {
-                offset,
-                size,
-                chunks,
-            } => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(named)?;
-                }
-                let out = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                    .map_err(named)?;
-                copy_checked(
-                    part,
-                    &out,
-                    *offset,
-                    *size,
-                    manifest.chunk_size,
-                    chunks,
-                    &mut buf,
-                )
-                .map_err(|err| io::Error::new(err.kind(), format!("{}: {err}", e.path)))?;
-                out.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
-                    .map_err(named)?;
-                out.set_times(
-                    std::fs::FileTimes::new().set_modified(system_time(e.mtime_s, e.mtime_ns)),
-                )
+            let out = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
                 .map_err(named)?;
-                punch_hole(part, *offset, *size);
-                counts.files += 1;
-            }
+            copy_checked(part, &out, *offset, *size, chunk_size, chunks, buf).map_err(named)?;
+            out.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
+                .map_err(named)?;
+            out.set_times(
+                std::fs::FileTimes::new().set_modified(system_time(e.mtime_s, e.mtime_ns)),
+            )
+            .map_err(named)?;
+            punch_hole(part, *offset, *size);
+            counts.files += 1;
         }
     }
-    // Deepest first: setting a directory's mtime before its children are
-    // in would be undone by their creation.
-    for e in dirs.iter().rev() {
-        let path = staging.join(&e.path);
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(e.mode & 0o777))?;
-        let dir = File::open(&path)?;
-        dir.set_times(std::fs::FileTimes::new().set_modified(system_time(e.mtime_s, e.mtime_ns)))?;
-    }
-    Ok(counts)
+    Ok(())
 }
 
 /// Copies `size` bytes at `offset` of the part file into `out`, checking
