@@ -164,3 +164,70 @@ fn a_tree_is_refused_in_memory() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A disk that fills up half-way (a small tmpfs, root only): the receiver
+/// fails with a clear error, nothing is put in place, no staging directory
+/// or part file is left, and nothing outside the output directory is touched.
+#[test]
+fn a_disk_that_fills_up_half_way_fails_cleanly() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    std::fs::write(mnt.join("ballast"), vec![1u8; 3 << 20]).unwrap();
+    // 4.5 MB fits the 5 MB left at the offer; the part file plus the
+    // extracted copy of its one big file do not.
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    std::fs::write(src.join("d/big.bin"), vec![7u8; 4_500_000]).unwrap();
+    std::fs::write(src.join("small.txt"), b"small").unwrap();
+    let mut send = SendConfig {
+        group: random_group(),
+        ..SendConfig::default()
+    };
+    send.proto.receivers = 1;
+    send.proto.join_wait = Duration::from_secs(10);
+    let recv = RecvConfig {
+        group: send.group,
+        out_dir: mnt.clone(),
+        listen_timeout: Some(Duration::from_secs(10)),
+        ..RecvConfig::default()
+    };
+    let r = std::thread::spawn(move || recv_to_dir(&recv, None));
+    let sent = rmcast::send_path(&src, &send, None).unwrap();
+    let got = r.join().unwrap();
+    assert!(!sent.ok);
+    let reason = sent.members[0].reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("d/big.bin") && reason.contains("No space left"),
+        "{reason}"
+    );
+    assert!(matches!(got, Err(Error::Failed(_))), "{got:?}");
+    let mut left: Vec<String> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["ballast"], "nothing but what was there");
+    assert_eq!(
+        std::fs::read(mnt.join("ballast")).unwrap(),
+        vec![1u8; 3 << 20]
+    );
+}
