@@ -434,6 +434,11 @@ pub struct SendArgs {
     /// the report names those that never registered.
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,
+    /// Write one JSON object per line on stdout for each event as it
+    /// happens (joined, progress every second, receiver_done,
+    /// receiver_failed, finished with the --json report); no progress bar.
+    #[arg(long, conflicts_with = "json")]
+    pub json_events: bool,
     /// Several senders on one group (needs --rate-control hunt): join the
     /// group to hear the other senders and the receivers' rate NAKs, back
     /// off on any member's loss, and resynchronise rates with the other
@@ -524,6 +529,10 @@ pub struct RecvArgs {
     /// Print exactly one JSON object on stdout at the end (no progress bar).
     #[arg(long)]
     pub json: bool,
+    /// Write one JSON object per line on stdout for each event as it
+    /// happens (progress every second, finished with the --json report).
+    #[arg(long, conflicts_with = "json")]
+    pub json_events: bool,
     /// Keep only files signed by the owner of this public key (FILE.pub
     /// from `rmcast keygen --signing`; repeat for several): an unsigned
     /// file, or one signed by anyone else, even a member holding the group

@@ -1,6 +1,7 @@
 //! `rmcast`: send a file reliably to many receivers over IP multicast.
 
 mod args;
+mod events;
 mod man;
 mod pipe;
 mod report;
@@ -299,8 +300,19 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
     }
     cfg.rate_trace = a.rate_trace.clone();
     cfg.socket_buffer_bytes = usize::try_from(a.socket_buffer).unwrap_or(usize::MAX);
-    let bar = progress_bar(a.common.json, "send");
-    let mut progress = progress_fn(&bar);
+    let events = a.json_events.then(events::Events::new);
+    if let Some(ev) = &events {
+        let ev = ev.clone();
+        cfg.on_event = Some(rmcast::EventHook(Arc::new(move |e| ev.sender(e))));
+    }
+    let bar = progress_bar(a.common.json || a.json_events, "send");
+    let mut bar_progress = progress_fn(&bar);
+    let mut progress = |p: rmcast::Progress| {
+        bar_progress(p);
+        if let Some(ev) = &events {
+            ev.progress(p);
+        }
+    };
     let report = if let Some(mut ov) = a.common.overlay() {
         if tree {
             bail!(
@@ -329,7 +341,17 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
         .as_deref()
         .map(|names| report::never_came(names, &report.members))
         .unwrap_or_default();
-    report::print_send_expected(&report, a.common.json, &never_came);
+    match &events {
+        Some(ev) => {
+            let mut v = report::send_json(&report, None);
+            v["never_came"] = serde_json::json!(never_came);
+            ev.emit(
+                "finished",
+                serde_json::json!({ "ok": report.ok, "report": v }),
+            );
+        }
+        None => report::print_send_expected(&report, a.common.json, &never_came),
+    }
     if report::partial(&report) {
         return Ok(Outcome::Partial);
     }
@@ -382,8 +404,15 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     if let Some(name) = a.name {
         cfg.name = name;
     }
-    let bar = progress_bar(a.json, "recv");
-    let mut progress = progress_fn(&bar);
+    let events = a.json_events.then(events::Events::new);
+    let bar = progress_bar(a.json || a.json_events, "recv");
+    let mut bar_progress = progress_fn(&bar);
+    let mut progress = |p: rmcast::Progress| {
+        bar_progress(p);
+        if let Some(ev) = &events {
+            ev.progress(p);
+        }
+    };
     if a.sessions > 1 {
         if a.sender.is_some() {
             bail!("--sessions applies to multicast sessions, not to --sender (tcp-*)");
@@ -392,6 +421,21 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
             rmcast::recv_sessions_to_dir(&cfg, usize::from(a.sessions), Some(&mut progress))?;
         if let Some(bar) = &bar {
             bar.finish_and_clear();
+        }
+        if let Some(ev) = &events {
+            let ok = results.iter().all(|r| r.as_ref().is_ok_and(|r| r.verified));
+            let sessions: Vec<_> = results
+                .iter()
+                .map(|r| match r {
+                    Ok(r) => report::recv_json(r),
+                    Err(e) => serde_json::json!({ "ok": false, "error": e.to_string() }),
+                })
+                .collect();
+            ev.emit(
+                "finished",
+                serde_json::json!({ "ok": ok, "sessions": sessions }),
+            );
+            return Ok(ok);
         }
         return Ok(report::print_recv_sessions(&results, a.json));
     }
@@ -416,6 +460,17 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     };
     if let Some(bar) = &bar {
         bar.finish_and_clear();
+    }
+    if let Some(ev) = &events {
+        let (ok, v) = match &result {
+            Ok(r) => (r.verified, report::recv_json(r)),
+            Err(e) => (
+                false,
+                serde_json::json!({ "ok": false, "error": e.to_string() }),
+            ),
+        };
+        ev.emit("finished", serde_json::json!({ "ok": ok, "report": v }));
+        return Ok(ok);
     }
     match result {
         Ok(r) => {

@@ -900,3 +900,97 @@ fn min_receivers_serves_those_who_came_and_names_who_did_not() {
     assert_eq!(code, 1);
     assert!(err.contains("--min-receivers 3 is outside 1..=2"), "{err}");
 }
+
+/// `--json-events`: one JSON object per line as things happen — the
+/// sender's joined, all_joined, progress (with who joined while waiting),
+/// receiver_done for each receiver, and a finished event last carrying the
+/// --json report; the receiver's progress and finished.
+#[test]
+fn json_events_stream_the_session_as_it_happens() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = group();
+    let file = write_file(dir.path(), "f.bin", 2_000_000);
+    let out = dir.path().join("in");
+    let mut cmd = rmcast();
+    cmd.args([
+        "recv",
+        "--json-events",
+        "--group",
+        &g,
+        "--name",
+        "r0",
+        "--timeout",
+        "20s",
+        "--out",
+    ])
+    .arg(&out);
+    let r0 = Proc::spawn("r0", &mut cmd);
+    let r1 = recv(&g, &out.join("r1"), "r1", &[]);
+    let (code, stdout, err) = Proc::spawn(
+        "sender",
+        rmcast()
+            .args([
+                "send",
+                "--json-events",
+                "--group",
+                &g,
+                "--receivers",
+                "2",
+                "--rate",
+                "40mbit",
+            ])
+            .arg(&file),
+    )
+    .wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    for k in [
+        "joined",
+        "all_joined",
+        "progress",
+        "receiver_done",
+        "finished",
+    ] {
+        assert!(kinds.contains(&k), "no {k} in {kinds:?}");
+    }
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "joined").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "receiver_done").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert_eq!(*kinds.last().unwrap(), "finished");
+    let done: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "receiver_done")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(done.contains(&"r0") && done.contains(&"r1"), "{done:?}");
+    let last = events.last().unwrap();
+    assert_eq!(last["ok"], true);
+    assert_eq!(last["report"]["verified"], 2);
+    let times: Vec<f64> = events.iter().map(|e| e["t"].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    let (code, stdout, err) = r0.wait(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.iter().any(|e| e["event"] == "progress"), "{stdout}");
+    assert_eq!(lines.last().unwrap()["event"], "finished");
+    assert_eq!(lines.last().unwrap()["report"]["verified"], true);
+    let (code, _, err) = r1.wait(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+}

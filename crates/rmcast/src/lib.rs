@@ -71,7 +71,7 @@ pub use receiver::{recv_sessions_to_dir, recv_to_dir, recv_to_vec};
 pub use rmcast_proto::security::{AuthStats, GroupKey, KeyFileError, KeyId};
 pub use rmcast_proto::{
     ConfigError, HASH_LEN, HuntParams, MemberOutcome, ProtocolId, RateControl, RateGroupConfig,
-    ReceiverStats, Repair, SenderConfig, SenderStats, SessionId, Status, TreeShape,
+    ReceiverStats, Repair, SenderConfig, SenderEvent, SenderStats, SessionId, Status, TreeShape,
 };
 pub use sender::{send_bytes, send_file, send_path};
 pub use tree::{CHUNK_SIZE, MAP_MIN, TreeCounts};
@@ -113,6 +113,9 @@ pub struct SendConfig {
     /// Sign the object (its hash, size and name) with this Ed25519 key:
     /// receivers that `trust` its public half accept only signed content.
     pub signing_key: Option<Arc<SigningKey>>,
+    /// Told of every event of the session as it happens (multicast
+    /// protocols; the TCP overlays report at the end only).
+    pub on_event: Option<EventHook>,
 }
 
 impl Default for SendConfig {
@@ -128,7 +131,21 @@ impl Default for SendConfig {
             name: None,
             rate_trace: None,
             signing_key: None,
+            on_event: None,
         }
+    }
+}
+
+/// A callback for a sender's events as they happen (a receiver joined,
+/// verified, failed; the session started short; it finished), for
+/// dashboards and scripts (`rmcast send --json-events`). Called on the
+/// sender's thread: it must return quickly.
+#[derive(Clone)]
+pub struct EventHook(pub Arc<dyn Fn(&SenderEvent) + Send + Sync>);
+
+impl std::fmt::Debug for EventHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventHook")
     }
 }
 

@@ -434,6 +434,9 @@ fn drive(
 
         let mut finished = false;
         while let Some(e) = sender.poll_event() {
+            if let Some(hook) = &cfg.on_event {
+                (hook.0)(&e);
+            }
             match e {
                 SenderEvent::Joined { rank, name, addr } => {
                     tracing::info!("receiver {name:?} at {addr} joined with rank {rank}");
