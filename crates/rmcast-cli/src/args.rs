@@ -521,6 +521,12 @@ pub struct RecvArgs {
     /// packets quickly, as a slow receiver does (lab and tests).
     #[arg(long, default_value = "4MiB", value_parser = parse_size, value_name = "BYTES")]
     pub socket_buffer: u64,
+    /// How a tree takes its place: `true` swaps the whole directory in at
+    /// once (the previous version disappears in the same instant);
+    /// `false` merges it file by file into what is there (files it does
+    /// not name are kept).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub atomic_tree: bool,
     /// Refuse a file whose name is already taken under --out instead of
     /// replacing it with the new version once verified (the report says
     /// when a file was replaced).
@@ -588,6 +594,12 @@ pub struct ServeArgs {
     /// Give up a session whose sender is silent this long (the service goes on).
     #[arg(long, default_value = "10s", value_name = "DURATION")]
     pub sender_timeout: HumanDuration,
+    /// How a tree takes its place: `true` swaps the whole directory in at
+    /// once (the previous version disappears in the same instant);
+    /// `false` merges it file by file into what is there (files it does
+    /// not name are kept).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub atomic_tree: bool,
     /// Refuse a file whose name is already taken under --out instead of
     /// replacing it with the new version once verified.
     #[arg(long)]

@@ -399,6 +399,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         group_key: key,
         trust,
         no_clobber: a.no_clobber,
+        merge_tree: !a.atomic_tree,
         ..rmcast::RecvConfig::default()
     };
     if let Some(name) = a.name {

@@ -33,6 +33,7 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         socket_buffer_bytes: usize::try_from(a.socket_buffer).unwrap_or(usize::MAX),
         max_bytes: a.max_size,
         no_clobber: a.no_clobber,
+        merge_tree: !a.atomic_tree,
         group_key: key,
         trust,
         ..rmcast::RecvConfig::default()

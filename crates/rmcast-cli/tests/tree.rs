@@ -207,3 +207,61 @@ fn what_cannot_travel_is_refused_before_anything_is_sent() {
     assert_eq!(code, 1);
     assert!(err.contains("is a directory"), "{err}");
 }
+
+#[test]
+fn atomic_tree_false_merges_file_by_file_and_keeps_what_the_tree_does_not_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("data");
+    write(&src, "a/one.txt", b"new one");
+    write(&src, "two.txt", b"two");
+    let out = dir.path().join("out");
+    write(&out, "data/a/one.txt", b"old one");
+    write(&out, "data/a/local-only.txt", b"kept");
+    write(&out, "data/keep.txt", b"kept too");
+    let group = rmcast::random_group().to_string();
+    let r = Proc::spawn(
+        "recv",
+        rmcast()
+            .args([
+                "recv",
+                "--json",
+                "--atomic-tree=false",
+                "--group",
+                &group,
+                "--timeout",
+                "20s",
+                "--out",
+            ])
+            .arg(&out),
+    );
+    let (code, _, err) = Proc::spawn(
+        "send",
+        rmcast()
+            .args(["send", "--group", &group, "--receivers", "1"])
+            .arg(&src),
+    )
+    .wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let (code, stdout, err) = r.wait(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["replaced"], true, "{v}");
+    assert_eq!(
+        std::fs::read(out.join("data/a/one.txt")).unwrap(),
+        b"new one"
+    );
+    assert_eq!(std::fs::read(out.join("data/two.txt")).unwrap(), b"two");
+    assert_eq!(
+        std::fs::read(out.join("data/a/local-only.txt")).unwrap(),
+        b"kept"
+    );
+    assert_eq!(
+        std::fs::read(out.join("data/keep.txt")).unwrap(),
+        b"kept too"
+    );
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["data"], "no staging left");
+}

@@ -179,6 +179,10 @@ pub struct RecvConfig {
     /// Refuse an object whose name is already taken under `out_dir`
     /// instead of replacing that file with the verified new version.
     pub no_clobber: bool,
+    /// A directory tree is merged into the directory of its name already
+    /// under `out_dir`, file by file (files it does not name are kept),
+    /// instead of replacing that directory whole in one exchange.
+    pub merge_tree: bool,
     /// Multicast TTL of the feedback socket (feedback itself is unicast).
     pub ttl: u32,
     /// Hunt's multicast rate NACK (several senders on one group): on a new
@@ -211,6 +215,7 @@ impl Default for RecvConfig {
             cancel: None,
             max_bytes: None,
             no_clobber: false,
+            merge_tree: false,
             ttl: 1,
             rate_nak_interval: None,
             group_key: None,

@@ -2,7 +2,7 @@
 //! one `rmcast_proto::Receiver`, and the object's storage.
 
 use crate::net::{self, Clock, MAX_WAIT, Outgoing, Port, Ticker};
-use crate::storage::{Sink, Target, prepare};
+use crate::storage::{Placement, Sink, Target, prepare};
 use crate::{Error, Progress, RecvConfig, RecvReport, check_group, check_loss, goodput_mbps};
 use mio::{Events, Poll, Token};
 use rand::rngs::StdRng;
@@ -203,7 +203,10 @@ impl Driver<'_> {
             &info,
             session,
             self.cfg.max_bytes,
-            self.cfg.no_clobber,
+            Placement {
+                no_clobber: self.cfg.no_clobber,
+                merge_tree: self.cfg.merge_tree,
+            },
         ) {
             Ok(sink) => {
                 self.sink = sink;

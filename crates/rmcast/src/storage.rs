@@ -276,16 +276,26 @@ fn remove_stale_parts(root: &Path, rel: &Path) {
     }
 }
 
+/// How a verified object takes its place under the output directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// Refuse an object whose name is already taken instead of replacing
+    /// what is there once verified.
+    pub(crate) no_clobber: bool,
+    /// A tree is merged into the directory already there, file by file
+    /// (files it does not name are kept), instead of replacing it whole.
+    pub(crate) merge_tree: bool,
+}
+
 /// Prepares storage for `offer`, or says why the receiver must refuse it.
-/// `no_clobber`: refuse an object whose name is already taken under the
-/// output directory instead of replacing the file there once verified.
 pub(crate) fn prepare(
     target: &Target,
     offer: &OfferInfo,
     session: SessionId,
     max_bytes: Option<u64>,
-    no_clobber: bool,
+    placement: Placement,
 ) -> Result<Sink, Refusal> {
+    let no_clobber = placement.no_clobber;
     if let Some(max) = max_bytes
         && offer.size > max
     {
@@ -395,6 +405,7 @@ pub(crate) fn prepare(
                 Box::new(crate::tree::Extractor::new(
                     dir.join(format!(".{file_name}.rmcast-tree-{session}")),
                     final_path.clone(),
+                    placement.merge_tree,
                 ))
             });
             let part = Part {
@@ -565,7 +576,7 @@ mod tests {
             &o,
             SessionId(1),
             None,
-            false,
+            Placement::default(),
         )
         .unwrap();
         let chunks: Vec<usize> = (0..data.len().div_ceil(1000)).collect();
@@ -595,7 +606,7 @@ mod tests {
             &o,
             SessionId(9),
             None,
-            false,
+            Placement::default(),
         )
         .unwrap();
         let n = data.len().div_ceil(1000);
@@ -655,7 +666,7 @@ mod tests {
             &o,
             SessionId(10),
             None,
-            false,
+            Placement::default(),
         )
         .unwrap();
         sink.write(0, &data[..300_000]).unwrap();
@@ -699,7 +710,7 @@ mod tests {
             &o,
             SessionId(2),
             None,
-            false,
+            Placement::default(),
         )
         .unwrap();
         sink.write(0, b"ab").unwrap();
@@ -719,10 +730,24 @@ mod tests {
         let other = dir.path().join(".v.bin.rmcast-part-00000000000000aa");
         std::fs::write(&other, b"x").unwrap();
         // A live receiver of another session writing the same name.
-        let live = prepare(&target, &offer("w.bin", b"abc"), SessionId(5), None, false).unwrap();
+        let live = prepare(
+            &target,
+            &offer("w.bin", b"abc"),
+            SessionId(5),
+            None,
+            Placement::default(),
+        )
+        .unwrap();
         assert!(!stale.exists(), "the dead receiver's part file is gone");
         assert!(other.exists());
-        let mine = prepare(&target, &offer("w.bin", b"abc"), SessionId(6), None, false).unwrap();
+        let mine = prepare(
+            &target,
+            &offer("w.bin", b"abc"),
+            SessionId(6),
+            None,
+            Placement::default(),
+        )
+        .unwrap();
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -740,7 +765,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = Target::Dir(dir.path().into());
         let refused = |o: &OfferInfo, max| {
-            prepare(&target, o, SessionId(3), max, false)
+            prepare(&target, o, SessionId(3), max, Placement::default())
                 .err()
                 .unwrap()
                 .0
@@ -765,7 +790,7 @@ mod tests {
             &o,
             SessionId(4),
             None,
-            false,
+            Placement::default(),
         )
         .err();
         assert_eq!(e.unwrap().0, Status::UnsafeName);
@@ -777,19 +802,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = Target::Dir(dir.path().into());
         let o = offer("v.bin", b"new");
-        let fresh = prepare(&target, &o, SessionId(11), None, false).unwrap();
+        let fresh = prepare(&target, &o, SessionId(11), None, Placement::default()).unwrap();
         assert!(!fresh.replaces(), "nothing was there");
         drop(fresh);
         std::fs::write(dir.path().join("v.bin"), b"old").unwrap();
-        let mut sink = prepare(&target, &o, SessionId(12), None, false).unwrap();
+        let mut sink = prepare(&target, &o, SessionId(12), None, Placement::default()).unwrap();
         assert!(sink.replaces());
         sink.write(0, b"new").unwrap();
         assert_eq!(sink.hash().unwrap(), *blake3::hash(b"new").as_bytes());
         sink.commit().unwrap();
         assert_eq!(std::fs::read(dir.path().join("v.bin")).unwrap(), b"new");
-        let (status, text) = prepare(&target, &o, SessionId(13), None, true)
-            .err()
-            .unwrap();
+        let (status, text) = prepare(
+            &target,
+            &o,
+            SessionId(13),
+            None,
+            Placement {
+                no_clobber: true,
+                merge_tree: false,
+            },
+        )
+        .err()
+        .unwrap();
         assert_eq!(status, Status::Other);
         assert!(text.contains("--no-clobber"), "{text}");
         assert_eq!(std::fs::read(dir.path().join("v.bin")).unwrap(), b"new");
@@ -811,7 +845,7 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let target = Target::Dir(out.path().into());
         let o = offer("t/", data);
-        let mut sink = prepare(&target, &o, SessionId(21), None, false).unwrap();
+        let mut sink = prepare(&target, &o, SessionId(21), None, Placement::default()).unwrap();
         let staging = out.path().join(format!(".t.rmcast-tree-{}", SessionId(21)));
         // The first half, in 1000-byte packets, the second packet last.
         let half = data.len() / 2;
@@ -845,7 +879,14 @@ mod tests {
         }
         assert_eq!(entries(out.path()), ["t"], "no part file left");
         // A tree that fails half-way leaves nothing behind.
-        let mut sink = prepare(&target, &offer("u/", data), SessionId(22), None, false).unwrap();
+        let mut sink = prepare(
+            &target,
+            &offer("u/", data),
+            SessionId(22),
+            None,
+            Placement::default(),
+        )
+        .unwrap();
         sink.write(0, &data[..half]).unwrap();
         sink.hash().ok();
         assert!(

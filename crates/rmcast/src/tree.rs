@@ -375,6 +375,8 @@ fn data_err(text: String) -> io::Error {
 pub(crate) struct Extractor {
     staging: PathBuf,
     target: PathBuf,
+    /// Merge into the target file by file instead of replacing it whole.
+    merge: bool,
     /// Held (flocked) while building: an unlocked staging directory
     /// belongs to a receiver that died (see storage::remove_stale_parts).
     lock: Option<File>,
@@ -393,10 +395,11 @@ pub(crate) struct Extractor {
 
 impl Extractor {
     /// An extractor that builds in `staging` and puts the tree at `target`.
-    pub(crate) fn new(staging: PathBuf, target: PathBuf) -> Self {
+    pub(crate) fn new(staging: PathBuf, target: PathBuf, merge: bool) -> Self {
         Extractor {
             staging,
             target,
+            merge,
             lock: None,
             manifest: None,
             next: 0,
@@ -523,7 +526,11 @@ impl Extractor {
             if unsafe { libc::syncfs(lock.as_raw_fd()) } != 0 {
                 return Err(io::Error::last_os_error());
             }
-            swap_in(&self.staging, &self.target)?;
+            if self.merge {
+                merge_in(manifest, &self.staging, &self.target)?;
+            } else {
+                swap_in(&self.staging, &self.target)?;
+            }
             Ok(self.counts)
         })();
         match result {
@@ -563,7 +570,7 @@ pub(crate) fn extract(
     staging: &Path,
     target: &Path,
 ) -> io::Result<TreeCounts> {
-    Extractor::new(staging.to_path_buf(), target.to_path_buf()).finish(part, size)
+    Extractor::new(staging.to_path_buf(), target.to_path_buf(), false).finish(part, size)
 }
 
 fn read_manifest(part: &File, size: u64) -> io::Result<Manifest> {
@@ -702,6 +709,49 @@ fn punch_hole(part: &File, offset: u64, size: u64) {
             )
         };
     }
+}
+
+/// Moves every entry of the staging directory into the target, file by
+/// file (each rename atomic; files the tree does not name are kept), then
+/// removes the staging directory. A directory of the tree where the target
+/// has something else, or the reverse, is an error naming the path.
+fn merge_in(manifest: &Manifest, staging: &Path, target: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(target)?;
+    for e in &manifest.entries {
+        let (from, to) = (staging.join(&e.path), target.join(&e.path));
+        let there = std::fs::symlink_metadata(&to);
+        match (&e.kind, there) {
+            (EntryKind::Dir, Ok(m)) if m.is_dir() => {
+                let mode = std::fs::Permissions::from_mode(e.mode & 0o777);
+                std::fs::set_permissions(&to, mode)?;
+            }
+            (EntryKind::Dir, Err(err)) if err.kind() == io::ErrorKind::NotFound => {
+                std::fs::rename(&from, &to)?;
+            }
+            (_, Ok(m)) if m.is_dir() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{}: a directory is there; the tree has a file", e.path),
+                ));
+            }
+            (EntryKind::Dir, _) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{}: a file is there; the tree has a directory", e.path),
+                ));
+            }
+            // A file or link whose directory was moved in whole already
+            // went with it.
+            _ if from.symlink_metadata().is_err() => {}
+            _ => {
+                if let Some(parent) = to.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::rename(&from, &to)?;
+            }
+        }
+    }
+    std::fs::remove_dir_all(staging)
 }
 
 /// Puts the staging directory in the target's place: an atomic exchange

@@ -16,7 +16,7 @@ use super::io::{self, Clock, Pool, Seg, TICK, XferError};
 use super::secure::{self, SegmentOut};
 use super::sender::connect_child;
 use super::{OverlayRecvConfig, io_err, pool_slots, slot_len};
-use crate::storage::{Sink, Target, prepare};
+use crate::storage::{Placement, Sink, Target, prepare};
 use crate::{Error, Progress, ReceiverStats, RecvReport, SessionId, Status};
 use rmcast_proto::overlay::{
     DataOp, Forwarding, NodeConfig, NodeEvent, NodeFailure, NodeMachine, NodePhase, PROGRESS_EVERY,
@@ -443,7 +443,11 @@ impl<'n, 'a> Driver<'n, 'a> {
         let target = Target::Dir(self.node.cfg.out_dir.clone());
         let now = self.node.clock.now();
         let cfg = &self.node.cfg;
-        match prepare(&target, &offer, session, cfg.max_bytes, cfg.no_clobber) {
+        let placement = Placement {
+            no_clobber: cfg.no_clobber,
+            merge_tree: false,
+        };
+        match prepare(&target, &offer, session, cfg.max_bytes, placement) {
             Ok(sink) => {
                 self.replaces = sink.replaces();
                 self.sink = Some(sink);
