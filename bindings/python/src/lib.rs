@@ -389,7 +389,7 @@ fn protocol(py: Python<'_>, name: &str) -> PyResult<Proto> {
 
 /// The sender side's configuration: multicast or overlay.
 enum SendCfg {
-    Multicast(rmcast::SendConfig),
+    Multicast(Box<rmcast::SendConfig>),
     Overlay(rmcast::overlay::OverlaySendConfig),
 }
 
@@ -468,7 +468,7 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
             p.rate_bits_per_s = o.u64("rate")?;
             p.validate()
                 .map_err(|e| lib_err(py, rmcast::Error::Config(e)))?;
-            Ok(SendCfg::Multicast(c))
+            Ok(SendCfg::Multicast(Box::new(c)))
         }
     }
 }
