@@ -791,14 +791,14 @@ impl<T: Send + 'static> Endpoint<T> {
     }
 
     /// Runs `op` on the endpoint on a worker thread and waits for it
-    /// (interruptibly); `pending` receives the outcome of an operation
-    /// interrupted earlier, if there was one.
+    /// (interruptibly). An operation interrupted earlier is waited for
+    /// first; if it failed, its error is raised and `op` does not run.
     fn run(
         &mut self,
         py: Python<'_>,
         what: &str,
         op: impl FnOnce(&mut T) -> Outcome + Send + 'static,
-    ) -> PyResult<(Option<Outcome>, Outcome)> {
+    ) -> PyResult<Outcome> {
         let Some((mut t, earlier)) = self.settle(py)? else {
             return Err(py_error(
                 py,
@@ -806,20 +806,22 @@ impl<T: Send + 'static> Endpoint<T> {
                 format!("the stream is closed ({what})"),
             ));
         };
+        if let Some(Err(e)) = earlier.map(|out| unit(py, out)) {
+            *self = Endpoint::Idle(t);
+            return Err(e);
+        }
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let out = op(&mut t);
             let _ = tx.send((t, out));
         });
         *self = Endpoint::Busy(rx);
-        // The earlier outcome is handed back even if this wait is interrupted.
-        match self.settle(py) {
-            Ok(Some((t, Some(out)))) => {
+        match self.settle(py)? {
+            Some((t, Some(out))) => {
                 *self = Endpoint::Idle(t);
-                Ok((earlier, out))
+                Ok(out)
             }
-            Ok(_) => unreachable!("a busy endpoint settles with an outcome"),
-            Err(e) => Err(e),
+            _ => unreachable!("a busy endpoint settles with an outcome"),
         }
     }
 }
@@ -902,13 +904,10 @@ impl StreamSender {
     #[pyo3(signature = (timeout=None))]
     fn wait(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<usize>> {
         let t = timeout.map(Duration::from_secs_f64);
-        let (earlier, out) = self
+        let out = self
             .ep
             .get()
             .run(py, "wait", move |s| Outcome::Count(s.wait_established(t)))?;
-        if let Some(e) = earlier {
-            unit(py, e)?;
-        }
         match out {
             Outcome::Count(r) => r.map_err(|e| lib_err(py, e)),
             _ => unreachable!(),
@@ -920,13 +919,10 @@ impl StreamSender {
     fn send(&mut self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         let msg = Buffer::get(data)?.as_slice().to_vec();
         let n = msg.len();
-        let (earlier, out) = self
+        let out = self
             .ep
             .get()
             .run(py, "send", move |s| Outcome::Unit(s.send(&msg)))?;
-        if let Some(e) = earlier {
-            unit(py, e)?;
-        }
         unit(py, out)?;
         Ok(n)
     }
@@ -1024,7 +1020,7 @@ impl StreamReceiver {
             }
             Some((r, _)) => {
                 *self.ep.get() = Endpoint::Idle(r);
-                let (_, out) = self
+                let out = self
                     .ep
                     .get()
                     .run(py, "read", |r| Outcome::Message(r.read()))?;
