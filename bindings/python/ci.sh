@@ -24,7 +24,10 @@ if [[ "${RMCAST_PY_LINT:-0}" == 1 ]]; then
 fi
 
 step "venv in $venv"
-"$python" -m venv "$venv"
+if ! "$python" -m venv "$venv"; then
+    echo "bindings/python/ci.sh: '$python -m venv' failed (on Debian: apt-get install python3-venv)" >&2
+    exit 1
+fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input -q)
 
 step "pip install ./bindings/python and test tools"
