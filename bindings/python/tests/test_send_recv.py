@@ -1,0 +1,125 @@
+"""send/recv of bytes and files, keys, protocols and receiver failures."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import rmcast
+from conftest import LISTEN, WAIT
+
+
+def test_bytes_to_two_receivers(key, group, threads):
+    payload = os.urandom(300_000)
+    for i in range(2):
+        threads.start(lambda i=i: rmcast.recv(key=key, group=group, listen_timeout=LISTEN, name=f"r{i}"))
+    report = rmcast.send(payload, receivers=2, key=key, group=group, name="blob.bin", wait=WAIT)
+    got = threads.join()
+    assert report.ok and report.verified == 2 and report.bytes == len(payload)
+    assert report.protocol == "nak-poll" and report.auth["sealed"]
+    assert sorted(m.name for m in report.members) == ["r0", "r1"]
+    for r in got:
+        assert r.name == "blob.bin" and r.path is None
+        assert bytes(r.data) == payload
+        assert r.report.verified and r.report.bytes == len(payload)
+    assert set(report.to_json()) >= {"protocol", "receivers", "bytes", "ok", "failures", "auth"}
+
+
+def test_file_to_directory(key, group, threads, tmp_path):
+    src = tmp_path / "in.dat"
+    src.write_bytes(os.urandom(1_000_000) + b"end")
+    out = tmp_path / "out"
+    threads.start(lambda: rmcast.recv(out, key=key, group=group, listen_timeout=LISTEN))
+    report = rmcast.send(src, receivers=1, key=rmcast.load_key(key), group=group, wait=WAIT)
+    (got,) = threads.join()
+    assert report.ok
+    assert got.path == str(out / "in.dat") and got.data is None
+    assert (out / "in.dat").read_bytes() == src.read_bytes()
+
+
+def test_recv_into_bytearray(key, group, threads):
+    buf = bytearray(100)
+    threads.start(lambda: rmcast.recv(into=buf, key=key, group=group, listen_timeout=LISTEN))
+    rmcast.send(b"x" * 40, receivers=1, key=key, group=group, wait=WAIT)
+    (got,) = threads.join()
+    assert bytes(got.data) == b"x" * 40 and buf[:40] == b"x" * 40 and buf[40:] == bytes(60)
+
+
+@pytest.mark.parametrize("protocol", ["auto", "ack", "nak-poll", "ring", "tree", "tcp-chain"])
+def test_every_protocol(key, group, threads, protocol, tmp_path):
+    payload = os.urandom(200_000)
+    extra = {}
+    recv_extra = {}
+    if protocol.startswith("tcp-"):
+        # The overlay's control address, on a port of the test's own.
+        control = "127.0.0.1:" + group.split(":")[1]
+        extra = {"control": control}
+        recv_extra = {"sender": control}
+    for i in range(2):
+        threads.start(lambda i=i: rmcast.recv(key=key, group=group, listen_timeout=LISTEN, **recv_extra))
+    report = rmcast.send(payload, receivers=2, key=key, group=group, protocol=protocol, wait=WAIT, **extra)
+    got = threads.join()
+    assert report.ok and all(bytes(r.data) == payload for r in got)
+
+
+def test_insecure_both_sides(group, threads):
+    threads.start(lambda: rmcast.recv(insecure=True, group=group, listen_timeout=LISTEN))
+    report = rmcast.send(b"plain", receivers=1, insecure=True, group=group, wait=WAIT)
+    (got,) = threads.join()
+    assert bytes(got.data) == b"plain" and not report.auth["sealed"]
+
+
+def test_key_is_required(group, monkeypatch):
+    monkeypatch.delenv(rmcast.KEY_FILE_ENV, raising=False)
+    with pytest.raises(rmcast.InvalidArgument, match="no group key"):
+        rmcast.send(b"x", receivers=1, group=group)
+    with pytest.raises(rmcast.InvalidArgument, match="not both"):
+        rmcast.recv(key="k", insecure=True, group=group)
+
+
+def test_key_from_environment(key, group, threads, monkeypatch):
+    monkeypatch.setenv(rmcast.KEY_FILE_ENV, key)
+    threads.start(lambda: rmcast.recv(group=group, listen_timeout=LISTEN))
+    assert rmcast.send(b"env", receivers=1, group=group, wait=WAIT).auth["sealed"]
+    assert bytes(threads.join()[0].data) == b"env"
+
+
+def test_bad_arguments(key, group):
+    with pytest.raises(rmcast.InvalidArgument, match="unknown protocol"):
+        rmcast.send(b"x", receivers=1, key=key, group=group, protocol="carrier-pigeon")
+    with pytest.raises(rmcast.InvalidArgument, match="receivers"):
+        rmcast.send(b"x", receivers=0, key=key, group=group)
+    with pytest.raises(rmcast.InvalidArgument, match="not a multicast address|ADDR:PORT"):
+        rmcast.send(b"x", receivers=1, key=key, group="10.0.0.1:5000", wait=1)
+    with pytest.raises(rmcast.RmcastIOError):
+        rmcast.send("/nonexistent/file", receivers=1, key=key, group=group)
+
+
+def test_failed_receiver_raises_on_sender_with_its_name(key, group, threads):
+    threads.start(lambda: rmcast.recv(key=key, group=group, listen_timeout=LISTEN, name="fine"))
+    threads.start(
+        lambda: rmcast.recv(key=key, group=group, listen_timeout=LISTEN, name="too-small", max_bytes=1000)
+    )
+    with pytest.raises(rmcast.SendFailed) as info:
+        rmcast.send(os.urandom(50_000), receivers=2, key=key, group=group, wait=WAIT)
+    e = info.value
+    assert [f.name for f in e.failures] == ["too-small"]
+    assert e.failures[0].reason and e.failures[0].addr.startswith("127.0.0.1:")
+    assert "too-small" in str(e) and "FAILED" in str(e)
+    assert e.report.verified == 1 and not e.report.ok
+    fine, small = threads.outcomes()
+    assert isinstance(fine, rmcast.Received)
+    assert isinstance(small, rmcast.Refused)
+    # check=False returns the report instead
+    threads2 = type(threads)()
+    g2 = rmcast.random_group()
+    threads2.start(lambda: rmcast.recv(key=key, group=g2, listen_timeout=LISTEN, max_bytes=10))
+    report = rmcast.send(b"y" * 100, receivers=1, key=key, group=g2, wait=WAIT, check=False)
+    assert not report.ok and report.failures and report.failures[0].rank == 0
+    threads2.outcomes()
+
+
+def test_listen_timeout(key, group):
+    with pytest.raises(rmcast.TransferFailed):
+        rmcast.recv(key=key, group=group, listen_timeout=0.3)
