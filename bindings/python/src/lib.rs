@@ -50,6 +50,7 @@ fn lib_err(py: Python<'_>, e: rmcast::Error) -> PyErr {
         rmcast::Error::Config(_) | rmcast::Error::Invalid(_) => "InvalidArgument",
         rmcast::Error::Refused(_) => "Refused",
         rmcast::Error::Failed(_) => "TransferFailed",
+        rmcast::Error::NoSession(_) => "NoSession",
         rmcast::Error::Cancelled => "Cancelled",
         _ => "RmcastError",
     };
@@ -574,6 +575,18 @@ fn recv_dict<'py>(py: Python<'py>, r: &rmcast::RecvReport) -> PyResult<Bound<'py
     d.set_item("auth", auth_dict(py, a, a.opened > 0 || a.sealed > 0)?)?;
     d.set_item("rate_naks", r.stats.rate_naks)?;
     d.set_item("rate_naks_heard", r.stats.rate_naks_heard)?;
+    d.set_item("replaced", r.replaced)?;
+    let tree = match r.tree {
+        Some(t) => {
+            let td = PyDict::new(py);
+            td.set_item("files", t.files)?;
+            td.set_item("dirs", t.dirs)?;
+            td.set_item("symlinks", t.symlinks)?;
+            Some(td)
+        }
+        None => None,
+    };
+    d.set_item("tree", tree)?;
     Ok(d)
 }
 
@@ -597,7 +610,7 @@ fn send<'py>(
     let result = if source.is_instance_of::<PyString>() {
         let path = PathBuf::from(source.extract::<String>()?);
         run_blocking(py, &flag, move || match &cfg {
-            SendCfg::Multicast(c) => rmcast::send_file(&path, c, None),
+            SendCfg::Multicast(c) => rmcast::send_path(&path, c, None),
             SendCfg::Overlay(c) => rmcast::overlay::send_file(&path, c, None),
         })?
     } else {

@@ -38,6 +38,25 @@ def test_file_to_directory(key, group, threads, tmp_path):
     assert (out / "in.dat").read_bytes() == src.read_bytes()
 
 
+def test_tree_to_directory(key, group, threads, tmp_path):
+    src = tmp_path / "ckpt"
+    (src / "sub" / "empty").mkdir(parents=True)
+    (src / "a.bin").write_bytes(os.urandom(300_000))
+    (src / "sub" / "b.txt").write_bytes(b"b")
+    os.symlink("a.bin", src / "latest")
+    out = tmp_path / "out"
+    threads.start(lambda: rmcast.recv(out, key=key, group=group, listen_timeout=LISTEN))
+    report = rmcast.send(src, receivers=1, key=key, group=group, wait=WAIT)
+    (got,) = threads.join()
+    assert report.ok
+    assert got.path == str(out / "ckpt")
+    assert got.report.tree == {"files": 2, "dirs": 2, "symlinks": 1}
+    assert (out / "ckpt" / "a.bin").read_bytes() == (src / "a.bin").read_bytes()
+    assert (out / "ckpt" / "sub" / "b.txt").read_bytes() == b"b"
+    assert (out / "ckpt" / "sub" / "empty").is_dir()
+    assert os.readlink(out / "ckpt" / "latest") == "a.bin"
+
+
 def test_recv_into_bytearray(key, group, threads):
     buf = bytearray(100)
     threads.start(lambda: rmcast.recv(into=buf, key=key, group=group, listen_timeout=LISTEN))
@@ -121,5 +140,5 @@ def test_failed_receiver_raises_on_sender_with_its_name(key, group, threads):
 
 
 def test_listen_timeout(key, group):
-    with pytest.raises(rmcast.TransferFailed):
+    with pytest.raises(rmcast.NoSession):
         rmcast.recv(key=key, group=group, listen_timeout=0.3)

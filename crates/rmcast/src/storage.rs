@@ -742,7 +742,14 @@ mod tests {
         let n = data.len().div_ceil(chunk);
         // Every other chunk first, then the rest backwards; hash ahead after each.
         let order: Vec<usize> = (0..n).step_by(2).chain((1..n).step_by(2).rev()).collect();
-        let mut sink = prepare(&Target::Memory, &o, SessionId(11), None).unwrap();
+        let mut sink = prepare(
+            &Target::Memory,
+            &o,
+            SessionId(11),
+            None,
+            Placement::default(),
+        )
+        .unwrap();
         let mut have = vec![false; n];
         let mut prefix = 0;
         for i in order {
@@ -763,7 +770,14 @@ mod tests {
         assert_eq!(sink.hash().unwrap(), *blake3::hash(&data).as_bytes());
         sink.write(5, &[data[5] ^ 1]).unwrap();
         assert_ne!(sink.hash().unwrap(), *blake3::hash(&data).as_bytes());
-        let mut empty = prepare(&Target::Memory, &offer("e", &[]), SessionId(12), None).unwrap();
+        let mut empty = prepare(
+            &Target::Memory,
+            &offer("e", &[]),
+            SessionId(12),
+            None,
+            Placement::default(),
+        )
+        .unwrap();
         assert_eq!(empty.hash().unwrap(), *blake3::hash(&[]).as_bytes());
         assert!(empty.take_vec().is_empty());
     }

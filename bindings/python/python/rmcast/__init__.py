@@ -35,6 +35,7 @@ from .errors import (
     RmcastIOError,
     SendFailed,
     TransferFailed,
+    NoSession,
 )
 from .reports import (
     Failure,
@@ -53,6 +54,6 @@ __all__ = [
     "random_group", "parse_size", "parse_rate", "parse_duration", "PROTOCOLS", "KEY_FILE_ENV",
     "StreamSender", "StreamReceiver", "aio",
     "SendReport", "RecvReport", "StreamSendReport", "StreamRecvReport", "Member", "Failure",
-    "RmcastError", "InvalidArgument", "RmcastIOError", "Refused", "TransferFailed",
+    "RmcastError", "InvalidArgument", "RmcastIOError", "Refused", "TransferFailed", "NoSession",
     "SendFailed", "Cancelled",
 ]

@@ -140,7 +140,8 @@ def send(
     """Send one object to ``receivers`` receivers and return the report.
 
     ``source`` is a path (``str`` or ``os.PathLike``; the file is
-    memory-mapped) or any object with the buffer protocol (``bytes``,
+    memory-mapped; a directory travels as a tree in one session and is
+    stored as a directory of its name) or any object with the buffer protocol (``bytes``,
     ``bytearray``, ``memoryview``, a contiguous numpy array, ...), read in
     place without a copy: do not modify it until the call returns.
 

@@ -43,6 +43,10 @@ class TransferFailed(RmcastError):
     """The transfer failed (sender silent, session aborted, ...)."""
 
 
+class NoSession(TransferFailed):
+    """Nothing was announced on the group within ``listen_timeout``."""
+
+
 class Cancelled(RmcastError):
     """The call's cancel token was raised (``rmcast.aio`` task cancelled)."""
 

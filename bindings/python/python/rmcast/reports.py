@@ -123,6 +123,10 @@ class RecvReport:
     auth: Dict[str, Any]
     rate_naks: int
     rate_naks_heard: int
+    #: A file of the same name was there: the verified object replaced it.
+    replaced: bool = False
+    #: A directory tree: ``{"files", "dirs", "symlinks"}``; ``None``: one file.
+    tree: Optional[Dict[str, int]] = None
 
     @classmethod
     def _from_dict(cls, d: Dict[str, Any]) -> "RecvReport":
