@@ -376,15 +376,27 @@ fn read_expected(path: &std::path::Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
-    let key = session_key(&a.keys, "recv")?;
-    let trust = a
-        .trust
+/// What every receiving command needs before it listens: the group key
+/// (or the explicit choice to run without), the keys to trust, and the
+/// output directory, created if missing.
+pub fn receiver_setup(
+    keys: &KeyArgs,
+    trust: &[std::path::PathBuf],
+    out: &std::path::Path,
+    command: &str,
+) -> Result<(Option<Arc<rmcast::GroupKey>>, Vec<rmcast::PublicKey>)> {
+    let key = session_key(keys, command)?;
+    let trust = trust
         .iter()
         .map(|p| rmcast::load_public_key(p))
         .collect::<Result<Vec<_>, _>>()?;
-    std::fs::create_dir_all(&a.out)
-        .with_context(|| format!("creating output directory {}", a.out.display()))?;
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("creating output directory {}", out.display()))?;
+    Ok((key, trust))
+}
+
+fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
+    let (key, trust) = receiver_setup(&a.keys, &a.trust, &a.out, "recv")?;
     let mut cfg = rmcast::RecvConfig {
         group: a.group,
         iface: a.iface,

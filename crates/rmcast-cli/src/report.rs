@@ -3,24 +3,6 @@
 
 use serde_json::{Value, json};
 
-/// The sealing counters: whether the session was sealed, and every packet
-/// refused before the protocol saw it, by reason.
-pub fn auth_json(a: &rmcast::AuthStats, sealed: bool) -> Value {
-    json!({
-        "sealed": sealed,
-        "opened": a.opened,
-        "refused": a.refused(),
-        "unsealed": a.unsealed,
-        "no_key": a.no_key,
-        "malformed": a.malformed,
-        "wrong_key": a.wrong_key,
-        "unknown_session": a.unknown_session,
-        "replayed": a.replayed,
-        "too_old": a.too_old,
-        "forged": a.forged,
-    })
-}
-
 fn mib(bytes: u64) -> String {
     if bytes >= 1 << 20 {
         format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
@@ -33,50 +15,7 @@ fn mib(bytes: u64) -> String {
 
 /// The JSON object of a send (or demo) report.
 pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> Value {
-    let failures: Vec<Value> = r
-        .members
-        .iter()
-        .filter(|m| !m.verified)
-        .map(|m| {
-            json!({
-                "rank": m.rank,
-                "name": m.name,
-                "addr": m.addr.to_string(),
-                "reason": m.reason.clone().unwrap_or_else(|| "did not confirm".into()),
-            })
-        })
-        .collect();
-    let control_per_data = if r.data_packets == 0 {
-        0.0
-    } else {
-        r.control_packets as f64 / r.data_packets as f64
-    };
-    let mut v = json!({
-        "protocol": r.protocol,
-        "receivers": r.receivers,
-        "bytes": r.bytes,
-        "seconds": r.seconds,
-        "goodput_mbps": r.goodput_mbps,
-        "verified": r.verified,
-        "data_packets": r.data_packets,
-        "retransmitted_packets": r.retransmitted_packets,
-        "control_packets": r.control_packets,
-        "control_per_data_packet": control_per_data,
-        "acks": r.stats.acks,
-        "naks": r.stats.naks,
-        "timeouts": r.stats.timeouts,
-        "unicast_repairs": r.stats.unicast_repairs,
-        "multicast_repairs": r.stats.multicast_repairs,
-        "group_naks": r.stats.group_naks,
-        "group_packets": r.stats.group_packets,
-        "group_sent": r.stats.group_sent,
-        "auth": auth_json(&r.stats.auth, r.sealed),
-        "auth_failures": r.auth_failures,
-        "ok": r.ok,
-        "error": r.error,
-        "missing": r.missing,
-        "failures": failures,
-    });
+    let mut v = r.to_json();
     if let Some(d) = demo {
         let files_ok = d.all_files_match;
         v["ok"] = json!(r.ok && files_ok);
@@ -297,26 +236,5 @@ pub fn recv_line(r: &rmcast::RecvReport) -> String {
 
 /// `recv --json`'s object for one session.
 pub fn recv_json(r: &rmcast::RecvReport) -> serde_json::Value {
-    json!({
-                "ok": r.verified,
-                "name": r.name,
-                "path": r.path.as_ref().map(|p| p.display().to_string()),
-                "bytes": r.bytes,
-                "seconds": r.seconds,
-                "goodput_mbps": r.goodput_mbps,
-                "rank": r.rank,
-                "session": r.session.map(|s| s.to_string()),
-                "verified": r.verified,
-                "replaced": r.replaced,
-                "tree": r.tree.map(|t| json!({ "files": t.files, "dirs": t.dirs, "symlinks": t.symlinks })),
-                "data_packets": r.stats.data_packets,
-                "duplicates": r.stats.duplicates,
-                "acks": r.stats.acks,
-                "naks": r.stats.naks,
-                "malformed": r.stats.malformed,
-                "foreign": r.stats.foreign,
-                "auth": auth_json(&r.stats.auth, r.stats.auth.opened > 0 || r.stats.auth.sealed > 0),
-                "rate_naks": r.stats.rate_naks,
-                "rate_naks_heard": r.stats.rate_naks_heard,
-    })
+    r.to_json()
 }

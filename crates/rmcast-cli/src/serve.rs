@@ -5,7 +5,7 @@
 //! next session too (the sockets, the output directory, the key) ends it.
 
 use crate::args::ServeArgs;
-use crate::{report, session_key};
+use crate::{receiver_setup, report};
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::sync::Arc;
@@ -15,14 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Serves until stopped, `--once`/`--sessions N` are done, or nothing is
 /// announced for `--idle-timeout`. True when every session taken verified.
 pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
-    let key = session_key(&a.keys, "serve")?;
-    let trust = a
-        .trust
-        .iter()
-        .map(|p| rmcast::load_public_key(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    std::fs::create_dir_all(&a.out)
-        .with_context(|| format!("creating output directory {}", a.out.display()))?;
+    let (key, trust) = receiver_setup(&a.keys, &a.trust, &a.out, "serve")?;
     let mut cfg = rmcast::RecvConfig {
         group: a.group,
         iface: a.iface,

@@ -36,94 +36,16 @@ fn cstring(s: &str) -> CString {
     CString::new(s.replace('\0', "\\0")).unwrap_or_default()
 }
 
-/// The sealing counters, as the CLI's `--json` prints them.
-fn auth_json(a: &rmcast::AuthStats, sealed: bool) -> Value {
-    json!({
-        "sealed": sealed,
-        "opened": a.opened,
-        "refused": a.refused(),
-        "unsealed": a.unsealed,
-        "no_key": a.no_key,
-        "malformed": a.malformed,
-        "wrong_key": a.wrong_key,
-        "unknown_session": a.unknown_session,
-        "replayed": a.replayed,
-        "too_old": a.too_old,
-        "forged": a.forged,
-    })
-}
+use rmcast::auth_json;
 
-/// The JSON object of `rmcast send --json` (same fields, same names).
+/// The JSON object of `rmcast send --json` (the library's one definition).
 fn send_json(r: &rmcast::SendReport) -> Value {
-    let failures: Vec<Value> = r
-        .members
-        .iter()
-        .filter(|m| !m.verified)
-        .map(|m| {
-            json!({
-                "rank": m.rank,
-                "name": m.name,
-                "addr": m.addr.to_string(),
-                "reason": m.reason.clone().unwrap_or_else(|| "did not confirm".into()),
-            })
-        })
-        .collect();
-    let control_per_data = if r.data_packets == 0 {
-        0.0
-    } else {
-        r.control_packets as f64 / r.data_packets as f64
-    };
-    json!({
-        "protocol": r.protocol,
-        "receivers": r.receivers,
-        "bytes": r.bytes,
-        "seconds": r.seconds,
-        "goodput_mbps": r.goodput_mbps,
-        "verified": r.verified,
-        "data_packets": r.data_packets,
-        "retransmitted_packets": r.retransmitted_packets,
-        "control_packets": r.control_packets,
-        "control_per_data_packet": control_per_data,
-        "acks": r.stats.acks,
-        "naks": r.stats.naks,
-        "timeouts": r.stats.timeouts,
-        "unicast_repairs": r.stats.unicast_repairs,
-        "multicast_repairs": r.stats.multicast_repairs,
-        "group_naks": r.stats.group_naks,
-        "group_packets": r.stats.group_packets,
-        "group_sent": r.stats.group_sent,
-        "auth": auth_json(&r.stats.auth, r.sealed),
-        "auth_failures": r.auth_failures,
-        "ok": r.ok,
-        "error": r.error,
-        "failures": failures,
-    })
+    r.to_json()
 }
 
-/// The JSON object of `rmcast recv --json` (same fields, same names).
+/// The JSON object of `rmcast recv --json` (the library's one definition).
 fn recv_json(r: &rmcast::RecvReport) -> Value {
-    json!({
-        "ok": r.verified,
-        "name": r.name,
-        "path": r.path.as_ref().map(|p| p.display().to_string()),
-        "bytes": r.bytes,
-        "seconds": r.seconds,
-        "goodput_mbps": r.goodput_mbps,
-        "rank": r.rank,
-        "session": r.session.map(|s| s.to_string()),
-        "verified": r.verified,
-        "replaced": r.replaced,
-        "tree": r.tree.map(|t| json!({ "files": t.files, "dirs": t.dirs, "symlinks": t.symlinks })),
-        "data_packets": r.stats.data_packets,
-        "duplicates": r.stats.duplicates,
-        "acks": r.stats.acks,
-        "naks": r.stats.naks,
-        "malformed": r.stats.malformed,
-        "foreign": r.stats.foreign,
-        "auth": auth_json(&r.stats.auth, r.stats.auth.opened > 0 || r.stats.auth.sealed > 0),
-        "rate_naks": r.stats.rate_naks,
-        "rate_naks_heard": r.stats.rate_naks_heard,
-    })
+    r.to_json()
 }
 
 /// Why a stream sender removed a member, in words.

@@ -47,6 +47,7 @@
 
 mod batch;
 mod demo;
+mod json;
 mod keys;
 mod name;
 mod net;
@@ -60,6 +61,7 @@ mod tree;
 mod udp;
 
 pub use demo::{DemoConfig, DemoReport, demo, random_group};
+pub use json::auth_json;
 pub use keys::{
     KEY_FILE_ENV, KEY_HOWTO, PublicKey, SigningKey, generate_key, generate_signing_key, load_key,
     load_public_key, load_signing_key, public_key_file, sign_object, signature_trusted, write_key,

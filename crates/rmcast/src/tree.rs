@@ -433,21 +433,7 @@ impl Extractor {
 
     fn step(&mut self, part: &File, size: u64, ready: u64) -> io::Result<()> {
         if self.manifest.is_none() {
-            let mut head = [0u8; 16];
-            if size < head.len() as u64 {
-                return Err(data_err(
-                    "the tree's object is shorter than a manifest".into(),
-                ));
-            }
-            part.read_exact_at(&mut head, 0)?;
-            let len = manifest_len(&head)
-                .expect("16 bytes")
-                .map_err(|e| data_err(e.to_string()))?;
-            if len > size {
-                return Err(data_err(format!(
-                    "the manifest claims {len} bytes of an object of {size}"
-                )));
-            }
+            let len = manifest_extent(part, size)?;
             self.boundary = len;
             if ready < len {
                 return Ok(());
@@ -573,7 +559,9 @@ pub(crate) fn extract(
     Extractor::new(staging.to_path_buf(), target.to_path_buf(), false).finish(part, size)
 }
 
-fn read_manifest(part: &File, size: u64) -> io::Result<Manifest> {
+/// The manifest's length, from the first bytes of the part file (which
+/// must be in), checked against the object's size.
+fn manifest_extent(part: &File, size: u64) -> io::Result<u64> {
     let mut head = [0u8; 16];
     if size < head.len() as u64 {
         return Err(data_err(
@@ -589,6 +577,11 @@ fn read_manifest(part: &File, size: u64) -> io::Result<Manifest> {
             "the manifest claims {len} bytes of an object of {size}"
         )));
     }
+    Ok(len)
+}
+
+fn read_manifest(part: &File, size: u64) -> io::Result<Manifest> {
+    let len = manifest_extent(part, size)?;
     let len = usize::try_from(len).map_err(|_| data_err("manifest too large".into()))?;
     let mut bytes = Vec::new();
     bytes

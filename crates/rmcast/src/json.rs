@@ -1,0 +1,108 @@
+//! The reports as JSON: one definition of the fields that `rmcast send
+//! --json` / `rmcast recv --json` print and that the C library's
+//! `rmcast_report_json` returns, so that every face of rmcast names them
+//! alike.
+
+use crate::{AuthStats, RecvReport, SendReport};
+use serde_json::{Value, json};
+
+/// The sealing counters: whether the session was sealed, and every packet
+/// refused before the protocol saw it, by reason.
+#[must_use]
+pub fn auth_json(a: &AuthStats, sealed: bool) -> Value {
+    json!({
+        "sealed": sealed,
+        "opened": a.opened,
+        "refused": a.refused(),
+        "unsealed": a.unsealed,
+        "no_key": a.no_key,
+        "malformed": a.malformed,
+        "wrong_key": a.wrong_key,
+        "unknown_session": a.unknown_session,
+        "replayed": a.replayed,
+        "too_old": a.too_old,
+        "forged": a.forged,
+    })
+}
+
+impl SendReport {
+    /// The report as `rmcast send --json` prints it.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let failures: Vec<Value> = self
+            .members
+            .iter()
+            .filter(|m| !m.verified)
+            .map(|m| {
+                json!({
+                    "rank": m.rank,
+                    "name": m.name,
+                    "addr": m.addr.to_string(),
+                    "reason": m.reason.clone().unwrap_or_else(|| "did not confirm".into()),
+                })
+            })
+            .collect();
+        let control_per_data = if self.data_packets == 0 {
+            0.0
+        } else {
+            self.control_packets as f64 / self.data_packets as f64
+        };
+        let s = &self.stats;
+        json!({
+            "protocol": self.protocol,
+            "receivers": self.receivers,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "goodput_mbps": self.goodput_mbps,
+            "verified": self.verified,
+            "data_packets": self.data_packets,
+            "retransmitted_packets": self.retransmitted_packets,
+            "control_packets": self.control_packets,
+            "control_per_data_packet": control_per_data,
+            "acks": s.acks,
+            "naks": s.naks,
+            "timeouts": s.timeouts,
+            "unicast_repairs": s.unicast_repairs,
+            "multicast_repairs": s.multicast_repairs,
+            "group_naks": s.group_naks,
+            "group_packets": s.group_packets,
+            "group_sent": s.group_sent,
+            "auth": auth_json(&s.auth, self.sealed),
+            "auth_failures": self.auth_failures,
+            "ok": self.ok,
+            "error": self.error,
+            "missing": self.missing,
+            "failures": failures,
+        })
+    }
+}
+
+impl RecvReport {
+    /// The report as `rmcast recv --json` prints it.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let s = &self.stats;
+        json!({
+            "ok": self.verified,
+            "name": self.name,
+            "path": self.path.as_ref().map(|p| p.display().to_string()),
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "goodput_mbps": self.goodput_mbps,
+            "rank": self.rank,
+            "session": self.session.map(|s| s.to_string()),
+            "verified": self.verified,
+            "replaced": self.replaced,
+            "tree": self.tree.map(|t| json!({ "files": t.files, "dirs": t.dirs, "symlinks": t.symlinks })),
+            "data_packets": s.data_packets,
+            "duplicates": s.duplicates,
+            "acks": s.acks,
+            "naks": s.naks,
+            "malformed": s.malformed,
+            "foreign": s.foreign,
+            "auth": auth_json(&s.auth, s.auth.opened > 0 || s.auth.sealed > 0),
+            "rate_naks": s.rate_naks,
+            "rate_naks_heard": s.rate_naks_heard,
+        })
+    }
+}
