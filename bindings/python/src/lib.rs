@@ -630,11 +630,12 @@ fn send<'py>(
     send_dict(py, &report)
 }
 
-/// Received bytes owned by Rust; the Python side exposes them without a
-/// copy through a ctypes array at `address()`.
+/// Received bytes owned by Rust (the library's mapping of the in-memory
+/// file they arrived in); the Python side exposes them without a copy
+/// through a ctypes array at `address()`.
 #[pyclass(module = "rmcast._rmcast", frozen)]
 struct RecvBuffer {
-    data: Vec<u8>,
+    data: rmcast::Received,
 }
 
 #[pymethods]
@@ -731,7 +732,7 @@ fn recv<'py>(
         return Ok((recv_dict(py, &r)?, None));
     }
     if memory {
-        let (r, data) = run_blocking(py, &flag, move || rmcast::recv_to_vec(&cfg, None))?
+        let (r, data) = run_blocking(py, &flag, move || rmcast::recv_to_memory(&cfg, None))?
             .map_err(|e| lib_err(py, e))?;
         Ok((recv_dict(py, &r)?, Some(RecvBuffer { data })))
     } else {

@@ -73,7 +73,67 @@ pub fn recv_to_vec(
     cfg: &RecvConfig,
     progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<(RecvReport, Vec<u8>), Error> {
-    run(cfg, Target::Memory, progress)
+    run(cfg, Target::Memory, progress).map(|(report, mut sink)| (report, sink.take_vec()))
+}
+
+/// Receives the next object announced on `cfg.group` into memory that is
+/// written as a file on tmpfs is (an anonymous `memfd`, filled with
+/// `pwrite`), then mapped: for large objects cheaper than [`recv_to_vec`],
+/// whose fresh pages the kernel must zero and fault in one by one. The
+/// bytes are [`Received`], writable, and live as long as it does.
+pub fn recv_to_memory(
+    cfg: &RecvConfig,
+    progress: Option<&mut dyn FnMut(Progress)>,
+) -> Result<(RecvReport, Received), Error> {
+    let (report, mut sink) = run(cfg, Target::Memfd, progress)?;
+    let Some(file) = sink.take_memfd() else {
+        return Err(Error::Invalid("no object was received into memory".into()));
+    };
+    let received = Received::map(&file, report.bytes).map_err(|source| Error::Io {
+        context: "cannot map the received object".into(),
+        source,
+    })?;
+    Ok((report, received))
+}
+
+/// An object received into memory by [`recv_to_memory`]: a writable
+/// mapping of the anonymous file it was received into (empty for an empty
+/// object).
+pub struct Received {
+    map: Option<memmap2::MmapMut>,
+}
+
+impl Received {
+    fn map(file: &std::fs::File, len: u64) -> std::io::Result<Received> {
+        if len == 0 {
+            return Ok(Received { map: None });
+        }
+        // SAFETY: the memfd is this process's alone (created anonymous,
+        // never shared), so nothing can truncate it under the mapping.
+        // Shared, not private: populating a private writable mapping would
+        // copy every page at once.
+        let map = unsafe { memmap2::MmapOptions::new().populate().map_mut(file)? };
+        Ok(Received { map: Some(map) })
+    }
+}
+
+impl std::ops::Deref for Received {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+impl std::ops::DerefMut for Received {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.map.as_deref_mut().unwrap_or(&mut [])
+    }
+}
+
+impl std::fmt::Debug for Received {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Received({} bytes)", self.len())
+    }
 }
 
 /// How the transfer ended, as far as this receiver is concerned.
@@ -328,7 +388,7 @@ fn run(
     cfg: &RecvConfig,
     target: Target,
     progress: Option<&mut dyn FnMut(Progress)>,
-) -> Result<(RecvReport, Vec<u8>), Error> {
+) -> Result<(RecvReport, Sink), Error> {
     run_many(cfg, target, 1, progress)?
         .pop()
         .expect("one session, one result")
@@ -362,7 +422,7 @@ impl<'a> Driver<'a> {
         }
     }
 
-    fn report(&mut self, machine: &Receiver) -> Result<(RecvReport, Vec<u8>), Error> {
+    fn report(&mut self, machine: &Receiver) -> Result<(RecvReport, Sink), Error> {
         let bytes = self.offer.as_ref().map_or(0, |o| o.size);
         let seconds = match (self.accepted_at, self.verified_at) {
             (Some(a), Some(v)) => net::secs_between(a, v),
@@ -386,7 +446,7 @@ impl<'a> Driver<'a> {
             tree: self.sink.tree_counts(),
         };
         match self.end.take() {
-            _ if self.verified => Ok((report, self.sink.take_vec())),
+            _ if self.verified => Ok((report, std::mem::replace(&mut self.sink, Sink::None))),
             Some(End::Cancelled) => Err(Error::Cancelled),
             Some(End::Refused(text)) => Err(Error::Refused(text)),
             // Never joined: nothing was announced within the listen timeout.
@@ -615,7 +675,7 @@ impl<'a> Sessions<'a> {
 }
 
 /// One session's outcome: its report and (into memory) its bytes.
-type SessionResult = Result<(RecvReport, Vec<u8>), Error>;
+type SessionResult = Result<(RecvReport, Sink), Error>;
 
 fn run_many(
     cfg: &RecvConfig,

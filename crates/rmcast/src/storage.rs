@@ -18,6 +18,10 @@ pub(crate) enum Target {
     Dir(PathBuf),
     /// Into memory.
     Memory,
+    /// Into an anonymous in-memory file (`memfd_create`), written as a
+    /// part file is (`pwrite`, so fresh pages are filled, not zeroed and
+    /// then faulted in), and handed over whole to be mapped.
+    Memfd,
 }
 
 /// Contiguous received bytes are gathered up to this much per `pwrite`.
@@ -30,7 +34,8 @@ const CATCH_UP_BYTES: u64 = 4 << 20;
 /// A partial file: removed on drop unless it was committed.
 pub(crate) struct Part {
     file: File,
-    temp: PathBuf,
+    /// The hidden part file's path (`None`: an anonymous memfd).
+    temp: Option<PathBuf>,
     final_path: PathBuf,
     size: u64,
     committed: bool,
@@ -141,11 +146,11 @@ impl Part {
 
 impl Drop for Part {
     fn drop(&mut self) {
-        if !self.committed {
-            match std::fs::remove_file(&self.temp) {
-                Ok(()) => tracing::debug!("removed partial file {}", self.temp.display()),
+        if let (false, Some(temp)) = (self.committed, &self.temp) {
+            match std::fs::remove_file(temp) {
+                Ok(()) => tracing::debug!("removed partial file {}", temp.display()),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!("cannot remove partial file {}: {e}", self.temp.display()),
+                Err(e) => tracing::warn!("cannot remove partial file {}: {e}", temp.display()),
             }
         }
     }
@@ -453,7 +458,7 @@ pub(crate) fn prepare(
             });
             let part = Part {
                 file,
-                temp,
+                temp: Some(temp.clone()),
                 final_path,
                 size: offer.size,
                 committed: false,
@@ -471,11 +476,59 @@ pub(crate) fn prepare(
                 } else {
                     Status::Io
                 };
-                (status, format!("cannot size {}: {e}", part.temp.display()))
+                (status, format!("cannot size {}: {e}", temp.display()))
             })?;
             Ok(Sink::File(part))
         }
+        Target::Memfd if tree => Err((
+            Status::Other,
+            format!(
+                "{:?} is a directory tree, which cannot be received into memory; \
+                 receive it into a directory",
+                offer.name
+            ),
+        )),
+        Target::Memfd => {
+            let file = memfd().map_err(|e| {
+                (
+                    Status::NoSpace,
+                    format!("cannot create an in-memory file: {e}"),
+                )
+            })?;
+            file.set_len(offer.size).map_err(|e| {
+                (
+                    Status::NoSpace,
+                    format!("cannot hold {} bytes in memory: {e}", offer.size),
+                )
+            })?;
+            Ok(Sink::File(Part {
+                file,
+                temp: None,
+                final_path: PathBuf::new(),
+                size: offer.size,
+                committed: false,
+                replaces: false,
+                tree: None,
+                tree_counts: None,
+                stage: Vec::with_capacity(STAGE_BYTES),
+                stage_offset: 0,
+                hasher: Box::new(blake3::Hasher::new()),
+                hashed: 0,
+            }))
+        }
     }
+}
+
+/// An anonymous in-memory file, closed on exec.
+fn memfd() -> io::Result<File> {
+    // SAFETY: a NUL-terminated name and valid flags; on success the
+    // returned descriptor is ours alone.
+    let fd = unsafe { libc::memfd_create(c"rmcast-recv".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nothing else owns.
+    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 impl Sink {
@@ -557,13 +610,20 @@ impl Sink {
                 let counts = extractor.finish(&p.file, p.size)?;
                 p.tree_counts = Some(counts);
                 // The tree is in place; its part file has served.
-                let _ = std::fs::remove_file(&p.temp);
+                if let Some(temp) = &p.temp {
+                    let _ = std::fs::remove_file(temp);
+                }
                 p.committed = true;
                 Ok(Some(p.final_path.clone()))
             }
+            Sink::File(p) if p.temp.is_none() => {
+                // In memory: nothing to make durable, nowhere to rename.
+                p.committed = true;
+                Ok(None)
+            }
             Sink::File(p) => {
                 p.file.sync_all()?;
-                std::fs::rename(&p.temp, &p.final_path)?;
+                std::fs::rename(p.temp.as_ref().expect("a named part"), &p.final_path)?;
                 p.committed = true;
                 if let Some(dir) = p.final_path.parent() {
                     // Make the rename itself durable; best effort.
@@ -587,6 +647,25 @@ impl Sink {
         match self {
             Sink::File(p) => p.tree_counts,
             _ => None,
+        }
+    }
+
+    /// The in-memory file a [`Target::Memfd`] object was received into
+    /// (its staged bytes written out); leaves the sink empty.
+    pub(crate) fn take_memfd(&mut self) -> Option<File> {
+        match std::mem::replace(self, Sink::None) {
+            Sink::File(mut p) if p.temp.is_none() => {
+                p.flush().ok()?;
+                p.committed = true;
+                // Part's Drop has nothing to remove; keep the descriptor.
+                let file = p.file.try_clone().ok();
+                drop(p);
+                file
+            }
+            other => {
+                *self = other;
+                None
+            }
         }
     }
 

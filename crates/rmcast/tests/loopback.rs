@@ -256,3 +256,31 @@ fn cancelled_sender_says_goodbye_and_receivers_clean_up() {
         "partial file left"
     );
 }
+
+/// `recv_to_memory`: the object arrives into an anonymous in-memory file
+/// and is handed over mapped, writable, byte-exact; an empty object too.
+#[test]
+fn an_object_received_into_mapped_memory_is_byte_exact_and_writable() {
+    for size in [0usize, 1, 3_000_000] {
+        let data: Vec<u8> = (0..size).map(|i| (i * 7 + i / 991) as u8).collect();
+        let send = send_config(1);
+        let rc = RecvConfig {
+            group: send.group,
+            listen_timeout: Some(Duration::from_secs(10)),
+            ..RecvConfig::default()
+        };
+        let (report, mut got) = bounded(Duration::from_secs(30), move || {
+            let r = std::thread::spawn(move || rmcast::recv_to_memory(&rc, None));
+            let sent = send_bytes("m.bin", &data, &send, None).unwrap();
+            assert!(sent.ok, "{size}: {:?}", sent.error);
+            let (report, got) = r.join().unwrap().unwrap();
+            assert_eq!(&got[..], &data[..], "{size}");
+            (report, got)
+        });
+        assert!(report.verified && report.path.is_none());
+        assert_eq!(got.len(), size);
+        if size > 0 {
+            got[0] ^= 0xFF; // writable
+        }
+    }
+}
