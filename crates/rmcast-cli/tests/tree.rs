@@ -265,3 +265,48 @@ fn atomic_tree_false_merges_file_by_file_and_keeps_what_the_tree_does_not_name()
         .collect();
     assert_eq!(names, ["data"], "no staging left");
 }
+
+/// A 6 GiB file next to small ones, on disk (not tmpfs), byte-exact: the
+/// layout maps it in place past 4 GiB offsets and the receiver extracts it
+/// while it arrives. Heavy (18 GiB of disk traffic): run by hand with
+/// `cargo test --release -p rmcast-cli --test tree -- --ignored six_gib`
+/// (`RMCAST_BIG_DIR` picks the disk; default the target directory).
+#[test]
+#[ignore = "heavy: 6 GiB on disk; run by hand"]
+fn six_gib_next_to_small_files_on_disk() {
+    let base = std::env::var_os("RMCAST_BIG_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let src = dir.path().join("big-tree");
+    std::fs::create_dir_all(&src).unwrap();
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(src.join("huge.bin")).unwrap());
+        let block: Vec<u8> = (0..1u32 << 20)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        for i in 0..6u32 * 1024 {
+            let mut b = block.clone();
+            b[..4].copy_from_slice(&i.to_be_bytes());
+            f.write_all(&b).unwrap();
+        }
+    }
+    for i in 0..100u32 {
+        write(
+            &src,
+            &format!("small/{i:03}.txt"),
+            format!("small file {i}").as_bytes(),
+        );
+    }
+    let out = dir.path().join("out");
+    let (sent, got) = push(&rmcast::random_group().to_string(), &src, &out, 1);
+    assert_eq!(sent["ok"], true, "{sent}");
+    assert_eq!(got[0]["tree"]["files"], 101);
+    eprintln!(
+        "6 GiB tree: {:.1} s, {:.0} Mbit/s",
+        sent["seconds"].as_f64().unwrap(),
+        sent["goodput_mbps"].as_f64().unwrap()
+    );
+    assert_eq!(listing(&out.join("r0/big-tree")), listing(&src));
+}

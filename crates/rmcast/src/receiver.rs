@@ -200,7 +200,11 @@ impl Driver<'_> {
             .write(chunk.offset, chunk.bytes)
             .and_then(|()| self.sink.hash_ahead(machine.received_bytes()))
         {
-            let text = format!("cannot write the object: {e}");
+            let name = self
+                .offer
+                .as_ref()
+                .map_or("the object", |o| o.name.as_str());
+            let text = format!("cannot write {name:?}: {e}");
             tracing::error!("{text}");
             self.sink.discard();
             self.end.get_or_insert(End::Failed(text.clone()));

@@ -19,9 +19,10 @@
 //! **Receiver** ([`Extractor`]): the object arrives into one hidden part
 //! file, as a file does, and is verified by its BLAKE3 hash. While it
 //! arrives, as the in-order prefix the hash has covered grows, the
-//! manifest is read and checked (paths, links, offsets) and each file the
-//! prefix covers is copied into a staging directory beside the target,
-//! every chunk checked against its hash (a manifest that lies is named by
+//! manifest is read and checked (paths, links, offsets) and each chunk the
+//! prefix covers is copied into its file in a staging directory beside the
+//! target (so a huge file costs each step only what the hash just
+//! covered), every chunk checked against its hash (a manifest that lies is named by
 //! file and chunk), its mode (`& 0o777`: no set-id bits from the network)
 //! and mtime applied, and its range of the part file released (hole
 //! punched), so the disk holds about the object once. Once the object's
@@ -383,6 +384,8 @@ pub(crate) struct Extractor {
     manifest: Option<Manifest>,
     /// The next entry to create.
     next: usize,
+    /// That entry's file, while its chunks come in.
+    open: Option<OpenFile>,
     /// Bytes of the object that must be in before anything more can be
     /// done: the manifest's header, the manifest, or the next file's end.
     boundary: u64,
@@ -403,6 +406,7 @@ impl Extractor {
             lock: None,
             manifest: None,
             next: 0,
+            open: None,
             boundary: 16,
             buf: Vec::new(),
             counts: TreeCounts::default(),
@@ -445,20 +449,56 @@ impl Extractor {
         }
         let manifest = self.manifest.as_ref().expect("decoded above");
         while let Some(e) = manifest.entries.get(self.next) {
-            if let EntryKind::File { offset, size, .. } = e.kind
-                && offset + size > ready
+            if let EntryKind::File {
+                offset,
+                size,
+                chunks,
+            } = &e.kind
             {
-                self.boundary = offset + size;
-                return Ok(());
+                // Chunk by chunk as the prefix covers them, so that a huge
+                // file costs each step only what the hash just covered.
+                let named =
+                    |err: io::Error| io::Error::new(err.kind(), format!("{}: {err}", e.path));
+                let open = match &mut self.open {
+                    Some(f) => f,
+                    none => none.insert(OpenFile {
+                        file: create_file(&self.staging, &e.path).map_err(named)?,
+                        done: 0,
+                    }),
+                };
+                let cs = u64::from(manifest.chunk_size);
+                while let Some(want) = chunks.get(open.done) {
+                    let start = open.done as u64 * cs;
+                    let end = (start + cs).min(*size);
+                    if offset + end > ready {
+                        self.boundary = offset + end;
+                        return Ok(());
+                    }
+                    copy_chunk(
+                        part,
+                        &open.file,
+                        *offset,
+                        start,
+                        end,
+                        open.done,
+                        want,
+                        &mut self.buf,
+                    )
+                    .map_err(named)?;
+                    punch_hole(part, offset + start, end - start);
+                    open.done += 1;
+                }
+                let file = self.open.take().expect("opened above").file;
+                file.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
+                    .map_err(named)?;
+                file.set_times(
+                    std::fs::FileTimes::new().set_modified(system_time(e.mtime_s, e.mtime_ns)),
+                )
+                .map_err(named)?;
+                self.counts.files += 1;
+            } else {
+                create(e, &self.staging, &mut self.counts)?;
             }
-            create(
-                part,
-                manifest.chunk_size,
-                e,
-                &self.staging,
-                &mut self.buf,
-                &mut self.counts,
-            )?;
             self.next += 1;
         }
         self.boundary = u64::MAX;
@@ -601,16 +641,14 @@ fn system_time(s: i64, ns: u32) -> SystemTime {
     }
 }
 
-/// Creates one entry under `staging` (a file copied out of the part file,
-/// every chunk checked, with its mode and mtime; its range released).
-fn create(
-    part: &File,
-    chunk_size: u32,
-    e: &Entry,
-    staging: &Path,
-    buf: &mut [u8],
-    counts: &mut TreeCounts,
-) -> io::Result<()> {
+/// A file being extracted, and how many of its chunks are in.
+struct OpenFile {
+    file: File,
+    done: usize,
+}
+
+/// Creates a directory or a symbolic link under `staging`.
+fn create(e: &Entry, staging: &Path, counts: &mut TreeCounts) -> io::Result<()> {
     let path = staging.join(&e.path);
     let named = |err: io::Error| io::Error::new(err.kind(), format!("{}: {err}", e.path));
     match &e.kind {
@@ -625,62 +663,46 @@ fn create(
             std::os::unix::fs::symlink(target, &path).map_err(named)?;
             counts.symlinks += 1;
         }
-        EntryKind::File {
-            offset,
-            size,
-            chunks,
-        } => {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(named)?;
-            }
-            let out = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .map_err(named)?;
-            copy_checked(part, &out, *offset, *size, chunk_size, chunks, buf).map_err(named)?;
-            out.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
-                .map_err(named)?;
-            out.set_times(
-                std::fs::FileTimes::new().set_modified(system_time(e.mtime_s, e.mtime_ns)),
-            )
-            .map_err(named)?;
-            punch_hole(part, *offset, *size);
-            counts.files += 1;
-        }
+        EntryKind::File { .. } => unreachable!("files are extracted chunk by chunk"),
     }
     Ok(())
 }
 
-/// Copies `size` bytes at `offset` of the part file into `out`, checking
-/// each chunk against its hash.
-fn copy_checked(
+/// Creates the (new) file `rel` under `staging`, with its parents.
+fn create_file(staging: &Path, rel: &str) -> io::Result<File> {
+    let path = staging.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    OpenOptions::new().write(true).create_new(true).open(&path)
+}
+
+/// Copies chunk `index` (`start..end` of a file at `offset` of the part
+/// file) into `out`, checking it against its hash.
+#[allow(clippy::too_many_arguments)]
+fn copy_chunk(
     part: &File,
     out: &File,
     offset: u64,
-    size: u64,
-    chunk_size: u32,
-    chunks: &[[u8; CHUNK_HASH_LEN]],
+    start: u64,
+    end: u64,
+    index: usize,
+    want: &[u8; CHUNK_HASH_LEN],
     buf: &mut [u8],
 ) -> io::Result<()> {
-    let chunk_size = u64::from(chunk_size);
-    for (i, want) in chunks.iter().enumerate() {
-        let start = i as u64 * chunk_size;
-        let end = (start + chunk_size).min(size);
-        let mut hasher = blake3::Hasher::new();
-        let mut at = start;
-        while at < end {
-            let n = ((end - at) as usize).min(buf.len());
-            part.read_exact_at(&mut buf[..n], offset + at)?;
-            hasher.update(&buf[..n]);
-            out.write_all_at(&buf[..n], at)?;
-            at += n as u64;
-        }
-        if hasher.finalize().as_bytes() != want {
-            return Err(data_err(format!(
-                "chunk {i} (bytes {start}..{end}) does not match its hash in the manifest"
-            )));
-        }
+    let mut hasher = blake3::Hasher::new();
+    let mut at = start;
+    while at < end {
+        let n = ((end - at) as usize).min(buf.len());
+        part.read_exact_at(&mut buf[..n], offset + at)?;
+        hasher.update(&buf[..n]);
+        out.write_all_at(&buf[..n], at)?;
+        at += n as u64;
+    }
+    if hasher.finalize().as_bytes() != want {
+        return Err(data_err(format!(
+            "chunk {index} (bytes {start}..{end}) does not match its hash in the manifest"
+        )));
     }
     Ok(())
 }

@@ -214,9 +214,12 @@ fn a_disk_that_fills_up_half_way_fails_cleanly() {
     let sent = rmcast::send_path(&src, &send, None).unwrap();
     let got = r.join().unwrap();
     assert!(!sent.ok);
+    // The disk fills while the object arrives or while its big file is
+    // copied out, whichever comes first: either way the reason names it.
     let reason = sent.members[0].reason.clone().unwrap_or_default();
     assert!(
-        reason.contains("d/big.bin") && reason.contains("No space left"),
+        (reason.contains("d/big.bin") || reason.contains("\"src/\""))
+            && reason.contains("No space left"),
         "{reason}"
     );
     assert!(matches!(got, Err(Error::Failed(_))), "{got:?}");
