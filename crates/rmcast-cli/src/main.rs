@@ -343,8 +343,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
         .unwrap_or_default();
     match &events {
         Some(ev) => {
-            let mut v = report::send_json(&report, None);
-            v["never_came"] = serde_json::json!(never_came);
+            let v = report::send_json_expected(&report, &never_came);
             ev.emit(
                 "finished",
                 serde_json::json!({ "ok": report.ok, "report": v }),

@@ -47,12 +47,18 @@ pub fn never_came(expected: &[String], members: &[rmcast::MemberOutcome]) -> Vec
         .collect()
 }
 
+/// `send --json`'s object: the report and the expected receivers that
+/// never came.
+pub fn send_json_expected(r: &rmcast::SendReport, never_came: &[String]) -> Value {
+    let mut v = send_json(r, None);
+    v["never_came"] = json!(never_came);
+    v
+}
+
 /// Prints a send report, with the expected receivers that never came.
 pub fn print_send_expected(r: &rmcast::SendReport, json: bool, never_came: &[String]) {
     if json {
-        let mut v = send_json(r, None);
-        v["never_came"] = json!(never_came);
-        println!("{v}");
+        println!("{}", send_json_expected(r, never_came));
         return;
     }
     if !never_came.is_empty() {

@@ -46,8 +46,6 @@ pub(crate) struct Part {
     /// extracted while it arrives into a staging directory beside
     /// `final_path`.
     tree: Option<Box<crate::tree::Extractor>>,
-    /// What the extraction stored, once committed.
-    tree_counts: Option<crate::tree::TreeCounts>,
     /// Bytes received in order but not yet written, starting at `stage_offset`.
     /// Packets mostly arrive in order, so this turns ~180 small writes into one.
     stage: Vec<u8>,
@@ -358,7 +356,7 @@ pub(crate) fn prepare(
         None => (offer.name.as_str(), false),
     };
     match target {
-        Target::Memory if tree => Err((
+        Target::Memory | Target::Memfd if tree => Err((
             Status::Other,
             format!(
                 "{:?} is a directory tree, which cannot be received into memory; \
@@ -464,7 +462,6 @@ pub(crate) fn prepare(
                 committed: false,
                 replaces,
                 tree: extractor,
-                tree_counts: None,
                 stage: Vec::with_capacity(STAGE_BYTES),
                 stage_offset: 0,
                 hasher: Box::new(blake3::Hasher::new()),
@@ -480,14 +477,6 @@ pub(crate) fn prepare(
             })?;
             Ok(Sink::File(part))
         }
-        Target::Memfd if tree => Err((
-            Status::Other,
-            format!(
-                "{:?} is a directory tree, which cannot be received into memory; \
-                 receive it into a directory",
-                offer.name
-            ),
-        )),
         Target::Memfd => {
             let file = memfd().map_err(|e| {
                 (
@@ -509,7 +498,6 @@ pub(crate) fn prepare(
                 committed: false,
                 replaces: false,
                 tree: None,
-                tree_counts: None,
                 stage: Vec::with_capacity(STAGE_BYTES),
                 stage_offset: 0,
                 hasher: Box::new(blake3::Hasher::new()),
@@ -607,8 +595,7 @@ impl Sink {
         match self {
             Sink::File(p) if p.tree.is_some() => {
                 let extractor = p.tree.as_mut().expect("a tree");
-                let counts = extractor.finish(&p.file, p.size)?;
-                p.tree_counts = Some(counts);
+                extractor.finish(&p.file, p.size)?;
                 // The tree is in place; its part file has served.
                 if let Some(temp) = &p.temp {
                     let _ = std::fs::remove_file(temp);
@@ -645,7 +632,7 @@ impl Sink {
     /// What a committed tree stored (`None` for a single file).
     pub(crate) fn tree_counts(&self) -> Option<crate::tree::TreeCounts> {
         match self {
-            Sink::File(p) => p.tree_counts,
+            Sink::File(p) => p.tree.as_ref().and_then(|t| t.stored()),
             _ => None,
         }
     }

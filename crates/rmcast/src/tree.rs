@@ -571,6 +571,11 @@ impl Extractor {
         }
     }
 
+    /// What the tree stored, once [`Extractor::finish`] put it in place.
+    pub(crate) fn stored(&self) -> Option<TreeCounts> {
+        self.done.then_some(self.counts)
+    }
+
     fn remove_staging(&mut self) {
         if self.lock.take().is_some() || self.staging.exists() {
             let _ = std::fs::remove_dir_all(&self.staging);
