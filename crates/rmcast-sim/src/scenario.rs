@@ -334,6 +334,12 @@ pub struct Scenario {
     /// waits for it): `None` gives it up front, `Some(d)` at `d` of
     /// virtual time (`Sender::set_object_hash`).
     pub hash_ready_at: Option<Duration>,
+    /// Resume and delta (with `config.have_after` set): per receiver
+    /// (number 1..=N), the packets it finds on its disk once the
+    /// manifest's packets are in, as `(first, count)` ranges. Its
+    /// application then stores their bytes and reports them
+    /// (`Receiver::report_held`); receivers not named hold nothing.
+    pub held: Vec<(u16, Vec<(u32, u32)>)>,
 }
 
 impl Default for Scenario {
@@ -368,6 +374,7 @@ impl Default for Scenario {
             trace_outstanding: false,
             trace_rate: false,
             hash_ready_at: None,
+            held: Vec::new(),
         }
     }
 }

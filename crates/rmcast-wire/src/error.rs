@@ -50,4 +50,8 @@ pub enum EncodeError {
     /// packet names no party, a receiver's must).
     #[error("sealing party does not match the packet's rank")]
     BadParty,
+    /// A `Have` whose part is not below its parts, or whose ranges are not
+    /// ascending, disjoint and non-empty.
+    #[error("malformed Have report")]
+    BadHave,
 }

@@ -25,6 +25,7 @@ pub(super) fn sum_stats<'a>(
         t.rate_naks_heard += x.rate_naks_heard;
         t.malformed += x.malformed;
         t.foreign += x.foreign;
+        t.held_packets += x.held_packets;
         t.auth.add(&x.auth);
     }
     t

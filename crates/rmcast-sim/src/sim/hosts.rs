@@ -37,6 +37,32 @@ pub(super) fn deliver(app: &mut RxApp, object: &[u8], chunk: DataChunk<'_>) -> R
     Ok(())
 }
 
+/// Resume and delta: once the application holds every packet before the
+/// barrier, it "finds" its held packets: stores their bytes, marks them
+/// delivered (the machine must never deliver them again) and returns them
+/// to report.
+fn held_now(app: &mut RxApp, object: &[u8]) -> Option<Vec<(u32, u32)>> {
+    let (barrier, _) = app.held.as_ref()?;
+    let has = |d: &[u64], i: u32| d[(i / 64) as usize] & (1 << (i % 64)) != 0;
+    if !(0..*barrier).all(|i| has(&app.delivered, i)) {
+        return None;
+    }
+    let ranges = app.held.as_ref()?.1.clone();
+    for &(first, count) in &ranges {
+        for i in first..first + count {
+            let start = u64::from(i) * app.payload_size;
+            if start >= object.len() as u64 || has(&app.delivered, i) {
+                continue;
+            }
+            let end = (start + app.payload_size).min(object.len() as u64);
+            app.data[start as usize..end as usize]
+                .copy_from_slice(&object[start as usize..end as usize]);
+            app.delivered[(i / 64) as usize] |= 1 << (i % 64);
+        }
+    }
+    Some(ranges)
+}
+
 impl Sim<'_> {
     /// Drains a host's machine after an input at CPU time `now`: transmits
     /// (each costing its [`crate::HostCost`] send cost, and waiting first
@@ -215,6 +241,19 @@ impl Sim<'_> {
                             app.delivered = vec![0; (info.packets as usize).div_ceil(64)];
                             app.payload_size = u64::from(info.payload_size);
                             r.accept_offer();
+                            if let Some(after) = self.sc.config.have_after {
+                                let barrier = after.div_ceil(app.payload_size) as u32;
+                                let number = (h + 1 - self.senders) as u16;
+                                let held = self
+                                    .sc
+                                    .held
+                                    .iter()
+                                    .find(|(n, _)| *n == number)
+                                    .map(|(_, r)| r.clone())
+                                    .unwrap_or_default();
+                                app.held = Some((barrier, held));
+                                r.report_pending(Instant::from_nanos(now), barrier);
+                            }
                         }
                         ReceiverEvent::AllData => {
                             let Some(k) = side_of(&self.sides, r) else {
@@ -378,6 +417,13 @@ impl Sim<'_> {
                     };
                     if let Err(what) = deliver(&mut rxs.apps[s.0], &self.sides[k].object, chunk) {
                         return Err(invariant(t, format!("host {h}: {what}")));
+                    }
+                    let app = &mut rxs.apps[s.0];
+                    if let Some(ranges) = held_now(app, &self.sides[k].object) {
+                        let barrier = app.held.take().map_or(0, |(b, _)| b);
+                        rxs.endpoint
+                            .session_mut(s)
+                            .report_held(at, barrier, &ranges);
                     }
                 }
             }

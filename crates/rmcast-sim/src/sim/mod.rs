@@ -299,6 +299,10 @@ struct RxApp {
     all_data_at: Option<u64>,
     ended_at: Option<u64>,
     failure: Option<String>,
+    /// Resume and delta: the first packet after the manifest, and the
+    /// packets this receiver finds "on its disk" once it holds the
+    /// packets before it (`Scenario::held`); `None` once reported.
+    held: Option<(u32, Vec<(u32, u32)>)>,
 }
 
 /// What happened to a host's input, whatever session it belonged to.

@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::body::*;
 use super::rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
-use super::{DATA_HEADER_LEN, ECHO_COPY_MAX, Kind, ProtocolId, Status};
+use super::{DATA_HEADER_LEN, ECHO_COPY_MAX, HAVE_RANGE_LEN, Kind, ProtocolId, Status};
 use crate::cursor::{Reader, Writer};
 use crate::header::{read_header, write_header};
 use crate::{DecodeError, EncodeError, HEADER_LEN, Header, MAGIC, Seq, SessionId, VERSION};
@@ -130,6 +130,23 @@ impl<'a> Packet<'a> {
                 text: r.text()?,
             }),
             Kind::Leave => Body::Leave(Leave { text: r.text()? }),
+            Kind::Have => {
+                let part = r.u16()?;
+                let parts = r.u16()?;
+                let count = usize::from(r.u16()?);
+                if !have_part_valid(part, parts, count) {
+                    return Err(DecodeError::BadField("have.part"));
+                }
+                let ranges = r.bytes(count * HAVE_RANGE_LEN)?;
+                if !have_ranges_valid(ranges) {
+                    return Err(DecodeError::BadField("have.ranges"));
+                }
+                Body::Have(Have {
+                    part,
+                    parts,
+                    ranges,
+                })
+            }
             Kind::RateNak => {
                 let kind = RateNakKind::from_u8(r.u8()?)?;
                 Body::RateNak(RateNak {
@@ -245,6 +262,18 @@ impl<'a> Packet<'a> {
                 w.text(b.text)?;
             }
             Body::Leave(l) => w.text(l.text)?,
+            Body::Have(h) => {
+                let ranges = h.ranges.len() / HAVE_RANGE_LEN;
+                if !have_part_valid(h.part, h.parts, ranges) || !have_ranges_valid(h.ranges) {
+                    return Err(EncodeError::BadHave);
+                }
+                w.u16(h.part)?;
+                w.u16(h.parts)?;
+                let count = u16::try_from(h.ranges.len() / HAVE_RANGE_LEN)
+                    .map_err(|_| EncodeError::BadHave)?;
+                w.u16(count)?;
+                w.bytes(h.ranges)?;
+            }
             Body::RateNak(n) => {
                 w.u8(n.kind.to_u8())?;
                 w.u32(n.seq.0)?;

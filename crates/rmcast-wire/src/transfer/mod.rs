@@ -1,5 +1,5 @@
 //! The object-transfer packets: session setup, data, feedback, close, and
-//! the group rate control's kinds (types `0x01`–`0x0C`, `0x40`–`0x42`).
+//! the group rate control's kinds (types `0x01`–`0x0D`, `0x40`–`0x42`).
 //!
 //! Every datagram is the 16-byte common [`Header`](crate::Header) and the
 //! body of its [`Kind`]. [`Packet::decode`] turns any byte string into a
@@ -13,8 +13,9 @@ mod codec;
 mod rate;
 
 pub use body::{
-    Body, Bye, Close, Complete, Data, Feedback, Hello, Join, Leave, Offer, OfferReply, Packet,
-    SIGNATURE_LEN, Welcome, signed_object_message,
+    Body, Bye, Close, Complete, Data, Feedback, HAVE_MAX_RANGES, HAVE_RANGE_LEN, Have, Hello, Join,
+    Leave, Offer, OfferReply, Packet, SIGNATURE_LEN, Welcome, encode_have_ranges,
+    signed_object_message,
 };
 pub use codec::{encode_data_header, peek_header};
 pub use rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
@@ -83,6 +84,9 @@ wire_enum! {
         Bye = 0x0B,
         /// Receiver → sender: I am leaving the session.
         Leave = 0x0C,
+        /// Receiver → sender: packets of the object it holds already
+        /// (resume, delta); the sender sends only what someone lacks.
+        Have = 0x0D,
         /// Member → group: Hunt's multicast NACK (EXP or LAST) about one
         /// sender's stream; every sender of the group backs off.
         RateNak = 0x40,

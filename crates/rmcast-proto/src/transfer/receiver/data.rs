@@ -22,11 +22,11 @@ pub(super) struct Transfer {
 }
 
 impl Transfer {
-    fn has(&self, index: u32) -> bool {
+    pub(super) fn has(&self, index: u32) -> bool {
         self.held[(index / 64) as usize] & (1 << (index % 64)) != 0
     }
 
-    fn set(&mut self, index: u32) {
+    pub(super) fn set(&mut self, index: u32) {
         self.held[(index / 64) as usize] |= 1 << (index % 64);
         self.highest = self.highest.max(index + 1);
         while self.cumulative < self.packets && self.has(self.cumulative) {
@@ -66,6 +66,9 @@ impl Receiver {
         if index >= t.cumulative.saturating_add(t.window) {
             self.stats.out_of_window += 1;
             return None;
+        }
+        if let Some(h) = &mut self.have {
+            h.on_data(index);
         }
         let fresh = !t.has(index);
         if fresh {

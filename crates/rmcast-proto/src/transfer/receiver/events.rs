@@ -92,4 +92,7 @@ pub struct ReceiverStats {
     pub foreign: u64,
     /// Sealing: packets sealed and opened, and those refused, by reason.
     pub auth: crate::security::AuthStats,
+    /// Resume and delta: packets the driver found on its disk
+    /// ([`crate::Receiver::report_held`]), never received.
+    pub held_packets: u64,
 }

@@ -12,6 +12,7 @@
 //! | `data.rs` | the held-packet bitmap, gaps and polls, the chunks to store |
 //! | `feedback.rs` | acks, NAKs, `RateNak`s, a tree relay's aggregated acks |
 //! | `close.rs` | `Close` and its hash, verification, `Complete`, `Bye` |
+//! | `have.rs` | resume and delta: the `Have` report of what the driver found on its disk |
 //!
 //! Tree relaying (children's reports, aggregation) is the tree policy's
 //! `Relay`; the receiver only feeds it and sends what it owes.
@@ -22,6 +23,7 @@ mod config;
 mod data;
 mod events;
 mod feedback;
+mod have;
 #[cfg(test)]
 mod test_support;
 
@@ -96,6 +98,8 @@ pub struct Receiver {
     /// The keys of the sessions heard, when sealing, and who sent packets
     /// that did not authenticate, for the messages.
     seal: Seal,
+    /// Resume and delta: the report of what the driver found on its disk.
+    have: Option<have::HaveReport>,
 }
 
 impl Receiver {
@@ -128,6 +132,7 @@ impl Receiver {
             events: VecDeque::new(),
             stats: ReceiverStats::default(),
             seal: Seal::receiver(config.group_key.as_ref()),
+            have: None,
             config,
         }
     }
@@ -216,7 +221,10 @@ impl Receiver {
             Phase::Done => None,
             Phase::Listening => self.config.listen_timeout.map(|t| self.started + t),
             Phase::Joining => Some(self.join_at.min(self.sender_deadline())),
-            _ => Some(self.sender_deadline()),
+            _ => {
+                let have = self.have.as_ref().and_then(have::HaveReport::deadline);
+                Some(have.map_or(self.sender_deadline(), |h| h.min(self.sender_deadline())))
+            }
         }
     }
 
@@ -318,6 +326,9 @@ impl Receiver {
             }
             Body::Data(d) => self.on_data(now, d.seq, d.poll, echo_copy(d.copy), d.payload),
             Body::Close(c) => {
+                if let Some(h) = &mut self.have {
+                    h.finish();
+                }
                 if self.expected_hash.is_none() {
                     self.expected_signature = c.signature;
                 }
@@ -393,6 +404,9 @@ impl Receiver {
                 });
                 return emit(to, header, body, buf);
             }
+        }
+        if let Some(t) = self.poll_have(now, to, header, buf) {
+            return Some(t);
         }
         self.poll_feedback(sender, header, buf)
     }

@@ -83,6 +83,19 @@ pub struct SenderConfig {
     /// session): with the session id it makes the session's keys unique.
     /// Unused without a key.
     pub session_nonce: [u8; SESSION_NONCE_LEN],
+    /// Resume and delta: the object's first `have_after` bytes (a tree's
+    /// manifest) go first; then the window waits for every receiver's
+    /// `Have` report of the packets it holds already, and packets every
+    /// receiver holds are not sent. `None` (the default): no reports,
+    /// every packet goes.
+    pub have_after: Option<u64>,
+    /// How long the window waits at the manifest's end for a receiver that
+    /// has neither reported nor said it is still looking; it is then taken
+    /// to hold nothing.
+    pub have_wait: Duration,
+    /// Longest wait at the manifest's end in all (receivers still looking
+    /// through what they hold).
+    pub have_wait_max: Duration,
 }
 
 /// How the sender repairs losses.
@@ -122,6 +135,9 @@ impl Default for SenderConfig {
             tree_shape: TreeShape::Flat,
             group_key: None,
             session_nonce: [0; SESSION_NONCE_LEN],
+            have_after: None,
+            have_wait: Duration::from_secs(2),
+            have_wait_max: Duration::from_secs(120),
         }
     }
 }

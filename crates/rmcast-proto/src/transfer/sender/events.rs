@@ -138,4 +138,9 @@ pub struct SenderStats {
     /// Packets receivers said they lacked after acknowledging them (never
     /// repaired; see the overclaim limit).
     pub overclaimed_packets: u64,
+    /// Resume and delta: packets never sent because every receiver held
+    /// them already.
+    pub skipped_packets: u64,
+    /// Resume and delta: receivers whose `Have` report arrived complete.
+    pub have_reports: u64,
 }

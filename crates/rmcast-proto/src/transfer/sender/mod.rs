@@ -13,6 +13,7 @@
 //! | `pacing.rs` | `Pacing` | off, fixed token bucket, or Hunt's controller and the rate group |
 //! | `control.rs` | | the phase's repeated multicast packet (Hello, Offer, Close, Bye), the keepalive |
 //! | `close.rs` | | `Complete`s against the hash, the farewell, the outcome |
+//! | `delta.rs` | `Delta` | resume and delta: the receivers' `Have` reports, the packets nobody lacks |
 //! | `watchdog.rs` | | the progress watchdog and its report |
 //! | `timers.rs` | `Timers` | the timer table; `poll_timeout` is its minimum |
 //! | `events.rs` | | [`SenderEvent`], [`SenderStats`], [`Outcome`] |
@@ -23,6 +24,7 @@
 mod close;
 mod config;
 mod control;
+mod delta;
 mod events;
 mod membership;
 #[cfg(test)]
@@ -116,6 +118,8 @@ pub struct Sender {
     seal: Seal,
     /// The object's signature, carried in `Close` (`rmcast send --sign`).
     signature: Option<[u8; rmcast_wire::SIGNATURE_LEN]>,
+    /// Resume and delta ([`SenderConfig::have_after`]).
+    delta: Option<delta::Delta>,
 }
 
 impl Sender {
@@ -144,6 +148,11 @@ impl Sender {
             })?;
         let mut timers = Timers::default();
         timers.set(Timer::Control, Some(now));
+        let delta = config
+            .have_after
+            .map(|bytes| bytes.div_ceil(payload_size as u64))
+            .filter(|&barrier| barrier < u64::from(packets))
+            .map(|barrier| delta::Delta::new(barrier as u32));
         let mut sender = Self {
             window: Window::new(config.window, now),
             pacing: Pacing::new(&config, session, now),
@@ -169,6 +178,7 @@ impl Sender {
             stats: SenderStats::default(),
             seal: Seal::sender(config.group_key.as_ref(), session, config.session_nonce),
             signature: None,
+            delta,
             config,
         };
         sender.arm_timers();
@@ -438,6 +448,11 @@ impl Sender {
             }
             Body::Complete(c) => self.on_complete(now, rank, from, &c),
             Body::Leave(l) => self.on_leave(now, rank, from, l.text),
+            Body::Have(h) => {
+                if let Some(i) = self.member_index(rank, from) {
+                    self.on_have(now, i, &h);
+                }
+            }
             _ => {
                 self.stats.control_packets -= 1;
                 self.stats.foreign += 1;

@@ -35,9 +35,11 @@ pub(super) enum Timer {
     Pacer,
     /// Hunt's increase or decrease timer, while the allowance holds a packet.
     Hunt,
+    /// The wait at the manifest's end for the receivers' `Have` reports.
+    Have,
 }
 
-const TIMERS: usize = 9;
+const TIMERS: usize = 10;
 
 impl Timer {
     fn index(self) -> usize {
@@ -123,6 +125,7 @@ impl Sender {
         self.timers.set(Timer::Repair, repair);
         self.timers.set(Timer::Pacer, pacer);
         self.timers.set(Timer::Hunt, hunt);
+        self.timers.set(Timer::Have, self.have_deadline());
     }
 }
 

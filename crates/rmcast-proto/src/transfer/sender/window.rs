@@ -228,21 +228,36 @@ impl Sender {
                 });
             }
         }
+        if self.delta.is_some() {
+            let blocked = self.skip_held(now);
+            if blocked || self.phase != Phase::Sending {
+                return None; // waiting for acks, or everyone held the rest
+            }
+            if self
+                .delta
+                .as_ref()
+                .is_some_and(|d| d.waits_at(self.window.next))
+            {
+                self.note_waiting(now);
+                return None;
+            }
+        }
         if !self.can_send_data() {
             return None;
         }
         let index = self.window.next;
+        let (only, poll_all) = self.window_plan(index);
         // A Go-back-N retransmission of the window's base asks everyone
         // directly for their state, so a lost poll, ack or relay never
         // stalls the window for long.
         let poll = if index < self.window.high && index == self.window.base {
             POLL_DIRECT
         } else {
-            self.policy.poll_for(index, self.packets)
+            poll_all.unwrap_or_else(|| self.policy.poll_for(index, self.packets))
         };
         Some(NextData {
             index,
-            dest: Dest::Group,
+            dest: only.unwrap_or(Dest::Group),
             poll,
             why: Why::Window,
         })
@@ -308,7 +323,10 @@ impl Sender {
         let mut newest: Option<Instant> = None;
         for index in cumulative.max(self.window.base)..self.window.high {
             let w = self.window.slot(index);
-            if self.window.lack[w].sent_no >= echo_sent || f.holds(self.isn.add(index)) {
+            if self.window.lack[w].sent_no >= echo_sent
+                || f.holds(self.isn.add(index))
+                || self.delta.as_ref().is_some_and(|d| d.holds(rank, index))
+            {
                 continue;
             }
             let lack = &mut self.window.lack[w];
@@ -342,7 +360,13 @@ impl Sender {
             return;
         };
         let cumulative = f.cumulative.since(self.isn);
-        if cumulative > self.window.high {
+        // A receiver's point may lie past what was sent by what it
+        // reported holding (resume, delta), never further.
+        let reach = match &self.delta {
+            Some(d) => d.extend(rank, self.window.high),
+            None => self.window.high,
+        };
+        if cumulative > reach {
             // Acknowledges packets never sent: corrupt or hostile; ignore.
             self.stats.malformed += 1;
             return;
@@ -359,7 +383,12 @@ impl Sender {
                 && m.in_data()
                 && cumulative > m.cumulative
             {
-                m.cumulative = cumulative;
+                // What it reported holding (resume, delta) lies behind it
+                // too once its feedback reaches it.
+                m.cumulative = match &self.delta {
+                    Some(d) => d.extend(r, cumulative),
+                    None => cumulative,
+                };
                 advanced = true;
             }
         }
@@ -429,6 +458,11 @@ impl Sender {
             .map(|m| m.cumulative)
             .min()
             .unwrap_or(self.packets);
+        if base > self.window.high {
+            // Packets nobody lacked (resume, delta), never sent.
+            self.stats.skipped_packets += u64::from(base - self.window.high);
+            self.window.high = base;
+        }
         if base > self.window.base {
             self.window.base = base;
             self.progress_at = now;
@@ -484,6 +518,9 @@ impl Sender {
     pub(super) fn on_window_timeout(&mut self, now: Instant) {
         if let Mode::Hunt(c) = &mut self.pacing.mode {
             c.on_timer(now);
+        }
+        if self.have_deadline().is_some_and(|d| now >= d) {
+            self.try_fix_plan(now);
         }
         self.drop_stale_repairs();
         if let Some(index) = self.window.deferred_rewind

@@ -40,6 +40,7 @@ fn every_kind_matches_its_fixed_bytes() {
             Kind::Complete,
             Kind::Bye,
             Kind::Leave,
+            Kind::Have,
             Kind::RateNak,
             Kind::RateReport,
             Kind::RateSync,
@@ -68,6 +69,7 @@ fn body_lengths_match_the_documented_layout() {
             Body::Complete(c) => 34 + c.text.len(),
             Body::Bye(b) => 2 + b.text.len(),
             Body::Leave(l) => 1 + l.text.len(),
+            Body::Have(h) => 6 + h.ranges.len(),
             Body::RateNak(_) => 5,
             Body::RateReport(_) => 21,
             Body::RateSync(_) => 15,
@@ -157,7 +159,7 @@ fn a_version_1_offer_is_refused_not_misparsed() {
 #[test]
 fn unknown_type_is_unknown_kind() {
     let (bytes, _) = &samples()[0];
-    for t in [0x00u8, 0x0D, 0x0E, 0x7F, 0x80, 0xFF] {
+    for t in [0x00u8, 0x0E, 0x0F, 0x7F, 0x80, 0xFF] {
         let mut bad = bytes.clone();
         bad[3] = t;
         assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownKind(t)));
@@ -307,4 +309,58 @@ fn a_signed_close_carries_its_signature_after_the_flag() {
         bad[HEADER_LEN + 32] = flag;
         assert_eq!(Packet::decode(&bad), Err(DecodeError::BadField("signed")));
     }
+}
+
+#[test]
+fn have_ranges_read_back_and_malformed_reports_are_refused() {
+    let mut ranges = Vec::new();
+    encode_have_ranges(&[(5, 3), (65_536, 1)], &mut ranges);
+    let have = Have {
+        part: 0,
+        parts: 1,
+        ranges: &ranges,
+    };
+    assert_eq!(have.ranges().collect::<Vec<_>>(), [(5, 3), (65_536, 1)]);
+    let packet = |part: u16, parts: u16, ranges: &[(u32, u32)]| {
+        let mut bytes = encode_vec(&Packet {
+            header: Header::new(SID, 3),
+            body: Body::Have(Have {
+                part: 0,
+                parts: 1,
+                ranges: &[],
+            }),
+        });
+        bytes[HEADER_LEN..HEADER_LEN + 2].copy_from_slice(&part.to_be_bytes());
+        bytes[HEADER_LEN + 2..HEADER_LEN + 4].copy_from_slice(&parts.to_be_bytes());
+        bytes[HEADER_LEN + 4..HEADER_LEN + 6].copy_from_slice(&(ranges.len() as u16).to_be_bytes());
+        encode_have_ranges(ranges, &mut bytes);
+        bytes
+    };
+    assert!(Packet::decode(&packet(0, 1, &[(0, 1), (1, 1)])).is_ok());
+    assert!(Packet::decode(&packet(0, 1, &[(u32::MAX, 1)])).is_ok());
+    assert!(Packet::decode(&packet(0, 0, &[])).is_ok(), "still looking");
+    for (bytes, why) in [
+        (packet(0, 0, &[(1, 1)]), "have.part"),
+        (packet(1, 0, &[]), "have.part"),
+        (packet(2, 2, &[]), "have.part"),
+        (packet(0, 1, &[(3, 0)]), "have.ranges"),
+        (packet(0, 1, &[(4, 2), (5, 1)]), "have.ranges"),
+        (packet(0, 1, &[(9, 1), (2, 1)]), "have.ranges"),
+        (packet(0, 1, &[(u32::MAX, 2)]), "have.ranges"),
+    ] {
+        assert_eq!(Packet::decode(&bytes), Err(DecodeError::BadField(why)));
+    }
+    let mut ragged = packet(0, 1, &[(1, 1)]);
+    ragged.pop();
+    assert_eq!(Packet::decode(&ragged), Err(DecodeError::Truncated));
+    let mut buf = [0u8; 64];
+    let bad = Packet {
+        header: Header::new(SID, 3),
+        body: Body::Have(Have {
+            part: 1,
+            parts: 1,
+            ranges: &[],
+        }),
+    };
+    assert_eq!(bad.encode(&mut buf), Err(EncodeError::BadHave));
 }

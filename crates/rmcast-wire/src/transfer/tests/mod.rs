@@ -233,6 +233,22 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
             },
         ),
         (
+            cat(&[
+                &head(0x0D, 3),
+                &[0x00, 0x01, 0x00, 0x02, 0x00, 0x02], // part 1 of 2, 2 ranges
+                &[0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x03], // packets 5..8
+                &[0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01], // packet 65,536
+            ]),
+            Packet {
+                header: rank3,
+                body: Body::Have(Have {
+                    part: 1,
+                    parts: 2,
+                    ranges: &[0, 0, 0, 5, 0, 0, 0, 3, 0, 1, 0, 0, 0, 0, 0, 1],
+                }),
+            },
+        ),
+        (
             cat(&[&head(0x40, 3), &[0x01], &[0x00, 0x00, 0x01, 0x02]]),
             Packet {
                 header: rank3,

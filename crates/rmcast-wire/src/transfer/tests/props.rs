@@ -30,6 +30,7 @@ enum OwnedBody {
     Complete(Status, [u8; HASH_LEN], String),
     Bye(bool, String),
     Leave(String),
+    Have(u16, u16, Vec<u8>),
     Rate(Body<'static>),
 }
 
@@ -81,6 +82,11 @@ impl OwnedPacket {
                 text,
             }),
             OwnedBody::Leave(text) => Body::Leave(Leave { text }),
+            OwnedBody::Have(part, parts, ranges) => Body::Have(Have {
+                part: *part,
+                parts: *parts,
+                ranges,
+            }),
             OwnedBody::Rate(body) => *body,
         };
         Packet {
@@ -212,6 +218,23 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
             .prop_map(|(s, h, t)| OwnedBody::Complete(s, h, t)),
         (any::<bool>(), arb_text()).prop_map(|(a, t)| OwnedBody::Bye(a, t)),
         arb_text().prop_map(OwnedBody::Leave),
+        (
+            (1..=u16::MAX).prop_flat_map(|parts| (0..parts, Just(parts))),
+            prop::collection::vec((0..1000u32, 1..1000u32), 0..HAVE_MAX_RANGES)
+        )
+            .prop_map(|((part, parts), steps)| {
+                // Gaps and lengths from the draw, so ranges ascend, disjoint.
+                let mut ranges = Vec::new();
+                let mut at = 0u32;
+                for (gap, len) in steps {
+                    ranges.push((at + gap, len));
+                    at += gap + len;
+                }
+                let mut bytes = Vec::new();
+                encode_have_ranges(&ranges, &mut bytes);
+                OwnedBody::Have(part, parts, bytes)
+            }),
+        Just(OwnedBody::Have(0, 0, Vec::new())),
         arb_rate_body().prop_map(OwnedBody::Rate),
     ]
 }
