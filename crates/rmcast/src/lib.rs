@@ -282,6 +282,9 @@ pub struct SendReport {
     /// Peers whose packets or connections did not authenticate, one line
     /// each (wrong key, no key, forgeries), also when the session succeeded.
     pub auth_failures: Vec<String>,
+    /// Resume and delta (trees): object bytes never sent because every
+    /// receiver held them already.
+    pub skipped_bytes: u64,
 }
 
 /// What a receiver reports after a transfer.
@@ -312,6 +315,10 @@ pub struct RecvReport {
     pub replaced: bool,
     /// The object was a directory tree: what it held (`None`: one file).
     pub tree: Option<TreeCounts>,
+    /// Resume and delta (trees): object bytes found on this receiver's
+    /// disk (an earlier version, an interrupted session's staging), so
+    /// never received.
+    pub held_bytes: u64,
 }
 
 /// Everything that can go wrong locally (remote failures are in the reports).

@@ -177,6 +177,8 @@ struct Driver<'a> {
     /// Several sessions: the names offered so far, so that two sessions
     /// never store under one name.
     names: Option<Rc<RefCell<HashSet<String>>>>,
+    /// Resume and delta: bytes of the tree found on this disk.
+    held_bytes: u64,
 }
 
 impl Driver<'_> {
@@ -199,6 +201,7 @@ impl Driver<'_> {
             .sink
             .write(chunk.offset, chunk.bytes)
             .and_then(|()| self.sink.hash_ahead(machine.received_bytes()))
+            .and_then(|()| self.poll_held(machine).map(|_| ()))
         {
             let name = self
                 .offer
@@ -210,6 +213,27 @@ impl Driver<'_> {
             self.end.get_or_insert(End::Failed(text.clone()));
             machine.leave(&text);
         }
+    }
+
+    /// Resume and delta (a tree): once the manifest is in, what this disk
+    /// holds of the tree is looked for (on other threads) and, once found,
+    /// reported to the sender. True when a report became due.
+    fn poll_held(&mut self, machine: &mut Receiver) -> std::io::Result<bool> {
+        let Some(payload) = self.offer.as_ref().map(|o| u64::from(o.payload_size)) else {
+            return Ok(false);
+        };
+        let Some(held) = self.sink.poll_held(machine.received_bytes(), payload)? else {
+            return Ok(false);
+        };
+        self.held_bytes = held.bytes;
+        if held.bytes > 0 {
+            tracing::info!(
+                "{} bytes of the tree are on this disk already: only the rest travels",
+                held.bytes
+            );
+        }
+        machine.report_held(self.clock.now(), held.barrier, &held.packets);
+        Ok(true)
     }
 
     /// Reacts to one of the machine's events.
@@ -275,8 +299,14 @@ impl Driver<'_> {
             Ok(sink) => {
                 self.sink = sink;
                 self.accepted_at = Some(self.clock.now());
+                let tree = info.name.ends_with(crate::tree::TREE_SUFFIX);
                 self.offer = Some(info);
                 machine.accept_offer();
+                if tree {
+                    // Resume and delta: the sender waits for our report of
+                    // what this disk holds, once the manifest is in.
+                    machine.report_pending(self.clock.now(), u32::MAX);
+                }
             }
             Err((status, text)) => {
                 tracing::warn!("refusing {:?}: {text}", info.name);
@@ -423,6 +453,7 @@ impl<'a> Driver<'a> {
             end: None,
             clock: Clock,
             names,
+            held_bytes: 0,
         }
     }
 
@@ -448,6 +479,7 @@ impl<'a> Driver<'a> {
             test_dropped_packets: self.dropped,
             replaced: self.replaced,
             tree: self.sink.tree_counts(),
+            held_bytes: self.held_bytes,
         };
         match self.end.take() {
             _ if self.verified => Ok((report, std::mem::replace(&mut self.sink, Sink::None))),
@@ -572,6 +604,30 @@ impl<'a> Sessions<'a> {
             " (other sessions announced on this group and not taken: {}; a receiver takes the first announced)",
             others.join(", ")
         )
+    }
+
+    /// Resume and delta: reports what the disk holds for every session
+    /// whose search for it ended; true if any did.
+    fn poll_held(&mut self) -> bool {
+        let mut any = false;
+        for (h, machine) in self.endpoint.iter_mut() {
+            let d = &mut self.drivers[h.0];
+            if d.end.is_some() {
+                continue;
+            }
+            match d.poll_held(machine) {
+                Ok(due) => any |= due,
+                Err(e) => {
+                    let text = format!("cannot look for the tree's chunks on this disk: {e}");
+                    tracing::error!("{text}");
+                    d.sink.discard();
+                    d.end.get_or_insert(End::Failed(text.clone()));
+                    machine.leave(&text);
+                    any = true;
+                }
+            }
+        }
+        any
     }
 
     /// Verifies every session holding all its bytes (then reacts to what
@@ -770,6 +826,9 @@ fn run_many(
         // at once rather than after the next arrival.
         let reacted = d.on_events();
         if d.verify() || reacted {
+            tx_more = true;
+        }
+        if d.poll_held() {
             tx_more = true;
         }
 

@@ -207,10 +207,14 @@ pub fn send_path(
         path.display(),
         tree.as_slice().len()
     );
+    // Receivers report what they hold once the manifest is in, and only
+    // what someone lacks is sent (resume, delta).
+    let mut cfg = cfg.clone();
+    cfg.proto.have_after = Some(tree.manifest_len);
     run(
         &format!("{name}{}", crate::tree::TREE_SUFFIX),
         tree.as_slice(),
-        cfg,
+        &cfg,
         progress,
     )
 }
@@ -565,6 +569,7 @@ fn drive(
             joined: None,
         });
     }
+    let skipped_bytes = (stats.skipped_packets * cfg.proto.payload_size() as u64).min(size);
     let report = SendReport {
         protocol,
         receivers: outcome.members.len() as u16,
@@ -588,6 +593,7 @@ fn drive(
             .iter()
             .map(|(from, e, n)| format!("{from}: {n} packet(s) refused, {e}"))
             .collect(),
+        skipped_bytes,
     };
     tracing::info!(
         "session {session}: {} of {} receiver(s) verified {size} bytes in {:.3} s ({:.1} Mbit/s)",

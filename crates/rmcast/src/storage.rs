@@ -57,9 +57,124 @@ pub(crate) struct Part {
     /// (Boxed: a hasher is 2 KB, and `Sink` is moved around by value.)
     hasher: Box<blake3::Hasher>,
     hashed: u64,
+    /// A tree: looking for the chunks this disk holds already.
+    held: Held,
+}
+
+/// A tree's search for the chunks this disk holds (resume, delta): it
+/// starts once the manifest is in and runs on its own threads, so the
+/// receiver keeps answering the sender meanwhile.
+#[derive(Default)]
+enum Held {
+    /// Waiting for the manifest (its length once read).
+    #[default]
+    Idle,
+    Manifest(u64),
+    Running(std::thread::JoinHandle<(Vec<(u64, u64)>, u64)>, u64),
+    Done,
+}
+
+/// What a tree's receiver found on its disk: the first packet after the
+/// manifest, the packets it stored from the disk, and their bytes.
+pub(crate) struct HeldReport {
+    pub(crate) barrier: u32,
+    pub(crate) packets: Vec<(u32, u32)>,
+    pub(crate) bytes: u64,
 }
 
 impl Part {
+    /// Resume and delta: once the manifest is in (`in_order` bytes of the
+    /// object are), starts looking for the chunks this disk holds; once
+    /// that is done, returns what to report. Cheap when there is nothing
+    /// new (called per stored packet and per pass of the event loop).
+    fn poll_held(&mut self, in_order: u64, payload: u64) -> io::Result<Option<HeldReport>> {
+        if self.tree.is_none() || payload == 0 {
+            return Ok(None);
+        }
+        let barrier_of = |len: u64| u32::try_from(len.div_ceil(payload)).unwrap_or(u32::MAX);
+        loop {
+            match std::mem::take(&mut self.held) {
+                Held::Idle => {
+                    if in_order < 16.min(self.size) {
+                        return Ok(None);
+                    }
+                    self.flush()?;
+                    let mut head = [0u8; 16];
+                    let len = match self.file.read_exact_at(&mut head, 0) {
+                        Ok(()) => rmcast_wire::manifest::manifest_len(&head)
+                            .and_then(Result::ok)
+                            .unwrap_or(self.size),
+                        Err(_) => self.size,
+                    };
+                    self.held = Held::Manifest(len.min(self.size));
+                }
+                Held::Manifest(len) => {
+                    if in_order < len {
+                        self.held = Held::Manifest(len);
+                        return Ok(None);
+                    }
+                    self.catch_up(in_order)?;
+                    let tree = self.tree.as_ref().expect("checked above");
+                    let Some(manifest) = tree.manifest().filter(|_| !tree.failed()) else {
+                        // A manifest that does not read: the tree fails at
+                        // the end; nothing is held meanwhile.
+                        self.held = Held::Done;
+                        return Ok(Some(HeldReport {
+                            barrier: barrier_of(len),
+                            packets: Vec::new(),
+                            bytes: 0,
+                        }));
+                    };
+                    let manifest = manifest.clone();
+                    let roots = tree.sources();
+                    let part = self.file.try_clone()?;
+                    let (size, from) = (self.size, in_order);
+                    let job = std::thread::Builder::new()
+                        .name("rmcast-held".into())
+                        .spawn(move || {
+                            crate::tree::find_held(&manifest, &roots, &part, size, from)
+                        })?;
+                    self.held = Held::Running(job, len);
+                    return Ok(None);
+                }
+                Held::Running(job, len) => {
+                    if !job.is_finished() {
+                        self.held = Held::Running(job, len);
+                        return Ok(None);
+                    }
+                    self.held = Held::Done;
+                    let (ranges, bytes) = job
+                        .join()
+                        .map_err(|_| io::Error::other("looking for held chunks panicked"))?;
+                    let packets = self.size.div_ceil(payload);
+                    let barrier = barrier_of(len);
+                    let mut out = Vec::new();
+                    for (start, n) in ranges {
+                        let end = start + n;
+                        let first = start.div_ceil(payload).max(u64::from(barrier));
+                        let last = if end >= self.size {
+                            packets
+                        } else {
+                            end / payload
+                        };
+                        if last > first {
+                            out.push((first as u32, (last - first) as u32));
+                        }
+                    }
+                    return Ok(Some(HeldReport {
+                        barrier,
+                        packets: out,
+                        bytes,
+                    }));
+                }
+                Held::Done => {
+                    self.held = Held::Done;
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
     fn write(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
         if offset < self.hashed {
             // The engine stores each byte once; if bytes already hashed were
@@ -271,19 +386,24 @@ fn make_parents(root: &Path, rel: &Path) -> Result<PathBuf, Refusal> {
 /// transfer cannot remove its own, and each is as large as the object.
 /// Only `rel`'s own directory is looked at, only if it is a real directory
 /// (not a symlink), and a file some receiver still writes is left alone.
-fn remove_stale_parts(root: &Path, rel: &Path) {
+///
+/// The staging directories of trees are kept and returned instead (for a
+/// tree's offer: `keep_staging`): the new session resumes from the chunks
+/// they hold, and removes them once its tree is in place.
+fn remove_stale_parts(root: &Path, rel: &Path, keep_staging: bool) -> Vec<PathBuf> {
+    let mut kept = Vec::new();
     let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
-        return;
+        return kept;
     };
     let dir = root.join(parent);
     if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-        return;
+        return kept;
     }
     let mut prefix = std::ffi::OsString::from(".");
     prefix.push(name);
     prefix.push(".rmcast-");
     let Ok(entries) = std::fs::read_dir(&dir) else {
-        return;
+        return kept;
     };
     for entry in entries.flatten() {
         let file_name = entry.file_name();
@@ -306,6 +426,14 @@ fn remove_stale_parts(root: &Path, rel: &Path) {
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             continue; // a live receiver writes it
         }
+        if staging && keep_staging {
+            tracing::info!(
+                "{} was left by an interrupted session: resuming from it",
+                path.display()
+            );
+            kept.push(path);
+            continue;
+        }
         let removed = if staging {
             std::fs::remove_dir_all(&path)
         } else {
@@ -318,6 +446,7 @@ fn remove_stale_parts(root: &Path, rel: &Path) {
             );
         }
     }
+    kept
 }
 
 /// How a verified object takes its place under the output directory.
@@ -385,7 +514,7 @@ pub(crate) fn prepare(
         }
         Target::Dir(root) => {
             let rel = safe_relative_path(name).map_err(|e| (Status::UnsafeName, e))?;
-            remove_stale_parts(root, &rel);
+            let leftovers = remove_stale_parts(root, &rel, tree);
             let free = available_bytes(root).map_err(|e| {
                 (
                     Status::Io,
@@ -448,11 +577,13 @@ pub(crate) fn prepare(
                 return Err((Status::Io, format!("cannot lock {}: {e}", temp.display())));
             }
             let extractor = tree.then(|| {
-                Box::new(crate::tree::Extractor::new(
+                let mut x = crate::tree::Extractor::new(
                     dir.join(format!(".{file_name}.rmcast-tree-{session}")),
                     final_path.clone(),
                     placement.merge_tree,
-                ))
+                );
+                x.set_leftovers(leftovers);
+                Box::new(x)
             });
             let part = Part {
                 file,
@@ -466,6 +597,7 @@ pub(crate) fn prepare(
                 stage_offset: 0,
                 hasher: Box::new(blake3::Hasher::new()),
                 hashed: 0,
+                held: Held::default(),
             };
             part.file.set_len(offer.size).map_err(|e| {
                 let status = if e.raw_os_error() == Some(libc::ENOSPC) {
@@ -502,6 +634,7 @@ pub(crate) fn prepare(
                 stage_offset: 0,
                 hasher: Box::new(blake3::Hasher::new()),
                 hashed: 0,
+                held: Held::default(),
             }))
         }
     }
@@ -558,6 +691,19 @@ impl Sink {
                 Ok(())
             }
             _ => Ok(()),
+        }
+    }
+
+    /// Resume and delta (a tree): what this disk holds of the object, once
+    /// known (see [`Part::poll_held`]).
+    pub(crate) fn poll_held(
+        &mut self,
+        in_order: u64,
+        payload: u64,
+    ) -> io::Result<Option<HeldReport>> {
+        match self {
+            Sink::File(p) => p.poll_held(in_order, payload),
+            _ => Ok(None),
         }
     }
 

@@ -67,6 +67,9 @@ pub(crate) struct TreeObject {
     len: usize,
     /// Regular files, directories, symbolic links.
     pub(crate) counts: (u64, u64, u64),
+    /// Bytes of the manifest at the object's start: receivers report what
+    /// they hold once it is in (resume, delta).
+    pub(crate) manifest_len: u64,
 }
 
 // SAFETY: the region is owned by this value, read-only after `build`, and
@@ -262,6 +265,7 @@ impl TreeObject {
             mapped_len,
             len,
             counts,
+            manifest_len: manifest.encoded_len() as u64,
         };
         let file_range = |i: usize| match manifest.entries[i].kind {
             EntryKind::File { offset, size, .. } => (offset as usize, size as usize),
@@ -394,6 +398,10 @@ pub(crate) struct Extractor {
     /// The first failure; reported by `finish`.
     failed: Option<io::Error>,
     done: bool,
+    /// Staging directories of earlier sessions of this name that ended
+    /// before their tree was in place (a receiver killed, a sender gone):
+    /// looked through for chunks (resume), removed once this tree is in.
+    leftovers: Vec<PathBuf>,
 }
 
 impl Extractor {
@@ -412,7 +420,31 @@ impl Extractor {
             counts: TreeCounts::default(),
             failed: None,
             done: false,
+            leftovers: Vec::new(),
         }
+    }
+
+    /// Staging directories left by earlier sessions of this name.
+    pub(crate) fn set_leftovers(&mut self, leftovers: Vec<PathBuf>) {
+        self.leftovers = leftovers;
+    }
+
+    /// The manifest, once the in-order prefix covered it.
+    pub(crate) fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// Where earlier copies of the tree's files may lie, most likely
+    /// first: the tree in place (the version before), then leftovers.
+    pub(crate) fn sources(&self) -> Vec<PathBuf> {
+        let mut roots = vec![self.target.clone()];
+        roots.extend(self.leftovers.iter().cloned());
+        roots
+    }
+
+    /// Whether the tree failed already (its report then holds nothing).
+    pub(crate) fn failed(&self) -> bool {
+        self.failed.is_some()
     }
 
     /// The object's bytes `[0, ready)` are final in `part`: do what they
@@ -562,6 +594,11 @@ impl Extractor {
         match result {
             Ok(counts) => {
                 self.done = true;
+                for dir in &self.leftovers {
+                    if std::fs::remove_dir_all(dir).is_ok() {
+                        tracing::info!("removed {}, served for resume", dir.display());
+                    }
+                }
                 Ok(counts)
             }
             Err(e) => {
@@ -585,10 +622,150 @@ impl Extractor {
 
 impl Drop for Extractor {
     fn drop(&mut self) {
-        if !self.done {
+        // An unfinished tree's staging directory is kept when it holds
+        // files (each verified chunk by chunk): the next session of this
+        // name resumes from it. A tree that failed (a manifest that lies,
+        // a disk full) leaves nothing.
+        let worth_keeping = self.failed.is_none() && (self.counts.files > 0 || self.open.is_some());
+        if !self.done && !worth_keeping {
             self.remove_staging();
         }
     }
+}
+
+/// Resume and delta: finds the chunks of `manifest`'s files that lie on
+/// this disk already, under the same relative path in one of `roots` (the
+/// tree in place, staging directories of interrupted sessions), each
+/// checked against its hash; writes each one found into `part` at its
+/// place in the object (only from byte `from` on: the bytes before it are
+/// in already). Returns the byte ranges of the object that need no packet
+/// (those chunks, the manifest and the zero padding between files: the
+/// part file reads zeros where nothing was written), sorted and merged,
+/// with the bytes of chunks found. Runs on every core.
+pub(crate) fn find_held(
+    manifest: &Manifest,
+    roots: &[PathBuf],
+    part: &File,
+    size: u64,
+    from: u64,
+) -> (Vec<(u64, u64)>, u64) {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let roots: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| {
+            std::fs::symlink_metadata(r)
+                .ok()
+                .filter(|m| m.is_dir())
+                .and_then(|_| r.canonicalize().ok())
+        })
+        .collect();
+    let files: Vec<&Entry> = manifest
+        .entries
+        .iter()
+        .filter(|e| matches!(e.kind, EntryKind::File { size, .. } if size > 0))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let found = Mutex::new((Vec::new(), 0u64));
+    let cs = u64::from(manifest.chunk_size);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..workers.min(files.len()) {
+            scope.spawn(|| {
+                let mut buf = vec![0u8; cs as usize];
+                let mut mine: Vec<(u64, u64)> = Vec::new();
+                let mut bytes = 0u64;
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(e) = files.get(i) else { break };
+                    let EntryKind::File {
+                        offset,
+                        size,
+                        chunks,
+                    } = &e.kind
+                    else {
+                        continue;
+                    };
+                    let candidates: Vec<File> = roots
+                        .iter()
+                        .filter_map(|root| open_inside(root, &e.path))
+                        .collect();
+                    if candidates.is_empty() {
+                        continue;
+                    }
+                    for (c, want) in chunks.iter().enumerate() {
+                        let start = c as u64 * cs;
+                        let end = (start + cs).min(*size);
+                        if offset + end <= from {
+                            continue;
+                        }
+                        let piece = &mut buf[..(end - start) as usize];
+                        let hit = candidates.iter().any(|f| {
+                            f.read_exact_at(piece, start).is_ok()
+                                && blake3::hash(piece).as_bytes() == want
+                        });
+                        if !hit {
+                            continue;
+                        }
+                        let skip = from.saturating_sub(offset + start).min(end - start) as usize;
+                        if part
+                            .write_all_at(&piece[skip..], offset + start + skip as u64)
+                            .is_ok()
+                        {
+                            mine.push((offset + start, end - start));
+                            bytes += end - start;
+                        }
+                    }
+                }
+                let mut all = found.lock().expect("no worker panics holding it");
+                all.0.extend(mine);
+                all.1 += bytes;
+            });
+        }
+    });
+    let (mut ranges, bytes) = found.into_inner().expect("workers are done");
+    // What no file covers: the manifest, and the padding between files.
+    let mut laid: Vec<(u64, u64)> = manifest
+        .entries
+        .iter()
+        .filter_map(|e| match e.kind {
+            EntryKind::File { offset, size, .. } if size > 0 => Some((offset, size)),
+            _ => None,
+        })
+        .collect();
+    laid.sort_unstable();
+    let mut at = 0u64;
+    for (offset, len) in laid {
+        if offset > at {
+            ranges.push((at, offset - at));
+        }
+        at = at.max(offset + len);
+    }
+    if size > at {
+        ranges.push((at, size - at));
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (start, len) in ranges {
+        match merged.last_mut() {
+            Some((s, l)) if start <= *s + *l => *l = (*l).max(start + len - *s),
+            _ => merged.push((start, len)),
+        }
+    }
+    (merged, bytes)
+}
+
+/// Opens `rel` under `root` for reading, if it is a regular file that
+/// really lies inside `root` (no symbolic link leads out of it).
+fn open_inside(root: &Path, rel: &str) -> Option<File> {
+    let path = root.join(rel);
+    let real = path.canonicalize().ok()?;
+    if !real.starts_with(root) {
+        return None;
+    }
+    let file = File::open(&real).ok()?;
+    file.metadata().ok().filter(|m| m.is_file())?;
+    Some(file)
 }
 
 /// Turns a verified part file holding a tree into the directory `target`

@@ -413,6 +413,7 @@ impl<'n, 'a> Driver<'n, 'a> {
             test_dropped_packets: 0,
             replaced: self.replaces,
             tree: None,
+            held_bytes: 0,
         })
     }
 

@@ -411,6 +411,7 @@ fn run(
         data_seconds,
         sealed: cfg.key.is_some(),
         auth_failures: r.auth_failures,
+        skipped_bytes: 0,
     };
     tracing::info!(
         "session {session}: {} of {} receiver(s) verified {size} bytes in {:.3} s ({:.1} Mbit/s)",

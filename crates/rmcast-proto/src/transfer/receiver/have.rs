@@ -17,6 +17,9 @@ use std::time::Duration;
 const REPEAT_FIRST: Duration = Duration::from_millis(50);
 /// Longest interval between repeats (the sender waits 2 s of silence).
 const REPEAT_MAX: Duration = Duration::from_millis(400);
+/// Interval of "still looking": the driver's search ending is noticed on
+/// the wake-up this sets, so it is short.
+const PENDING_INTERVAL: Duration = Duration::from_millis(25);
 
 #[derive(Debug)]
 pub(super) struct HaveReport {
@@ -73,7 +76,7 @@ impl Receiver {
             ranges: None,
             next_part: 0,
             due: now,
-            interval: REPEAT_MAX,
+            interval: PENDING_INTERVAL,
             done: false,
         });
     }
@@ -145,7 +148,9 @@ impl Receiver {
         h.next_part += 1;
         if h.next_part >= parts {
             h.due = now + h.interval;
-            h.interval = (h.interval * 2).min(REPEAT_MAX);
+            if h.ranges.is_some() {
+                h.interval = (h.interval * 2).min(REPEAT_MAX);
+            }
         }
         let body = match &h.ranges {
             None => Have {
