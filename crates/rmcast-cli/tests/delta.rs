@@ -160,6 +160,15 @@ fn a_second_push_moves_only_the_chunks_that_changed() {
         assert!(r["held_bytes"].as_u64().unwrap() >= total - changed, "{r}");
         assert_eq!(files(&o.join("ckpt")), files(&src));
         assert_eq!(entries(o), ["ckpt"], "nothing left beside the tree");
+        // An unchanged file was linked from the version before, which is
+        // gone: the new tree's name is its only one.
+        use std::os::unix::fs::MetadataExt;
+        let kept = std::fs::metadata(o.join("ckpt/shard-04.bin")).unwrap();
+        assert_eq!(kept.nlink(), 1);
+        assert_eq!(
+            kept.mtime(),
+            std::fs::metadata(src.join("shard-04.bin")).unwrap().mtime()
+        );
     }
 }
 

@@ -207,14 +207,10 @@ pub fn send_path(
         path.display(),
         tree.as_slice().len()
     );
-    // Receivers report what they hold once the manifest is in, and only
-    // what someone lacks is sent (resume, delta).
-    let mut cfg = cfg.clone();
-    cfg.proto.have_after = Some(tree.manifest_len);
     run(
         &format!("{name}{}", crate::tree::TREE_SUFFIX),
         tree.as_slice(),
-        &cfg,
+        cfg,
         progress,
     )
 }
@@ -260,6 +256,11 @@ fn run(
     check_group(cfg.group)?;
     check_loss(cfg.loss)?;
     let mut proto = cfg.proto.clone();
+    // A tree (a name ending in `/`) starts with its manifest: receivers
+    // report what they hold once it is in (resume, delta), and its hash is
+    // the object's (below).
+    let manifest = crate::tree::manifest_extent_of(name, data);
+    proto.have_after = manifest;
     if cfg.loss > 0.0 {
         proto.test_loss_ppm = (cfg.loss * 1e6).round() as u32;
     }
@@ -277,10 +278,19 @@ fn run(
     let (hashed_tx, hashed) = mpsc::channel();
     std::thread::scope(|scope| {
         let (stop, waker) = (&stop, &waker);
+        // A tree's hash is its manifest's: the manifest holds every file's
+        // chunk hashes, each of which receivers check, so it vouches for
+        // every byte they store (and for nothing else: padding between
+        // files is not stored). Resume and delta need no hash of the bytes
+        // nobody sends, and nobody hashes the whole object twice.
+        let hashed_part = match manifest {
+            Some(len) => &data[..usize::try_from(len).map_or(data.len(), |l| l.min(data.len()))],
+            None => data,
+        };
         std::thread::Builder::new()
             .name("rmcast-hash".into())
             .spawn_scoped(scope, move || {
-                if let Some(h) = hash_object(data, stop) {
+                if let Some(h) = hash_object(hashed_part, stop) {
                     // The loop may have ended already: nobody to tell.
                     if hashed_tx.send(h).is_ok() {
                         let _ = waker.wake();

@@ -70,7 +70,7 @@ enum Held {
     #[default]
     Idle,
     Manifest(u64),
-    Running(std::thread::JoinHandle<(Vec<(u64, u64)>, u64)>, u64),
+    Running(std::thread::JoinHandle<crate::tree::Held>, u64),
     Done,
 }
 
@@ -127,13 +127,10 @@ impl Part {
                     };
                     let manifest = manifest.clone();
                     let roots = tree.sources();
-                    let part = self.file.try_clone()?;
                     let (size, from) = (self.size, in_order);
                     let job = std::thread::Builder::new()
                         .name("rmcast-held".into())
-                        .spawn(move || {
-                            crate::tree::find_held(&manifest, &roots, &part, size, from)
-                        })?;
+                        .spawn(move || crate::tree::find_held(&manifest, &roots, size, from))?;
                     self.held = Held::Running(job, len);
                     return Ok(None);
                 }
@@ -143,9 +140,13 @@ impl Part {
                         return Ok(None);
                     }
                     self.held = Held::Done;
-                    let (ranges, bytes) = job
+                    let found = job
                         .join()
                         .map_err(|_| io::Error::other("looking for held chunks panicked"))?;
+                    let (ranges, bytes) = (found.covered, found.bytes);
+                    if let Some(t) = &mut self.tree {
+                        t.mark_verified(found.sources);
+                    }
                     let packets = self.size.div_ceil(payload);
                     let barrier = barrier_of(len);
                     let mut out = Vec::new();
@@ -197,9 +198,7 @@ impl Part {
         if bytes.len() >= STAGE_BYTES {
             self.file.write_all_at(bytes, offset)?;
             if offset == self.hashed {
-                self.hasher.update(bytes);
-                self.hashed += bytes.len() as u64;
-                self.extract();
+                self.absorb(bytes);
             }
             return Ok(());
         }
@@ -212,13 +211,25 @@ impl Part {
         if !self.stage.is_empty() {
             self.file.write_all_at(&self.stage, self.stage_offset)?;
             if self.stage_offset == self.hashed {
-                self.hasher.update(&self.stage);
-                self.hashed += self.stage.len() as u64;
-                self.extract();
+                let stage = std::mem::take(&mut self.stage);
+                self.absorb(&stage);
+                self.stage = stage;
             }
             self.stage.clear();
         }
         Ok(())
+    }
+
+    /// The in-order prefix grew by `bytes` (just written at `hashed`):
+    /// hashed, for a file; for a tree only counted, since its hash is its
+    /// manifest's ([`crate::tree::manifest_hash`]) and the extractor
+    /// checks every chunk against the manifest.
+    fn absorb(&mut self, bytes: &[u8]) {
+        if self.tree.is_none() {
+            self.hasher.update(bytes);
+        }
+        self.hashed += bytes.len() as u64;
+        self.extract();
     }
 
     /// A tree: copy out what the hashed prefix now covers (cheap when it
@@ -239,6 +250,12 @@ impl Part {
             return Ok(());
         }
         self.flush()?;
+        if self.tree.is_some() {
+            // Nothing to hash: the bytes are in the file, in order.
+            self.hashed = upto;
+            self.extract();
+            return Ok(());
+        }
         let mut buf = std::mem::take(&mut self.stage);
         let result = (|| {
             while self.hashed < upto {
@@ -719,6 +736,7 @@ impl Sink {
                 Ok(*m.hasher.finalize().as_bytes())
             }
             Sink::File(p) if p.size == 0 => Ok(*blake3::hash(&[]).as_bytes()),
+            Sink::File(p) if p.tree.is_some() => crate::tree::manifest_hash(&p.file, p.size),
             Sink::File(p) => {
                 if p.hashed < p.size {
                     // SAFETY: the partial file is private to this receiver (a
@@ -1185,7 +1203,12 @@ mod tests {
                 );
             }
         }
-        assert_eq!(sink.hash().unwrap(), *blake3::hash(data).as_bytes());
+        // A tree's hash is its manifest's (each chunk is checked against it).
+        let manifest = crate::tree::manifest_extent_of("t/", data).unwrap() as usize;
+        assert_eq!(
+            sink.hash().unwrap(),
+            *blake3::hash(&data[..manifest]).as_bytes()
+        );
         sink.commit().unwrap();
         assert_eq!(sink.tree_counts().unwrap().files, 40);
         assert!(!staging.exists());
@@ -1196,7 +1219,9 @@ mod tests {
             );
         }
         assert_eq!(entries(out.path()), ["t"], "no part file left");
-        // A tree that fails half-way leaves nothing behind.
+        // A tree that fails half-way leaves its part file nowhere and its
+        // staging directory (what it extracted, each chunk checked) for the
+        // next session of its name to resume from.
         let mut sink = prepare(
             &target,
             &offer("u/", data),
@@ -1213,7 +1238,20 @@ mod tests {
                 .exists()
         );
         sink.discard();
-        assert_eq!(entries(out.path()), ["t"]);
+        let kept = format!(".u.rmcast-tree-{}", SessionId(22));
+        assert_eq!(entries(out.path()), [kept.as_str(), "t"]);
+        assert!(std::fs::read_dir(out.path().join(&kept)).unwrap().count() > 5);
+        // The next session of "u/" keeps it (to look through) while it runs.
+        let next = prepare(
+            &target,
+            &offer("u/", data),
+            SessionId(23),
+            None,
+            Placement::default(),
+        )
+        .unwrap();
+        assert!(out.path().join(&kept).exists());
+        drop(next);
     }
 
     fn entries(dir: &Path) -> Vec<String> {

@@ -67,9 +67,6 @@ pub(crate) struct TreeObject {
     len: usize,
     /// Regular files, directories, symbolic links.
     pub(crate) counts: (u64, u64, u64),
-    /// Bytes of the manifest at the object's start: receivers report what
-    /// they hold once it is in (resume, delta).
-    pub(crate) manifest_len: u64,
 }
 
 // SAFETY: the region is owned by this value, read-only after `build`, and
@@ -265,7 +262,6 @@ impl TreeObject {
             mapped_len,
             len,
             counts,
-            manifest_len: manifest.encoded_len() as u64,
         };
         let file_range = |i: usize| match manifest.entries[i].kind {
             EntryKind::File { offset, size, .. } => (offset as usize, size as usize),
@@ -402,6 +398,12 @@ pub(crate) struct Extractor {
     /// before their tree was in place (a receiver killed, a sender gone):
     /// looked through for chunks (resume), removed once this tree is in.
     leftovers: Vec<PathBuf>,
+    /// Chunks found on this disk and checked against their hashes
+    /// already ([`find_held`]), by object offset: copied from where they
+    /// lie, without a second hash.
+    verified: std::collections::HashMap<u64, Source>,
+    /// The last source file opened (chunks of one file come in a row).
+    source: Option<(std::sync::Arc<PathBuf>, File)>,
 }
 
 impl Extractor {
@@ -421,7 +423,14 @@ impl Extractor {
             failed: None,
             done: false,
             leftovers: Vec::new(),
+            verified: std::collections::HashMap::new(),
+            source: None,
         }
+    }
+
+    /// Chunks found on this disk, checked already, by object offset.
+    pub(crate) fn mark_verified(&mut self, chunks: impl IntoIterator<Item = (u64, Source)>) {
+        self.verified.extend(chunks);
     }
 
     /// Staging directories left by earlier sessions of this name.
@@ -491,6 +500,21 @@ impl Extractor {
                 // file costs each step only what the hash just covered.
                 let named =
                     |err: io::Error| io::Error::new(err.kind(), format!("{}: {err}", e.path));
+                if self.open.is_none()
+                    && offset + size <= ready
+                    && link_unchanged(
+                        &mut self.verified,
+                        &self.staging,
+                        e,
+                        *offset,
+                        chunks.len(),
+                        u64::from(manifest.chunk_size),
+                    )
+                {
+                    self.counts.files += 1;
+                    self.next += 1;
+                    continue;
+                }
                 let open = match &mut self.open {
                     Some(f) => f,
                     none => none.insert(OpenFile {
@@ -506,17 +530,29 @@ impl Extractor {
                         self.boundary = offset + end;
                         return Ok(());
                     }
-                    copy_chunk(
-                        part,
-                        &open.file,
-                        *offset,
-                        start,
-                        end,
-                        open.done,
-                        want,
-                        &mut self.buf,
-                    )
-                    .map_err(named)?;
+                    if let Some(src) = self.verified.remove(&(offset + start)) {
+                        let from = match &mut self.source {
+                            Some((path, file)) if *path == src.path => &*file,
+                            slot => {
+                                let file = File::open(&*src.path).map_err(named)?;
+                                &slot.insert((src.path.clone(), file)).1
+                            }
+                        };
+                        copy_range(from, &open.file, src.at, start, end - start, &mut self.buf)
+                            .map_err(named)?;
+                    } else {
+                        copy_chunk(
+                            part,
+                            &open.file,
+                            *offset,
+                            start,
+                            end,
+                            open.done,
+                            want,
+                            &mut self.buf,
+                        )
+                        .map_err(named)?;
+                    }
                     punch_hole(part, offset + start, end - start);
                     open.done += 1;
                 }
@@ -633,22 +669,48 @@ impl Drop for Extractor {
     }
 }
 
+/// The length of the manifest a tree's object (`name` ending in `/`)
+/// starts with, as its header says; `None` for anything else (the object's
+/// hash then covers all of it).
+pub(crate) fn manifest_extent_of(name: &str, object: &[u8]) -> Option<u64> {
+    if !name.ends_with(TREE_SUFFIX) {
+        return None;
+    }
+    let len = manifest_len(object)?.ok()?;
+    (len <= object.len() as u64).then_some(len)
+}
+
+/// The BLAKE3 hash a tree's receiver checks the `Close`'s against: its
+/// manifest's, read from the part file (`size` bytes; the manifest is never
+/// released from it). The manifest holds every file's chunk hashes and
+/// each chunk is checked against its own, so this vouches for every byte
+/// stored.
+pub(crate) fn manifest_hash(part: &File, size: u64) -> io::Result<[u8; 32]> {
+    let len = manifest_extent(part, size)?;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; COPY_BYTES];
+    let mut at = 0u64;
+    while at < len {
+        let n = ((len - at) as usize).min(buf.len());
+        part.read_exact_at(&mut buf[..n], at)?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(*hasher.finalize().as_bytes())
+}
+
 /// Resume and delta: finds the chunks of `manifest`'s files that lie on
 /// this disk already, under the same relative path in one of `roots` (the
 /// tree in place, staging directories of interrupted sessions), each
-/// checked against its hash; writes each one found into `part` at its
-/// place in the object (only from byte `from` on: the bytes before it are
-/// in already). Returns the byte ranges of the object that need no packet
-/// (those chunks, the manifest and the zero padding between files: the
-/// part file reads zeros where nothing was written), sorted and merged,
-/// with the bytes of chunks found. Runs on every core.
-pub(crate) fn find_held(
-    manifest: &Manifest,
-    roots: &[PathBuf],
-    part: &File,
-    size: u64,
-    from: u64,
-) -> (Vec<(u64, u64)>, u64) {
+/// checked against its hash (only chunks from object byte `from` on: the
+/// bytes before it are in already). Returns the byte ranges of the object
+/// that need no packet (those chunks, the manifest and the zero padding
+/// between files), sorted and merged, and where each chunk found lies:
+/// the extractor copies it from there (in the kernel, a reflink where the
+/// file system shares extents), not from the part file, which never holds
+/// it. Runs on every core. (The tree in place must not change while its
+/// next version arrives: what was checked here is what is copied.)
+pub(crate) fn find_held(manifest: &Manifest, roots: &[PathBuf], size: u64, from: u64) -> Held {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let roots: Vec<PathBuf> = roots
@@ -666,14 +728,15 @@ pub(crate) fn find_held(
         .filter(|e| matches!(e.kind, EntryKind::File { size, .. } if size > 0))
         .collect();
     let next = AtomicUsize::new(0);
-    let found = Mutex::new((Vec::new(), 0u64));
+    let found = Mutex::new((Vec::new(), Vec::new(), 0u64));
     let cs = u64::from(manifest.chunk_size);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::thread::scope(|scope| {
         for _ in 0..workers.min(files.len()) {
             scope.spawn(|| {
                 let mut buf = vec![0u8; cs as usize];
-                let mut mine: Vec<(u64, u64)> = Vec::new();
+                let mut ranges: Vec<(u64, u64)> = Vec::new();
+                let mut sources: Vec<(u64, Source)> = Vec::new();
                 let mut bytes = 0u64;
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -686,13 +749,10 @@ pub(crate) fn find_held(
                     else {
                         continue;
                     };
-                    let candidates: Vec<File> = roots
+                    let candidates: Vec<(std::sync::Arc<PathBuf>, File)> = roots
                         .iter()
                         .filter_map(|root| open_inside(root, &e.path))
                         .collect();
-                    if candidates.is_empty() {
-                        continue;
-                    }
                     for (c, want) in chunks.iter().enumerate() {
                         let start = c as u64 * cs;
                         let end = (start + cs).min(*size);
@@ -700,30 +760,31 @@ pub(crate) fn find_held(
                             continue;
                         }
                         let piece = &mut buf[..(end - start) as usize];
-                        let hit = candidates.iter().any(|f| {
+                        let hit = candidates.iter().find(|(_, f)| {
                             f.read_exact_at(piece, start).is_ok()
                                 && blake3::hash(piece).as_bytes() == want
                         });
-                        if !hit {
-                            continue;
-                        }
-                        let skip = from.saturating_sub(offset + start).min(end - start) as usize;
-                        if part
-                            .write_all_at(&piece[skip..], offset + start + skip as u64)
-                            .is_ok()
-                        {
-                            mine.push((offset + start, end - start));
+                        if let Some((path, _)) = hit {
+                            ranges.push((offset + start, end - start));
+                            sources.push((
+                                offset + start,
+                                Source {
+                                    path: path.clone(),
+                                    at: start,
+                                },
+                            ));
                             bytes += end - start;
                         }
                     }
                 }
                 let mut all = found.lock().expect("no worker panics holding it");
-                all.0.extend(mine);
-                all.1 += bytes;
+                all.0.extend(ranges);
+                all.1.extend(sources);
+                all.2 += bytes;
             });
         }
     });
-    let (mut ranges, bytes) = found.into_inner().expect("workers are done");
+    let (mut ranges, sources, bytes) = found.into_inner().expect("workers are done");
     // What no file covers: the manifest, and the padding between files.
     let mut laid: Vec<(u64, u64)> = manifest
         .entries
@@ -752,12 +813,34 @@ pub(crate) fn find_held(
             _ => merged.push((start, len)),
         }
     }
-    (merged, bytes)
+    Held {
+        covered: merged,
+        sources,
+        bytes,
+    }
+}
+
+/// Where a chunk found on this disk lies: a file (by path: thousands of
+/// them are not held open) and the chunk's offset in it.
+#[derive(Clone, Debug)]
+pub(crate) struct Source {
+    path: std::sync::Arc<PathBuf>,
+    at: u64,
+}
+
+/// What [`find_held`] found.
+pub(crate) struct Held {
+    /// Byte ranges of the object that need no packet, sorted, merged.
+    pub(crate) covered: Vec<(u64, u64)>,
+    /// Where each chunk found lies, by its offset in the object.
+    pub(crate) sources: Vec<(u64, Source)>,
+    /// Their bytes.
+    pub(crate) bytes: u64,
 }
 
 /// Opens `rel` under `root` for reading, if it is a regular file that
 /// really lies inside `root` (no symbolic link leads out of it).
-fn open_inside(root: &Path, rel: &str) -> Option<File> {
+fn open_inside(root: &Path, rel: &str) -> Option<(std::sync::Arc<PathBuf>, File)> {
     let path = root.join(rel);
     let real = path.canonicalize().ok()?;
     if !real.starts_with(root) {
@@ -765,7 +848,7 @@ fn open_inside(root: &Path, rel: &str) -> Option<File> {
     }
     let file = File::open(&real).ok()?;
     file.metadata().ok().filter(|m| m.is_file())?;
-    Some(file)
+    Some((std::sync::Arc::new(real), file))
 }
 
 /// Turns a verified part file holding a tree into the directory `target`
@@ -851,6 +934,58 @@ fn create(e: &Entry, staging: &Path, counts: &mut TreeCounts) -> io::Result<()> 
 }
 
 /// Creates the (new) file `rel` under `staging`, with its parents.
+/// A file every chunk of which was found, in order, in one file on this
+/// disk that has exactly its size, mode and mtime and no other name
+/// (an unchanged file of the version in place): that file is linked into
+/// the staging directory instead of copied, and becomes the new version's
+/// once the old tree is gone. Its chunks are taken off `verified`. Anything
+/// else (a changed file, one shared with another name, an unsupported
+/// file system) is copied as usual: false.
+fn link_unchanged(
+    verified: &mut std::collections::HashMap<u64, Source>,
+    staging: &Path,
+    e: &Entry,
+    offset: u64,
+    chunks: usize,
+    cs: u64,
+) -> bool {
+    let Some(first) = verified.get(&offset) else {
+        return false;
+    };
+    let path = first.path.clone();
+    let whole = (0..chunks as u64).all(|c| {
+        verified
+            .get(&(offset + c * cs))
+            .is_some_and(|s| s.path == path && s.at == c * cs)
+    });
+    let EntryKind::File { size, .. } = e.kind else {
+        return false;
+    };
+    let same = std::fs::symlink_metadata(&*path).is_ok_and(|m| {
+        m.is_file()
+            && m.len() == size
+            && m.nlink() == 1
+            && m.mode() & 0o7777 == e.mode & 0o777
+            && (m.mtime(), m.mtime_nsec()) == (e.mtime_s, i64::from(e.mtime_ns))
+    });
+    if !whole || !same {
+        return false;
+    }
+    let dest = staging.join(&e.path);
+    if let Some(parent) = dest.parent()
+        && std::fs::create_dir_all(parent).is_err()
+    {
+        return false;
+    }
+    if std::fs::hard_link(&*path, &dest).is_err() {
+        return false;
+    }
+    for c in 0..chunks as u64 {
+        verified.remove(&(offset + c * cs));
+    }
+    true
+}
+
 fn create_file(staging: &Path, rel: &str) -> io::Result<File> {
     let path = staging.join(rel);
     if let Some(parent) = path.parent() {
@@ -885,6 +1020,47 @@ fn copy_chunk(
         return Err(data_err(format!(
             "chunk {index} (bytes {start}..{end}) does not match its hash in the manifest"
         )));
+    }
+    Ok(())
+}
+
+/// Copies `len` bytes at `from` of `part` to `at` of `out`, in the kernel
+/// where it can (`copy_file_range`: no copy through user space, a reflink
+/// on file systems that share extents), else through `buf`.
+fn copy_range(
+    part: &File,
+    out: &File,
+    from: u64,
+    at: u64,
+    len: u64,
+    buf: &mut [u8],
+) -> io::Result<()> {
+    let (mut off_in, mut off_out) = (from as i64, at as i64);
+    let mut left = len as usize;
+    while left > 0 {
+        // SAFETY: both descriptors are ours; the offsets are local
+        // variables the call updates.
+        let n = unsafe {
+            libc::copy_file_range(
+                part.as_raw_fd(),
+                &mut off_in,
+                out.as_raw_fd(),
+                &mut off_out,
+                left,
+                0,
+            )
+        };
+        if n <= 0 {
+            break; // unsupported here, or nothing copied: the slow way
+        }
+        left -= n as usize;
+    }
+    let mut done = len - left as u64;
+    while done < len {
+        let n = ((len - done) as usize).min(buf.len());
+        part.read_exact_at(&mut buf[..n], from + done)?;
+        out.write_all_at(&buf[..n], at + done)?;
+        done += n as u64;
     }
     Ok(())
 }
