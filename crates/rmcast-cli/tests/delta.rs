@@ -112,6 +112,11 @@ fn data_bytes(sent: &Value) -> u64 {
     sent["data_packets"].as_u64().unwrap() * 1472
 }
 
+/// What a receiver's --out holds once a tree `ckpt` is in: the tree and
+/// its index (what it wrote where, so the next version need not read the
+/// files it holds).
+const INDEX_AND_TREE: [&str; 2] = [".ckpt.rmcast-index", "ckpt"];
+
 fn entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -159,7 +164,11 @@ fn a_second_push_moves_only_the_chunks_that_changed() {
         assert_eq!(r["replaced"], true);
         assert!(r["held_bytes"].as_u64().unwrap() >= total - changed, "{r}");
         assert_eq!(files(&o.join("ckpt")), files(&src));
-        assert_eq!(entries(o), ["ckpt"], "nothing left beside the tree");
+        assert_eq!(
+            entries(o),
+            INDEX_AND_TREE,
+            "nothing else left beside the tree"
+        );
         // An unchanged file was linked from the version before, which is
         // gone: the new tree's name is its only one.
         use std::os::unix::fs::MetadataExt;
@@ -221,7 +230,7 @@ fn a_receiver_killed_half_way_resumes_from_its_staging() {
     assert_eq!(files(&out.join("ckpt")), files(&src));
     assert_eq!(
         entries(&out),
-        ["ckpt"],
+        INDEX_AND_TREE,
         "the staging it resumed from is gone"
     );
 }
@@ -252,7 +261,7 @@ fn a_sender_killed_half_way_is_resumed_by_running_it_again() {
         let got = json(r);
         least_held = least_held.min(got["held_bytes"].as_u64().unwrap());
         assert_eq!(files(&o.join("ckpt")), files(&src));
-        assert_eq!(entries(o), ["ckpt"]);
+        assert_eq!(entries(o), INDEX_AND_TREE);
     }
     assert!(least_held >= total / 4, "resumed from {least_held}");
     let moved = data_bytes(&again);

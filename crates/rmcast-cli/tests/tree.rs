@@ -150,11 +150,16 @@ fn a_tree_arrives_whole_and_its_next_version_replaces_it() {
             listing(&src),
             "receiver {i}"
         );
-        let names: Vec<String> = std::fs::read_dir(out.join(format!("r{i}")))
+        let mut names: Vec<String> = std::fs::read_dir(out.join(format!("r{i}")))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["ckpt"], "no staging or part file left");
+        names.sort();
+        assert_eq!(
+            names,
+            [".ckpt.rmcast-index", "ckpt"],
+            "no staging or part file left, the tree's index beside it"
+        );
     }
 }
 
@@ -259,11 +264,12 @@ fn atomic_tree_false_merges_file_by_file_and_keeps_what_the_tree_does_not_name()
         std::fs::read(out.join("data/keep.txt")).unwrap(),
         b"kept too"
     );
-    let names: Vec<String> = std::fs::read_dir(&out)
+    let mut names: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, ["data"], "no staging left");
+    names.sort();
+    assert_eq!(names, [".data.rmcast-index", "data"], "no staging left");
 }
 
 /// A 6 GiB file next to small ones, on disk (not tmpfs), byte-exact: the

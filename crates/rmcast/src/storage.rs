@@ -1218,7 +1218,11 @@ mod tests {
                 vec![i; 300_000]
             );
         }
-        assert_eq!(entries(out.path()), ["t"], "no part file left");
+        assert_eq!(
+            entries(out.path()),
+            [".t.rmcast-index", "t"],
+            "no part file left; the tree's index beside it"
+        );
         // A tree that fails half-way leaves its part file nowhere and its
         // staging directory (what it extracted, each chunk checked) for the
         // next session of its name to resume from.
@@ -1239,7 +1243,7 @@ mod tests {
         );
         sink.discard();
         let kept = format!(".u.rmcast-tree-{}", SessionId(22));
-        assert_eq!(entries(out.path()), [kept.as_str(), "t"]);
+        assert_eq!(entries(out.path()), [".t.rmcast-index", kept.as_str(), "t"]);
         assert!(std::fs::read_dir(out.path().join(&kept)).unwrap().count() > 5);
         // The next session of "u/" keeps it (to look through) while it runs.
         let next = prepare(

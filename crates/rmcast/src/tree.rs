@@ -630,6 +630,14 @@ impl Extractor {
         match result {
             Ok(counts) => {
                 self.done = true;
+                if let Some(manifest) = &self.manifest
+                    && let Err(e) = write_index(manifest, &self.target)
+                {
+                    tracing::warn!(
+                        "cannot write the index of {} (the next version is checked by reading it): {e}",
+                        self.target.display()
+                    );
+                }
                 for dir in &self.leftovers {
                     if std::fs::remove_dir_all(dir).is_ok() {
                         tracing::info!("removed {}, served for resume", dir.display());
@@ -727,6 +735,11 @@ pub(crate) fn find_held(manifest: &Manifest, roots: &[PathBuf], size: u64, from:
         .iter()
         .filter(|e| matches!(e.kind, EntryKind::File { size, .. } if size > 0))
         .collect();
+    // The tree in place, as it was when it went in: files unchanged since
+    // need not be read to know their chunks.
+    let index = roots
+        .first()
+        .and_then(|target| read_index(target).map(|i| (target, i)));
     let next = AtomicUsize::new(0);
     let found = Mutex::new((Vec::new(), Vec::new(), 0u64));
     let cs = u64::from(manifest.chunk_size);
@@ -753,17 +766,28 @@ pub(crate) fn find_held(manifest: &Manifest, roots: &[PathBuf], size: u64, from:
                         .iter()
                         .filter_map(|root| open_inside(root, &e.path))
                         .collect();
+                    // The version in place, unchanged since it went in: its
+                    // chunk hashes are the index's.
+                    let known = index.as_ref().and_then(|(target, index)| {
+                        let (path, file) = candidates.first()?;
+                        path.starts_with(target).then_some(())?;
+                        index.unchanged(&e.path, &file.metadata().ok()?, cs)
+                    });
                     for (c, want) in chunks.iter().enumerate() {
                         let start = c as u64 * cs;
                         let end = (start + cs).min(*size);
                         if offset + end <= from {
                             continue;
                         }
-                        let piece = &mut buf[..(end - start) as usize];
-                        let hit = candidates.iter().find(|(_, f)| {
-                            f.read_exact_at(piece, start).is_ok()
-                                && blake3::hash(piece).as_bytes() == want
-                        });
+                        let hit = if let Some(hashes) = known {
+                            (hashes.get(c) == Some(want)).then(|| &candidates[0])
+                        } else {
+                            let piece = &mut buf[..(end - start) as usize];
+                            candidates.iter().find(|(_, f)| {
+                                f.read_exact_at(piece, start).is_ok()
+                                    && blake3::hash(piece).as_bytes() == want
+                            })
+                        };
                         if let Some((path, _)) = hit {
                             ranges.push((offset + start, end - start));
                             sources.push((
@@ -836,6 +860,160 @@ pub(crate) struct Held {
     pub(crate) sources: Vec<(u64, Source)>,
     /// Their bytes.
     pub(crate) bytes: u64,
+}
+
+/// Where the index of the tree at `target` lies: beside it, hidden.
+fn index_path(target: &Path) -> Option<PathBuf> {
+    let name = target.file_name()?.to_str()?;
+    Some(target.with_file_name(format!(".{name}.rmcast-index")))
+}
+
+/// Resume and delta: what a receiver wrote where, once a tree is in place
+/// (beside it, `.NAME.rmcast-index`): each file's identity and times when
+/// it went in, with its chunk hashes. A file whose device, inode, size,
+/// mtime and ctime are still those is the file the index describes, and
+/// its chunks need not be read again (git's and rsync's quick check). Any
+/// write changes the ctime; one in the same clock tick as the recorded
+/// ctime could hide, so only files whose ctime lies [`RACY`] before the
+/// index was written are recorded, after a second look that far apart
+/// (git's "racy clean" rule).
+struct Index {
+    written_ns: i128,
+    files: std::collections::HashMap<String, (Vec<i64>, Vec<[u8; CHUNK_HASH_LEN]>)>,
+}
+
+impl Index {
+    /// The chunk hashes of `rel` if the file `meta` describes is unchanged
+    /// since the index was written, with chunks of `cs` bytes.
+    fn unchanged(
+        &self,
+        rel: &str,
+        meta: &std::fs::Metadata,
+        cs: u64,
+    ) -> Option<&[[u8; CHUNK_HASH_LEN]]> {
+        let (stat, hashes) = self.files.get(rel)?;
+        let now = stat_of(meta);
+        (*stat == now
+            && ctime_ns(meta) + RACY.as_nanos() as i128 <= self.written_ns
+            && hashes.len() as u64 == chunk_count(meta.len(), cs as u32))
+        .then_some(hashes.as_slice())
+    }
+}
+
+/// How long before the index's writing a recorded file's ctime must lie:
+/// well past the kernel's timestamp granularity (a jiffy, 1–10 ms).
+const RACY: Duration = Duration::from_millis(20);
+
+fn ctime_ns(m: &std::fs::Metadata) -> i128 {
+    i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec())
+}
+
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// What identifies a file's content on this disk without reading it.
+fn stat_of(m: &std::fs::Metadata) -> Vec<i64> {
+    vec![
+        m.dev() as i64,
+        m.ino() as i64,
+        m.len() as i64,
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ]
+}
+
+fn read_index(target: &Path) -> Option<Index> {
+    let bytes = std::fs::read(index_path(target)?).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    if v["v"] != 1 {
+        return None;
+    }
+    let written_ns = i128::from(v["written_ns"].as_i64()?);
+    let mut files = std::collections::HashMap::new();
+    for (rel, f) in v["files"].as_object()? {
+        let stat: Vec<i64> = f["stat"]
+            .as_array()?
+            .iter()
+            .map(serde_json::Value::as_i64)
+            .collect::<Option<_>>()?;
+        let hex = f["chunks"].as_str()?.as_bytes();
+        let hashes = hex
+            .chunks(2 * CHUNK_HASH_LEN)
+            .map(|h| {
+                let mut out = [0u8; CHUNK_HASH_LEN];
+                for (i, pair) in h.chunks(2).enumerate() {
+                    let s = std::str::from_utf8(pair).ok()?;
+                    *out.get_mut(i)? = u8::from_str_radix(s, 16).ok()?;
+                }
+                (h.len() == 2 * CHUNK_HASH_LEN).then_some(out)
+            })
+            .collect::<Option<Vec<_>>>()?;
+        files.insert(rel.clone(), (stat, hashes));
+    }
+    Some(Index { written_ns, files })
+}
+
+/// Writes the index of the tree just put in place at `target` (atomically:
+/// a temporary file renamed over the last one).
+fn write_index(manifest: &Manifest, target: &Path) -> io::Result<()> {
+    use std::fmt::Write as _;
+    let path = index_path(target).ok_or_else(|| data_err("the tree has no name".into()))?;
+    let stat = |rel: &str| {
+        std::fs::symlink_metadata(target.join(rel))
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+    };
+    let first: Vec<Option<std::fs::Metadata>> = manifest
+        .entries
+        .iter()
+        .map(|e| match e.kind {
+            EntryKind::File { .. } => stat(&e.path),
+            _ => None,
+        })
+        .collect();
+    // Files changed just now (linked, written) wait out the racy interval,
+    // then are looked at again: one written meanwhile is not recorded.
+    if first
+        .iter()
+        .flatten()
+        .any(|m| ctime_ns(m) + RACY.as_nanos() as i128 > now_ns())
+    {
+        std::thread::sleep(RACY);
+    }
+    let written_ns = now_ns();
+    let mut files = serde_json::Map::new();
+    for (e, first) in manifest.entries.iter().zip(first) {
+        let EntryKind::File { chunks, .. } = &e.kind else {
+            continue;
+        };
+        let (Some(first), Some(meta)) = (first, stat(&e.path)) else {
+            continue;
+        };
+        if stat_of(&first) != stat_of(&meta)
+            || ctime_ns(&meta) + RACY.as_nanos() as i128 > written_ns
+        {
+            continue;
+        }
+        let mut hex = String::with_capacity(chunks.len() * 2 * CHUNK_HASH_LEN);
+        for h in chunks {
+            for b in h {
+                let _ = write!(hex, "{b:02x}");
+            }
+        }
+        files.insert(
+            e.path.clone(),
+            serde_json::json!({ "stat": stat_of(&meta), "chunks": hex }),
+        );
+    }
+    let v = serde_json::json!({ "v": 1, "written_ns": written_ns as i64, "files": files });
+    let tmp = path.with_extension("rmcast-index-new");
+    std::fs::write(&tmp, serde_json::to_vec(&v).map_err(io::Error::other)?)?;
+    std::fs::rename(&tmp, &path)
 }
 
 /// Opens `rel` under `root` for reading, if it is a regular file that
@@ -1180,6 +1358,42 @@ mod tests {
             .write(true)
             .open(path)
             .unwrap()
+    }
+
+    #[test]
+    fn the_index_vouches_for_untouched_files_only_and_held_chunks_are_found() {
+        let src = tempfile::tempdir().unwrap();
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 13 % 251) as u8).collect();
+        write(src.path(), "big.bin", &big);
+        write(src.path(), "small.txt", b"hello");
+        let t = TreeObject::build(src.path()).unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let part = tree_into_part(t.as_slice(), work.path());
+        let target = work.path().join("out");
+        let size = t.as_slice().len() as u64;
+        Extractor::new(work.path().join(".stage"), target.clone(), false)
+            .finish(&part, size)
+            .unwrap();
+        let index = read_index(&target).expect("written once the tree is in");
+        let manifest = read_manifest(&part, size).unwrap();
+        let cs = u64::from(manifest.chunk_size);
+        let meta = |rel: &str| std::fs::metadata(target.join(rel)).unwrap();
+        let hashes = index.unchanged("big.bin", &meta("big.bin"), cs).unwrap();
+        assert_eq!(hashes.len(), 3, "three chunks of 1 MiB");
+        // Everything is held: the whole object but nothing is reported
+        // past what the manifest lays out.
+        let held = find_held(&manifest, &[target.clone()], size, 0);
+        assert_eq!(held.bytes, big.len() as u64 + 5);
+        assert_eq!(held.covered, [(0, size)]);
+        // A file written again (same bytes even) is no longer vouched for,
+        // and its chunks are read: one changed chunk is not held.
+        let mut changed = big.clone();
+        changed[1_500_000] ^= 1;
+        std::fs::write(target.join("big.bin"), &changed).unwrap();
+        assert!(index.unchanged("big.bin", &meta("big.bin"), cs).is_none());
+        let held = find_held(&manifest, &[target.clone()], size, 0);
+        assert_eq!(held.bytes, big.len() as u64 + 5 - (1 << 20));
+        assert_eq!(held.sources.len(), 3, "two chunks of big.bin, small.txt");
     }
 
     #[test]
