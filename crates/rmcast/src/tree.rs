@@ -1382,7 +1382,7 @@ mod tests {
         assert_eq!(hashes.len(), 3, "three chunks of 1 MiB");
         // Everything is held: the whole object but nothing is reported
         // past what the manifest lays out.
-        let held = find_held(&manifest, &[target.clone()], size, 0);
+        let held = find_held(&manifest, std::slice::from_ref(&target), size, 0);
         assert_eq!(held.bytes, big.len() as u64 + 5);
         assert_eq!(held.covered, [(0, size)]);
         // A file written again (same bytes even) is no longer vouched for,
@@ -1391,7 +1391,7 @@ mod tests {
         changed[1_500_000] ^= 1;
         std::fs::write(target.join("big.bin"), &changed).unwrap();
         assert!(index.unchanged("big.bin", &meta("big.bin"), cs).is_none());
-        let held = find_held(&manifest, &[target.clone()], size, 0);
+        let held = find_held(&manifest, std::slice::from_ref(&target), size, 0);
         assert_eq!(held.bytes, big.len() as u64 + 5 - (1 << 20));
         assert_eq!(held.sources.len(), 3, "two chunks of big.bin, small.txt");
     }
