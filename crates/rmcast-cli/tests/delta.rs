@@ -237,6 +237,20 @@ fn a_receiver_killed_half_way_resumes_from_its_staging() {
 
 #[test]
 fn a_sender_killed_half_way_is_resumed_by_running_it_again() {
+    sender_killed_and_resumed(20, "80mbit");
+}
+
+/// Killed with one shard of 256 KiB left of 20 MiB (98.8 %), paced slowly
+/// enough that the last shard takes 100 ms.
+#[test]
+fn a_sender_killed_at_ninety_nine_percent_is_resumed_by_running_it_again() {
+    sender_killed_and_resumed(40, "20mbit");
+}
+
+/// Kills the sender once `staged` entries are in the first receiver's
+/// staging directory (the large file's directory first, then the 40
+/// shards), then runs it again.
+fn sender_killed_and_resumed(staged: usize, rate: &str) {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("ckpt");
     let total = make_tree(&src);
@@ -246,8 +260,8 @@ fn a_sender_killed_half_way_is_resumed_by_running_it_again() {
         .iter()
         .map(|o| recv(&group, o, &["--sender-timeout", "1s"]))
         .collect();
-    let mut s = send(&group, &src, 2, &["--rate", "80mbit"]);
-    kill_when_staged(&mut s, &outs[0], 20);
+    let mut s = send(&group, &src, 2, &["--rate", rate]);
+    kill_when_staged(&mut s, &outs[0], staged);
     drop(s);
     for r in rs {
         let (code, _, err) = r.wait(Duration::from_secs(30));
