@@ -588,6 +588,12 @@ pub struct ServeArgs {
     /// Exit after this many sessions (0 if every one verified).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub sessions: Option<u64>,
+    /// Take up to N sessions at once (several senders pushing to this node
+    /// at the same time, each on the group): a session that ends frees its
+    /// place for the next. Two running at once that offer the same name:
+    /// the second is refused.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub max_concurrent: u16,
     /// Exit 1 after this long without a session announced [default: serve forever].
     #[arg(long, value_name = "DURATION")]
     pub idle_timeout: Option<HumanDuration>,

@@ -12,6 +12,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// What the service does after a session's end.
+enum Flow {
+    On,
+    Stop,
+    /// An error every next session would meet too (sockets, settings).
+    Fatal(rmcast::Error),
+}
+
 /// Serves until stopped, `--once`/`--sessions N` are done, or nothing is
 /// announced for `--idle-timeout`. True when every session taken verified.
 pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
@@ -49,13 +57,13 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         );
     }
     let (mut taken, mut failed) = (0u64, 0u64);
-    while limit.is_none_or(|n| taken < n) {
-        let result = rmcast::recv_to_dir(&cfg, None);
+    // One session's end: logged; false when the service stops.
+    let mut on_session = |result: Result<rmcast::RecvReport, rmcast::Error>| -> Flow {
         let ended = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO)
             .as_secs_f64();
-        match result {
+        let flow = match result {
             Ok(r) => {
                 taken += 1;
                 let session = r.session.map_or_else(|| "?".into(), |s| s.to_string());
@@ -66,8 +74,9 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
                 } else {
                     eprintln!("rmcast serve: session {session}: {}", report::recv_line(&r));
                 }
+                Flow::On
             }
-            Err(rmcast::Error::Cancelled) => break,
+            Err(rmcast::Error::Cancelled) => Flow::Stop,
             Err(e @ (rmcast::Error::Refused(_) | rmcast::Error::Failed(_))) => {
                 taken += 1;
                 failed += 1;
@@ -79,20 +88,53 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
                 } else {
                     eprintln!("rmcast serve: session failed: {e}; serving on");
                 }
+                Flow::On
             }
             Err(rmcast::Error::NoSession(why)) => {
                 if !a.json {
                     eprintln!("rmcast serve: {why} (--idle-timeout); stopping");
                 }
                 failed += u64::from(limit.is_some());
-                break;
+                Flow::Stop
             }
             // What would fail every next session too: sockets, settings.
-            Err(e) => {
-                if cancel.load(Ordering::SeqCst) {
-                    break;
+            Err(e) => Flow::Fatal(e),
+        };
+        match flow {
+            Flow::On if limit.is_some_and(|n| taken >= n) => Flow::Stop,
+            other => other,
+        }
+    };
+    if a.max_concurrent > 1 {
+        let mut fatal = None;
+        rmcast::serve_to_dir(
+            &cfg,
+            usize::from(a.max_concurrent),
+            &mut |r| match on_session(r) {
+                Flow::On => true,
+                Flow::Stop => false,
+                Flow::Fatal(e) => {
+                    fatal = Some(e);
+                    false
                 }
-                return Err(e).context("rmcast serve cannot go on");
+            },
+        )
+        .context("rmcast serve cannot go on")?;
+        if let Some(e) = fatal {
+            return Err(e).context("rmcast serve cannot go on");
+        }
+    } else {
+        // `on_session` says Stop once --once / --sessions N are done.
+        loop {
+            match on_session(rmcast::recv_to_dir(&cfg, None)) {
+                Flow::On => {}
+                Flow::Stop => break,
+                Flow::Fatal(e) => {
+                    if cancel.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    return Err(e).context("rmcast serve cannot go on");
+                }
             }
         }
     }

@@ -170,3 +170,119 @@ fn serve_replaces_a_file_as_its_new_version_and_says_so_then_stops_when_idle() {
     );
     assert!(err.contains("2 sessions taken, 0 failed"), "{err}");
 }
+
+fn tree(root: &Path, files: usize, size: usize, salt: usize) {
+    std::fs::create_dir_all(root).unwrap();
+    for i in 0..files {
+        std::fs::write(root.join(format!("part-{i:02}.bin")), data(size, salt + i)).unwrap();
+    }
+}
+
+fn same_files(a: &Path, b: &Path) {
+    let mut names = entries(a);
+    names.sort();
+    assert_eq!(names, {
+        let mut n = entries(b);
+        n.sort();
+        n
+    });
+    for n in names {
+        assert_eq!(
+            std::fs::read(a.join(&n)).unwrap(),
+            std::fs::read(b.join(&n)).unwrap(),
+            "{n}"
+        );
+    }
+}
+
+/// `serve --max-concurrent 2`: two senders push two trees at once and both
+/// are taken together; a third tree's sender is killed half-way, and sent
+/// again it resumes from what the service kept.
+#[test]
+fn serve_takes_two_trees_at_once_and_resumes_a_killed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("served");
+    let group = rmcast::random_group().to_string();
+    let (a, b, c) = (
+        dir.path().join("a"),
+        dir.path().join("b"),
+        dir.path().join("c"),
+    );
+    tree(&a, 8, 200_000, 1);
+    tree(&b, 8, 200_000, 50);
+    tree(&c, 40, 256 << 10, 100);
+    let serve = Proc::spawn(
+        "serve",
+        rmcast()
+            .args([
+                "serve",
+                "--json",
+                "--max-concurrent",
+                "2",
+                "--group",
+                &group,
+                "--sessions",
+                "4",
+                "--sender-timeout",
+                "1s",
+                "--idle-timeout",
+                "30s",
+                "--out",
+            ])
+            .arg(&out),
+    );
+    // Paced so that each lasts about a second: they overlap.
+    let sa = send(&group, &a, &["--rate", "16mbit"]);
+    let sb = send(&group, &b, &["--rate", "16mbit"]);
+    let started = Instant::now();
+    for s in [sa, sb] {
+        let (code, _, err) = s.wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(2_500),
+        "taken together, not one after the other: {:?}",
+        started.elapsed()
+    );
+    // The third tree: killed once about half of it is in.
+    let mut killed = send(&group, &c, &["--rate", "40mbit"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let staged = std::fs::read_dir(&out).ok().and_then(|d| {
+            d.flatten()
+                .find(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(".c.rmcast-tree-")
+                })
+                .map(|e| std::fs::read_dir(e.path()).map_or(0, |d| d.count()))
+        });
+        if staged.is_some_and(|n| n >= 20) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the third tree never got half-way"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(1_500)); // the service gives it up
+    let (code, _, err) = send(&group, &c, &[]).wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let (code, stdout, err) = serve.wait(Duration::from_secs(20));
+    assert_eq!(code, 1, "the killed session failed: {err}");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    let ok: Vec<bool> = lines.iter().map(|v| v["ok"].as_bool().unwrap()).collect();
+    assert_eq!(ok, [true, true, false, true], "{stdout}");
+    let held = lines[3]["held_bytes"].as_u64().unwrap();
+    assert!(held >= 4 << 20, "resumed from {held} of 10 MiB: {stdout}");
+    for (name, src) in [("a", &a), ("b", &b), ("c", &c)] {
+        same_files(&out.join(name), src);
+    }
+}

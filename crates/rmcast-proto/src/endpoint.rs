@@ -83,6 +83,14 @@ pub struct Endpoint {
     /// Where the next transmit pass starts, so no session starves the rest.
     next_tx: usize,
     stats: EndpointStats,
+    /// Continuous service: slots whose machine ended and was reported
+    /// ([`Endpoint::retire`]), waiting to listen again.
+    retired: Vec<usize>,
+    /// Slots that started listening again since
+    /// [`Endpoint::take_restarted`] last looked.
+    restarted: Vec<SessionHandle>,
+    /// Listeners started so far (each gets its own receiver id).
+    listeners: u64,
 }
 
 impl Endpoint {
@@ -99,7 +107,38 @@ impl Endpoint {
             next_tx: 0,
             seen: Vec::new(),
             stats: EndpointStats::default(),
+            retired: Vec::new(),
+            restarted: Vec::new(),
+            listeners: 1,
         }
+    }
+
+    /// Continuous service (`rmcast serve --max-concurrent`): the driver is
+    /// done with session `h`, whose machine ended. Its slot takes a later
+    /// session: at once if no machine is listening (it listens now), else
+    /// once the listener takes a session. Either way
+    /// [`Endpoint::take_restarted`] names it when it listens again, and the
+    /// driver starts over for it. At most [`EndpointConfig::sessions`]
+    /// sessions are ever live at once.
+    pub fn retire(&mut self, h: SessionHandle, now: Instant) {
+        if !self.machines[h.0].is_finished() || self.retired.contains(&h.0) {
+            return;
+        }
+        if self.listener().is_none() {
+            self.restart(h.0, now);
+        } else {
+            self.retired.push(h.0);
+        }
+    }
+
+    /// Slots that listen again since the last call (see [`Endpoint::retire`]).
+    pub fn take_restarted(&mut self) -> Vec<SessionHandle> {
+        std::mem::take(&mut self.restarted)
+    }
+
+    fn restart(&mut self, slot: usize, now: Instant) {
+        self.machines[slot] = Receiver::new(self.listener_config(), now);
+        self.restarted.push(SessionHandle(slot));
     }
 
     /// The most sessions this endpoint takes.
@@ -252,11 +291,12 @@ impl Endpoint {
             self.note_announcement(from, session);
         }
         let machine = &mut self.machines[h.0];
-        if was_listening
-            && machine.session().is_some()
-            && self.machines.len() < self.config.sessions
-        {
-            self.start_listener(now);
+        if was_listening && machine.session().is_some() {
+            if let Some(slot) = self.retired.pop() {
+                self.restart(slot, now);
+            } else if self.machines.len() < self.config.sessions {
+                self.start_listener(now);
+            }
         }
         chunk
     }
@@ -316,13 +356,20 @@ impl Endpoint {
     }
 
     fn start_listener(&mut self, now: Instant) {
-        let k = self.machines.len() as u64;
-        let config = ReceiverConfig {
+        let config = self.listener_config();
+        self.machines.push(Receiver::new(config, now));
+    }
+
+    /// A new listener's configuration: the first machine's, for any
+    /// session, with a receiver id of its own.
+    fn listener_config(&mut self) -> ReceiverConfig {
+        let k = self.listeners;
+        self.listeners += 1;
+        ReceiverConfig {
             receiver_id: mix(self.config.receiver.receiver_id ^ mix(k)),
             session: None,
             ..self.config.receiver.clone()
-        };
-        self.machines.push(Receiver::new(config, now));
+        }
     }
 }
 
@@ -404,6 +451,46 @@ mod tests {
             Body::Join(j) => j.receiver_id,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_retired_slot_listens_again_and_at_most_the_limit_is_live() {
+        let mut ep = endpoint(2);
+        ep.handle_datagram(T0, sender(1), &mut hello(5));
+        ep.handle_datagram(T0, sender(2), &mut hello(6));
+        assert_eq!(ep.session_count(), 2);
+        assert_eq!(ep.listener(), None, "two live sessions: nobody listens");
+        // A third sender's session is nobody's while both run.
+        assert_eq!(ep.route(sender(3), &hello(7)), None);
+        // Session 5 ends; its slot listens again at once.
+        ep.session_mut(SessionHandle(0)).leave("done");
+        ep.retire(SessionHandle(0), T0);
+        assert_eq!(ep.take_restarted(), [SessionHandle(0)]);
+        assert!(ep.take_restarted().is_empty());
+        assert_eq!(ep.listener(), Some(SessionHandle(0)));
+        ep.handle_datagram(T0, sender(3), &mut hello(7));
+        let first = join_id(&mut ep, SessionHandle(0));
+        // Session 7 took slot 0: nothing listens, so the slot of session 6,
+        // once it ends, listens at once (a second retire changes nothing).
+        ep.session_mut(SessionHandle(1)).leave("done");
+        ep.retire(SessionHandle(1), T0);
+        ep.retire(SessionHandle(1), T0);
+        assert_eq!(ep.take_restarted(), [SessionHandle(1)]);
+        assert_eq!(ep.route(sender(4), &hello(8)), Some(SessionHandle(1)));
+        assert_eq!(ep.session_count(), 2, "never more slots than the limit");
+        // With a listener up, an ended slot waits for the listener to take
+        // a session, then listens.
+        let mut ep = endpoint(3);
+        ep.handle_datagram(T0, sender(1), &mut hello(5));
+        assert_eq!(ep.listener(), Some(SessionHandle(1)));
+        ep.session_mut(SessionHandle(0)).leave("done");
+        ep.retire(SessionHandle(0), T0);
+        assert!(ep.take_restarted().is_empty(), "one listener at a time");
+        ep.handle_datagram(T0, sender(2), &mut hello(6));
+        assert_eq!(ep.take_restarted(), [SessionHandle(0)]);
+        assert_eq!(ep.session_count(), 2, "the ended slot, not a new one");
+        // A fresh listener joins with an id of its own.
+        assert_ne!(first, 77);
     }
 
     #[test]

@@ -69,7 +69,9 @@ pub use keys::{
 };
 pub use name::safe_relative_path;
 pub use parse::{HumanDuration, parse_duration, parse_rate, parse_size};
-pub use receiver::{Received, recv_sessions_to_dir, recv_to_dir, recv_to_memory, recv_to_vec};
+pub use receiver::{
+    Received, recv_sessions_to_dir, recv_to_dir, recv_to_memory, recv_to_vec, serve_to_dir,
+};
 pub use rmcast_proto::security::{AuthStats, GroupKey, KeyFileError, KeyId};
 pub use rmcast_proto::{
     ConfigError, HASH_LEN, HuntParams, MemberOutcome, ProtocolId, RateControl, RateGroupConfig,

@@ -68,6 +68,38 @@ pub fn recv_sessions_to_dir(
         .map(|v| v.into_iter().map(|r| r.map(|(report, _)| report)).collect())
 }
 
+/// A receiving service (`rmcast serve --max-concurrent N`): takes the
+/// sessions announced on `cfg.group`, up to `max_concurrent` at once, each
+/// into `cfg.out_dir` under its offered name, and hands each one's result
+/// to `on_session` as it ends, then takes the next. It stops when
+/// `on_session` returns `false` (the sessions still running finish first),
+/// on `cfg.cancel`, or when nothing is running and nothing was announced
+/// for `cfg.listen_timeout` (`on_session` then gets that
+/// `Err(Error::NoSession)`). Two sessions running at once that offer the
+/// same name: the second is refused.
+pub fn serve_to_dir(
+    cfg: &RecvConfig,
+    max_concurrent: usize,
+    on_session: &mut dyn FnMut(Result<RecvReport, Error>) -> bool,
+) -> Result<(), Error> {
+    if max_concurrent == 0 {
+        return Err(Error::Invalid("at least one session at a time".into()));
+    }
+    std::fs::create_dir_all(&cfg.out_dir).map_err(|source| Error::Io {
+        context: format!("cannot create output directory {}", cfg.out_dir.display()),
+        source,
+    })?;
+    let mut each = |r: Result<(RecvReport, Sink), Error>| on_session(r.map(|(report, _)| report));
+    run_sessions(
+        cfg,
+        Target::Dir(cfg.out_dir.clone()),
+        max_concurrent.max(2),
+        None,
+        Some(&mut each),
+    )
+    .map(|_| ())
+}
+
 /// Receives the next object announced on `cfg.group` into memory (see [`recv_to_dir`]).
 pub fn recv_to_vec(
     cfg: &RecvConfig,
@@ -179,6 +211,10 @@ struct Driver<'a> {
     names: Option<Rc<RefCell<HashSet<String>>>>,
     /// Resume and delta: bytes of the tree found on this disk.
     held_bytes: u64,
+    /// Its offer was refused because a running session holds the name.
+    name_refused: bool,
+    /// Continuous service: its result was handed on.
+    reported: bool,
 }
 
 impl Driver<'_> {
@@ -279,8 +315,10 @@ impl Driver<'_> {
         if let Some(names) = &self.names
             && !names.borrow_mut().insert(info.name.clone())
         {
+            // Another running session holds the name (not this driver).
             let text = format!("another session on this group offered {:?} too", info.name);
             tracing::warn!("refusing {:?}: {text}", info.name);
+            self.name_refused = true;
             self.offer = Some(info);
             self.end = Some(End::Refused(text.clone()));
             machine.refuse_offer(Status::Other, &text);
@@ -454,6 +492,8 @@ impl<'a> Driver<'a> {
             clock: Clock,
             names,
             held_bytes: 0,
+            name_refused: false,
+            reported: false,
         }
     }
 
@@ -630,6 +670,55 @@ impl<'a> Sessions<'a> {
         any
     }
 
+    /// Continuous service: hands each ended session's result to `serve`
+    /// and lets its slot take the next session; once `stopping` (set here
+    /// when `serve` says so), takes no new session. True when anything
+    /// changed.
+    fn serve_step(&mut self, now: Instant, serve: OnSession<'_>, stopping: &mut bool) -> bool {
+        let mut any = false;
+        for i in 0..self.drivers.len() {
+            let h = SessionHandle(i);
+            let machine = self.endpoint.session(h);
+            if self.drivers[i].reported || !machine.is_finished() {
+                continue;
+            }
+            any = true;
+            let joined = machine.session().is_some();
+            let others_run = self
+                .endpoint
+                .iter()
+                .any(|(k, m)| k != h && m.session().is_some() && !m.is_finished());
+            let d = &mut self.drivers[i];
+            d.reported = true;
+            if let (Some(names), Some(offer), false) = (&self.names, &d.offer, d.name_refused) {
+                names.borrow_mut().remove(&offer.name);
+            }
+            let result = d.report(machine);
+            let quiet = match &result {
+                // The listener's wait ran out while sessions run (listen
+                // on), or it left because the service stops.
+                Err(Error::NoSession(_)) => others_run || *stopping,
+                _ => !joined && *stopping,
+            };
+            if !quiet && !serve(result) {
+                *stopping = true;
+            }
+            if !*stopping {
+                self.endpoint.retire(h, now);
+            }
+        }
+        for h in self.endpoint.take_restarted() {
+            self.drivers[h.0] =
+                Driver::listening(self.cfg, self.target.clone(), self.names.clone());
+            any = true;
+        }
+        if *stopping && let Some(h) = self.endpoint.listener() {
+            self.endpoint.session_mut(h).leave("the service stops");
+            any = true;
+        }
+        any
+    }
+
     /// Verifies every session holding all its bytes (then reacts to what
     /// that caused); true if any did.
     fn verify(&mut self) -> bool {
@@ -741,7 +830,25 @@ fn run_many(
     cfg: &RecvConfig,
     target: Target,
     sessions: usize,
+    progress: Option<&mut dyn FnMut(Progress)>,
+) -> Result<Vec<SessionResult>, Error> {
+    run_sessions(cfg, target, sessions, progress, None)
+}
+
+/// A session's result, handed on as it ends (continuous service).
+type OnSession<'s> = &'s mut dyn FnMut(SessionResult) -> bool;
+
+/// The sessions' event loop. Without `serve`: the first `sessions`
+/// sessions announced, every result at the end. With `serve`: up to
+/// `sessions` (at least 2) at once, each result handed to `serve` as the
+/// session ends, its slot then taking the next session (see
+/// [`serve_to_dir`]).
+fn run_sessions(
+    cfg: &RecvConfig,
+    target: Target,
+    sessions: usize,
     mut progress: Option<&mut dyn FnMut(Progress)>,
+    mut serve: Option<OnSession<'_>>,
 ) -> Result<Vec<SessionResult>, Error> {
     check_group(cfg.group)?;
     check_loss(cfg.loss)?;
@@ -778,6 +885,8 @@ fn run_many(
     let mut ticker = Ticker::new();
     let mut linger_until: Option<Instant> = None;
     let mut cancel_seen = false;
+    // Continuous service: no new session is taken any more.
+    let mut stopping = false;
     let mut rx_backlog = false;
 
     loop {
@@ -831,8 +940,16 @@ fn run_many(
         if d.poll_held() {
             tx_more = true;
         }
+        if let Some(cb) = serve.as_deref_mut() {
+            stopping |= cancel_seen;
+            if d.serve_step(now, cb, &mut stopping) {
+                tx_more = true;
+            }
+        }
 
-        if d.drivers.iter().all(|d| d.end.is_some()) && linger_until.is_none() {
+        let over = serve.is_none() || stopping;
+        if over && d.drivers.iter().all(|d| d.end.is_some() || d.reported) && linger_until.is_none()
+        {
             linger_until = Some(now + LINGER);
         }
         if let Some(until) = linger_until {
@@ -881,6 +998,11 @@ fn run_many(
     if let Some(cb) = progress {
         let p = d.progress();
         cb(p);
+    }
+    if let Some(cb) = serve {
+        // What ended in the last pass and was not handed on yet.
+        d.serve_step(clock.now(), cb, &mut true);
+        return Ok(Vec::new());
     }
     let untaken = d.untaken_sessions();
     let mut results: Vec<_> = d
