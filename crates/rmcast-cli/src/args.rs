@@ -620,6 +620,11 @@ pub struct ServeArgs {
     /// prints, plus the time it ended; no log line.
     #[arg(long)]
     pub json: bool,
+    /// One JSON object per line on stdout for each event as it happens:
+    /// `progress` every second, `session` when one ends (with its `--json`
+    /// report), `finished` when the service stops (sessions taken, failed).
+    #[arg(long, conflicts_with = "json")]
+    pub json_events: bool,
     /// Keep only files signed by the owner of this public key (repeatable).
     #[arg(long, value_name = "FILE")]
     pub trust: Vec<PathBuf>,

@@ -56,6 +56,20 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
             }
         );
     }
+    let events = a.json_events.then(crate::events::Events::new);
+    // On a terminal, the running session's progress; lines go above it.
+    let bar = crate::progress_bar(a.json || a.json_events, "serve");
+    let mut bar_progress = crate::progress_fn(&bar);
+    let mut progress = |p: rmcast::Progress| {
+        bar_progress(p);
+        if let Some(ev) = &events {
+            ev.progress(p);
+        }
+    };
+    let say = |line: String| match &bar {
+        Some(b) => b.suspend(|| eprintln!("{line}")),
+        None => eprintln!("{line}"),
+    };
     let (mut taken, mut failed) = (0u64, 0u64);
     // One session's end: logged; false when the service stops.
     let mut on_session = |result: Result<rmcast::RecvReport, rmcast::Error>| -> Flow {
@@ -67,12 +81,17 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
             Ok(r) => {
                 taken += 1;
                 let session = r.session.map_or_else(|| "?".into(), |s| s.to_string());
-                if a.json {
-                    let mut v = report::recv_json(&r);
-                    v["ended_unix_s"] = json!(ended);
+                let mut v = report::recv_json(&r);
+                v["ended_unix_s"] = json!(ended);
+                if let Some(ev) = &events {
+                    ev.emit("session", json!({ "ok": r.verified, "report": v }));
+                } else if a.json {
                     println!("{v}");
                 } else {
-                    eprintln!("rmcast serve: session {session}: {}", report::recv_line(&r));
+                    say(format!(
+                        "rmcast serve: session {session}: {}",
+                        report::recv_line(&r)
+                    ));
                 }
                 Flow::On
             }
@@ -80,19 +99,19 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
             Err(e @ (rmcast::Error::Refused(_) | rmcast::Error::Failed(_))) => {
                 taken += 1;
                 failed += 1;
-                if a.json {
-                    println!(
-                        "{}",
-                        json!({ "ok": false, "error": e.to_string(), "ended_unix_s": ended })
-                    );
+                let v = json!({ "ok": false, "error": e.to_string(), "ended_unix_s": ended });
+                if let Some(ev) = &events {
+                    ev.emit("session", json!({ "ok": false, "report": v }));
+                } else if a.json {
+                    println!("{v}");
                 } else {
-                    eprintln!("rmcast serve: session failed: {e}; serving on");
+                    say(format!("rmcast serve: session failed: {e}; serving on"));
                 }
                 Flow::On
             }
             Err(rmcast::Error::NoSession(why)) => {
-                if !a.json {
-                    eprintln!("rmcast serve: {why} (--idle-timeout); stopping");
+                if !a.json && !a.json_events {
+                    say(format!("rmcast serve: {why} (--idle-timeout); stopping"));
                 }
                 failed += u64::from(limit.is_some());
                 Flow::Stop
@@ -110,6 +129,7 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         rmcast::serve_to_dir(
             &cfg,
             usize::from(a.max_concurrent),
+            Some(&mut progress),
             &mut |r| match on_session(r) {
                 Flow::On => true,
                 Flow::Stop => false,
@@ -126,7 +146,7 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     } else {
         // `on_session` says Stop once --once / --sessions N are done.
         loop {
-            match on_session(rmcast::recv_to_dir(&cfg, None)) {
+            match on_session(rmcast::recv_to_dir(&cfg, Some(&mut progress))) {
                 Flow::On => {}
                 Flow::Stop => break,
                 Flow::Fatal(e) => {
@@ -138,7 +158,16 @@ pub fn run(a: ServeArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
             }
         }
     }
-    if !a.json {
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if let Some(ev) = &events {
+        ev.emit(
+            "finished",
+            json!({ "ok": failed == 0, "sessions": taken, "failed": failed }),
+        );
+    }
+    if !a.json && !a.json_events {
         eprintln!(
             "rmcast serve: {} taken, {} failed",
             report::count(taken, "session"),

@@ -286,3 +286,53 @@ fn serve_takes_two_trees_at_once_and_resumes_a_killed_one() {
         same_files(&out.join(name), src);
     }
 }
+
+/// `serve --json-events`: a line per event, `session` with the report when
+/// one ends and `finished` when the service stops.
+#[test]
+fn serve_json_events_say_each_session_and_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("served");
+    let group = rmcast::random_group().to_string();
+    let serve = Proc::spawn(
+        "serve",
+        rmcast()
+            .args([
+                "serve",
+                "--json-events",
+                "--once",
+                "--group",
+                &group,
+                "--out",
+            ])
+            .arg(&out),
+    );
+    let file = dir.path().join("one.bin");
+    std::fs::write(&file, data(300_000, 7)).unwrap();
+    let (code, _, err) = send(&group, &file, &[]).wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let (code, stdout, err) = serve.wait(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.last(), Some(&"finished"), "{stdout}");
+    let session = events
+        .iter()
+        .find(|e| e["event"] == "session")
+        .expect("a session event");
+    assert_eq!(session["ok"], true);
+    assert_eq!(session["report"]["bytes"], 300_000);
+    assert_eq!(events.last().unwrap()["sessions"], 1);
+    assert!(
+        names
+            .iter()
+            .all(|n| ["progress", "session", "finished"].contains(n)),
+        "{stdout}"
+    );
+}

@@ -68,7 +68,8 @@ pub fn recv_sessions_to_dir(
         .map(|v| v.into_iter().map(|r| r.map(|(report, _)| report)).collect())
 }
 
-/// A receiving service (`rmcast serve --max-concurrent N`): takes the
+/// A receiving service (`rmcast serve --max-concurrent N`; `progress` as
+/// for [`recv_sessions_to_dir`], over the sessions running): takes the
 /// sessions announced on `cfg.group`, up to `max_concurrent` at once, each
 /// into `cfg.out_dir` under its offered name, and hands each one's result
 /// to `on_session` as it ends, then takes the next. It stops when
@@ -80,6 +81,7 @@ pub fn recv_sessions_to_dir(
 pub fn serve_to_dir(
     cfg: &RecvConfig,
     max_concurrent: usize,
+    progress: Option<&mut dyn FnMut(Progress)>,
     on_session: &mut dyn FnMut(Result<RecvReport, Error>) -> bool,
 ) -> Result<(), Error> {
     if max_concurrent == 0 {
@@ -94,7 +96,7 @@ pub fn serve_to_dir(
         cfg,
         Target::Dir(cfg.out_dir.clone()),
         max_concurrent.max(2),
-        None,
+        progress,
         Some(&mut each),
     )
     .map(|_| ())
