@@ -534,6 +534,7 @@ fn send_dict<'py>(py: Python<'py>, r: &rmcast::SendReport) -> PyResult<Bound<'py
     d.set_item("retransmitted_packets", r.retransmitted_packets)?;
     d.set_item("control_packets", r.control_packets)?;
     d.set_item("control_per_data_packet", per_data)?;
+    d.set_item("skipped_bytes", r.skipped_bytes)?;
     d.set_item("acks", r.stats.acks)?;
     d.set_item("naks", r.stats.naks)?;
     d.set_item("timeouts", r.stats.timeouts)?;
@@ -587,6 +588,7 @@ fn recv_dict<'py>(py: Python<'py>, r: &rmcast::RecvReport) -> PyResult<Bound<'py
         None => None,
     };
     d.set_item("tree", tree)?;
+    d.set_item("held_bytes", r.held_bytes)?;
     Ok(d)
 }
 

@@ -55,6 +55,16 @@ def test_tree_to_directory(key, group, threads, tmp_path):
     assert (out / "ckpt" / "sub" / "b.txt").read_bytes() == b"b"
     assert (out / "ckpt" / "sub" / "empty").is_dir()
     assert os.readlink(out / "ckpt" / "latest") == "a.bin"
+    # Only the zero padding between files needs no packet the first time.
+    assert report.skipped_bytes < 8192 and got.report.held_bytes == 0
+    # The next version: only what changed travels.
+    (src / "sub" / "b.txt").write_bytes(b"b, version 2")
+    threads.start(lambda: rmcast.recv(out, key=key, group=group, listen_timeout=LISTEN))
+    report = rmcast.send(src, receivers=1, key=key, group=group, wait=WAIT)
+    got = threads.join()[-1]
+    assert report.ok and got.report.replaced
+    assert got.report.held_bytes == 300_000 and report.skipped_bytes >= 290_000
+    assert (out / "ckpt" / "sub" / "b.txt").read_bytes() == b"b, version 2"
 
 
 def test_recv_into_bytearray(key, group, threads):

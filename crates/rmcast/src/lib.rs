@@ -285,7 +285,8 @@ pub struct SendReport {
     /// each (wrong key, no key, forgeries), also when the session succeeded.
     pub auth_failures: Vec<String>,
     /// Resume and delta (trees): object bytes never sent because every
-    /// receiver held them already.
+    /// receiver held them already (on a first push, only the zero padding
+    /// between files, which needs no packet).
     pub skipped_bytes: u64,
 }
 

@@ -72,6 +72,9 @@ class SendReport:
     members: List[Member] = field(default_factory=list)
     session: str = ""
     data_seconds: float = 0.0
+    #: A tree: bytes never sent because every receiver held them (resume,
+    #: delta; on a first push only the zero padding between files).
+    skipped_bytes: int = 0
 
     @classmethod
     def _from_dict(cls, d: Dict[str, Any]) -> "SendReport":
@@ -127,6 +130,8 @@ class RecvReport:
     replaced: bool = False
     #: A directory tree: ``{"files", "dirs", "symlinks"}``; ``None``: one file.
     tree: Optional[Dict[str, int]] = None
+    #: A tree: bytes found on this disk already (resume, delta), not received.
+    held_bytes: int = 0
 
     @classmethod
     def _from_dict(cls, d: Dict[str, Any]) -> "RecvReport":
