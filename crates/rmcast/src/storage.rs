@@ -466,6 +466,26 @@ fn remove_stale_parts(root: &Path, rel: &Path, keep_staging: bool) -> Vec<PathBu
     kept
 }
 
+/// Bytes of the regular files under `dir` (not following links; 0 when it
+/// is not a directory).
+fn tree_bytes(dir: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map_or(0, |m| m.len()),
+                _ => {}
+            }
+        }
+    }
+    total
+}
+
 /// How a verified object takes its place under the output directory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Placement {
@@ -538,11 +558,26 @@ pub(crate) fn prepare(
                     format!("cannot check free space in {}: {e}", root.display()),
                 )
             })?;
-            if offer.size > free {
+            // A tree's next version links or copies what it holds of the
+            // version in place (resume, delta) and needs room for the rest:
+            // at most the object less what is in place already.
+            let in_place = if tree {
+                tree_bytes(&root.join(&rel))
+            } else {
+                0
+            };
+            let need = offer.size.saturating_sub(in_place);
+            if need > free {
+                let beyond = if in_place > 0 {
+                    format!(" beyond the {in_place} bytes of the version in place")
+                } else {
+                    String::new()
+                };
                 return Err((
                     Status::NoSpace,
                     format!(
-                        "object of {} bytes does not fit: {free} bytes free in {}",
+                        "object of {} bytes does not fit: it needs {need} bytes{beyond}, \
+                         {free} bytes free in {}",
                         offer.size,
                         root.display()
                     ),
