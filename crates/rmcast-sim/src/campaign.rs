@@ -306,11 +306,43 @@ pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario)
             unreachable!("not drawn for datagram transfers")
         }
     }
+    draw_delta(&mut sc, seed);
     // Odd seeds run sealed, as users do; even seeds plain, as the papers'
     // protocols did. Decided from the seed alone, so every other draw (and
     // every recorded seed) stays where it was.
     let sc = if seed % 2 == 1 { sc.sealed() } else { sc };
     (class, sc)
+}
+
+/// Resume and delta, on about a third of the runs whatever their fault:
+/// the object's first bytes stand for a manifest, and most receivers hold
+/// random stretches of the rest, which they report once the "manifest" is
+/// in. Drawn from a generator of its own, so every other draw of the seed
+/// stays where it was.
+fn draw_delta(sc: &mut Scenario, seed: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0DE1_7A00_D17A);
+    if sc.object_size < 3000 || !rng.random_bool(0.3) {
+        return;
+    }
+    sc.config.have_after = Some(rng.random_range(16..sc.object_size / 4));
+    // In packets of the largest payload drawn; ranges past the object's
+    // end are ignored by the receivers, as the protocol says.
+    let packets = u32::try_from(sc.object_size.div_ceil(400)).unwrap_or(u32::MAX);
+    sc.held.clear();
+    for n in 1..=sc.receivers {
+        if !rng.random_bool(0.7) {
+            continue;
+        }
+        let mut ranges = Vec::new();
+        let mut at = 0u32;
+        while at < packets && ranges.len() < 40 {
+            at += rng.random_range(0..packets / 8 + 2);
+            let len = rng.random_range(1..packets / 4 + 2);
+            ranges.push((at, len));
+            at += len;
+        }
+        sc.held.push((n, ranges));
+    }
 }
 
 /// The stream scenario of PRMP run `seed`, and its fault class.

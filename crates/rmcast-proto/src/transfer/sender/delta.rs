@@ -233,9 +233,14 @@ impl Sender {
             self.stats.foreign += 1;
             return;
         };
-        if delta.segments.is_some() || !self.members.list[i].in_data() {
-            return; // late: the plan is fixed
+        if !self.members.list[i].in_data() {
+            return;
         }
+        // A report that comes after the plan was fixed (a member paused
+        // past the wait) changes no plan, but it is the member's word for
+        // what it holds: its cumulative point may now lie past what was
+        // sent, and that must not read as acknowledging packets never sent.
+        let late = delta.segments.is_some();
         self.members.list[i].last_heard = now;
         let rank = i as u16;
         let r = delta.report(rank);
@@ -245,7 +250,9 @@ impl Sender {
         r.heard = Some(now);
         if h.parts == 0 {
             // Still looking: its disk is being read; keep waiting.
-            self.progress_at = now;
+            if !late {
+                self.progress_at = now;
+            }
             return;
         }
         if h.parts > MAX_PARTS || (r.parts != 0 && r.parts != h.parts) {
@@ -272,7 +279,9 @@ impl Sender {
             r.got = Vec::new();
             self.progress_at = now;
         }
-        self.try_fix_plan(now);
+        if !late {
+            self.try_fix_plan(now);
+        }
     }
 
     /// Fixes the plan once every live member's report is complete, or the
