@@ -5,23 +5,14 @@
 use serde_json::Value;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, entries};
+use common::{Proc, entries, rmcast};
 
 /// The binary with the test binary's group key in its environment, as an
 /// operator's shell would have `RMCAST_KEY_FILE` (or pass `--key`).
-fn rmcast() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
-    c.env("RMCAST_KEY_FILE", common::test_key())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
 fn json(out: &str) -> Value {
     let line = out.trim();
     assert_eq!(

@@ -5,20 +5,10 @@
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, entries};
-
-fn rmcast() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
-    c.env("RMCAST_KEY_FILE", common::test_key())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
+use common::{Proc, entries, rmcast};
 
 fn data(size: usize, salt: usize) -> Vec<u8> {
     (0..size)

@@ -8,26 +8,10 @@
 use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::Proc;
-
-fn rmcast() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
-    c.env("RMCAST_KEY_FILE", common::test_key())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
-fn write(root: &Path, rel: &str, bytes: &[u8]) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, bytes).unwrap();
-}
+use common::{Proc, rmcast, write};
 
 /// Every path under `root` with its kind, mode, mtime and content (or link
 /// target), sorted: two trees are equal when these are.

@@ -93,3 +93,23 @@ pub fn entries(dir: &std::path::Path) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// The `rmcast` binary under test, sealed under the test key, its output
+/// piped.
+#[allow(dead_code)]
+pub fn rmcast() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rmcast"));
+    c.env("RMCAST_KEY_FILE", test_key())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    c
+}
+
+/// Writes `bytes` at `rel` under `root`, creating the directories.
+#[allow(dead_code)]
+pub fn write(root: &std::path::Path, rel: &str, bytes: &[u8]) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, bytes).unwrap();
+}

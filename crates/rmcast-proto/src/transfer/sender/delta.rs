@@ -125,8 +125,14 @@ impl Delta {
         cumulative
     }
 
-    /// The plan for packet `index`.
-    pub(super) fn plan(&self, index: u32, live: &[(u16, SocketAddr)], packets: u32) -> Plan {
+    /// The plan for packet `index`; `live(rank)` is the address of a
+    /// member still in the data phase (none for one that left).
+    pub(super) fn plan(
+        &self,
+        index: u32,
+        live: impl Fn(u16) -> Option<SocketAddr>,
+        packets: u32,
+    ) -> Plan {
         let Some(segments) = &self.segments else {
             return Plan::Group;
         };
@@ -141,8 +147,8 @@ impl Delta {
             0 => Plan::SkipTo(end),
             1 => {
                 let lacker = self.planned.iter().fold(s.holders_xor, |x, &r| x ^ r);
-                match live.iter().find(|&&(rank, _)| rank == lacker) {
-                    Some(&(_, addr)) => Plan::Only(addr),
+                match live(lacker) {
+                    Some(addr) => Plan::Only(addr),
                     // It left: nobody alive lacks these packets.
                     None => Plan::SkipTo(end),
                 }
@@ -219,6 +225,14 @@ fn merge(ranges: &mut Vec<(u32, u32)>) {
         out.push((first, count));
     }
     *ranges = out;
+}
+
+/// The address of member `rank` if it is still in the data phase.
+fn live_addr(members: &[super::membership::Member], rank: u16) -> Option<SocketAddr> {
+    members
+        .get(usize::from(rank))
+        .filter(|m| m.in_data())
+        .map(|m| m.addr)
 }
 
 /// Most parts a report may have (a member cannot make the sender hold
@@ -355,23 +369,20 @@ impl Sender {
         let Some(delta) = &self.delta else {
             return (None, None);
         };
-        let live: Vec<(u16, SocketAddr)> = self
-            .members
-            .list
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.in_data())
-            .map(|(r, m)| (r as u16, m.addr))
-            .collect();
-        let dest = match delta.plan(index, &live, self.packets) {
-            Plan::Only(addr) if live.len() > 1 => Some(Dest::Unicast(addr)),
+        let members = &self.members.list;
+        let live = |rank: u16| live_addr(members, rank);
+        let dest = match delta.plan(index, live, self.packets) {
+            // Alone in the session, the group is that member.
+            Plan::Only(addr) if members.iter().filter(|m| m.in_data()).nth(1).is_some() => {
+                Some(Dest::Unicast(addr))
+            }
             _ => None,
         };
         // The manifest's last packet, and the last before a stretch
         // everyone holds, ask everyone at once where they stand.
         let poll = (index + 1 == delta.barrier
             || (index + 1 < self.packets
-                && matches!(delta.plan(index + 1, &live, self.packets), Plan::SkipTo(_))))
+                && matches!(delta.plan(index + 1, live, self.packets), Plan::SkipTo(_))))
         .then_some(POLL_DIRECT);
         (dest, poll)
     }
@@ -383,18 +394,12 @@ impl Sender {
         let Some(delta) = &self.delta else {
             return false;
         };
-        let live: Vec<(u16, SocketAddr)> = self
-            .members
-            .list
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.in_data())
-            .map(|(r, m)| (r as u16, m.addr))
-            .collect();
         let mut moved = false;
         let mut blocked = false;
         while self.window.next < self.packets {
-            let Plan::SkipTo(end) = delta.plan(self.window.next, &live, self.packets) else {
+            let members = &self.members.list;
+            let live = |rank: u16| live_addr(members, rank);
+            let Plan::SkipTo(end) = delta.plan(self.window.next, live, self.packets) else {
                 break;
             };
             let from = self.window.next;
@@ -502,9 +507,10 @@ mod tests {
             report(&[(0, 40), (45, 5)]),
             report(&[(0, 30)]),
         ];
-        let live: Vec<(u16, SocketAddr)> = (0..3).map(|r| (r, addr(r))).collect();
+        let live = |rank: u16| (rank < 3).then(|| addr(rank));
+        let two = |rank: u16| (rank < 2).then(|| addr(rank));
         assert_eq!(
-            d.plan(5, &live, 100),
+            d.plan(5, live, 100),
             Plan::Group,
             "no plan before the reports"
         );
@@ -512,18 +518,18 @@ mod tests {
         d.fix(&[0, 1, 2]);
         assert!(!d.waits_at(2));
         assert_eq!(
-            d.plan(0, &live, 100),
+            d.plan(0, live, 100),
             Plan::Group,
             "the manifest went already"
         );
-        assert_eq!(d.plan(2, &live, 100), Plan::SkipTo(30));
-        assert_eq!(d.plan(29, &live, 100), Plan::SkipTo(30));
-        assert_eq!(d.plan(30, &live, 100), Plan::Only(addr(2)));
-        assert_eq!(d.plan(40, &live, 100), Plan::Group, "1 and 2 lack it");
-        assert_eq!(d.plan(45, &live, 100), Plan::Only(addr(2)));
-        assert_eq!(d.plan(50, &live, 100), Plan::Group);
-        assert_eq!(d.plan(99, &live, 100), Plan::Group);
+        assert_eq!(d.plan(2, live, 100), Plan::SkipTo(30));
+        assert_eq!(d.plan(29, live, 100), Plan::SkipTo(30));
+        assert_eq!(d.plan(30, live, 100), Plan::Only(addr(2)));
+        assert_eq!(d.plan(40, live, 100), Plan::Group, "1 and 2 lack it");
+        assert_eq!(d.plan(45, live, 100), Plan::Only(addr(2)));
+        assert_eq!(d.plan(50, live, 100), Plan::Group);
+        assert_eq!(d.plan(99, live, 100), Plan::Group);
         // Member 2 left: what only it lacked is nobody's business.
-        assert_eq!(d.plan(30, &live[..2], 100), Plan::SkipTo(40));
+        assert_eq!(d.plan(30, two, 100), Plan::SkipTo(40));
     }
 }
