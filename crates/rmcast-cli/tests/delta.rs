@@ -101,11 +101,9 @@ fn data_bytes(sent: &Value) -> u64 {
 /// files it holds).
 const INDEX_AND_TREE: [&str; 2] = [".ckpt.rmcast-index", "ckpt"];
 
+/// The names in `dir`, sorted.
 fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut v = common::entries(dir);
     v.sort();
     v
 }

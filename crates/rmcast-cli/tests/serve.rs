@@ -16,6 +16,18 @@ fn data(size: usize, salt: usize) -> Vec<u8> {
         .collect()
 }
 
+/// `rmcast serve` on `group` into `out`, with `args`.
+fn serve(group: &str, out: &Path, args: &[&str]) -> Proc {
+    Proc::spawn(
+        "serve",
+        rmcast()
+            .args(["serve", "--group", group])
+            .args(args)
+            .arg("--out")
+            .arg(out),
+    )
+}
+
 fn send(group: &str, file: &Path, extra: &[&str]) -> Proc {
     Proc::spawn(
         &format!("send {}", file.display()),
@@ -39,24 +51,19 @@ fn serve_takes_five_sessions_in_a_row_and_survives_a_killed_one() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("served");
     let group = rmcast::random_group().to_string();
-    let serve = Proc::spawn(
-        "serve",
-        rmcast()
-            .args([
-                "serve",
-                "--json",
-                "--no-clobber",
-                "--group",
-                &group,
-                "--sessions",
-                "6",
-                "--sender-timeout",
-                "1s",
-                "--idle-timeout",
-                "30s",
-                "--out",
-            ])
-            .arg(&out),
+    let serve = serve(
+        &group,
+        &out,
+        &[
+            "--json",
+            "--no-clobber",
+            "--sessions",
+            "6",
+            "--sender-timeout",
+            "1s",
+            "--idle-timeout",
+            "30s",
+        ],
     );
     let mut files = Vec::new();
     for (i, size) in [200_000usize, 1, 3_000_000, 0, 77_777]
@@ -130,12 +137,7 @@ fn serve_replaces_a_file_as_its_new_version_and_says_so_then_stops_when_idle() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("served");
     let group = rmcast::random_group().to_string();
-    let serve = Proc::spawn(
-        "serve",
-        rmcast()
-            .args(["serve", "--group", &group, "--idle-timeout", "3s", "--out"])
-            .arg(&out),
-    );
+    let serve = serve(&group, &out, &["--idle-timeout", "3s"]);
     let file = dir.path().join("v.bin");
     for version in 0..2 {
         std::fs::write(&file, data(50_000, version)).unwrap();
@@ -201,25 +203,20 @@ fn serve_takes_two_trees_at_once_and_resumes_a_killed_one() {
     tree(&a, 8, 200_000, 1);
     tree(&b, 8, 200_000, 50);
     tree(&c, 40, 256 << 10, 100);
-    let serve = Proc::spawn(
-        "serve",
-        rmcast()
-            .args([
-                "serve",
-                "--json",
-                "--max-concurrent",
-                "2",
-                "--group",
-                &group,
-                "--sessions",
-                "4",
-                "--sender-timeout",
-                "1s",
-                "--idle-timeout",
-                "30s",
-                "--out",
-            ])
-            .arg(&out),
+    let serve = serve(
+        &group,
+        &out,
+        &[
+            "--json",
+            "--max-concurrent",
+            "2",
+            "--sessions",
+            "4",
+            "--sender-timeout",
+            "1s",
+            "--idle-timeout",
+            "30s",
+        ],
     );
     // Paced so that each lasts about a second: they overlap.
     let sa = send(&group, &a, &["--rate", "16mbit"]);
@@ -284,19 +281,7 @@ fn serve_json_events_say_each_session_and_the_end() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("served");
     let group = rmcast::random_group().to_string();
-    let serve = Proc::spawn(
-        "serve",
-        rmcast()
-            .args([
-                "serve",
-                "--json-events",
-                "--once",
-                "--group",
-                &group,
-                "--out",
-            ])
-            .arg(&out),
-    );
+    let serve = serve(&group, &out, &["--json-events", "--once"]);
     let file = dir.path().join("one.bin");
     std::fs::write(&file, data(300_000, 7)).unwrap();
     let (code, _, err) = send(&group, &file, &[]).wait(Duration::from_secs(30));
