@@ -303,15 +303,53 @@ pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario)
             sc.hash_ready_at = Some(Duration::from_millis(rng.random_range(0..500)));
         }
         FaultClass::Duplication | FaultClass::Reordering => {
-            unreachable!("not drawn for datagram transfers")
+            unreachable!("drawn below, from a generator of their own")
         }
     }
+    let class = draw_network_faults(&mut sc, seed).unwrap_or(class);
     draw_delta(&mut sc, seed);
     // Odd seeds run sealed, as users do; even seeds plain, as the papers'
     // protocols did. Decided from the seed alone, so every other draw (and
     // every recorded seed) stays where it was.
     let sc = if seed % 2 == 1 { sc.sealed() } else { sc };
     (class, sc)
+}
+
+/// Duplication or reordering (each on 1 run in 13, as if drawn with the
+/// other classes), replacing the drawn class's faults: from a generator of
+/// its own, so the draws of every other seed (and the seeds recorded as
+/// regression tests) stay where they were.
+fn draw_network_faults(sc: &mut Scenario, seed: u64) -> Option<FaultClass> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0D0B_1E5E_ED00);
+    let class = match rng.random_range(0..13) {
+        0 => FaultClass::Duplication,
+        1 => FaultClass::Reordering,
+        _ => return None,
+    };
+    let receivers = sc.receivers;
+    let clean = Scenario {
+        receivers,
+        object_size: sc.object_size,
+        config: sc.config.clone(),
+        link_rate_bits_per_s: sc.link_rate_bits_per_s,
+        seed: sc.seed,
+        time_limit: sc.time_limit,
+        ..Scenario::default()
+    };
+    *sc = clean;
+    match class {
+        FaultClass::Duplication => {
+            sc.duplicate = rng.random_range(0.0..0.2);
+            // And a little loss, so repairs get duplicated too.
+            sc.loss = LossModel::Bernoulli(rng.random_range(0.0..0.03));
+        }
+        _ => {
+            sc.reorder = rng.random_range(0.0..0.2);
+            sc.reorder_delay = Duration::from_micros(rng.random_range(50..2000));
+            sc.loss = LossModel::Bernoulli(rng.random_range(0.0..0.03));
+        }
+    }
+    Some(class)
 }
 
 /// Resume and delta, on about a third of the runs whatever their fault:

@@ -340,6 +340,14 @@ pub struct Scenario {
     /// application then stores their bytes and reports them
     /// (`Receiver::report_held`); receivers not named hold nothing.
     pub held: Vec<(u16, Vec<(u32, u32)>)>,
+    /// Probability that a datagram (one that fits a frame) reaching a host
+    /// arrives twice, the copy a quarter of `reorder_delay` later.
+    pub duplicate: f64,
+    /// Probability that such a datagram is held back `reorder_delay`, so
+    /// the ones sent after it overtake it.
+    pub reorder: f64,
+    /// How long a reordered datagram is held back.
+    pub reorder_delay: Duration,
 }
 
 impl Default for Scenario {
@@ -375,6 +383,9 @@ impl Default for Scenario {
             trace_rate: false,
             hash_ready_at: None,
             held: Vec::new(),
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay: Duration::from_micros(500),
         }
     }
 }

@@ -405,6 +405,9 @@ struct Sim<'s> {
     garbage_rng: ChaCha8Rng,
     garbage_injected: u64,
     control_rng: ChaCha8Rng,
+    /// Duplication and reordering draws (`Scenario::duplicate`,
+    /// `Scenario::reorder`), seeded apart so every other draw stays.
+    net_rng: ChaCha8Rng,
     cpu_jitter: u64,
     reasm_timeout: u64,
     window: u32,
@@ -585,6 +588,7 @@ impl<'s> Sim<'s> {
             garbage_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
             garbage_injected: 0,
             control_rng: ChaCha8Rng::seed_from_u64(master.next_u64()),
+            net_rng: ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5EED_D0B1_E0DE),
             cpu_jitter: nanos(sc.cost.jitter),
             reasm_timeout: nanos(sc.reassembly_timeout),
             window,

@@ -127,7 +127,21 @@ impl Sim<'_> {
             self.pool.release(pkt);
             return;
         }
-        let at = finish + nanos(self.sc.propagation_delay);
+        let mut at = finish + nanos(self.sc.propagation_delay);
+        // Duplication and reordering, of datagrams that fit one frame (a
+        // switch or a bonded link's doing; fragments stay as they are).
+        if (self.sc.duplicate > 0.0 || self.sc.reorder > 0.0)
+            && self.frags(self.pool.slots[pkt as usize].bytes.len()) == 1
+        {
+            if self.sc.reorder > 0.0 && self.net_rng.random::<f64>() < self.sc.reorder {
+                at += nanos(self.sc.reorder_delay);
+            }
+            if self.sc.duplicate > 0.0 && self.net_rng.random::<f64>() < self.sc.duplicate {
+                self.pool.retain(pkt);
+                let again = at + nanos(self.sc.reorder_delay) / 4 + 1;
+                self.push(again, Ev::AtHost(p as u16, pkt, frag));
+            }
+        }
         self.push(at, Ev::AtHost(p as u16, pkt, frag));
     }
 

@@ -35,6 +35,10 @@ pub(super) struct Member {
     /// Packets it said it lacked after it had acknowledged them (see
     /// [`OVERCLAIM_LIMIT_WINDOWS`]).
     pub(super) overclaims: u64,
+    /// The packet echoed by the feedback that last moved `cumulative`:
+    /// feedback echoing an earlier packet is older news (reordered on the
+    /// way), not a claim.
+    pub(super) advanced_by_echo: u32,
 }
 
 /// A receiver that asks again, in total, for this many windows of packets
@@ -106,6 +110,7 @@ impl Sender {
             last_heard: now,
             reason: None,
             overclaims: 0,
+            advanced_by_echo: 0,
         });
         self.queue_welcome(from, receiver_id, rank);
         self.events.push_back(SenderEvent::Joined {
