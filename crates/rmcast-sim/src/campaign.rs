@@ -510,9 +510,15 @@ pub fn run(protocol: CampaignProtocol, seed: u64) -> CampaignRun {
             let result = crate::run(&sc).map_err(|e| e.to_string()).and_then(|r| {
                 // A sealed run seals every datagram and, without an
                 // intruder, refuses none: the machines' own traffic
-                // always authenticates.
+                // always authenticates. A duplicated datagram is refused
+                // as a replay, and only as one.
                 let a = &r.sender.auth;
-                if sealed && (a.sealed == 0 || (sc.garbage_per_s == 0.0 && a.refused() > 0)) {
+                let refused = if sc.duplicate > 0.0 {
+                    a.refused() - a.replayed
+                } else {
+                    a.refused()
+                };
+                if sealed && (a.sealed == 0 || (sc.garbage_per_s == 0.0 && refused > 0)) {
                     return Err(format!("sealed run: sender's auth counters {a:?}"));
                 }
                 if !sealed && a.sealed > 0 {

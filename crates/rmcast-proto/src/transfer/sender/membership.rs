@@ -10,6 +10,7 @@ use rmcast_wire::{OfferReply, RANK_UNASSIGNED, Status};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::net::{SocketAddr, SocketAddrV4};
+use std::time::Duration;
 
 /// Bound on queued unicast control packets; peers retransmit what is dropped.
 const CTRL_QUEUE_MAX: usize = 4096;
@@ -35,10 +36,43 @@ pub(super) struct Member {
     /// Packets it said it lacked after it had acknowledged them (see
     /// [`OVERCLAIM_LIMIT_WINDOWS`]).
     pub(super) overclaims: u64,
-    /// The packet echoed by the feedback that last moved `cumulative`:
-    /// feedback echoing an earlier packet is older news (reordered on the
-    /// way), not a claim.
-    pub(super) advanced_by_echo: u32,
+    /// Where `cumulative` stood at moments past: a claim counts against
+    /// it only below what it had acknowledged `rto_max` ago (see
+    /// [`AckHistory`]).
+    pub(super) history: AckHistory,
+}
+
+/// A member's cumulative point at a few moments (at most one sample per
+/// quarter of the settling time, the last 8 kept): what it had
+/// acknowledged at least a settling time ago. Feedback the network
+/// delayed, reordered or duplicated (by less than that) never claims
+/// below it, since a receiver's own point only grows.
+#[derive(Debug, Default)]
+pub(super) struct AckHistory {
+    samples: [Option<(u32, Instant)>; 8],
+    next: usize,
+}
+
+impl AckHistory {
+    /// `cumulative` was reached at `now`.
+    pub(super) fn note(&mut self, cumulative: u32, now: Instant, settle: Duration) {
+        let newest = self.samples[(self.next + 7) % 8];
+        if newest.is_none_or(|(_, at)| now.saturating_since(at) >= settle / 4) {
+            self.samples[self.next] = Some((cumulative, now));
+            self.next = (self.next + 1) % 8;
+        }
+    }
+
+    /// The highest point reached at least `settle` before `now`.
+    pub(super) fn settled(&self, now: Instant, settle: Duration) -> u32 {
+        self.samples
+            .iter()
+            .flatten()
+            .filter(|(_, at)| now.saturating_since(*at) >= settle)
+            .map(|&(c, _)| c)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// A receiver that asks again, in total, for this many windows of packets
@@ -110,7 +144,7 @@ impl Sender {
             last_heard: now,
             reason: None,
             overclaims: 0,
-            advanced_by_echo: 0,
+            history: AckHistory::default(),
         });
         self.queue_welcome(from, receiver_id, rank);
         self.events.push_back(SenderEvent::Joined {

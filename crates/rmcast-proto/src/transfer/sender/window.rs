@@ -360,7 +360,6 @@ impl Sender {
             return;
         };
         let cumulative = f.cumulative.since(self.isn);
-        let echo = f.echo.since(self.isn);
         // A receiver's point may lie past what was sent by what it
         // reported holding (resume, delta), never further.
         let reach = match &self.delta {
@@ -390,9 +389,7 @@ impl Sender {
                     Some(d) => d.extend(r, cumulative),
                     None => cumulative,
                 };
-                if r == rank && echo < self.window.high {
-                    m.advanced_by_echo = m.advanced_by_echo.max(echo);
-                }
+                m.history.note(m.cumulative, now, self.config.rto_max);
                 advanced = true;
             }
         }
@@ -405,15 +402,17 @@ impl Sender {
         // Packets it already acknowledged are never repaired again, whatever
         // this feedback says (an older one overtaken, or a member asking for
         // repairs it cannot need); asking for many is a reason to remove it.
-        // Feedback echoing a packet before the one that moved its point is
-        // older news the network reordered (or duplicated), not a claim:
-        // under 20 % reordering every member of an ack session was removed
-        // for "asking again" (found by the fault campaign's reordering
-        // class). Its claims are not repaired either way.
+        // Only a claim below what it had acknowledged `rto_max` ago counts:
+        // feedback the network reordered or duplicated is older news, not a
+        // claim (under 20 % reordering every member of an ack session was
+        // removed for "asking again": the fault campaign's reordering
+        // class). Nothing it acknowledged is repaired either way.
         let known = self.members.list[i].cumulative;
-        let stale = echo < self.members.list[i].advanced_by_echo;
-        if !f.aggregate && !stale && cumulative < known && (nak || !f.bitmap.is_empty()) {
-            let claimed = u64::from(known - cumulative);
+        let settled = self.members.list[i]
+            .history
+            .settled(now, self.config.rto_max);
+        if !f.aggregate && cumulative < settled && (nak || !f.bitmap.is_empty()) {
+            let claimed = u64::from(settled - cumulative);
             self.stats.overclaimed_packets += claimed;
             let m = &mut self.members.list[i];
             m.overclaims += claimed;
