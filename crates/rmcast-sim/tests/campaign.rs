@@ -36,6 +36,19 @@ const REGRESSIONS: &[(CampaignProtocol, u64, &str)] = &[
      sender took its feedback for acknowledging packets never sent and removed it; a late \
      report now counts for the member (not for the plan)",
     ),
+    (
+        CampaignProtocol::Ack,
+        42,
+        "reordering (data and feedback): feedback generated later but claiming below the \
+     member's point made the sender remove every member as asking again for acknowledged \
+     packets; a claim now counts only below what was acknowledged rto_max ago",
+    ),
+    (
+        CampaignProtocol::Ack,
+        15,
+        "duplication, sealed: the copies are refused as replays (as they must be), and only \
+     as replays",
+    ),
 ];
 
 #[test]
