@@ -30,9 +30,8 @@ use std::net::SocketAddr;
 /// One member's report, as its parts arrive.
 #[derive(Debug, Default)]
 struct Report {
-    /// Parts the report has (0: none seen yet, or only "still looking").
-    parts: u16,
-    /// Which parts arrived.
+    /// Which parts arrived, one flag per part of the report (empty: no
+    /// part seen yet, or only "still looking").
     got: Vec<bool>,
     /// Ranges from the parts so far (sorted and merged once complete).
     ranges: Vec<(u32, u32)>,
@@ -94,35 +93,26 @@ impl Delta {
         &mut self.reports[i]
     }
 
+    /// The end of the range of `rank`'s complete report that holds packet
+    /// `index`, if one does.
+    fn held_until(&self, rank: u16, index: u32) -> Option<u32> {
+        let r = self.reports.get(usize::from(rank)).filter(|r| r.complete)?;
+        let i = r.ranges.partition_point(|&(first, _)| first <= index);
+        let (first, count) = *r.ranges.get(i.checked_sub(1)?)?;
+        let end = first.saturating_add(count);
+        (index < end).then_some(end)
+    }
+
     /// Whether `rank` reported holding packet `index` (false before its
     /// report is complete).
     pub(super) fn holds(&self, rank: u16, index: u32) -> bool {
-        let Some(r) = self.reports.get(usize::from(rank)).filter(|r| r.complete) else {
-            return false;
-        };
-        let i = r.ranges.partition_point(|&(first, _)| first <= index);
-        i > 0 && {
-            let (first, count) = r.ranges[i - 1];
-            u64::from(index) < u64::from(first) + u64::from(count)
-        }
+        self.held_until(rank, index).is_some()
     }
 
-    /// `cumulative` moved past every range `rank` holds that starts at it.
-    pub(super) fn extend(&self, rank: u16, mut cumulative: u32) -> u32 {
-        let Some(r) = self.reports.get(usize::from(rank)).filter(|r| r.complete) else {
-            return cumulative;
-        };
-        let mut i = r.ranges.partition_point(|&(first, _)| first <= cumulative);
-        while i > 0 {
-            let (first, count) = r.ranges[i - 1];
-            let end = first.saturating_add(count);
-            if first > cumulative || end <= cumulative {
-                break;
-            }
-            cumulative = end;
-            i = r.ranges.partition_point(|&(first, _)| first <= cumulative);
-        }
-        cumulative
+    /// `cumulative` moved past the range `rank` holds from it, if any (its
+    /// ranges are merged: no range starts where another ends).
+    pub(super) fn extend(&self, rank: u16, cumulative: u32) -> u32 {
+        self.held_until(rank, cumulative).unwrap_or(cumulative)
     }
 
     /// The plan for packet `index`; `live(rank)` is the address of a
@@ -269,12 +259,11 @@ impl Sender {
             }
             return;
         }
-        if h.parts > MAX_PARTS || (r.parts != 0 && r.parts != h.parts) {
+        if h.parts > MAX_PARTS || (!r.got.is_empty() && r.got.len() != usize::from(h.parts)) {
             self.stats.malformed += 1;
             return;
         }
-        if r.parts == 0 {
-            r.parts = h.parts;
+        if r.got.is_empty() {
             r.got = vec![false; usize::from(h.parts)];
         }
         let part = usize::from(h.part);
@@ -290,7 +279,6 @@ impl Sender {
         if r.got.iter().all(|&g| g) {
             merge(&mut r.ranges);
             r.complete = true;
-            r.got = Vec::new();
             self.progress_at = now;
         }
         if !late {
@@ -474,8 +462,7 @@ mod tests {
         let mut ranges = ranges.to_vec();
         merge(&mut ranges);
         Report {
-            parts: 1,
-            got: Vec::new(),
+            got: vec![true],
             ranges,
             complete: true,
             heard: None,
