@@ -34,11 +34,17 @@ pub fn recv_to_dir(
     cfg: &RecvConfig,
     progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<RecvReport, Error> {
+    let target = out_dir(cfg)?;
+    run(cfg, target, progress).map(|(report, _)| report)
+}
+
+/// `cfg.out_dir`, created if missing, as the target of a receive.
+fn out_dir(cfg: &RecvConfig) -> Result<Target, Error> {
     std::fs::create_dir_all(&cfg.out_dir).map_err(|source| Error::Io {
         context: format!("cannot create output directory {}", cfg.out_dir.display()),
         source,
     })?;
-    run(cfg, Target::Dir(cfg.out_dir.clone()), progress).map(|(report, _)| report)
+    Ok(Target::Dir(cfg.out_dir.clone()))
 }
 
 /// Receives up to `sessions` transfers announced on `cfg.group` at once
@@ -60,11 +66,8 @@ pub fn recv_sessions_to_dir(
     if sessions == 0 {
         return Err(Error::Invalid("at least one session to receive".into()));
     }
-    std::fs::create_dir_all(&cfg.out_dir).map_err(|source| Error::Io {
-        context: format!("cannot create output directory {}", cfg.out_dir.display()),
-        source,
-    })?;
-    run_many(cfg, Target::Dir(cfg.out_dir.clone()), sessions, progress)
+    let target = out_dir(cfg)?;
+    run_many(cfg, target, sessions, progress)
         .map(|v| v.into_iter().map(|r| r.map(|(report, _)| report)).collect())
 }
 
@@ -87,14 +90,11 @@ pub fn serve_to_dir(
     if max_concurrent == 0 {
         return Err(Error::Invalid("at least one session at a time".into()));
     }
-    std::fs::create_dir_all(&cfg.out_dir).map_err(|source| Error::Io {
-        context: format!("cannot create output directory {}", cfg.out_dir.display()),
-        source,
-    })?;
+    let target = out_dir(cfg)?;
     let mut each = |r: Result<(RecvReport, Sink), Error>| on_session(r.map(|(report, _)| report));
     run_sessions(
         cfg,
-        Target::Dir(cfg.out_dir.clone()),
+        target,
         max_concurrent.max(2),
         progress,
         Some(&mut each),

@@ -58,14 +58,14 @@ pub(crate) struct Part {
     hasher: Box<blake3::Hasher>,
     hashed: u64,
     /// A tree: looking for the chunks this disk holds already.
-    held: Held,
+    held: HeldSearch,
 }
 
 /// A tree's search for the chunks this disk holds (resume, delta): it
 /// starts once the manifest is in and runs on its own threads, so the
 /// receiver keeps answering the sender meanwhile.
 #[derive(Default)]
-enum Held {
+enum HeldSearch {
     /// Waiting for the manifest (its length once read).
     #[default]
     Idle,
@@ -94,23 +94,20 @@ impl Part {
         let barrier_of = |len: u64| u32::try_from(len.div_ceil(payload)).unwrap_or(u32::MAX);
         loop {
             match std::mem::take(&mut self.held) {
-                Held::Idle => {
+                HeldSearch::Idle => {
                     if in_order < 16.min(self.size) {
                         return Ok(None);
                     }
                     self.flush()?;
-                    let mut head = [0u8; 16];
-                    let len = match self.file.read_exact_at(&mut head, 0) {
-                        Ok(()) => rmcast_wire::manifest::manifest_len(&head)
-                            .and_then(Result::ok)
-                            .unwrap_or(self.size),
-                        Err(_) => self.size,
-                    };
-                    self.held = Held::Manifest(len.min(self.size));
+                    // A header that does not read: wait for the whole
+                    // object (the extractor names what is wrong).
+                    let len =
+                        crate::tree::manifest_extent(&self.file, self.size).unwrap_or(self.size);
+                    self.held = HeldSearch::Manifest(len);
                 }
-                Held::Manifest(len) => {
+                HeldSearch::Manifest(len) => {
                     if in_order < len {
-                        self.held = Held::Manifest(len);
+                        self.held = HeldSearch::Manifest(len);
                         return Ok(None);
                     }
                     self.catch_up(in_order)?;
@@ -118,7 +115,7 @@ impl Part {
                     let Some(manifest) = tree.manifest().filter(|_| !tree.failed()) else {
                         // A manifest that does not read: the tree fails at
                         // the end; nothing is held meanwhile.
-                        self.held = Held::Done;
+                        self.held = HeldSearch::Done;
                         return Ok(Some(HeldReport {
                             barrier: barrier_of(len),
                             packets: Vec::new(),
@@ -131,15 +128,15 @@ impl Part {
                     let job = std::thread::Builder::new()
                         .name("rmcast-held".into())
                         .spawn(move || crate::tree::find_held(&manifest, &roots, size, from))?;
-                    self.held = Held::Running(job, len);
+                    self.held = HeldSearch::Running(job, len);
                     return Ok(None);
                 }
-                Held::Running(job, len) => {
+                HeldSearch::Running(job, len) => {
                     if !job.is_finished() {
-                        self.held = Held::Running(job, len);
+                        self.held = HeldSearch::Running(job, len);
                         return Ok(None);
                     }
-                    self.held = Held::Done;
+                    self.held = HeldSearch::Done;
                     let found = job
                         .join()
                         .map_err(|_| io::Error::other("looking for held chunks panicked"))?;
@@ -168,8 +165,8 @@ impl Part {
                         bytes,
                     }));
                 }
-                Held::Done => {
-                    self.held = Held::Done;
+                HeldSearch::Done => {
+                    self.held = HeldSearch::Done;
                     return Ok(None);
                 }
             }
@@ -649,7 +646,7 @@ pub(crate) fn prepare(
                 stage_offset: 0,
                 hasher: Box::new(blake3::Hasher::new()),
                 hashed: 0,
-                held: Held::default(),
+                held: HeldSearch::default(),
             };
             part.file.set_len(offer.size).map_err(|e| {
                 let status = if e.raw_os_error() == Some(libc::ENOSPC) {
@@ -686,7 +683,7 @@ pub(crate) fn prepare(
                 stage_offset: 0,
                 hasher: Box::new(blake3::Hasher::new()),
                 hashed: 0,
-                held: Held::default(),
+                held: HeldSearch::default(),
             }))
         }
     }

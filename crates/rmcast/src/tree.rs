@@ -1058,7 +1058,7 @@ pub(crate) fn extract(
 
 /// The manifest's length, from the first bytes of the part file (which
 /// must be in), checked against the object's size.
-fn manifest_extent(part: &File, size: u64) -> io::Result<u64> {
+pub(crate) fn manifest_extent(part: &File, size: u64) -> io::Result<u64> {
     let mut head = [0u8; 16];
     if size < head.len() as u64 {
         return Err(data_err(
