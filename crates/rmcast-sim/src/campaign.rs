@@ -11,7 +11,7 @@
 //! hundred seeds per protocol (`tests/campaign.rs`); the example
 //! `campaign` runs any number and prints the table.
 
-use crate::overlay::{OverlayScenario, run_overlay};
+use crate::overlay::{OverlayFault, OverlayScenario, run_overlay};
 use crate::stream::{StreamScenario, messages, secs};
 use crate::{Crash, HostCost, LinkDown, LossModel, Pause, Scenario};
 use rand::{Rng, SeedableRng};
@@ -47,8 +47,8 @@ pub enum CampaignProtocol {
     /// PRMP message streams (`rmcast_sim::stream`'s network: loss,
     /// duplication and reordering both ways, pauses, crashes).
     Prmp,
-    /// The TCP overlays, every shape (`rmcast_sim::overlay`; its model has
-    /// no faults yet: the class is always clean).
+    /// The TCP overlays, every shape (`rmcast_sim::overlay`: crashes,
+    /// pauses and stalls of receivers, pauses and crashes of the sender).
     Overlay,
 }
 
@@ -150,11 +150,16 @@ pub enum FaultClass {
     Duplication,
     /// Datagrams reordered (PRMP's network: up to 2 ms of jitter).
     Reordering,
+    /// One receiver stops for good (SIGSTOP without SIGCONT): its
+    /// connections stay open and go quiet (the overlays).
+    Stall,
+    /// The sender dies mid-session (the overlays).
+    SenderCrash,
 }
 
 impl FaultClass {
     /// Every class, in table order.
-    pub const ALL: [FaultClass; 13] = [
+    pub const ALL: [FaultClass; 15] = [
         Self::Clean,
         Self::Bernoulli,
         Self::Bursts,
@@ -168,6 +173,8 @@ impl FaultClass {
         Self::LateHash,
         Self::Duplication,
         Self::Reordering,
+        Self::Stall,
+        Self::SenderCrash,
     ];
 
     /// Short name for the table.
@@ -187,6 +194,8 @@ impl FaultClass {
             Self::LateHash => "late-hash",
             Self::Duplication => "duplication",
             Self::Reordering => "reordering",
+            Self::Stall => "stall",
+            Self::SenderCrash => "sender-crash",
         }
     }
 }
@@ -305,6 +314,7 @@ pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario)
         FaultClass::Duplication | FaultClass::Reordering => {
             unreachable!("drawn below, from a generator of their own")
         }
+        FaultClass::Stall | FaultClass::SenderCrash => unreachable!("overlay classes"),
     }
     let class = draw_network_faults(&mut sc, seed).unwrap_or(class);
     draw_delta(&mut sc, seed);
@@ -426,9 +436,19 @@ pub fn stream_scenario(seed: u64) -> (FaultClass, StreamScenario) {
     (class, sc)
 }
 
-/// The overlay scenario of run `seed`: a shape, N, size and link rate.
+/// The fault classes the overlays draw from.
+const OVERLAY_CLASSES: [FaultClass; 5] = [
+    FaultClass::Clean,
+    FaultClass::Crash,
+    FaultClass::Pause,
+    FaultClass::Stall,
+    FaultClass::SenderCrash,
+];
+
+/// The overlay scenario of run `seed`: a shape, N, size and link rate,
+/// and its fault class.
 #[must_use]
-pub fn overlay_scenario(seed: u64) -> OverlayScenario {
+pub fn overlay_scenario(seed: u64) -> (FaultClass, OverlayScenario) {
     let mut rng = rng_for(CampaignProtocol::Overlay, seed);
     let shape = match rng.random_range(0..5) {
         0 => OverlayShape::Direct,
@@ -439,7 +459,7 @@ pub fn overlay_scenario(seed: u64) -> OverlayScenario {
         3 => OverlayShape::Chain,
         _ => OverlayShape::Bintree,
     };
-    OverlayScenario {
+    let mut sc = OverlayScenario {
         shape,
         nodes: rng.random_range(1..=64),
         size: rng.random_range(0..=4 << 20),
@@ -448,7 +468,33 @@ pub fn overlay_scenario(seed: u64) -> OverlayScenario {
         time_limit: TIME_LIMIT,
         seed,
         ..OverlayScenario::default()
+    };
+    // Faults from a generator of their own: the shapes, sizes and rates of
+    // every seed stay where they were before faults were drawn.
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0FE4_1A57_0FA1);
+    let class = OVERLAY_CLASSES[rng.random_range(0..OVERLAY_CLASSES.len())];
+    // Receivers register within 1 ms; the object takes size/R per link, and
+    // more for the shapes that are not pipelined.
+    let object_us = sc.size * 8 * 1_000_000 / sc.rate_bits_per_s;
+    let at = Duration::from_micros(rng.random_range(1_000..=2_000 + 2 * object_us));
+    let node = rng.random_range(1..=sc.nodes);
+    match class {
+        FaultClass::Crash => sc.faults.push(OverlayFault::Crash { host: node, at }),
+        FaultClass::Pause => sc.faults.push(OverlayFault::Pause {
+            // The sender too, on one run in four.
+            host: if rng.random_bool(0.25) { 0 } else { node },
+            at,
+            duration: Some(Duration::from_millis(rng.random_range(100..4_000))),
+        }),
+        FaultClass::Stall => sc.faults.push(OverlayFault::Pause {
+            host: node,
+            at,
+            duration: None,
+        }),
+        FaultClass::SenderCrash => sc.faults.push(OverlayFault::Crash { host: 0, at }),
+        _ => {}
     }
+    (class, sc)
 }
 
 /// What a passing run measured.
@@ -495,14 +541,14 @@ pub fn run(protocol: CampaignProtocol, seed: u64) -> CampaignRun {
             (class, result)
         }
         CampaignProtocol::Overlay => {
-            let sc = overlay_scenario(seed);
+            let (class, sc) = overlay_scenario(seed);
             let result = run_overlay(&sc)
                 .map(|r| Passed {
                     seconds: r.total_time.as_secs_f64(),
-                    member_failed: false,
+                    member_failed: r.failed,
                 })
                 .map_err(|e| format!("{e}\nscenario: {sc:?}"));
-            (FaultClass::Clean, result)
+            (class, result)
         }
         _ => {
             let (class, sc) = scenario(protocol, seed);
@@ -590,6 +636,7 @@ mod tests {
         for seed in 0..200 {
             seen.insert(scenario(CampaignProtocol::NakPoll, seed).0);
             seen.insert(stream_scenario(seed).0);
+            seen.insert(overlay_scenario(seed).0);
         }
         assert_eq!(seen.len(), FaultClass::ALL.len());
     }

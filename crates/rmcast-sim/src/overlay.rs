@@ -43,9 +43,34 @@
 //! that the sender reports every member verified, and that the session
 //! ended within `time_limit` of simulated time.
 //!
+//! # Faults
+//!
+//! [`OverlayFault`]s happen to hosts at set times:
+//!
+//! - A crash (SIGKILL): the host does nothing more. Its kernel closes its
+//!   connections: a data connection that had been written to the end
+//!   still delivers everything (FIN after the data); one that had not is
+//!   reset, and the peer's machine hears it one propagation delay later
+//!   (`handle_parent_failed`, `handle_child_done(Err)`, `handle_closed`).
+//!   A connection opened to a dead host is refused.
+//! - A pause (SIGSTOP, then SIGCONT, or never): the host's machine sees
+//!   nothing and does nothing until it resumes, and its downlink stops
+//!   (nobody reads the socket, so TCP's window closes); its connections
+//!   stay open and what its kernel already holds keeps moving. Everything
+//!   that happened meanwhile reaches the machine, in order, when it resumes.
+//!
+//! After a run with a crash or a pause without end, the checks are those
+//! a user relies on: the session still ends within `time_limit`; every
+//! receiver that the sender reports verified, and every receiver that
+//! finished without error, holds every segment exactly once; a failed
+//! session names one of the hosts that failed (not an innocent one); and
+//! with the sender dead, every surviving receiver still ends by itself. A
+//! pause that ends (within the inactivity timeout) must change nothing:
+//! the run passes the clean checks.
+//!
 //! It does not model TCP slow start, loss, retransmission or congestion
 //! control, per-packet (rather than per-segment) pipelining inside a hop,
-//! disk or CPU costs, or failures (a dead node).
+//! or disk and CPU costs.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -90,6 +115,49 @@ pub struct OverlayScenario {
     pub seed: u64,
     /// Keyed: segments travel in sealed frames, connections exchange keys.
     pub sealed: bool,
+    /// What goes wrong, and when (see the module's documentation).
+    pub faults: Vec<OverlayFault>,
+}
+
+/// A fault of one host (0 is the sender, `1..=nodes` the receivers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverlayFault {
+    /// The host dies at `at` (SIGKILL): its connections close or reset.
+    Crash {
+        /// The host.
+        host: u16,
+        /// When.
+        at: Duration,
+    },
+    /// The host stops at `at` (SIGSTOP) for `duration`, or for good
+    /// (`None`): its connections stay open and go quiet.
+    Pause {
+        /// The host.
+        host: u16,
+        /// When.
+        at: Duration,
+        /// For how long; `None`: it never resumes.
+        duration: Option<Duration>,
+    },
+}
+
+impl OverlayFault {
+    /// The host it happens to.
+    #[must_use]
+    pub fn host(&self) -> u16 {
+        match *self {
+            Self::Crash { host, .. } | Self::Pause { host, .. } => host,
+        }
+    }
+
+    /// Whether the host is gone for good (a crash, or a pause without end).
+    #[must_use]
+    pub fn is_lasting(&self) -> bool {
+        matches!(
+            self,
+            Self::Crash { .. } | Self::Pause { duration: None, .. }
+        )
+    }
 }
 
 impl Default for OverlayScenario {
@@ -108,6 +176,7 @@ impl Default for OverlayScenario {
             time_limit: Duration::from_secs(3600),
             seed: 1,
             sealed: false,
+            faults: Vec::new(),
         }
     }
 }
@@ -127,6 +196,9 @@ pub struct OverlayReport {
     pub max_connections_used: usize,
     /// Events processed.
     pub events: u64,
+    /// The session failed (after a fault: it named a host that failed), or
+    /// the sender died.
+    pub failed: bool,
 }
 
 /// A failed run: which invariant broke, with the seed to replay it.
@@ -158,6 +230,18 @@ enum Ev {
     UplinkDone(usize),
     Arrive(usize, u64),
     DownlinkDone(usize),
+    /// A fault starts.
+    Fault(OverlayFault),
+    /// A paused host resumes.
+    Resume(usize),
+    /// The data connection's parent end is gone: its child hears it.
+    ParentLost(usize),
+    /// The data connection ended at its parent (`Err`: reset or refused).
+    ChildDone(usize, Result<(), String>),
+    /// The sender's control connection to host `h` was reset.
+    SenderLost(usize),
+    /// Host `h`'s control connection to the sender was reset.
+    NodeLostSender(usize),
 }
 
 struct Queued {
@@ -204,6 +288,10 @@ struct Pipe {
     outstanding: u64,
     in_rr: bool,
     done: bool,
+    /// The parent end is gone: nothing more is sent.
+    broken: bool,
+    /// The child heard that the parent end is gone: nothing more arrives.
+    cut: bool,
 }
 
 #[derive(Default)]
@@ -221,6 +309,10 @@ struct Host {
     early: Vec<usize>,
     received: Vec<u64>,
     finished: Option<Result<(), String>>,
+    /// Crashed: does nothing more.
+    dead: bool,
+    /// Paused until then (`u64::MAX`: for good).
+    paused_until: Option<u64>,
 }
 
 struct Sim<'a> {
@@ -298,6 +390,12 @@ impl<'a> Sim<'a> {
             let at = sim.rng.random_range(0..1_000_000u64);
             sim.push(at, Ev::Join(h));
         }
+        for f in &s.faults {
+            let at = match *f {
+                OverlayFault::Crash { at, .. } | OverlayFault::Pause { at, .. } => at,
+            };
+            sim.push(at.as_nanos() as u64, Ev::Fault(*f));
+        }
         sim.drive_sender();
         sim
     }
@@ -325,8 +423,32 @@ impl<'a> Sim<'a> {
         (bits * 1_000_000_000 / u128::from(self.s.rate_bits_per_s.max(1))) as u64
     }
 
+    /// Gone for good: crashed, or paused without end.
+    fn lost(&self, h: usize) -> bool {
+        self.hosts[h].dead || self.hosts[h].paused_until == Some(u64::MAX)
+    }
+
     fn done(&self) -> bool {
-        self.sender_done && self.hosts[1..].iter().all(|h| h.finished.is_some())
+        (self.sender_done || self.lost(0))
+            && (1..self.hosts.len()).all(|h| self.hosts[h].finished.is_some() || self.lost(h))
+    }
+
+    /// The host whose application an event reaches (`None`: the network's
+    /// or a kernel's own work, which goes on whatever the host does).
+    fn target(&self, ev: &Ev) -> Option<usize> {
+        match *ev {
+            Ev::Join(h)
+            | Ev::ToNode(h, _)
+            | Ev::Timer(h)
+            | Ev::DownlinkDone(h)
+            | Ev::NodeLostSender(h)
+            | Ev::Resume(h) => Some(h),
+            Ev::ToSender(..) | Ev::SenderLost(_) => Some(0),
+            Ev::Hello(p) | Ev::ParentLost(p) => Some(self.pipes[p].to),
+            Ev::ChildDone(p, _) => Some(self.pipes[p].from),
+            Ev::UplinkDone(h) if self.hosts[h].dead => Some(h),
+            Ev::UplinkDone(_) | Ev::Arrive(..) | Ev::Fault(_) => None,
+        }
     }
 
     fn run(&mut self) -> Result<(), String> {
@@ -354,7 +476,53 @@ impl<'a> Sim<'a> {
 
     fn handle(&mut self, ev: Ev) -> Result<(), String> {
         let now = self.t();
+        if let Some(h) = self.target(&ev) {
+            if self.hosts[h].dead {
+                return Ok(());
+            }
+            if let Some(until) = self.hosts[h].paused_until
+                && !matches!(ev, Ev::Resume(_))
+            {
+                // Stopped: it happens when the host resumes, in order.
+                if until != u64::MAX {
+                    if matches!(ev, Ev::Timer(_)) {
+                        self.armed[h] = Some(until);
+                    }
+                    self.push(until, ev);
+                }
+                return Ok(());
+            }
+        }
         match ev {
+            Ev::Fault(f) => self.fault(f)?,
+            Ev::Resume(h) => {
+                if self.hosts[h].paused_until == Some(self.now) {
+                    self.hosts[h].paused_until = None;
+                    self.serve_downlink(h);
+                }
+            }
+            Ev::ParentLost(p) => {
+                self.pipes[p].cut = true;
+                let to = self.pipes[p].to;
+                if let Some(pi) = self.pipes[p].pi
+                    && let Some(m) = self.nodes[to].as_mut()
+                {
+                    m.handle_parent_failed(now, pi, "closed its connection before the end");
+                    self.drive_node(to)?;
+                }
+            }
+            Ev::ChildDone(p, r) => self.child_done(p, r)?,
+            Ev::SenderLost(h) => {
+                self.sender
+                    .handle_closed(now, h as u64, "connection reset by peer", false);
+                self.drive_sender();
+            }
+            Ev::NodeLostSender(h) => {
+                if let Some(m) = self.nodes[h].as_mut() {
+                    m.handle_closed(now, "connection reset by peer");
+                }
+                self.drive_node(h)?;
+            }
             Ev::Join(h) => {
                 self.sender.handle_connected(now, h as u64, addr(h));
                 self.nodes[h] = Some(NodeMachine::new(
@@ -397,6 +565,15 @@ impl<'a> Sim<'a> {
                 let pipe = &mut self.pipes[p];
                 pipe.in_rr = false;
                 let index = pipe.queue.pop_front().expect("it had a segment");
+                if pipe.broken {
+                    // Reset while on the wire: it never arrives.
+                    if pipe.routed {
+                        self.release(h, index);
+                    }
+                    self.hosts[h].up_busy = false;
+                    self.serve_uplink(h);
+                    return Ok(());
+                }
                 pipe.sent += 1;
                 let (at, routed) = (self.now + pipe.delay_ns, pipe.routed);
                 self.moved += 1;
@@ -410,6 +587,9 @@ impl<'a> Sim<'a> {
                 self.serve_uplink(h);
             }
             Ev::Arrive(p, index) => {
+                if self.pipes[p].cut {
+                    return Ok(());
+                }
                 let to = self.pipes[p].to;
                 self.hosts[to].down.push_back((p, index));
                 self.serve_downlink(to);
@@ -418,7 +598,9 @@ impl<'a> Sim<'a> {
                 let (p, index) = self.hosts[h].down.pop_front().expect("queued");
                 self.hosts[h].down_busy = false;
                 self.serve_downlink(h);
-                self.segment_in(h, p, index)?;
+                if !self.pipes[p].cut {
+                    self.segment_in(h, p, index)?;
+                }
             }
         }
         Ok(())
@@ -483,7 +665,12 @@ impl<'a> Sim<'a> {
             pipe.queue.push_back(set.nth(*next));
             *next += 1;
         }
-        if pipe.open && !pipe.in_rr && !pipe.queue.is_empty() && pipe.outstanding < w {
+        if pipe.open
+            && !pipe.broken
+            && !pipe.in_rr
+            && !pipe.queue.is_empty()
+            && pipe.outstanding < w
+        {
             pipe.in_rr = true;
             let from = pipe.from;
             self.hosts[from].rr.push_back(p);
@@ -530,6 +717,11 @@ impl<'a> Sim<'a> {
     fn child_done(&mut self, p: usize, r: Result<(), String>) -> Result<(), String> {
         let (from, to, ci) = (self.pipes[p].from, self.pipes[p].to, self.pipes[p].ci);
         let now = self.t();
+        if self.hosts[from].dead || self.hosts[from].paused_until.is_some() {
+            // Its application hears of it when (if) it runs again.
+            self.push(self.now, Ev::ChildDone(p, r));
+            return Ok(());
+        }
         if from == 0 {
             let rank = self.rank_of(to);
             self.sender.handle_child_done(now, rank, r);
@@ -543,6 +735,82 @@ impl<'a> Sim<'a> {
         }
     }
 
+    fn fault(&mut self, f: OverlayFault) -> Result<(), String> {
+        match f {
+            OverlayFault::Crash { host, .. } => self.crash(usize::from(host)),
+            OverlayFault::Pause { host, duration, .. } => {
+                let h = usize::from(host);
+                let until = duration.map_or(u64::MAX, |d| self.now + d.as_nanos() as u64);
+                self.hosts[h].paused_until = Some(until);
+                if until != u64::MAX {
+                    self.push(until, Ev::Resume(h));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Host `h` dies: every connection it had closes, or is reset where it
+    /// had not been written to the end.
+    fn crash(&mut self, h: usize) -> Result<(), String> {
+        if self.hosts[h].dead {
+            return Ok(());
+        }
+        self.hosts[h].dead = true;
+        let lat = self.latency();
+        if h == 0 {
+            for k in 1..self.hosts.len() {
+                if self.nodes[k].is_some() {
+                    self.push(self.now + lat, Ev::NodeLostSender(k));
+                }
+            }
+        } else if self.nodes[h].is_some() {
+            self.push(self.now + lat, Ev::SenderLost(h));
+        }
+        for p in 0..self.pipes.len() {
+            let pipe = &self.pipes[p];
+            if pipe.broken || (pipe.from != h && pipe.to != h) {
+                continue;
+            }
+            let written = pipe.done;
+            let (at, from) = (self.now + pipe.delay_ns, pipe.from);
+            self.break_pipe(p);
+            if written {
+                continue; // FIN after the last byte: nothing to report
+            }
+            if from == h {
+                self.push(at, Ev::ParentLost(p));
+            } else {
+                self.pipes[p].done = true;
+                let why = "connection reset by peer".to_owned();
+                self.push(at, Ev::ChildDone(p, Err(why)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Nothing more is sent on pipe `p`: what it had queued is dropped (and
+    /// the parent's hold on it released), except the segment on the wire.
+    fn break_pipe(&mut self, p: usize) {
+        let from = self.pipes[p].from;
+        let on_wire = self.hosts[from].up_busy && self.hosts[from].rr.front() == Some(&p);
+        let pipe = &mut self.pipes[p];
+        pipe.broken = true;
+        pipe.feed = None;
+        let keep = usize::from(on_wire).min(pipe.queue.len());
+        let dropped: Vec<u64> = pipe.queue.drain(keep..).collect();
+        let routed = pipe.routed;
+        if !on_wire && pipe.in_rr {
+            pipe.in_rr = false;
+            self.hosts[from].rr.retain(|&q| q != p);
+        }
+        if routed && !self.hosts[from].dead {
+            for index in dropped {
+                self.release(from, index);
+            }
+        }
+    }
+
     fn rank_of(&self, h: usize) -> Rank {
         self.rank_of_host[h]
     }
@@ -550,6 +818,9 @@ impl<'a> Sim<'a> {
     fn hello(&mut self, p: usize) -> Result<(), String> {
         let to = self.pipes[p].to;
         let now = self.t();
+        if self.pipes[p].broken {
+            return Ok(()); // its parent died before the child took it
+        }
         let Some(m) = self.nodes[to].as_mut() else {
             return Err(format!("host {to} got a connection before it joined"));
         };
@@ -603,6 +874,8 @@ impl<'a> Sim<'a> {
             outstanding: 0,
             in_rr: false,
             done: false,
+            broken: false,
+            cut: false,
         });
         self.pipe_of.insert((from, child), p);
         if let Some(ci) = ci {
@@ -621,6 +894,14 @@ impl<'a> Sim<'a> {
         {
             self.pipes[p].done = true;
             return self.child_done(p, Err("connection limit reached".into()));
+        }
+        if self.hosts[to].dead {
+            // Refused: the parent hears it a round trip later.
+            self.pipes[p].broken = true;
+            self.pipes[p].done = true;
+            let at = self.now + 2 * delay_ns;
+            self.push(at, Ev::ChildDone(p, Err("connection refused".into())));
+            return Ok(());
         }
         // SYN and hello; keyed, the two hellos of the key exchange before.
         let trips = if self.s.sealed { 4 } else { 2 };
@@ -752,7 +1033,51 @@ impl<'a> Sim<'a> {
     }
 
     fn check(&mut self) -> Result<OverlayReport, String> {
+        let lost: Vec<usize> = (0..self.hosts.len()).filter(|&h| self.lost(h)).collect();
+        let total = self.segs.count();
+        // Whatever went wrong: no copy is claimed good unless it is whole.
+        for h in 1..self.hosts.len() {
+            let host = &mut self.hosts[h];
+            host.received.sort_unstable();
+            if host.received.windows(2).any(|w| w[0] == w[1]) {
+                return Err(format!("host {h} got a segment twice"));
+            }
+        }
+        let whole = |sim: &Self, h: usize| {
+            let stored = sim.nodes[h].as_ref().map_or(0, NodeMachine::stored_bytes);
+            sim.hosts[h].received.len() as u64 == total && stored == sim.s.size
+        };
+        for h in 1..self.hosts.len() {
+            if matches!(self.hosts[h].finished, Some(Ok(()))) && !whole(self, h) {
+                return Err(format!("host {h} finished without error but is not whole"));
+            }
+        }
+        if lost.contains(&0) {
+            // The sender died: every other host must still end by itself.
+            return Ok(self.report(None));
+        }
         let r = self.sender.report();
+        for (i, m) in r.members.iter().enumerate() {
+            let h = self.host_of_rank.get(&(i as Rank + 1)).copied();
+            if m.verified && !h.is_some_and(|h| whole(self, h)) {
+                return Err(format!("rank {} reported verified but is not whole", i + 1));
+            }
+        }
+        if !lost.is_empty() {
+            let all_verified = r.members.len() == usize::from(self.s.nodes)
+                && r.members.iter().all(|m| m.verified);
+            if all_verified {
+                return Ok(self.report(Some(&r)));
+            }
+            let e = r.error.as_deref().unwrap_or_default();
+            let names_one = lost.iter().any(|h| e.contains(&format!("\"host-{h}\"")));
+            if !names_one {
+                return Err(format!(
+                    "the session failed, blaming none of the hosts {lost:?} that failed: {e:?}"
+                ));
+            }
+            return Ok(self.report(Some(&r)));
+        }
         if let Some(e) = &r.error {
             return Err(format!("the sender failed: {e}"));
         }
@@ -762,33 +1087,28 @@ impl<'a> Sim<'a> {
         if r.members.len() != usize::from(self.s.nodes) || r.members.iter().any(|m| !m.verified) {
             return Err("not every member verified".into());
         }
-        let total = self.segs.count();
         for h in 1..self.hosts.len() {
-            let host = &mut self.hosts[h];
-            match &host.finished {
+            match &self.hosts[h].finished {
                 Some(Ok(())) => {}
                 other => return Err(format!("host {h} ended with {other:?}")),
             }
-            host.received.sort_unstable();
-            if host.received.len() as u64 != total
-                || host
-                    .received
-                    .iter()
-                    .enumerate()
-                    .any(|(i, &k)| i as u64 != k)
-            {
+            if !whole(self, h) {
                 return Err(format!("host {h} did not get every segment exactly once"));
             }
-            let stored = self.nodes[h].as_ref().map_or(0, NodeMachine::stored_bytes);
-            if stored != self.s.size {
-                return Err(format!("host {h} stored {stored} of {} bytes", self.s.size));
-            }
         }
-        let start = r.started_at.ok_or("never started")?;
-        let last = r.last_confirmation.ok_or("never confirmed")?;
+        if r.started_at.is_none() || r.last_confirmation.is_none() {
+            return Err("never started, or never confirmed".into());
+        }
+        Ok(self.report(Some(&r)))
+    }
+
+    fn report(&self, r: Option<&rmcast_proto::overlay::SessionReport>) -> OverlayReport {
+        let data_time = r
+            .and_then(|r| Some(r.last_confirmation?.saturating_since(r.started_at?)))
+            .unwrap_or_default();
         let bits = u128::from(self.s.size) * 8;
-        Ok(OverlayReport {
-            data_time: last.saturating_since(start),
+        OverlayReport {
+            data_time,
             total_time: Duration::from_nanos(self.now),
             object_time: Duration::from_nanos(
                 (bits * 1_000_000_000 / u128::from(self.s.rate_bits_per_s.max(1))) as u64,
@@ -796,6 +1116,7 @@ impl<'a> Sim<'a> {
             segments_moved: self.moved,
             max_connections_used: self.max_conn,
             events: self.events,
-        })
+            failed: r.is_none_or(|r| r.error.is_some()),
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! The seeded fault campaign (issue 19) at CI scale: a few hundred seeds
 //! per protocol, each with faults drawn from its seed (loss, bursts,
 //! feedback loss, a crash, garbage, sequence wrap, a slow reader, a late
-//! hash; for PRMP streams duplication and reordering too; the overlays
-//! clean), every run through the simulator's invariants. A failure names
+//! hash; for PRMP streams duplication and reordering too; for the
+//! overlays crashes, pauses and stalls of receivers and of the sender),
+//! every run through the simulator's invariants. A failure names
 //! the protocol and seed; `cargo run --release -p rmcast-sim --example
 //! campaign -- --protocol P --seed S --runs 1 -v` replays it. The full
 //! campaign (10,000 seeds per protocol) is the example without `--runs 1`.

@@ -2,7 +2,7 @@
 //! every shape, and its results are deterministic and plausible.
 
 use rmcast_proto::overlay::OverlayShape;
-use rmcast_sim::overlay::{OverlayScenario, run_overlay};
+use rmcast_sim::overlay::{OverlayFault, OverlayScenario, run_overlay};
 use std::time::Duration;
 
 const SHAPES: [OverlayShape; 5] = [
@@ -108,4 +108,79 @@ fn a_connection_limit_below_what_the_shape_needs_fails_the_run() {
         e.0.contains("seed 1") && e.0.contains("connection limit"),
         "{e}"
     );
+}
+
+/// 4 MiB at 1 Gbit/s: every shape is still sending at 10 ms.
+fn faulty(shape: OverlayShape, fault: OverlayFault) -> OverlayScenario {
+    OverlayScenario {
+        faults: vec![fault],
+        ..scenario(shape, 12, 4 << 20)
+    }
+}
+
+#[test]
+fn a_crashed_node_is_named_and_the_session_ends_at_once() {
+    let at = Duration::from_millis(10);
+    for shape in SHAPES {
+        let s = faulty(shape, OverlayFault::Crash { host: 5, at });
+        let r = run_overlay(&s).unwrap_or_else(|e| panic!("{shape}: {e}"));
+        assert!(r.failed, "{shape}: {r:?}");
+        // Its connections reset: heard within a round trip, then the
+        // sender's farewell (at most a second).
+        let detect = r.total_time - at;
+        assert!(detect < Duration::from_millis(1100), "{shape}: {detect:?}");
+    }
+}
+
+#[test]
+fn a_stalled_node_is_named_within_the_inactivity_timeout() {
+    let at = Duration::from_millis(10);
+    for shape in SHAPES {
+        let s = faulty(
+            shape,
+            OverlayFault::Pause {
+                host: 7,
+                at,
+                duration: None,
+            },
+        );
+        let r = run_overlay(&s).unwrap_or_else(|e| panic!("{shape}: {e}"));
+        assert!(r.failed, "{shape}: {r:?}");
+        let detect = r.total_time - at;
+        let bound = s.inactivity + Duration::from_millis(1100);
+        assert!(detect < bound, "{shape}: {detect:?}");
+    }
+}
+
+#[test]
+fn a_pause_under_the_inactivity_timeout_changes_nothing_but_time() {
+    for shape in SHAPES {
+        for host in [0, 3] {
+            let clean = scenario(shape, 12, 4 << 20);
+            let paused = faulty(
+                shape,
+                OverlayFault::Pause {
+                    host,
+                    at: Duration::from_millis(10),
+                    duration: Some(Duration::from_secs(3)),
+                },
+            );
+            let (c, p) = (run_overlay(&clean).unwrap(), run_overlay(&paused).unwrap());
+            assert!(!p.failed, "{shape} host {host}: {p:?}");
+            assert_eq!(c.segments_moved, p.segments_moved, "{shape} host {host}");
+            assert!(p.total_time > c.total_time + Duration::from_secs(2));
+        }
+    }
+}
+
+#[test]
+fn when_the_sender_dies_every_receiver_ends_by_itself() {
+    for shape in SHAPES {
+        let at = Duration::from_millis(10);
+        let s = faulty(shape, OverlayFault::Crash { host: 0, at });
+        let r = run_overlay(&s).unwrap_or_else(|e| panic!("{shape}: {e}"));
+        assert!(r.failed);
+        // Connections reset: every node hears it within a round trip.
+        assert!(r.total_time - at < Duration::from_secs(2), "{shape}: {r:?}");
+    }
 }
