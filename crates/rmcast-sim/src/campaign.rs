@@ -13,7 +13,7 @@
 
 use crate::overlay::{OverlayFault, OverlayScenario, run_overlay};
 use crate::stream::{StreamScenario, messages, secs};
-use crate::{Crash, HostCost, LinkDown, LossModel, Pause, Scenario};
+use crate::{Crash, HostCost, LinkDown, LossModel, Pause, Restart, Scenario};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rmcast_proto::overlay::OverlayShape;
@@ -155,11 +155,15 @@ pub enum FaultClass {
     Stall,
     /// The sender dies mid-session (the overlays).
     SenderCrash,
+    /// The sender dies and a new one starts on the same group: a new
+    /// session, the same object (the datagram protocols; receivers take
+    /// two sessions, as `serve` does).
+    SenderRestart,
 }
 
 impl FaultClass {
     /// Every class, in table order.
-    pub const ALL: [FaultClass; 15] = [
+    pub const ALL: [FaultClass; 16] = [
         Self::Clean,
         Self::Bernoulli,
         Self::Bursts,
@@ -175,6 +179,7 @@ impl FaultClass {
         Self::Reordering,
         Self::Stall,
         Self::SenderCrash,
+        Self::SenderRestart,
     ];
 
     /// Short name for the table.
@@ -196,6 +201,7 @@ impl FaultClass {
             Self::Reordering => "reordering",
             Self::Stall => "stall",
             Self::SenderCrash => "sender-crash",
+            Self::SenderRestart => "restart",
         }
     }
 }
@@ -315,8 +321,10 @@ pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario)
             unreachable!("drawn below, from a generator of their own")
         }
         FaultClass::Stall | FaultClass::SenderCrash => unreachable!("overlay classes"),
+        FaultClass::SenderRestart => unreachable!("drawn below, from a generator of its own"),
     }
     let class = draw_network_faults(&mut sc, seed).unwrap_or(class);
+    let class = draw_restart(&mut sc, seed).unwrap_or(class);
     draw_delta(&mut sc, seed);
     // Odd seeds run sealed, as users do; even seeds plain, as the papers'
     // protocols did. Decided from the seed alone, so every other draw (and
@@ -360,6 +368,32 @@ fn draw_network_faults(sc: &mut Scenario, seed: u64) -> Option<FaultClass> {
         }
     }
     Some(class)
+}
+
+/// A sender restart (on 1 run in 13, as if drawn with the other classes),
+/// replacing the drawn class's faults: the sender dies within 200 ms and a
+/// new one starts up to a second later, under up to 3 % loss. From a
+/// generator of its own, so every other draw of the seed stays.
+fn draw_restart(sc: &mut Scenario, seed: u64) -> Option<FaultClass> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5E4D_E45F_A47E);
+    if rng.random_range(0..13) != 0 {
+        return None;
+    }
+    *sc = Scenario {
+        receivers: sc.receivers,
+        object_size: sc.object_size,
+        config: sc.config.clone(),
+        link_rate_bits_per_s: sc.link_rate_bits_per_s,
+        seed: sc.seed,
+        time_limit: sc.time_limit,
+        loss: LossModel::Bernoulli(rng.random_range(0.0..0.03)),
+        restart: Some(Restart {
+            at: Duration::from_micros(rng.random_range(0..200_000)),
+            after: Duration::from_micros(rng.random_range(0..1_000_000)),
+        }),
+        ..Scenario::default()
+    };
+    Some(FaultClass::SenderRestart)
 }
 
 /// Resume and delta, on about a third of the runs whatever their fault:
@@ -500,7 +534,8 @@ pub fn overlay_scenario(seed: u64) -> (FaultClass, OverlayScenario) {
 /// What a passing run measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Passed {
-    /// Virtual seconds until the session ended.
+    /// Virtual seconds until the session ended at the sender and at every
+    /// receiver that did not crash.
     pub seconds: f64,
     /// Some receiver was named failed (only after a crash, or a stream
     /// member removed under loss: the invariants allow nothing else).
@@ -570,8 +605,13 @@ pub fn run(protocol: CampaignProtocol, seed: u64) -> CampaignRun {
                 if !sealed && a.sealed > 0 {
                     return Err("a plain run sealed packets".into());
                 }
+                // Until every role ended: after a restart, the dead
+                // session's receivers end well after the new sender.
+                let ended = (r.receivers.iter())
+                    .filter_map(|x| x.ended_seconds)
+                    .fold(r.seconds, f64::max);
                 Ok(Passed {
-                    seconds: r.seconds,
+                    seconds: ended,
                     member_failed: !r.outcome.ok,
                 })
             });

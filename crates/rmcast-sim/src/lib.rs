@@ -65,7 +65,7 @@ pub use report::{
     Drops, Failure, OutstandingSample, RateSample, ReceiverReport, RunReport, SenderReport,
     SimError,
 };
-pub use scenario::{Crash, HostCost, LinkDown, LossModel, MIN_MTU, Pause, Scenario};
+pub use scenario::{Crash, HostCost, LinkDown, LossModel, MIN_MTU, Pause, Restart, Scenario};
 pub use sim::host_addr;
 
 /// Environment variable that makes the test helpers replay one seed.

@@ -104,6 +104,19 @@ pub struct LinkDown {
     pub duration: Duration,
 }
 
+/// The sender dies at `at` (SIGKILL), and a new one starts `after` later
+/// on the same group: a new session id, a new port, the same object (as a
+/// supervisor, systemd's `Restart=` or an operator would start it again).
+/// Receivers take two sessions (as `serve` does): the dead session must
+/// end at every receiver by itself, and the new one must deliver to all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restart {
+    /// When the first sender dies.
+    pub at: Duration,
+    /// How long until the new sender starts.
+    pub after: Duration,
+}
+
 /// What a host's CPU spends on each datagram: a fixed per-packet cost
 /// (system call, UDP/IP, driver, the protocol's own bookkeeping) plus a
 /// per-byte cost (copies and checksums), separately for sending and
@@ -348,6 +361,9 @@ pub struct Scenario {
     pub reorder: f64,
     /// How long a reordered datagram is held back.
     pub reorder_delay: Duration,
+    /// The sender dies and a new one starts (one sender only): the run's
+    /// report is the new sender's.
+    pub restart: Option<Restart>,
 }
 
 impl Default for Scenario {
@@ -386,6 +402,7 @@ impl Default for Scenario {
             duplicate: 0.0,
             reorder: 0.0,
             reorder_delay: Duration::from_micros(500),
+            restart: None,
         }
     }
 }

@@ -42,3 +42,43 @@ fn duplicated_and_reordered_datagrams_change_no_outcome() {
         }
     }
 }
+
+/// The sender dies mid-transfer and a new one (a new session, the same
+/// object) starts on the same group: the dead session ends at every
+/// receiver by itself, naming the silent sender, and the new one delivers
+/// to all (the simulator checks the bytes and that every receiver ended).
+#[test]
+fn a_restarted_sender_delivers_and_the_dead_session_ends_by_itself() {
+    for (protocol, seed) in [
+        (ProtocolId::NakPoll, 11),
+        (ProtocolId::Ack, 12),
+        (ProtocolId::Ring, 13),
+        (ProtocolId::Tree, 14),
+    ] {
+        for sealed in [false, true] {
+            let mut s = scenario(protocol, 5, 2_000_000, LossModel::Bernoulli(0.01), seed);
+            s.restart = Some(rmcast_sim::Restart {
+                at: Duration::from_millis(60),
+                after: Duration::from_millis(400),
+            });
+            let s = if sealed { s.sealed() } else { s };
+            let r = check(&s);
+            assert!(
+                r.outcome.ok,
+                "{protocol:?} sealed {sealed}: {:?}",
+                r.outcome
+            );
+            assert_eq!(r.senders.len(), 1, "the dead sender reports nothing");
+            for x in &r.receivers {
+                let why = x.failure.as_deref().unwrap_or_default();
+                assert!(
+                    why.contains("sender"),
+                    "{protocol:?} {}: the dead session's end says why: {why:?}",
+                    x.name
+                );
+            }
+            // The new sender sent the whole object itself.
+            assert!(r.seconds > 0.46, "{protocol:?}: {}", r.seconds);
+        }
+    }
+}

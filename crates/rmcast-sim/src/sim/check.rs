@@ -56,6 +56,9 @@ impl Sim<'_> {
             let Machine::Sender(s) = &self.hosts[k].machine else {
                 unreachable!("hosts 0..S are senders");
             };
+            if crashed(k) {
+                continue; // a restart's first sender: no outcome to check
+            }
             let outcome = s.outcome().expect("finished sender has an outcome").clone();
             let object = &self.sides[k].object;
             for m in &outcome.members {
@@ -145,12 +148,18 @@ impl Sim<'_> {
             .map(|(s, r)| (r, &rxs.apps[s.0]))
     }
 
+    /// The sender the run reports: host 0, or after a restart the new one.
+    fn main_sender(&self) -> usize {
+        usize::from(self.sc.restart.is_some())
+    }
+
     pub(super) fn report(&self) -> RunReport {
-        let Machine::Sender(s) = &self.hosts[0].machine else {
-            unreachable!("host 0 is the sender");
+        let main = self.main_sender();
+        let Machine::Sender(s) = &self.hosts[main].machine else {
+            unreachable!("hosts 0..S are senders");
         };
         let stats = s.stats().clone();
-        let finished = self.log.finished[0].unwrap_or(self.now);
+        let finished = self.log.finished[main].unwrap_or(self.now);
         let seconds = secs(finished);
         let per_data = |x: u64| {
             if stats.data_packets == 0 {
@@ -177,7 +186,9 @@ impl Sim<'_> {
                     name: format!("r{}", i + 1),
                     addr: host_addr(i + self.senders),
                     // Sender 0's session, as before the endpoint.
-                    rank: self.rx(i + self.senders, 0).and_then(|(_, app)| app.rank),
+                    rank: self
+                        .rx(i + self.senders, main)
+                        .and_then(|(_, app)| app.rank),
                     hash_ok: rxs.apps.iter().all(|a| a.hash_ok),
                     all_data_seconds: latest(|a| a.all_data_at),
                     ended_seconds: latest(|a| a.ended_at),
@@ -214,7 +225,7 @@ impl Sim<'_> {
             feedback_sent,
             drops: self.drops.clone(),
             garbage_injected: self.garbage_injected,
-            sender_garbage_seen: self.hosts[0].counters.garbage_seen,
+            sender_garbage_seen: self.hosts[main].counters.garbage_seen,
             outcome: s
                 .outcome()
                 .cloned()
@@ -240,10 +251,13 @@ impl Sim<'_> {
                 .max()
                 .unwrap_or(0),
             events: self.events,
-            max_outstanding: self.sides[0].max_outstanding,
-            outstanding_trace: self.sides[0].outstanding_trace.clone(),
-            rate_trace: self.sides[0].rate_trace.clone(),
-            senders: (0..self.senders).map(|k| self.sender_report(k)).collect(),
+            max_outstanding: self.sides[main].max_outstanding,
+            outstanding_trace: self.sides[main].outstanding_trace.clone(),
+            rate_trace: self.sides[main].rate_trace.clone(),
+            senders: (0..self.senders)
+                .filter(|&k| self.hosts[k].crashed_at.is_none())
+                .map(|k| self.sender_report(k))
+                .collect(),
         }
     }
 

@@ -214,7 +214,8 @@ impl Sim<'_> {
                         }
                         SenderEvent::Finished => {
                             self.log.finished[h] = Some(now);
-                            if self.log.finished.iter().all(Option::is_some) {
+                            let done = self.log.finished.iter().filter(|f| f.is_some()).count();
+                            if done + self.log.senders_crashed == self.log.finished.len() {
                                 self.log.finished_at = Some(now);
                             }
                         }
@@ -335,7 +336,7 @@ impl Sim<'_> {
     pub(super) fn timer(&mut self, h: usize, generation: u64) -> Result<(), Fail> {
         let now = self.now;
         let host = &mut self.hosts[h];
-        if generation != host.timer_gen || host.crashed_at.is_some() {
+        if generation != host.timer_gen || host.down(now) {
             return Ok(());
         }
         if host.cpu_free > now {
@@ -369,7 +370,7 @@ impl Sim<'_> {
 
     pub(super) fn cpu(&mut self, h: usize) -> Result<(), Fail> {
         let host = &mut self.hosts[h];
-        if host.crashed_at.is_some() {
+        if host.down(self.now) {
             return Ok(());
         }
         if host.cpu_free > self.now {
@@ -454,6 +455,9 @@ impl Sim<'_> {
             return;
         }
         host.crashed_at = Some(now);
+        if h < self.senders && self.log.finished[h].is_none() {
+            self.log.senders_crashed += 1;
+        }
         host.socket_bytes = 0;
         host.reasm_bytes = 0;
         for r in std::mem::take(&mut host.reasm) {

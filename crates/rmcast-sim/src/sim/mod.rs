@@ -152,6 +152,8 @@ enum Ev {
     /// The host's protocol timer, with the generation that armed it.
     Timer(u16, u64),
     Crash(u16),
+    /// A restarted sender starts.
+    Start(u16),
     /// The host stops for this many nanoseconds.
     Pause(u16, u64),
     /// The host's link goes down for this many nanoseconds.
@@ -361,6 +363,8 @@ struct Host {
     fires_at_same_instant: u32,
     last_fire: u64,
     crashed_at: Option<u64>,
+    /// The host does nothing before then (a restarted sender).
+    starts_at: u64,
     /// The host's link is down until this virtual time (0: up).
     link_down_until: u64,
     counters: HostCounters,
@@ -375,6 +379,8 @@ struct SenderLog {
     /// When a sender first failed each receiver (by receiver number 1..=N).
     failed_at: Vec<Option<u64>>,
     last_verdict_at: u64,
+    /// Senders that died before they finished.
+    senders_crashed: usize,
 }
 
 /// Per sender: its session, object and what the run recorded of it.
@@ -446,6 +452,13 @@ pub(crate) fn run(sc: &Scenario) -> Result<RunReport, SimError> {
     }
 }
 
+impl Host {
+    /// Dead, or not started yet: it neither hears nor does anything.
+    fn down(&self, now: u64) -> bool {
+        self.crashed_at.is_some() || now < self.starts_at
+    }
+}
+
 impl<'s> Sim<'s> {
     fn new(sc: &'s Scenario) -> Result<Self, Fail> {
         if sc.mtu < crate::scenario::MIN_MTU {
@@ -458,12 +471,20 @@ impl<'s> Sim<'s> {
         if sc.senders == 0 {
             return Err(Failure::Scenario("a run needs at least one sender".into()));
         }
+        if sc.restart.is_some() && sc.senders != 1 {
+            return Err(Failure::Scenario(
+                "a restart needs exactly one sender".into(),
+            ));
+        }
         let mut master = ChaCha8Rng::seed_from_u64(sc.seed);
         let size = usize::try_from(sc.object_size).expect("object fits in memory");
         let mut config = sc.config.clone();
         config.receivers = sc.receivers;
         let window = config.window;
-        let senders = usize::from(sc.senders);
+        // A restart runs as two senders: the first dies, the second (host 1)
+        // starts later with the first's object.
+        let restart_ns = sc.restart.as_ref().map(|r| nanos(r.at) + nanos(r.after));
+        let senders = usize::from(sc.senders) + usize::from(restart_ns.is_some());
         // Sender 0 draws first and alone when S = 1, so single-sender runs
         // replay exactly as before several senders existed.
         let mut sides: Vec<SenderSide> = Vec::with_capacity(senders);
@@ -471,6 +492,9 @@ impl<'s> Sim<'s> {
         for k in 0..senders {
             let mut object = vec![0u8; size];
             ChaCha8Rng::seed_from_u64(master.next_u64()).fill_bytes(&mut object);
+            if restart_ns.is_some() && k == 1 {
+                object.clone_from(&sides[0].object);
+            }
             let hash = *blake3::hash(&object).as_bytes();
             let mut session = SessionId(master.next_u64());
             while sides.iter().any(|x| x.session == session) {
@@ -482,7 +506,7 @@ impl<'s> Sim<'s> {
                 name: format!("object{k}.bin"),
                 hash: sc.hash_ready_at.is_none().then_some(hash),
             };
-            let info = if senders == 1 {
+            let info = if senders == 1 || restart_ns.is_some() {
                 ObjectInfo {
                     name: "object.bin".into(),
                     ..info
@@ -495,8 +519,8 @@ impl<'s> Sim<'s> {
                 // Drawn only when sealing: plain runs replay as before.
                 master.fill_bytes(&mut config.session_nonce);
             }
-            let sender =
-                Sender::new(config, session, isn, info, Instant::ZERO).map_err(Failure::Config)?;
+            let born = Instant::from_nanos(if k == 1 { restart_ns.unwrap_or(0) } else { 0 });
+            let sender = Sender::new(config, session, isn, info, born).map_err(Failure::Config)?;
             machines.push(Machine::Sender(Box::new(sender)));
             sides.push(SenderSide {
                 session,
@@ -569,6 +593,7 @@ impl<'s> Sim<'s> {
                 fires_at_same_instant: 0,
                 last_fire: 0,
                 crashed_at: None,
+                starts_at: if h == 1 { restart_ns.unwrap_or(0) } else { 0 },
                 link_down_until: 0,
                 counters: HostCounters::default(),
             });
@@ -616,9 +641,14 @@ impl<'s> Sim<'s> {
                 sim.push(nanos(p.at), Ev::Pause(host as u16, nanos(p.duration)));
             }
         }
+        if let Some(r) = &sc.restart {
+            sim.push(nanos(r.at), Ev::Crash(0));
+            sim.push(restart_ns.unwrap_or(0), Ev::Start(1));
+        }
         if let Some(at) = sc.hash_ready_at {
             for h in 0..senders {
-                sim.push(nanos(at), Ev::HashReady(h as u16));
+                let at = nanos(at).max(sim.hosts[h].starts_at);
+                sim.push(at, Ev::HashReady(h as u16));
             }
         }
         if sc.garbage_per_s > 0.0 {
@@ -641,8 +671,10 @@ impl<'s> Sim<'s> {
         let limit = nanos(self.sc.time_limit);
         // Every machine starts at time zero: the sender announces, receivers listen.
         for h in 0..self.hosts.len() {
-            let end = self.service(h, 0)?;
-            self.hosts[h].cpu_free = end;
+            if self.hosts[h].starts_at == 0 {
+                let end = self.service(h, 0)?;
+                self.hosts[h].cpu_free = end;
+            }
         }
         while let Some(Scheduled { at, ev, .. }) = self.heap.pop() {
             if at > limit {
@@ -661,6 +693,10 @@ impl<'s> Sim<'s> {
                 Ev::Writable(h) => self.writable(usize::from(h))?,
                 Ev::Timer(h, generation) => self.timer(usize::from(h), generation)?,
                 Ev::Crash(h) => self.crash(usize::from(h)),
+                Ev::Start(h) => {
+                    let (h, now) = (usize::from(h), self.now);
+                    self.hosts[h].cpu_free = self.service(h, now)?;
+                }
                 Ev::Pause(h, ns) => self.pause(usize::from(h), ns),
                 Ev::LinkDown(h, ns) => {
                     let host = &mut self.hosts[usize::from(h)];

@@ -150,7 +150,7 @@ impl Sim<'_> {
     pub(super) fn at_host(&mut self, h: usize, pkt: u32, frag: u16) {
         let slot = &self.pool.slots[pkt as usize];
         let frags = slot.frags;
-        if self.hosts[h].crashed_at.is_some() {
+        if self.hosts[h].down(self.now) {
             if frag == 0 {
                 self.drops.crashed_host += 1;
             }
@@ -304,7 +304,7 @@ impl Sim<'_> {
     pub(super) fn writable(&mut self, h: usize) -> Result<(), Fail> {
         let now = self.now;
         let host = &mut self.hosts[h];
-        if host.crashed_at.is_some() {
+        if host.down(now) {
             return Ok(());
         }
         if host.cpu_free > now {
