@@ -128,6 +128,11 @@ pub struct PipeSendArgs {
     /// Unanswered polls in a row before a receiver is removed (suspected at half).
     #[arg(long, default_value_t = 6, value_name = "POLLS")]
     pub remove_after: u32,
+    /// Remove a receiver whose window stays closed this long while data
+    /// waits for it (its reader stopped: `| sleep`, a full disk), so one
+    /// stuck reader cannot hold the group for ever; `0s`: wait for ever.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub stall_timeout: HumanDuration,
     #[command(flatten)]
     pub keys: crate::args::KeyArgs,
 }
@@ -187,11 +192,7 @@ fn who(m: &MemberInfo) -> String {
 }
 
 fn reason(r: RemoveReason) -> &'static str {
-    match r {
-        RemoveReason::Unresponsive => "unresponsive",
-        RemoveReason::NoAnswer => "no answer to the invitation",
-        RemoveReason::BufferTooSmall => "buffer too small",
-    }
+    r.describe()
 }
 
 fn print_event(e: &SenderEvent) {
@@ -256,6 +257,7 @@ fn send(a: PipeSendArgs) -> Result<ExitCode> {
     p.send_buffer_packets = a.buffer;
     p.message_bytes_max = message as u32;
     p.remove_after = a.remove_after.max(1);
+    p.stall_timeout = Some(a.stall_timeout.0).filter(|d| !d.is_zero());
     p.suspect_after = (a.remove_after / 2).max(1);
     p.group_key = cfg.group_key.clone();
     // Sealed packets carry the seal's counter and tag in place of as many

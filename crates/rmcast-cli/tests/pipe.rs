@@ -202,3 +202,63 @@ fn a_receiver_killed_mid_stream_is_removed_and_the_others_finish() {
         took.as_secs_f64()
     );
 }
+
+/// A receiver whose reader stopped (its stdout is a pipe nobody reads)
+/// still answers polls, with its window closed: the stall watchdog removes
+/// it, naming it, and the others get the whole stream.
+#[test]
+fn a_receiver_whose_reader_stopped_is_removed_by_the_stall_watchdog() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = group();
+    let mut receivers: Vec<_> = (1..3).map(|i| receiver(dir.path(), g, i)).collect();
+    let stuck = Proc::spawn(
+        "stuck receiver",
+        rmcast()
+            .args(["pipe", "recv", "--group", &g.to_string(), "--timeout", "60s"])
+            .args(["--name", "r0", "--buffer", "256"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    );
+    let input = data(4_000_000, 9);
+    let sender = Proc::spawn(
+        "sender",
+        rmcast()
+            .args(["pipe", "send", "--group", &g.to_string(), "--receivers", "3"])
+            .args(["--stall-timeout", "2s"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    let mut sender = sender;
+    let mut stdin = sender.child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let started = Instant::now();
+    let (code, _, err) = sender.wait(Duration::from_secs(60));
+    let took = started.elapsed();
+    writer.join().unwrap();
+    assert_eq!(code, 3, "sender stderr:\n{err}");
+    let removed = err
+        .lines()
+        .find(|l| l.contains("removed") && l.contains("\"r0\""))
+        .unwrap_or_else(|| panic!("no removal of r0 on the sender's stderr:\n{err}"));
+    assert!(removed.contains("stalled"), "{removed}");
+    assert!(
+        err.contains("2 of 3 receiver(s) confirmed everything"),
+        "{err}"
+    );
+    let want = blake3::hash(&data(4_000_000, 9));
+    for (i, (p, out)) in receivers.drain(..).enumerate() {
+        let (code, _, rerr) = p.wait(Duration::from_secs(20));
+        assert_eq!(code, 0, "receiver {}:\n{rerr}", i + 1);
+        assert_eq!(hash_file(&out), want, "receiver {} got different bytes", i + 1);
+    }
+    // Its reader gone for good, the stuck one fails writing and exits.
+    let mut stuck = stuck;
+    drop(stuck.child.stdout.take());
+    let (code, _, _) = stuck.wait(Duration::from_secs(20));
+    assert_ne!(code, 0);
+    eprintln!("stalled reader removed; sender done {:.2} s after start", took.as_secs_f64());
+}

@@ -50,11 +50,7 @@ fn recv_json(r: &rmcast::RecvReport) -> Value {
 
 /// Why a stream sender removed a member, in words.
 fn removed_why(r: RemoveReason) -> &'static str {
-    match r {
-        RemoveReason::Unresponsive => "unresponsive",
-        RemoveReason::NoAnswer => "no answer to the invitation",
-        RemoveReason::BufferTooSmall => "buffer too small",
-    }
+    r.describe()
 }
 
 fn member_json(m: &MemberInfo, reason: &str) -> Value {

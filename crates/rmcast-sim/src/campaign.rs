@@ -150,8 +150,10 @@ pub enum FaultClass {
     Duplication,
     /// Datagrams reordered (PRMP's network: up to 2 ms of jitter).
     Reordering,
-    /// One receiver stops for good (SIGSTOP without SIGCONT): its
-    /// connections stay open and go quiet (the overlays).
+    /// One receiver stops for good (the overlays: SIGSTOP without
+    /// SIGCONT, its connections stay open and go quiet; PRMP: its reader
+    /// stops reading while its protocol still answers, and the stall
+    /// watchdog must remove it).
     Stall,
     /// The sender dies mid-session (the overlays).
     SenderCrash,
@@ -466,6 +468,23 @@ pub fn stream_scenario(seed: u64) -> (FaultClass, StreamScenario) {
             secs(rng.random_range(0.0..0.02)),
         )),
         _ => {}
+    }
+    // A reader that stops for good, on 1 run in 7, from a generator of its
+    // own so every other draw of the seed stays: its window closes, and the
+    // stall watchdog (1–3 s here) must remove it for the rest to go on.
+    let mut stall = ChaCha8Rng::seed_from_u64(seed ^ 0x57A1_1ED0_0DE5);
+    if stall.random_range(0..7) == 0 {
+        let mut clean = StreamScenario::new(seed, receivers);
+        clean.messages = std::mem::take(&mut sc.messages);
+        clean.deadline = sc.deadline;
+        sc = clean;
+        sc.sender.stall_timeout = Some(Duration::from_millis(stall.random_range(1_000..3_000)));
+        // Small buffers, so most streams fill the stopped reader's window.
+        sc.receiver.buffer_packets = stall.random_range(64..256);
+        let from = secs(stall.random_range(0.0..0.02));
+        sc.pauses
+            .push((stall.random_range(0..receivers), from, sc.deadline));
+        return (FaultClass::Stall, sc);
     }
     (class, sc)
 }

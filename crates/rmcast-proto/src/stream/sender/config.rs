@@ -67,6 +67,12 @@ pub struct StreamSenderConfig {
     pub keepalive: Duration,
     /// Longest spacing of window probes to a receiver with a closed window.
     pub probe_max: Duration,
+    /// A receiver whose window stays closed this long while data waits for
+    /// it is removed ([`RemoveReason::Stalled`](super::RemoveReason)): one
+    /// reader that stopped reading would otherwise hold the whole group
+    /// forever (TCP's zero-window persist has no end). `None`: wait for
+    /// ever, as TCP does.
+    pub stall_timeout: Option<Duration>,
     /// Handshake retransmission interval.
     pub handshake_interval: Duration,
     /// Handshake attempts before giving up on a receiver.
@@ -102,6 +108,7 @@ impl Default for StreamSenderConfig {
             remove_after: 6,
             keepalive: Duration::from_secs(1),
             probe_max: Duration::from_millis(200),
+            stall_timeout: Some(Duration::from_secs(60)),
             handshake_interval: Duration::from_millis(100),
             handshake_tries: 10,
             repair_multicast_min: 2,

@@ -127,4 +127,88 @@ mod tests {
             .count();
         assert_eq!(data, 1, "cwnd starts at one packet");
     }
+
+    /// Drives a 2-member stream for `until`: member 0 reads everything at
+    /// once; member 1 answers every poll but reads only when `reads(now)`.
+    /// Returns the events.
+    fn two_readers(
+        stall: Option<Duration>,
+        until: Instant,
+        reads: impl Fn(Instant) -> bool,
+    ) -> (StreamSender, Vec<super::super::StreamEvent>) {
+        let mut cfg = invite_config(2);
+        cfg.stall_timeout = stall;
+        let mut s = sender(cfg);
+        drain(&mut s, Instant::ZERO);
+        for i in 0..2 {
+            accept(&mut s, i, ms(1), 8);
+        }
+        drain(&mut s, ms(1));
+        let mut ev = events(&mut s);
+        let mut queued = 0;
+        let mut now = ms(1);
+        for _ in 0..200_000 {
+            while queued < 2000 && s.send(&[7u8; 100]).is_ok() {
+                queued += 1;
+            }
+            drain(&mut s, now);
+            for i in 0..2 {
+                if s.members[i].status != MemberStatus::Live
+                    || !matches!(s.members[i].poll, super::super::member::PollState::Outstanding { .. })
+                {
+                    continue;
+                }
+                let cum = s.buf.next_tx;
+                let window = if i == 0 || reads(now) { 8 } else { 0 };
+                respond(&mut s, i, now, cum, window, &[], false);
+                drain(&mut s, now);
+            }
+            ev.extend(events(&mut s));
+            let Some(t) = s.poll_timeout() else { break };
+            if t > until {
+                break;
+            }
+            now = t;
+            s.handle_timeout(now);
+        }
+        (s, ev)
+    }
+
+    #[test]
+    fn a_reader_that_stops_reading_is_removed_after_the_stall_timeout_and_the_rest_go_on() {
+        use super::super::{RemoveReason, StreamEvent};
+        let stall = Duration::from_millis(1500);
+        let (s, ev) = two_readers(Some(stall), ms(5000), |_| false);
+        let removed: Vec<_> = (ev.iter())
+            .filter(|e| matches!(e, StreamEvent::Removed { .. }))
+            .collect();
+        assert_eq!(
+            removed,
+            [&StreamEvent::Removed {
+                id: super::super::MemberId(1),
+                reason: RemoveReason::Stalled
+            }],
+            "{ev:?}"
+        );
+        assert_eq!(s.members[0].status, MemberStatus::Live);
+        // After it, the reader that reads got far past its window of 8.
+        assert!(s.members[0].cum > ISN.add(100), "{:?}", s.members[0].cum);
+        // Without a stall timeout it holds the group for ever (TCP's rule).
+        let (s, ev) = two_readers(None, ms(5000), |_| false);
+        assert!(!ev.iter().any(|e| matches!(e, StreamEvent::Removed { .. })));
+        assert!(s.members[0].cum <= ISN.add(8));
+    }
+
+    #[test]
+    fn a_slow_reader_that_reads_now_and_then_is_not_removed() {
+        use super::super::StreamEvent;
+        // Reads for 300 ms of every second (longer than `probe_max`, so a
+        // probe finds it reading): its window keeps opening, and each
+        // closed spell is shorter than the stall timeout.
+        let (s, ev) = two_readers(Some(Duration::from_millis(1500)), ms(6000), |t| {
+            t.as_nanos() % 1_000_000_000 < 300_000_000
+        });
+        assert!(!ev.iter().any(|e| matches!(e, StreamEvent::Removed { .. })), "{ev:?}");
+        assert!(s.members[1].cum > ISN.add(8));
+    }
 }

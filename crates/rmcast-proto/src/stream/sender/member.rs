@@ -83,6 +83,9 @@ pub(super) struct Member {
     pub(super) probe_gap: Duration,
     pub(super) next_probe: Instant,
     pub(super) close_confirmed: bool,
+    /// Since when its closed window has held back queued data (the stall
+    /// watchdog, [`StreamSenderConfig::stall_timeout`]).
+    pub(super) blocked_since: Option<Instant>,
 }
 
 impl Member {
@@ -113,6 +116,7 @@ impl Member {
             probe_gap: config.epoch,
             next_probe: now,
             close_confirmed: false,
+            blocked_since: None,
         }
     }
 }

@@ -71,6 +71,22 @@ pub enum RemoveReason {
     NoAnswer,
     /// Its buffer cannot hold the largest message.
     BufferTooSmall,
+    /// Its window stayed closed for `stall_timeout` while data waited: its
+    /// application stopped reading.
+    Stalled,
+}
+
+impl RemoveReason {
+    /// In words, for reports and logs.
+    #[must_use]
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Unresponsive => "unresponsive",
+            Self::NoAnswer => "no answer to the invitation",
+            Self::BufferTooSmall => "buffer too small",
+            Self::Stalled => "stalled: its window stayed closed (its application stopped reading)",
+        }
+    }
 }
 
 /// Something the sending application should know.
@@ -413,6 +429,7 @@ impl StreamSender {
         }
         self.decide_repairs(now);
         self.plan_polls(now);
+        self.watch_stalls(now);
     }
 }
 

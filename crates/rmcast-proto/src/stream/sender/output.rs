@@ -14,7 +14,11 @@ impl StreamSender {
     /// the session nonce on every packet that is not data), so `len` is the
     /// sealed length.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let t = self.next_plain(now, buf)?;
+        let Some(t) = self.next_plain(now, buf) else {
+            // The batch is over: what it sent may have closed a window.
+            self.watch_stalls(now);
+            return None;
+        };
         let len = self.seal.seal(buf, t.len, t.kind != StreamKind::Data);
         self.stats.auth = self.seal.stats();
         // The machine leaves room for the seal (`validate`), and its keys

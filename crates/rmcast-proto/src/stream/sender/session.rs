@@ -223,8 +223,9 @@ impl StreamSender {
     pub(super) fn remove(&mut self, i: usize, reason: RemoveReason, now: Instant) {
         let addr = self.members[i].addr;
         self.drop_member(i);
-        if reason == RemoveReason::Unresponsive {
-            // A falsely suspected receiver learns it is out.
+        if matches!(reason, RemoveReason::Unresponsive | RemoveReason::Stalled) {
+            // A falsely suspected receiver, or one whose reader stopped,
+            // learns it is out (and ends, rather than wait for the sender).
             self.reset(addr, ResetReason::Removed);
         }
         self.events.push_back(StreamEvent::Removed {

@@ -11,6 +11,7 @@
 //! | `PollDeadline(m)` | `m`'s poll is outstanding | unanswered: suspicion, removal |
 //! | `Keepalive(m)` | `m` is idle, data flows | poll a member not heard from for `keepalive` |
 //! | `Probe(m)` | `m`'s closed window holds back queued data | probe its window |
+//! | `Stalled(m)` | the same, with a `stall_timeout` | remove `m` ([`RemoveReason::Stalled`](super::RemoveReason)) |
 //! | `RepairGather(s)` | packet `s` has NACKs | repair it with what was gathered |
 
 use super::config::Admission;
@@ -36,6 +37,8 @@ pub(super) enum Timer {
     Keepalive(u16),
     /// When a member whose window is closed is due a probe.
     Probe(u16),
+    /// When a member whose window stayed closed is removed.
+    Stalled(u16),
     /// When a packet's NACKs have been gathered long enough.
     RepairGather(Seq),
 }
@@ -55,6 +58,11 @@ impl StreamSender {
         }
         for (i, m) in self.members.iter().enumerate() {
             let i = i as u16;
+            if m.status == MemberStatus::Live
+                && let (Some(since), Some(limit)) = (m.blocked_since, self.config.stall_timeout)
+            {
+                f(Timer::Stalled(i), since + limit);
+            }
             match m.status {
                 MemberStatus::Inviting => f(Timer::Handshake(i), m.next_try),
                 MemberStatus::Live => match m.poll {
@@ -89,6 +97,36 @@ impl StreamSender {
 
     // ----- timers ----------------------------------------------------------
 
+    /// The stall watchdog: notes when each member's closed window began to
+    /// hold back queued data, and removes a member it has held back for
+    /// `stall_timeout`. Runs after every input and transmit batch, so a
+    /// window that opens, even briefly, starts the count again.
+    pub(super) fn watch_stalls(&mut self, now: Instant) {
+        let Some(limit) = self.config.stall_timeout else {
+            return;
+        };
+        if self.phase != Phase::Open && self.phase != Phase::Closing {
+            return;
+        }
+        let waiting = self.buf.tail != self.buf.next_tx;
+        let mut stalled = None;
+        for (i, m) in self.members.iter_mut().enumerate() {
+            let blocked = m.status == MemberStatus::Live && waiting && m.edge <= self.buf.next_tx;
+            if !blocked {
+                m.blocked_since = None;
+                continue;
+            }
+            let since = *m.blocked_since.get_or_insert(now);
+            if stalled.is_none() && now >= since + limit {
+                stalled = Some(i);
+            }
+        }
+        if let Some(i) = stalled {
+            self.remove(i, super::RemoveReason::Stalled, now);
+            self.watch_stalls(now);
+        }
+    }
+
     /// When the machine next needs [`StreamSender::handle_timeout`]: the
     /// earliest deadline of the timer table.
     #[must_use]
@@ -104,6 +142,7 @@ impl StreamSender {
             return;
         }
         self.admission_step(now);
+        self.watch_stalls(now);
         self.expire_polls(now);
         self.decide_repairs(now);
         self.plan_polls(now);
