@@ -214,7 +214,14 @@ fn a_receiver_whose_reader_stopped_is_removed_by_the_stall_watchdog() {
     let stuck = Proc::spawn(
         "stuck receiver",
         rmcast()
-            .args(["pipe", "recv", "--group", &g.to_string(), "--timeout", "60s"])
+            .args([
+                "pipe",
+                "recv",
+                "--group",
+                &g.to_string(),
+                "--timeout",
+                "60s",
+            ])
             .args(["--name", "r0", "--buffer", "256"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -224,7 +231,14 @@ fn a_receiver_whose_reader_stopped_is_removed_by_the_stall_watchdog() {
     let sender = Proc::spawn(
         "sender",
         rmcast()
-            .args(["pipe", "send", "--group", &g.to_string(), "--receivers", "3"])
+            .args([
+                "pipe",
+                "send",
+                "--group",
+                &g.to_string(),
+                "--receivers",
+                "3",
+            ])
             .args(["--stall-timeout", "2s"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -253,12 +267,20 @@ fn a_receiver_whose_reader_stopped_is_removed_by_the_stall_watchdog() {
     for (i, (p, out)) in receivers.drain(..).enumerate() {
         let (code, _, rerr) = p.wait(Duration::from_secs(20));
         assert_eq!(code, 0, "receiver {}:\n{rerr}", i + 1);
-        assert_eq!(hash_file(&out), want, "receiver {} got different bytes", i + 1);
+        assert_eq!(
+            hash_file(&out),
+            want,
+            "receiver {} got different bytes",
+            i + 1
+        );
     }
     // Its reader gone for good, the stuck one fails writing and exits.
     let mut stuck = stuck;
     drop(stuck.child.stdout.take());
     let (code, _, _) = stuck.wait(Duration::from_secs(20));
     assert_ne!(code, 0);
-    eprintln!("stalled reader removed; sender done {:.2} s after start", took.as_secs_f64());
+    eprintln!(
+        "stalled reader removed; sender done {:.2} s after start",
+        took.as_secs_f64()
+    );
 }

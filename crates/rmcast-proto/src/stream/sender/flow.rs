@@ -154,7 +154,10 @@ mod tests {
             drain(&mut s, now);
             for i in 0..2 {
                 if s.members[i].status != MemberStatus::Live
-                    || !matches!(s.members[i].poll, super::super::member::PollState::Outstanding { .. })
+                    || !matches!(
+                        s.members[i].poll,
+                        super::super::member::PollState::Outstanding { .. }
+                    )
                 {
                     continue;
                 }
@@ -208,7 +211,10 @@ mod tests {
         let (s, ev) = two_readers(Some(Duration::from_millis(1500)), ms(6000), |t| {
             t.as_nanos() % 1_000_000_000 < 300_000_000
         });
-        assert!(!ev.iter().any(|e| matches!(e, StreamEvent::Removed { .. })), "{ev:?}");
+        assert!(
+            !ev.iter().any(|e| matches!(e, StreamEvent::Removed { .. })),
+            "{ev:?}"
+        );
         assert!(s.members[1].cum > ISN.add(8));
     }
 }
