@@ -24,7 +24,7 @@ const LINGER: Duration = Duration::from_millis(200);
 
 /// Receives the next object announced on `cfg.group` into `cfg.out_dir`.
 ///
-/// The object is written to a hidden partial file (`.{name}.rmcast-part-{session}`)
+/// The object is written to a hidden partial file (`.{name}.rmcast-part-{session}-{id}`, the id unique to the receiver)
 /// and renamed to its offered name only after its BLAKE3 hash matched; on
 /// every failure the partial file is removed. Returns `Err(Error::NoSession)`
 /// when nothing was announced within `cfg.listen_timeout`, `Err(Error::Failed)`
@@ -522,6 +522,7 @@ impl<'a> Driver<'a> {
             replaced: self.replaced,
             tree: self.sink.tree_counts(),
             held_bytes: self.held_bytes,
+            group: machine.group_outcome().cloned(),
         };
         match self.end.take() {
             _ if self.verified => Ok((report, std::mem::replace(&mut self.sink, Sink::None))),

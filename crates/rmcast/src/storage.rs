@@ -395,7 +395,7 @@ fn make_parents(root: &Path, rel: &Path) -> Result<PathBuf, Refusal> {
     Ok(dir)
 }
 
-/// Removes the part files of `rel` (`.NAME.rmcast-part-SESSION`, any
+/// Removes the part files of `rel` (`.NAME.rmcast-part-SESSION-ID`, any
 /// session) that no live receiver holds locked: a receiver killed mid-
 /// transfer cannot remove its own, and each is as large as the object.
 /// Only `rel`'s own directory is looked at, only if it is a real directory
@@ -494,6 +494,14 @@ pub(crate) struct Placement {
     pub(crate) merge_tree: bool,
 }
 
+/// A suffix no other receiver on this host uses now: the process id and a
+/// count within the process (several receivers may share one).
+fn unique_suffix() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{:x}.{n}", std::process::id())
+}
+
 /// Prepares storage for `offer`, or says why the receiver must refuse it.
 pub(crate) fn prepare(
     target: &Target,
@@ -586,7 +594,10 @@ pub(crate) fn prepare(
                 .expect("a safe relative path ends in a name")
                 .to_string_lossy();
             let final_path = dir.join(&*file_name);
-            let temp = dir.join(format!(".{file_name}.rmcast-part-{session}"));
+            // Named apart per receiver: several may take one session into
+            // one directory (the ranks of a job on one host).
+            let unique = unique_suffix();
+            let temp = dir.join(format!(".{file_name}.rmcast-part-{session}-{unique}"));
             if final_path.is_dir() && !tree {
                 return Err((
                     Status::Io,
@@ -609,8 +620,6 @@ pub(crate) fn prepare(
                     format!("{} exists and --no-clobber keeps it", final_path.display()),
                 ));
             }
-            // A leftover from an interrupted run of this very session.
-            let _ = std::fs::remove_file(&temp);
             let file = OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -627,7 +636,7 @@ pub(crate) fn prepare(
             }
             let extractor = tree.then(|| {
                 let mut x = crate::tree::Extractor::new(
-                    dir.join(format!(".{file_name}.rmcast-tree-{session}")),
+                    dir.join(format!(".{file_name}.rmcast-tree-{session}-{unique}")),
                     final_path.clone(),
                     placement.merge_tree,
                 );
