@@ -99,6 +99,8 @@ impl RecvReport {
             "tree": self.tree.map(|t| json!({ "files": t.files, "dirs": t.dirs, "symlinks": t.symlinks })),
             "held_bytes": self.held_bytes,
             "held_packets": s.held_packets,
+            "group_ok": self.group.as_ref().map(Result::is_ok),
+            "group_error": self.group.as_ref().and_then(|g| g.as_ref().err()),
             "data_packets": s.data_packets,
             "duplicates": s.duplicates,
             "acks": s.acks,

@@ -322,6 +322,11 @@ pub struct RecvReport {
     /// disk (an earlier version, an interrupted session's staging), so
     /// never received.
     pub held_bytes: u64,
+    /// The whole group's outcome, as the sender's farewell told it (UDP
+    /// multicast sessions): `Ok` when every receiver it wanted verified,
+    /// else the sender's words on who did not; `None` when no farewell was
+    /// heard (or over a TCP overlay, whose sender tells none).
+    pub group: Option<Result<(), String>>,
 }
 
 /// Everything that can go wrong locally (remote failures are in the reports).

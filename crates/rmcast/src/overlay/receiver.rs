@@ -414,6 +414,7 @@ impl<'n, 'a> Driver<'n, 'a> {
             replaced: self.replaces,
             tree: None,
             held_bytes: 0,
+            group: None,
         })
     }
 

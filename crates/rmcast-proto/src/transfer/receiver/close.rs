@@ -67,6 +67,11 @@ impl Receiver {
     /// with the sender's reason.
     pub(super) fn on_bye(&mut self, text: &str) {
         if self.phase == Phase::Confirmed {
+            self.group = Some(if text.is_empty() {
+                Ok(())
+            } else {
+                Err(text.to_owned())
+            });
             self.phase = Phase::Done;
             self.events.push_back(ReceiverEvent::Finished);
         } else {

@@ -100,6 +100,8 @@ pub struct Receiver {
     seal: Seal,
     /// Resume and delta: the report of what the driver found on its disk.
     have: Option<have::HaveReport>,
+    /// The whole group's outcome, from the sender's farewell `Bye`.
+    group: Option<Result<(), String>>,
 }
 
 impl Receiver {
@@ -133,8 +135,18 @@ impl Receiver {
             stats: ReceiverStats::default(),
             seal: Seal::receiver(config.group_key.as_ref()),
             have: None,
+            group: None,
             config,
         }
+    }
+
+    /// The whole group's outcome as the sender's farewell `Bye` told it,
+    /// once this receiver's copy is verified: `Ok` when every receiver the
+    /// sender wanted verified, else the sender's words on who did not.
+    /// `None` until then, and when no `Bye` was heard.
+    #[must_use]
+    pub fn group_outcome(&self) -> Option<&Result<(), String>> {
+        self.group.as_ref()
     }
 
     /// Sources whose packets did not authenticate, and why.

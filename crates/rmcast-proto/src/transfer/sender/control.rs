@@ -67,8 +67,10 @@ impl Sender {
                     };
                     self.timers.set(Timer::Control, Some(now + BYE_SPACING));
                 }
-                let text = self.error.as_deref().unwrap_or("");
-                let text = truncate_utf8(text, 255);
+                // The group's verdict: empty only when every receiver
+                // wanted verified, so each can tell the others' fate.
+                let verdict = self.farewell_verdict();
+                let text = truncate_utf8(&verdict, 255);
                 self.stats.control_sent += 1;
                 return emit(Dest::Group, header, Body::Bye(Bye { aborted, text }), buf);
             }
@@ -76,6 +78,35 @@ impl Sender {
         };
         self.stats.control_sent += 1;
         emit(Dest::Group, header, body, buf)
+    }
+
+    /// The text of the farewell `Bye`: the session's error, else which
+    /// receivers did not verify or never came, else empty (every receiver
+    /// verified): a receiver reads the whole group's outcome from it.
+    fn farewell_verdict(&self) -> String {
+        if let Some(e) = &self.error {
+            return e.clone();
+        }
+        let list = &self.members.list;
+        let failed: Vec<&super::membership::Member> = (list.iter())
+            .filter(|m| m.state != MemberState::Verified)
+            .collect();
+        let wanted = usize::from(self.short.unwrap_or(self.config.receivers));
+        let missing = wanted.saturating_sub(list.len());
+        if failed.is_empty() && missing == 0 {
+            return String::new();
+        }
+        let mut text = format!(
+            "{} of {wanted} receivers did not verify",
+            failed.len() + missing
+        );
+        if let Some(m) = failed.first() {
+            let why = m.reason.as_deref().unwrap_or("no reason given");
+            text.push_str(&format!(" (first: {:?}: {why})", m.name));
+        } else {
+            text.push_str(&format!(" ({missing} never joined)"));
+        }
+        text
     }
 
     /// Every byte is acknowledged but the hash is not known yet, so no
