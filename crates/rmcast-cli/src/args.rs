@@ -73,6 +73,10 @@ pub enum Command {
     Demo(DemoArgs),
     /// Stream stdin to the stdout of every receiver (PRMP, TCP-like reliable multicast).
     Pipe(crate::pipe::PipeArgs),
+    /// Under a cluster's launcher (mpirun, srun, torchrun): rank 0 sends
+    /// PATH, every other rank receives it; every rank exits 0 only when all
+    /// verified (docs/clusters.md).
+    Bcast(crate::bcast::BcastArgs),
     /// Measurement lab: network-namespace testbeds, scenario runs against
     /// peer tools (udpcast, uftp, NORM, TCP), failure detection, reports.
     Lab(rmcast_lab::LabArgs),

@@ -1,6 +1,7 @@
 //! `rmcast`: send a file reliably to many receivers over IP multicast.
 
 mod args;
+mod bcast;
 mod events;
 mod man;
 mod pipe;
@@ -19,9 +20,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Parses the command line, recording which shared flags it gave.
 fn parse() -> Cli {
+    parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+}
+
+/// Parses `argv` (the program's name first), as [`parse`] does.
+fn parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     let command = args::command();
-    let matches = command.clone().get_matches();
-    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let matches = command.clone().try_get_matches_from(argv)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
     let common = match &mut cli.command {
         Command::Send(a) => Some(&mut a.common),
         Command::Demo(a) => Some(&mut a.common),
@@ -37,7 +47,17 @@ fn parse() -> Cli {
             .map(str::to_owned)
             .collect();
     }
-    cli
+    Ok(cli)
+}
+
+/// Runs `rmcast send` with the arguments `argv` (as a user would type
+/// them, the program's name first); `true` when every receiver verified.
+pub fn send_argv(argv: &[String], cancel: Arc<AtomicBool>) -> Result<bool> {
+    let cli = parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let Command::Send(a) = cli.command else {
+        unreachable!("a send command line");
+    };
+    Ok(send(a, cancel)? == Outcome::Done)
 }
 
 fn main() -> ExitCode {
@@ -82,6 +102,7 @@ fn main() -> ExitCode {
         Command::Recv(a) => recv(a, cancel.clone()).map(Outcome::from),
         Command::Serve(a) => serve::run(a, cancel.clone()).map(Outcome::from),
         Command::Demo(a) => demo(a, cancel.clone()).map(Outcome::from),
+        Command::Bcast(a) => bcast::run(a, cancel.clone()).map(Outcome::from),
         Command::Lab(_) | Command::Pipe(_) | Command::Completions(_) | Command::Man(_) => {
             unreachable!("handled above")
         }

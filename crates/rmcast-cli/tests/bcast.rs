@@ -1,0 +1,201 @@
+//! `rmcast bcast` as a cluster's launcher starts it, on loopback: real
+//! processes, real multicast (127.0.0.1, TTL 1), sealed under the test key.
+//! Every process is started here and waited for with a bound (killed by
+//! its PID past it).
+
+mod common;
+
+use common::{Proc, rmcast};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// The variables of every launcher `rmcast bcast` reads, so the test's own
+/// environment (a CI runner under Slurm, say) cannot leak in.
+const LAUNCHER_VARS: [&str; 14] = [
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "RANK",
+    "WORLD_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_JOB_ID",
+    "OMPI_MCA_ess_base_jobid",
+    "PMIX_NAMESPACE",
+    "TORCHELASTIC_RUN_ID",
+];
+
+/// A port of its own per test run (the group port comes from MASTER_PORT).
+fn port(salt: u16) -> u16 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    21_000 + ((std::process::id() + t + u32::from(salt) * 7919) % 18_000) as u16
+}
+
+/// One rank as torchrun starts it: RANK, WORLD_SIZE, MASTER_ADDR/PORT.
+fn torchrun_rank(rank: u32, size: u32, master_port: u16, path: &Path, out: &Path) -> Command {
+    let mut c = rmcast();
+    for v in LAUNCHER_VARS {
+        c.env_remove(v);
+    }
+    c.env("RANK", rank.to_string())
+        .env("WORLD_SIZE", size.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", master_port.to_string())
+        .arg("bcast")
+        .arg(path)
+        .arg("--out")
+        .arg(out)
+        .args(["--wait", "20s"]);
+    c
+}
+
+fn object(dir: &Path, len: usize) -> std::path::PathBuf {
+    let path = dir.join("ckpt.bin");
+    let bytes: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn torchrun_ranks_get_the_object_and_all_exit_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = object(dir.path(), 3_000_000);
+    let mp = port(1);
+    let size = 4;
+    let mut procs = Vec::new();
+    for rank in (0..size).rev() {
+        let out = dir.path().join(format!("rank{rank}"));
+        procs.push((
+            rank,
+            out.clone(),
+            Proc::spawn(
+                &format!("rank {rank}"),
+                &mut torchrun_rank(rank, size, mp, &path, &out),
+            ),
+        ));
+    }
+    let want = std::fs::read(&path).unwrap();
+    for (rank, out, p) in procs {
+        let (code, _, err) = p.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "rank {rank}:\n{err}");
+        assert!(
+            err.contains(&format!("rank {rank} of {size}: every rank verified")),
+            "rank {rank}:\n{err}"
+        );
+        if rank > 0 {
+            assert_eq!(
+                std::fs::read(out.join("ckpt.bin")).unwrap(),
+                want,
+                "rank {rank}"
+            );
+        }
+    }
+}
+
+/// One rank cannot store the object (a directory stands where the file
+/// goes): it refuses, the others verify their copies, and yet every rank
+/// exits non-zero, the others saying which rank failed and why.
+#[test]
+fn one_rank_failing_fails_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = object(dir.path(), 1_000_000);
+    let mp = port(2);
+    let size = 3;
+    let blocked = dir.path().join("rank2");
+    std::fs::create_dir_all(blocked.join("ckpt.bin")).unwrap();
+    let mut procs = Vec::new();
+    for rank in (0..size).rev() {
+        let out = dir.path().join(format!("rank{rank}"));
+        procs.push((
+            rank,
+            Proc::spawn(
+                &format!("rank {rank}"),
+                &mut torchrun_rank(rank, size, mp, &path, &out),
+            ),
+        ));
+    }
+    for (rank, p) in procs {
+        let (code, _, err) = p.wait(Duration::from_secs(60));
+        assert_eq!(code, 1, "rank {rank}:\n{err}");
+        if rank == 1 {
+            assert!(
+                err.contains("our copy verified, but not every rank's")
+                    && err.contains("rank 2 of 3")
+                    && err.contains("is a directory"),
+                "rank 1 names rank 2 and why:\n{err}"
+            );
+            assert_eq!(
+                std::fs::read(dir.path().join("rank1/ckpt.bin")).unwrap(),
+                std::fs::read(&path).unwrap()
+            );
+        }
+    }
+}
+
+#[test]
+fn an_inconsistent_launcher_environment_is_refused_naming_the_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = object(dir.path(), 10);
+    let mut c = torchrun_rank(4, 4, port(3), &path, dir.path());
+    let (code, _, err) = Proc::spawn("rank 4 of 4", &mut c).wait(Duration::from_secs(20));
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("rank 4 is not below the job's size 4") && err.contains("RANK=4"),
+        "{err}"
+    );
+}
+
+/// The command: `mpirun --oversubscribe --allow-run-as-root -np 9
+/// rmcast bcast FILE --out DIR`, with Open MPI from Debian's packages
+/// (`openmpi-bin`; .ci/run installs it). All 8 receivers share DIR.
+#[test]
+fn mpirun_starts_nine_ranks_and_every_one_verifies() {
+    if Command::new("mpirun").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("RMCAST_CI_MPIRUN").is_none(),
+            ".ci/run installed openmpi-bin: mpirun must be there"
+        );
+        eprintln!("skipped: no mpirun here (apt-get install openmpi-bin)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = object(dir.path(), 4_000_000);
+    let out = dir.path().join("out");
+    let mut c = Command::new("mpirun");
+    for v in LAUNCHER_VARS {
+        c.env_remove(v);
+    }
+    c.env("RMCAST_KEY_FILE", common::test_key())
+        .args(["--oversubscribe", "--allow-run-as-root", "-np", "9"])
+        .args(["-x", "RMCAST_KEY_FILE"])
+        .arg(env!("CARGO_BIN_EXE_rmcast"))
+        .arg("bcast")
+        .arg(&path)
+        .arg("--out")
+        .arg(&out)
+        .args(["--wait", "30s"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let (code, stdout, err) = Proc::spawn("mpirun", &mut c).wait(Duration::from_secs(90));
+    assert_eq!(code, 0, "mpirun:\n{stdout}\n{err}");
+    for rank in 0..9 {
+        assert!(
+            err.contains(&format!("rank {rank} of 9: every rank verified")),
+            "rank {rank}:\n{err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(out.join("ckpt.bin")).unwrap(),
+        std::fs::read(&path).unwrap()
+    );
+    // Nothing half-written left beside it.
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+}
