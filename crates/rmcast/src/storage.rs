@@ -1223,13 +1223,19 @@ mod tests {
         let target = Target::Dir(out.path().into());
         let o = offer("t/", data);
         let mut sink = prepare(&target, &o, SessionId(21), None, Placement::default()).unwrap();
-        let staging = out.path().join(format!(".t.rmcast-tree-{}", SessionId(21)));
+        // `.t.rmcast-tree-SESSION-ID`, once there.
+        let prefix = format!(".t.rmcast-tree-{}-", SessionId(21));
+        let staging = || {
+            (std::fs::read_dir(out.path()).unwrap().flatten())
+                .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+        };
         // The first half, in 1000-byte packets, the second packet last.
         let half = data.len() / 2;
         for (i, piece) in data[..half].chunks(1000).enumerate().skip(1) {
             sink.write((i * 1000) as u64, piece).unwrap();
         }
-        assert!(!staging.exists(), "nothing before the manifest is in");
+        assert!(staging().is_none(), "nothing before the manifest is in");
         sink.write(0, &data[..1000]).unwrap();
         for (i, piece) in data[half..].chunks(1000).enumerate() {
             sink.write((half + i * 1000) as u64, piece).unwrap();
@@ -1237,7 +1243,7 @@ mod tests {
             sink.hash_ahead((half + i * 1000 + piece.len()) as u64)
                 .unwrap();
             if i == 0 {
-                let early = std::fs::read_dir(&staging).unwrap().count();
+                let early = std::fs::read_dir(staging().unwrap()).unwrap().count();
                 assert!(
                     early >= 15,
                     "files covered by the prefix are out early: {early}"
@@ -1252,7 +1258,7 @@ mod tests {
         );
         sink.commit().unwrap();
         assert_eq!(sink.tree_counts().unwrap().files, 40);
-        assert!(!staging.exists());
+        assert!(staging().is_none());
         for i in 0..40u8 {
             assert_eq!(
                 std::fs::read(out.path().join(format!("t/f{i:02}"))).unwrap(),
@@ -1277,13 +1283,11 @@ mod tests {
         .unwrap();
         sink.write(0, &data[..half]).unwrap();
         sink.hash().ok();
-        assert!(
-            out.path()
-                .join(format!(".u.rmcast-tree-{}", SessionId(22)))
-                .exists()
-        );
+        let prefix = format!(".u.rmcast-tree-{}-", SessionId(22));
+        let kept = (entries(out.path()).into_iter())
+            .find(|e| e.starts_with(&prefix))
+            .expect("its staging directory");
         sink.discard();
-        let kept = format!(".u.rmcast-tree-{}", SessionId(22));
         assert_eq!(entries(out.path()), [".t.rmcast-index", kept.as_str(), "t"]);
         assert!(std::fs::read_dir(out.path().join(&kept)).unwrap().count() > 5);
         // The next session of "u/" keeps it (to look through) while it runs.
