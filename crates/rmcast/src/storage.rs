@@ -399,11 +399,16 @@ fn make_parents(root: &Path, rel: &Path) -> Result<PathBuf, Refusal> {
 /// session) that no live receiver holds locked: a receiver killed mid-
 /// transfer cannot remove its own, and each is as large as the object.
 /// Only `rel`'s own directory is looked at, only if it is a real directory
-/// (not a symlink), and a file some receiver still writes is left alone.
+/// (not a symlink), and a file some receiver still writes (locked, or
+/// changed within [`STALE_AFTER`]) is left alone.
 ///
 /// The staging directories of trees are kept and returned instead (for a
 /// tree's offer: `keep_staging`): the new session resumes from the chunks
 /// they hold, and removes them once its tree is in place.
+/// A part file or staging directory unlocked and unchanged this long was
+/// left by a receiver that died ([`remove_stale_parts`]).
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn remove_stale_parts(root: &Path, rel: &Path, keep_staging: bool) -> Vec<PathBuf> {
     let mut kept = Vec::new();
     let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
@@ -439,6 +444,17 @@ fn remove_stale_parts(root: &Path, rel: &Path, keep_staging: bool) -> Vec<PathBu
         // SAFETY: flock on a file descriptor we own; no memory involved.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             continue; // a live receiver writes it
+        }
+        // A receiver that has just created its part file has not locked it
+        // yet (create, then lock): one changed within STALE_AFTER is left
+        // alone, so a receiver of the same name starting beside it cannot
+        // take it for a dead one's.
+        let fresh = file
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().map_or(true, |age| age < STALE_AFTER));
+        if fresh {
+            continue;
         }
         if staging && keep_staging {
             tracing::info!(
@@ -1101,8 +1117,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = Target::Dir(dir.path().into());
         // Left by a receiver killed mid-transfer: nobody holds it locked.
-        let stale = dir.path().join(".w.bin.rmcast-part-00000000000000aa");
+        let stale = dir.path().join(".w.bin.rmcast-part-00000000000000aa-1.0");
         std::fs::write(&stale, vec![0u8; 4096]).unwrap();
+        let minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        (std::fs::File::options().write(true).open(&stale))
+            .and_then(|f| f.set_modified(minute_ago))
+            .unwrap();
+        // One a receiver starting beside us has just created and not yet
+        // locked: too fresh to be a dead one's.
+        let starting = dir.path().join(".w.bin.rmcast-part-00000000000000ab-2.0");
+        std::fs::write(&starting, b"").unwrap();
         // Another file of the same directory is not ours to touch.
         let other = dir.path().join(".v.bin.rmcast-part-00000000000000aa");
         std::fs::write(&other, b"x").unwrap();
@@ -1116,6 +1140,8 @@ mod tests {
         )
         .unwrap();
         assert!(!stale.exists(), "the dead receiver's part file is gone");
+        assert!(starting.exists(), "the starting receiver's part file stays");
+        std::fs::remove_file(&starting).unwrap();
         assert!(other.exists());
         let mine = prepare(
             &target,
