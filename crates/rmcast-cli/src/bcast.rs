@@ -216,7 +216,7 @@ pub fn run(a: BcastArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         bail!("{who}: {} does not exist", a.path.display());
     }
     if place.size == 1 {
-        eprintln!("rmcast bcast: {who}: a job of one rank, nothing to send");
+        say(&format!("{who}: a job of one rank, nothing to send"));
         return Ok(true);
     }
     let mut keys: Vec<String> = Vec::new();
@@ -239,14 +239,12 @@ pub fn run(a: BcastArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         }
         let ok = crate::send_argv(&argv, cancel)?;
         if !a.json {
-            eprintln!(
-                "rmcast bcast: {who}: {}",
-                if ok {
-                    "every rank verified"
-                } else {
-                    "not every rank verified"
-                }
-            );
+            let verdict = if ok {
+                "every rank verified"
+            } else {
+                "not every rank verified"
+            };
+            say(&format!("{who}: {verdict}"));
         }
         return Ok(ok);
     }
@@ -298,9 +296,16 @@ fn receive(
         ),
     };
     if !a.json {
-        eprintln!("rmcast bcast: {who}: {text}");
+        say(&format!("{who}: {text}"));
     }
     Ok(ok)
+}
+
+/// One line on stderr in one write, so the lines of ranks that share a
+/// terminal or a launcher's pipe do not interleave.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("rmcast bcast: {line}\n").as_bytes());
 }
 
 #[cfg(test)]
