@@ -35,7 +35,8 @@ pub struct Cli {
 
 /// What every exit status means; appended to every `--help` and manual page.
 const EXIT_STATUS: &str = "EXIT STATUS:
-  0    done (send: every receiver verified its copy; recv: the copy is verified and in place)
+  0    done (send: every receiver verified its copy; recv: the copy is verified and in place;
+       bcast: every rank verified, the same status on every rank)
   1    failed; the message names what (a receiver and why, the network, the input)
   2    the command line is wrong (unknown flag, bad value)
   3    send --min-receivers, pipe send: it reached some receivers, not all (the others are named)
