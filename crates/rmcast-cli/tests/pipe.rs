@@ -79,6 +79,17 @@ fn receiver(dir: &Path, g: SocketAddrV4, i: usize) -> (Proc, PathBuf) {
     (p, out)
 }
 
+/// `rmcast pipe send` to `n` receivers on group `g`, stdout discarded and
+/// stderr kept; the caller gives stdin.
+fn sender(g: SocketAddrV4, n: usize) -> Command {
+    let mut c = rmcast();
+    c.args(["pipe", "send", "--group", &g.to_string()])
+        .args(["--receivers", &n.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
 #[test]
 fn pipe_carries_a_stream_byte_exact_to_four_receivers() {
     let size: usize = std::env::var("RMCAST_PIPE_TEST_BYTES")
@@ -91,21 +102,7 @@ fn pipe_carries_a_stream_byte_exact_to_four_receivers() {
     let g = group();
     let receivers: Vec<_> = (0..4).map(|i| receiver(dir.path(), g, i)).collect();
     let started = Instant::now();
-    let sender = Proc::spawn(
-        "sender",
-        rmcast()
-            .args([
-                "pipe",
-                "send",
-                "--group",
-                &g.to_string(),
-                "--receivers",
-                "4",
-            ])
-            .stdin(File::open(&input).unwrap())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
-    );
+    let sender = Proc::spawn("sender", sender(g, 4).stdin(File::open(&input).unwrap()));
     let limit = Duration::from_secs(60 + (size / 2_000_000) as u64);
     let (code, _, err) = sender.wait(limit);
     let took = started.elapsed();
@@ -134,21 +131,7 @@ fn a_receiver_killed_mid_stream_is_removed_and_the_others_finish() {
     let g = group();
     let mut receivers: Vec<_> = (0..3).map(|i| receiver(dir.path(), g, i)).collect();
     let input = data(8_000_000, 7);
-    let mut sender = Proc::spawn(
-        "sender",
-        rmcast()
-            .args([
-                "pipe",
-                "send",
-                "--group",
-                &g.to_string(),
-                "--receivers",
-                "3",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
-    );
+    let mut sender = Proc::spawn("sender", sender(g, 3).stdin(Stdio::piped()));
     let mut stdin = sender.child.stdin.take().unwrap();
     let (first, rest) = input.split_at(2_000_000);
     let rest = rest.to_vec();
@@ -230,19 +213,9 @@ fn a_receiver_whose_reader_stopped_is_removed_by_the_stall_watchdog() {
     let input = data(4_000_000, 9);
     let sender = Proc::spawn(
         "sender",
-        rmcast()
-            .args([
-                "pipe",
-                "send",
-                "--group",
-                &g.to_string(),
-                "--receivers",
-                "3",
-            ])
+        sender(g, 3)
             .args(["--stall-timeout", "2s"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
+            .stdin(Stdio::piped()),
     );
     let mut sender = sender;
     let mut stdin = sender.child.stdin.take().unwrap();

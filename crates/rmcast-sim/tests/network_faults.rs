@@ -6,40 +6,51 @@ mod common;
 
 use common::*;
 use rmcast_proto::ProtocolId;
-use rmcast_sim::LossModel;
+use rmcast_sim::{LossModel, Scenario};
 use std::time::Duration;
+
+/// Every protocol, plain and sealed, with 1 % loss: `(protocol, sealed,
+/// scenario)`, seeds from `first`; the caller adds its fault.
+fn cases(first: u64, receivers: u16, size: u64) -> Vec<(ProtocolId, bool, Scenario)> {
+    let protocols = [
+        ProtocolId::NakPoll,
+        ProtocolId::Ack,
+        ProtocolId::Ring,
+        ProtocolId::Tree,
+    ];
+    let mut out = Vec::new();
+    for (seed, protocol) in (first..).zip(protocols) {
+        for sealed in [false, true] {
+            let s = scenario(protocol, receivers, size, LossModel::Bernoulli(0.01), seed);
+            out.push((protocol, sealed, s));
+        }
+    }
+    out
+}
 
 #[test]
 fn duplicated_and_reordered_datagrams_change_no_outcome() {
-    for (protocol, seed) in [
-        (ProtocolId::NakPoll, 1),
-        (ProtocolId::Ack, 2),
-        (ProtocolId::Ring, 3),
-        (ProtocolId::Tree, 4),
-    ] {
-        for sealed in [false, true] {
-            let mut s = scenario(protocol, 6, 400_000, LossModel::Bernoulli(0.01), seed);
-            s.duplicate = 0.2;
-            s.reorder = 0.2;
-            s.reorder_delay = Duration::from_micros(800);
-            let s = if sealed { s.sealed() } else { s };
-            let r = check(&s);
-            assert!(
-                r.outcome.ok,
-                "{protocol:?} sealed {sealed}: {:?}",
-                r.outcome
-            );
-            assert!(r.receivers.iter().all(|x| x.hash_ok), "{protocol:?}");
-            let dups: u64 = r
-                .receivers
-                .iter()
-                .map(|x| x.stats.duplicates + x.stats.auth.replayed)
-                .sum();
-            assert!(
-                dups > 0,
-                "{protocol:?}: duplicates arrived and were dropped"
-            );
-        }
+    for (protocol, sealed, mut s) in cases(1, 6, 400_000) {
+        s.duplicate = 0.2;
+        s.reorder = 0.2;
+        s.reorder_delay = Duration::from_micros(800);
+        let s = if sealed { s.sealed() } else { s };
+        let r = check(&s);
+        assert!(
+            r.outcome.ok,
+            "{protocol:?} sealed {sealed}: {:?}",
+            r.outcome
+        );
+        assert!(r.receivers.iter().all(|x| x.hash_ok), "{protocol:?}");
+        let dups: u64 = r
+            .receivers
+            .iter()
+            .map(|x| x.stats.duplicates + x.stats.auth.replayed)
+            .sum();
+        assert!(
+            dups > 0,
+            "{protocol:?}: duplicates arrived and were dropped"
+        );
     }
 }
 
@@ -49,36 +60,28 @@ fn duplicated_and_reordered_datagrams_change_no_outcome() {
 /// to all (the simulator checks the bytes and that every receiver ended).
 #[test]
 fn a_restarted_sender_delivers_and_the_dead_session_ends_by_itself() {
-    for (protocol, seed) in [
-        (ProtocolId::NakPoll, 11),
-        (ProtocolId::Ack, 12),
-        (ProtocolId::Ring, 13),
-        (ProtocolId::Tree, 14),
-    ] {
-        for sealed in [false, true] {
-            let mut s = scenario(protocol, 5, 2_000_000, LossModel::Bernoulli(0.01), seed);
-            s.restart = Some(rmcast_sim::Restart {
-                at: Duration::from_millis(60),
-                after: Duration::from_millis(400),
-            });
-            let s = if sealed { s.sealed() } else { s };
-            let r = check(&s);
+    for (protocol, sealed, mut s) in cases(11, 5, 2_000_000) {
+        s.restart = Some(rmcast_sim::Restart {
+            at: Duration::from_millis(60),
+            after: Duration::from_millis(400),
+        });
+        let s = if sealed { s.sealed() } else { s };
+        let r = check(&s);
+        assert!(
+            r.outcome.ok,
+            "{protocol:?} sealed {sealed}: {:?}",
+            r.outcome
+        );
+        assert_eq!(r.senders.len(), 1, "the dead sender reports nothing");
+        for x in &r.receivers {
+            let why = x.failure.as_deref().unwrap_or_default();
             assert!(
-                r.outcome.ok,
-                "{protocol:?} sealed {sealed}: {:?}",
-                r.outcome
+                why.contains("sender"),
+                "{protocol:?} {}: the dead session's end says why: {why:?}",
+                x.name
             );
-            assert_eq!(r.senders.len(), 1, "the dead sender reports nothing");
-            for x in &r.receivers {
-                let why = x.failure.as_deref().unwrap_or_default();
-                assert!(
-                    why.contains("sender"),
-                    "{protocol:?} {}: the dead session's end says why: {why:?}",
-                    x.name
-                );
-            }
-            // The new sender sent the whole object itself.
-            assert!(r.seconds > 0.46, "{protocol:?}: {}", r.seconds);
         }
+        // The new sender sent the whole object itself.
+        assert!(r.seconds > 0.46, "{protocol:?}: {}", r.seconds);
     }
 }
