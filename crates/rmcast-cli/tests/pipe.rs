@@ -90,6 +90,39 @@ fn sender(g: SocketAddrV4, n: usize) -> Command {
     c
 }
 
+/// The sender exited 3 (`code`, stderr `err`) having removed "r0", its
+/// line saying `why`, and 2 of 3 receivers confirmed; those two exit 0
+/// holding `input` byte for byte.
+fn r0_removed_and_the_rest_complete(
+    code: i32,
+    err: &str,
+    why: &str,
+    receivers: Vec<(Proc, PathBuf)>,
+    input: &[u8],
+) {
+    assert_eq!(code, 3, "sender stderr:\n{err}");
+    let removed = err
+        .lines()
+        .find(|l| l.contains("removed") && l.contains("\"r0\""))
+        .unwrap_or_else(|| panic!("no removal of r0 on the sender's stderr:\n{err}"));
+    assert!(removed.contains(why), "{removed}");
+    assert!(
+        err.contains("2 of 3 receiver(s) confirmed everything"),
+        "{err}"
+    );
+    let want = blake3::hash(input);
+    for (i, (p, out)) in receivers.into_iter().enumerate() {
+        let (code, _, rerr) = p.wait(Duration::from_secs(20));
+        assert_eq!(code, 0, "receiver {}:\n{rerr}", i + 1);
+        assert_eq!(
+            hash_file(&out),
+            want,
+            "receiver {} got different bytes",
+            i + 1
+        );
+    }
+}
+
 #[test]
 fn pipe_carries_a_stream_byte_exact_to_four_receivers() {
     let size: usize = std::env::var("RMCAST_PIPE_TEST_BYTES")
@@ -158,28 +191,8 @@ fn a_receiver_killed_mid_stream_is_removed_and_the_others_finish() {
     let (code, _, err) = sender.wait(Duration::from_secs(60));
     let took = killed_at.elapsed();
     writer.join().unwrap();
-    assert_eq!(code, 3, "sender stderr:\n{err}");
-    let removed = err
-        .lines()
-        .find(|l| l.contains("removed") && l.contains("\"r0\""))
-        .unwrap_or_else(|| panic!("no removal of r0 on the sender's stderr:\n{err}"));
-    assert!(removed.contains("unresponsive"), "{removed}");
     assert!(err.contains("not delivered to"), "{err}");
-    assert!(
-        err.contains("2 of 3 receiver(s) confirmed everything"),
-        "{err}"
-    );
-    let want = blake3::hash(&input);
-    for (i, (p, out)) in receivers.into_iter().enumerate() {
-        let (code, _, rerr) = p.wait(Duration::from_secs(20));
-        assert_eq!(code, 0, "receiver {}:\n{rerr}", i + 1);
-        assert_eq!(
-            hash_file(&out),
-            want,
-            "receiver {} got different bytes",
-            i + 1
-        );
-    }
+    r0_removed_and_the_rest_complete(code, &err, "unresponsive", receivers, &input);
     eprintln!(
         "killed receiver removed; sender done {:.2} s after the kill",
         took.as_secs_f64()
@@ -193,7 +206,7 @@ fn a_receiver_killed_mid_stream_is_removed_and_the_others_finish() {
 fn a_receiver_whose_reader_stopped_is_removed_by_the_stall_watchdog() {
     let dir = tempfile::tempdir().unwrap();
     let g = group();
-    let mut receivers: Vec<_> = (1..3).map(|i| receiver(dir.path(), g, i)).collect();
+    let receivers: Vec<_> = (1..3).map(|i| receiver(dir.path(), g, i)).collect();
     let stuck = Proc::spawn(
         "stuck receiver",
         rmcast()
@@ -226,27 +239,7 @@ fn a_receiver_whose_reader_stopped_is_removed_by_the_stall_watchdog() {
     let (code, _, err) = sender.wait(Duration::from_secs(60));
     let took = started.elapsed();
     writer.join().unwrap();
-    assert_eq!(code, 3, "sender stderr:\n{err}");
-    let removed = err
-        .lines()
-        .find(|l| l.contains("removed") && l.contains("\"r0\""))
-        .unwrap_or_else(|| panic!("no removal of r0 on the sender's stderr:\n{err}"));
-    assert!(removed.contains("stalled"), "{removed}");
-    assert!(
-        err.contains("2 of 3 receiver(s) confirmed everything"),
-        "{err}"
-    );
-    let want = blake3::hash(&data(4_000_000, 9));
-    for (i, (p, out)) in receivers.drain(..).enumerate() {
-        let (code, _, rerr) = p.wait(Duration::from_secs(20));
-        assert_eq!(code, 0, "receiver {}:\n{rerr}", i + 1);
-        assert_eq!(
-            hash_file(&out),
-            want,
-            "receiver {} got different bytes",
-            i + 1
-        );
-    }
+    r0_removed_and_the_rest_complete(code, &err, "stalled", receivers, &data(4_000_000, 9));
     // Its reader gone for good, the stuck one fails writing and exits.
     let mut stuck = stuck;
     drop(stuck.child.stdout.take());

@@ -10,7 +10,8 @@ use rmcast_sim::{LossModel, Scenario};
 use std::time::Duration;
 
 /// Every protocol, plain and sealed, with 1 % loss: `(protocol, sealed,
-/// scenario)`, seeds from `first`; the caller adds its fault.
+/// scenario)`, seeds from `first`; the caller adds its fault and runs it
+/// with [`succeeds`].
 fn cases(first: u64, receivers: u16, size: u64) -> Vec<(ProtocolId, bool, Scenario)> {
     let protocols = [
         ProtocolId::NakPoll,
@@ -22,10 +23,21 @@ fn cases(first: u64, receivers: u16, size: u64) -> Vec<(ProtocolId, bool, Scenar
     for (seed, protocol) in (first..).zip(protocols) {
         for sealed in [false, true] {
             let s = scenario(protocol, receivers, size, LossModel::Bernoulli(0.01), seed);
-            out.push((protocol, sealed, s));
+            out.push((protocol, sealed, if sealed { s.sealed() } else { s }));
         }
     }
     out
+}
+
+/// Runs `s` through the simulator's checks; it must succeed.
+fn succeeds(protocol: ProtocolId, sealed: bool, s: &Scenario) -> rmcast_sim::RunReport {
+    let r = check(s);
+    assert!(
+        r.outcome.ok,
+        "{protocol:?} sealed {sealed}: {:?}",
+        r.outcome
+    );
+    r
 }
 
 #[test]
@@ -34,13 +46,7 @@ fn duplicated_and_reordered_datagrams_change_no_outcome() {
         s.duplicate = 0.2;
         s.reorder = 0.2;
         s.reorder_delay = Duration::from_micros(800);
-        let s = if sealed { s.sealed() } else { s };
-        let r = check(&s);
-        assert!(
-            r.outcome.ok,
-            "{protocol:?} sealed {sealed}: {:?}",
-            r.outcome
-        );
+        let r = succeeds(protocol, sealed, &s);
         assert!(r.receivers.iter().all(|x| x.hash_ok), "{protocol:?}");
         let dups: u64 = r
             .receivers
@@ -65,13 +71,7 @@ fn a_restarted_sender_delivers_and_the_dead_session_ends_by_itself() {
             at: Duration::from_millis(60),
             after: Duration::from_millis(400),
         });
-        let s = if sealed { s.sealed() } else { s };
-        let r = check(&s);
-        assert!(
-            r.outcome.ok,
-            "{protocol:?} sealed {sealed}: {:?}",
-            r.outcome
-        );
+        let r = succeeds(protocol, sealed, &s);
         assert_eq!(r.senders.len(), 1, "the dead sender reports nothing");
         for x in &r.receivers {
             let why = x.failure.as_deref().unwrap_or_default();
