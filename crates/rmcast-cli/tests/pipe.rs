@@ -58,20 +58,27 @@ fn hash_file(p: &Path) -> blake3::Hash {
     h.finalize()
 }
 
+/// `rmcast pipe recv` on group `g`, named `name`, giving up after 60 s.
+fn receiver_cmd(g: SocketAddrV4, name: &str) -> Command {
+    let mut c = rmcast();
+    c.args([
+        "pipe",
+        "recv",
+        "--group",
+        &g.to_string(),
+        "--timeout",
+        "60s",
+    ])
+    .args(["--name", name]);
+    c
+}
+
 fn receiver(dir: &Path, g: SocketAddrV4, i: usize) -> (Proc, PathBuf) {
     let out = dir.join(format!("out{i}"));
     let p = Proc::spawn(
         &format!("receiver {i}"),
-        rmcast()
-            .args([
-                "pipe",
-                "recv",
-                "--group",
-                &g.to_string(),
-                "--timeout",
-                "60s",
-            ])
-            .args(["--name", &format!("r{i}"), "--linger", "500ms"])
+        receiver_cmd(g, &format!("r{i}"))
+            .args(["--linger", "500ms"])
             .stdin(Stdio::null())
             .stdout(File::create(&out).unwrap())
             .stderr(Stdio::piped()),
@@ -209,16 +216,8 @@ fn a_receiver_whose_reader_stopped_is_removed_by_the_stall_watchdog() {
     let receivers: Vec<_> = (1..3).map(|i| receiver(dir.path(), g, i)).collect();
     let stuck = Proc::spawn(
         "stuck receiver",
-        rmcast()
-            .args([
-                "pipe",
-                "recv",
-                "--group",
-                &g.to_string(),
-                "--timeout",
-                "60s",
-            ])
-            .args(["--name", "r0", "--buffer", "256"])
+        receiver_cmd(g, "r0")
+            .args(["--buffer", "256"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null()),
