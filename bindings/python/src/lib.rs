@@ -589,6 +589,11 @@ fn recv_dict<'py>(py: Python<'py>, r: &rmcast::RecvReport) -> PyResult<Bound<'py
     };
     d.set_item("tree", tree)?;
     d.set_item("held_bytes", r.held_bytes)?;
+    d.set_item("group_ok", r.group.as_ref().map(Result::is_ok))?;
+    d.set_item(
+        "group_error",
+        r.group.as_ref().and_then(|g| g.as_ref().err()),
+    )?;
     Ok(d)
 }
 

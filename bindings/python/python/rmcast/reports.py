@@ -132,6 +132,11 @@ class RecvReport:
     tree: Optional[Dict[str, int]] = None
     #: A tree: bytes found on this disk already (resume, delta), not received.
     held_bytes: int = 0
+    #: The whole group's outcome from the sender's farewell: ``True`` when
+    #: every receiver verified, ``False`` (``group_error`` says who did not),
+    #: ``None`` when no farewell was heard.
+    group_ok: Optional[bool] = None
+    group_error: Optional[str] = None
 
     @classmethod
     def _from_dict(cls, d: Dict[str, Any]) -> "RecvReport":
