@@ -213,8 +213,18 @@ fn garbage_on_the_control_port_does_not_disturb_the_session() {
         let mut junk = std::net::TcpStream::connect(control).unwrap();
         std::io::Write::write_all(&mut junk, b"GET / HTTP/1.0\r\n\r\n").unwrap();
         let _silent = std::net::TcpStream::connect(control).unwrap();
-        let handles = spawn_receivers(control, dir.path(), &["r1", "r2"], |_| {});
+        // The receivers come later, so the session cannot be over before
+        // the sender (its loop wakes every 100 ms) has read the junk: under
+        // load it once was (CI, 2026-11-27).
+        let handles = {
+            let dir = dir.path().to_owned();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(500));
+                spawn_receivers(control, &dir, &["r1", "r2"], |_| {})
+            })
+        };
         let report = sender.send_bytes("g.bin", &[1u8; 50_000], None).unwrap();
+        let handles = handles.join().unwrap();
         for h in handles {
             h.join().unwrap().unwrap();
         }
