@@ -395,6 +395,10 @@ fn make_parents(root: &Path, rel: &Path) -> Result<PathBuf, Refusal> {
     Ok(dir)
 }
 
+/// A part file or staging directory unlocked and unchanged this long was
+/// left by a receiver that died ([`remove_stale_parts`]).
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Removes the part files of `rel` (`.NAME.rmcast-part-SESSION-ID`, any
 /// session) that no live receiver holds locked: a receiver killed mid-
 /// transfer cannot remove its own, and each is as large as the object.
@@ -405,10 +409,6 @@ fn make_parents(root: &Path, rel: &Path) -> Result<PathBuf, Refusal> {
 /// The staging directories of trees are kept and returned instead (for a
 /// tree's offer: `keep_staging`): the new session resumes from the chunks
 /// they hold, and removes them once its tree is in place.
-/// A part file or staging directory unlocked and unchanged this long was
-/// left by a receiver that died ([`remove_stale_parts`]).
-const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
-
 fn remove_stale_parts(root: &Path, rel: &Path, keep_staging: bool) -> Vec<PathBuf> {
     let mut kept = Vec::new();
     let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
