@@ -346,17 +346,7 @@ fn draw_network_faults(sc: &mut Scenario, seed: u64) -> Option<FaultClass> {
         1 => FaultClass::Reordering,
         _ => return None,
     };
-    let receivers = sc.receivers;
-    let clean = Scenario {
-        receivers,
-        object_size: sc.object_size,
-        config: sc.config.clone(),
-        link_rate_bits_per_s: sc.link_rate_bits_per_s,
-        seed: sc.seed,
-        time_limit: sc.time_limit,
-        ..Scenario::default()
-    };
-    *sc = clean;
+    *sc = without_faults(sc);
     match class {
         FaultClass::Duplication => {
             sc.duplicate = rng.random_range(0.0..0.2);
@@ -382,20 +372,28 @@ fn draw_restart(sc: &mut Scenario, seed: u64) -> Option<FaultClass> {
         return None;
     }
     *sc = Scenario {
+        loss: LossModel::Bernoulli(rng.random_range(0.0..0.03)),
+        restart: Some(Restart {
+            at: Duration::from_micros(rng.random_range(0..200_000)),
+            after: Duration::from_micros(rng.random_range(0..1_000_000)),
+        }),
+        ..without_faults(sc)
+    };
+    Some(FaultClass::SenderRestart)
+}
+
+/// `sc`'s group, object, configuration and link, with none of its faults:
+/// what a class drawn from a generator of its own starts from.
+fn without_faults(sc: &Scenario) -> Scenario {
+    Scenario {
         receivers: sc.receivers,
         object_size: sc.object_size,
         config: sc.config.clone(),
         link_rate_bits_per_s: sc.link_rate_bits_per_s,
         seed: sc.seed,
         time_limit: sc.time_limit,
-        loss: LossModel::Bernoulli(rng.random_range(0.0..0.03)),
-        restart: Some(Restart {
-            at: Duration::from_micros(rng.random_range(0..200_000)),
-            after: Duration::from_micros(rng.random_range(0..1_000_000)),
-        }),
         ..Scenario::default()
-    };
-    Some(FaultClass::SenderRestart)
+    }
 }
 
 /// Resume and delta, on about a third of the runs whatever their fault:

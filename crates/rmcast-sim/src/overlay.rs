@@ -1043,9 +1043,14 @@ impl<'a> Sim<'a> {
                 return Err(format!("host {h} got a segment twice"));
             }
         }
+        // Sorted without repeats: `total` of them ending at `total - 1` is
+        // every segment exactly once.
         let whole = |sim: &Self, h: usize| {
+            let got = &sim.hosts[h].received;
             let stored = sim.nodes[h].as_ref().map_or(0, NodeMachine::stored_bytes);
-            sim.hosts[h].received.len() as u64 == total && stored == sim.s.size
+            got.len() as u64 == total
+                && got.last().is_none_or(|&k| k + 1 == total)
+                && stored == sim.s.size
         };
         for h in 1..self.hosts.len() {
             if matches!(self.hosts[h].finished, Some(Ok(()))) && !whole(self, h) {

@@ -198,6 +198,7 @@ impl Sim<'_> {
     /// Handles the machine's events; returns whether any arrived.
     pub(super) fn react(&mut self, h: usize, now: u64) -> Result<bool, Fail> {
         let mut any = false;
+        let mut finished = false;
         let host = &mut self.hosts[h];
         match &mut host.machine {
             Machine::Sender(s) => {
@@ -214,10 +215,7 @@ impl Sim<'_> {
                         }
                         SenderEvent::Finished => {
                             self.log.finished[h] = Some(now);
-                            let done = self.log.finished.iter().filter(|f| f.is_some()).count();
-                            if done + self.log.senders_crashed == self.log.finished.len() {
-                                self.log.finished_at = Some(now);
-                            }
+                            finished = true;
                         }
                         _ => {}
                     }
@@ -290,6 +288,13 @@ impl Sim<'_> {
                     }
                 }
             }
+        }
+        // The session is over once every sender finished, or died (a
+        // restart's first sender).
+        let senders_done = (0..self.senders)
+            .all(|k| self.log.finished[k].is_some() || self.hosts[k].crashed_at.is_some());
+        if finished && senders_done {
+            self.log.finished_at = Some(now);
         }
         Ok(any)
     }
@@ -455,9 +460,6 @@ impl Sim<'_> {
             return;
         }
         host.crashed_at = Some(now);
-        if h < self.senders && self.log.finished[h].is_none() {
-            self.log.senders_crashed += 1;
-        }
         host.socket_bytes = 0;
         host.reasm_bytes = 0;
         for r in std::mem::take(&mut host.reasm) {

@@ -379,8 +379,6 @@ struct SenderLog {
     /// When a sender first failed each receiver (by receiver number 1..=N).
     failed_at: Vec<Option<u64>>,
     last_verdict_at: u64,
-    /// Senders that died before they finished.
-    senders_crashed: usize,
 }
 
 /// Per sender: its session, object and what the run recorded of it.
