@@ -67,6 +67,13 @@ pub(super) struct SendBuffer {
 }
 
 impl SendBuffer {
+    /// Whether queued data waits behind a member's closed window (its
+    /// advertised right `edge` reached): what zero-window probes and the
+    /// stall watchdog watch.
+    pub(super) fn held_back_by(&self, edge: Seq) -> bool {
+        self.tail != self.next_tx && edge <= self.next_tx
+    }
+
     /// An empty buffer of `packets` slots of `payload_size` bytes whose
     /// first packet is `isn`, with room for `members` members' bits.
     pub(super) fn new(isn: Seq, packets: u32, payload_size: u16, members: usize) -> Self {

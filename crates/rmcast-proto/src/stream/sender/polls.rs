@@ -31,9 +31,7 @@ impl StreamSender {
                 continue;
             }
             let unacked = m.cum < self.buf.next_tx;
-            let blocked = self.buf.tail != self.buf.next_tx
-                && m.edge <= self.buf.next_tx
-                && now >= m.next_probe;
+            let blocked = self.buf.held_back_by(m.edge) && now >= m.next_probe;
             let close = closing && !m.close_confirmed;
             let keepalive = now >= m.last_heard + self.config.keepalive;
             if !(unacked || blocked || close || keepalive) {

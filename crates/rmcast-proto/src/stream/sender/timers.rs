@@ -71,7 +71,7 @@ impl StreamSender {
                     PollState::Idle => {
                         if self.phase != Phase::Admitting {
                             f(Timer::Keepalive(i), m.last_heard + self.config.keepalive);
-                            if self.buf.tail != self.buf.next_tx && m.edge <= self.buf.next_tx {
+                            if self.buf.held_back_by(m.edge) {
                                 f(Timer::Probe(i), m.next_probe);
                             }
                         }
@@ -108,22 +108,21 @@ impl StreamSender {
         if self.phase != Phase::Open && self.phase != Phase::Closing {
             return;
         }
-        let waiting = self.buf.tail != self.buf.next_tx;
-        let mut stalled = None;
-        for (i, m) in self.members.iter_mut().enumerate() {
-            let blocked = m.status == MemberStatus::Live && waiting && m.edge <= self.buf.next_tx;
-            if !blocked {
-                m.blocked_since = None;
-                continue;
+        loop {
+            let mut stalled = None;
+            for (i, m) in self.members.iter_mut().enumerate() {
+                if m.status != MemberStatus::Live || !self.buf.held_back_by(m.edge) {
+                    m.blocked_since = None;
+                    continue;
+                }
+                let since = *m.blocked_since.get_or_insert(now);
+                if stalled.is_none() && now >= since + limit {
+                    stalled = Some(i);
+                }
             }
-            let since = *m.blocked_since.get_or_insert(now);
-            if stalled.is_none() && now >= since + limit {
-                stalled = Some(i);
-            }
-        }
-        if let Some(i) = stalled {
+            // A removal moves the flow edge: look again.
+            let Some(i) = stalled else { return };
             self.remove(i, super::RemoveReason::Stalled, now);
-            self.watch_stalls(now);
         }
     }
 
