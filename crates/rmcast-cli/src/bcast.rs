@@ -10,6 +10,7 @@ use crate::args::KeyArgs;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use rmcast::HumanDuration;
+use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -219,21 +220,24 @@ pub fn run(a: BcastArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         say(&format!("{who}: a job of one rank, nothing to send"));
         return Ok(true);
     }
-    let mut keys: Vec<String> = Vec::new();
-    if let Some(k) = &a.keys.key {
-        keys.extend(["--key".into(), k.display().to_string()]);
-    }
-    if a.keys.insecure {
-        keys.push("--insecure".into());
-    }
     if place.rank == 0 {
-        let mut argv: Vec<String> = vec!["rmcast".into(), "send".into()];
-        argv.push(a.path.display().to_string());
-        argv.extend(["--receivers".into(), (place.size - 1).to_string()]);
-        argv.extend(["--wait".into(), format!("{}ms", a.wait.0.as_millis())]);
-        argv.extend(["--group".into(), group.to_string()]);
-        argv.extend(["--iface".into(), iface.to_string()]);
-        argv.extend(keys);
+        // `rmcast send` as a user would type it (paths as they are, not
+        // as text: they need not be UTF-8).
+        let mut argv: Vec<OsString> = vec!["rmcast".into(), "send".into()];
+        argv.push(a.path.clone().into());
+        argv.extend(["--receivers".into(), (place.size - 1).to_string().into()]);
+        argv.extend([
+            "--wait".into(),
+            format!("{}ms", a.wait.0.as_millis()).into(),
+        ]);
+        argv.extend(["--group".into(), group.to_string().into()]);
+        argv.extend(["--iface".into(), iface.to_string().into()]);
+        if let Some(k) = &a.keys.key {
+            argv.extend(["--key".into(), k.clone().into()]);
+        }
+        if a.keys.insecure {
+            argv.push("--insecure".into());
+        }
         if a.json {
             argv.push("--json".into());
         }
@@ -261,29 +265,26 @@ fn receive(
     cancel: Arc<AtomicBool>,
 ) -> Result<bool> {
     let (key, trust) = crate::receiver_setup(&a.keys, &[], &a.out, "bcast")?;
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
     let cfg = rmcast::RecvConfig {
         group,
         iface,
         out_dir: a.out.clone(),
-        name: format!("{who} on {host}"),
+        // "rank 3 of 9 on HOST:PID": the sender's report names the rank.
+        name: format!("{who} on {}", rmcast::default_receiver_name()),
         listen_timeout: Some(a.wait.0),
         cancel: Some(cancel),
         group_key: key,
         trust,
         ..rmcast::RecvConfig::default()
     };
-    let result = rmcast::recv_to_dir(&cfg, None);
-    let shown = result.as_ref().map_err(ToString::to_string);
-    crate::report::print_recv(shown.as_ref().map_err(String::as_str).copied(), a.json);
-    let Ok(r) = result else {
-        return Ok(false);
+    let r = match rmcast::recv_to_dir(&cfg, None) {
+        Ok(r) => r,
+        Err(e) => {
+            crate::report::print_recv(Err(&e.to_string()), a.json);
+            return Ok(false);
+        }
     };
+    crate::report::print_recv(Ok(&r), a.json);
     let (ok, text) = match &r.group {
         Some(Ok(())) => (true, "every rank verified".to_owned()),
         Some(Err(why)) => (

@@ -52,7 +52,7 @@ where
 
 /// Runs `rmcast send` with the arguments `argv` (as a user would type
 /// them, the program's name first); `true` when every receiver verified.
-pub fn send_argv(argv: &[String], cancel: Arc<AtomicBool>) -> Result<bool> {
+pub fn send_argv(argv: &[std::ffi::OsString], cancel: Arc<AtomicBool>) -> Result<bool> {
     let cli = parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
     let Command::Send(a) = cli.command else {
         unreachable!("a send command line");

@@ -5,8 +5,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use rmcast::HumanDuration;
 use rmcast::stream::{
-    Admission, CongestionControl, MemberInfo, RemoveReason, SenderEvent, StreamEvent,
-    StreamReceiver, StreamReceiverEvent, StreamRecvConfig, StreamSendConfig, StreamSender,
+    Admission, CongestionControl, MemberInfo, SenderEvent, StreamEvent, StreamReceiver,
+    StreamReceiverEvent, StreamRecvConfig, StreamSendConfig, StreamSender,
 };
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -191,10 +191,6 @@ fn who(m: &MemberInfo) -> String {
     }
 }
 
-fn reason(r: RemoveReason) -> &'static str {
-    r.describe()
-}
-
 fn print_event(e: &SenderEvent) {
     let t = e.elapsed.as_secs_f64();
     let m = e.member.as_ref().map_or_else(String::new, who);
@@ -206,7 +202,7 @@ fn print_event(e: &SenderEvent) {
         StreamEvent::Suspected(_) => eprintln!("rmcast pipe: {t:.3}s suspected {m}"),
         StreamEvent::Unsuspected(_) => eprintln!("rmcast pipe: {t:.3}s answering again {m}"),
         StreamEvent::Removed { reason: r, .. } => {
-            eprintln!("rmcast pipe: {t:.3}s removed {m}: {}", reason(*r));
+            eprintln!("rmcast pipe: {t:.3}s removed {m}: {}", r.describe());
         }
         StreamEvent::Left(_) => eprintln!("rmcast pipe: {t:.3}s left {m}"),
         StreamEvent::Closed => eprintln!("rmcast pipe: {t:.3}s closed"),
@@ -336,7 +332,7 @@ fn send(a: PipeSendArgs) -> Result<ExitCode> {
         eprintln!(
             "rmcast pipe: not delivered to {}: removed, {}",
             who(m),
-            reason(*r)
+            r.describe()
         );
     }
     for m in &report.left {

@@ -3,7 +3,7 @@
 //! fields of the CLI's `--json`).
 
 use crate::guard;
-use rmcast::stream::{MemberInfo, RemoveReason, StreamRecvReport, StreamSendReport};
+use rmcast::stream::{MemberInfo, StreamRecvReport, StreamSendReport};
 use serde_json::{Value, json};
 use std::ffi::{CString, c_char};
 
@@ -46,11 +46,6 @@ fn send_json(r: &rmcast::SendReport) -> Value {
 /// The JSON object of `rmcast recv --json` (the library's one definition).
 fn recv_json(r: &rmcast::RecvReport) -> Value {
     r.to_json()
-}
-
-/// Why a stream sender removed a member, in words.
-fn removed_why(r: RemoveReason) -> &'static str {
-    r.describe()
 }
 
 fn member_json(m: &MemberInfo, reason: &str) -> Value {
@@ -104,7 +99,7 @@ impl RmcastReport {
         let mut failures: Vec<(&MemberInfo, String)> = r
             .removed
             .iter()
-            .map(|(m, why)| (m, format!("removed: {}", removed_why(*why))))
+            .map(|(m, why)| (m, format!("removed: {}", why.describe())))
             .collect();
         failures.extend(r.left.iter().map(|m| (m, "left".to_owned())));
         let confirmed = r
