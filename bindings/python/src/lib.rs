@@ -360,6 +360,7 @@ const PROTOCOLS: &[&str] = &[
     "tcp-binomial",
     "tcp-chain",
     "tcp-bintree",
+    "tcp-pipeline",
 ];
 
 fn protocol(py: Python<'_>, name: &str) -> PyResult<Proto> {
@@ -376,6 +377,7 @@ fn protocol(py: Python<'_>, name: &str) -> PyResult<Proto> {
         "tcp-binomial" => Proto::Overlay(|_| S::Binomial),
         "tcp-chain" => Proto::Overlay(|_| S::Chain),
         "tcp-bintree" => Proto::Overlay(|_| S::Bintree),
+        "tcp-pipeline" => Proto::Overlay(|_| S::Pipeline),
         other => {
             return Err(invalid(
                 py,

@@ -132,6 +132,9 @@ pub enum Protocol {
     TcpChain,
     /// No multicast: two pipelined binary TCP trees fed alternate segments.
     TcpBintree,
+    /// No multicast: the binomial pipeline over TCP (every node sends and
+    /// receives at once, log2 N hops).
+    TcpPipeline,
 }
 
 impl Protocol {
@@ -155,6 +158,7 @@ impl Protocol {
             Protocol::TcpBinomial => S::Binomial,
             Protocol::TcpChain => S::Chain,
             Protocol::TcpBintree => S::Bintree,
+            Protocol::TcpPipeline => S::Pipeline,
             _ => return None,
         })
     }

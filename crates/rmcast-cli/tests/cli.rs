@@ -499,6 +499,7 @@ fn every_tcp_overlay_verifies_through_the_cli() {
         "tcp-binomial",
         "tcp-chain",
         "tcp-bintree",
+        "tcp-pipeline",
     ] {
         let p = Proc::spawn(
             protocol,

@@ -1,9 +1,10 @@
 //! One overlay run at any size, e.g.
 //! `cargo run --release -p rmcast-sim --example overlay -- --protocol bintree --nodes 1000 --size 64MiB --rate 1gbit`
 //!
-//! Flags: `--protocol direct|tree|binomial|chain|bintree` (or `tcp-*`),
+//! Flags: `--protocol direct|tree|binomial|chain|bintree|pipeline` (or `tcp-*`),
 //! `--fanout F` (tree), `--nodes N`, `--size BYTES` (k/M/G, KiB/MiB/GiB),
 //! `--rate RATE` (bit/s: 100mbit, 1gbit, 10gbit), `--segment BYTES`,
+//! `--window BYTES` (per connection),
 //! `--latency-us US`, `--seed S`. Prints the simulated times and the wall
 //! time the simulation took.
 
@@ -52,6 +53,7 @@ fn main() {
             "--size" => s.size = number(value),
             "--rate" => s.rate_bits_per_s = number(value),
             "--segment" => s.segment_size = number(value) as u32,
+            "--window" => s.window_bytes = number(value),
             "--latency-us" => {
                 s.latency = Duration::from_micros(value.parse().expect("--latency-us"))
             }

@@ -77,7 +77,7 @@ use rand_chacha::ChaCha8Rng;
 use rmcast_proto::Instant;
 use rmcast_proto::overlay::{
     ControlOp, DataOp, Forwarding, NodeConfig, NodeEvent, NodeMachine, NodePhase, OverlayShape,
-    Rank, SegmentSet, Segments, SenderConfig, SenderEvent, SenderMachine, Topology,
+    Rank, SegmentSet, Segments, SenderConfig, SenderEvent, SenderMachine,
 };
 use rmcast_proto::security::FRAME_OVERHEAD;
 use rmcast_wire::overlay::Msg;
@@ -329,9 +329,8 @@ struct Sim<'a> {
     armed: Vec<Option<u64>>,
     host_of_rank: HashMap<Rank, usize>,
     rank_of_host: Vec<Rank>,
-    /// (parent host, child rank) → pipe.
-    pipe_of: HashMap<(usize, Rank), usize>,
-    topology: Topology,
+    /// (parent host, child rank, the edge's set) → pipe.
+    pipe_of: HashMap<(usize, Rank, SegmentSet), usize>,
     sender_done: bool,
     hash: [u8; 32],
     moved: u64,
@@ -377,7 +376,6 @@ impl<'a> Sim<'a> {
             host_of_rank: HashMap::new(),
             rank_of_host: vec![0; n + 1],
             pipe_of: HashMap::new(),
-            topology: Topology::build(s.shape, s.nodes),
             sender_done: false,
             hash,
             moved: 0,
@@ -842,8 +840,14 @@ impl<'a> Sim<'a> {
         self.drive_node(to)
     }
 
-    /// Opens a data connection from host `from` to rank `child`.
-    fn connect(&mut self, from: usize, child: Rank, hello: Msg) -> Result<(), String> {
+    /// Opens a data connection from host `from` to rank `child` for `set`.
+    fn connect(
+        &mut self,
+        from: usize,
+        child: Rank,
+        set: SegmentSet,
+        hello: Msg,
+    ) -> Result<(), String> {
         let to = *self
             .host_of_rank
             .get(&child)
@@ -852,9 +856,9 @@ impl<'a> Sim<'a> {
             None
         } else {
             let a = self.nodes[from].as_ref().and_then(|m| m.assignment());
-            a.and_then(|a| a.children.iter().position(|c| c.rank == child))
+            a.and_then(|a| (a.children.iter()).position(|c| c.rank == child && c.segments == set))
         };
-        let (set, pipelined) = self.share_of(from, child);
+        let pipelined = Forwarding::of(self.s.shape) == Forwarding::Pipelined;
         let jitter = 1.0 + self.s.jitter * self.rng.random::<f64>();
         let delay_ns = (self.latency() as f64 * jitter) as u64;
         let p = self.pipes.len();
@@ -877,7 +881,7 @@ impl<'a> Sim<'a> {
             broken: false,
             cut: false,
         });
-        self.pipe_of.insert((from, child), p);
+        self.pipe_of.insert((from, child, set), p);
         if let Some(ci) = ci {
             let cps = &mut self.hosts[from].child_pipes;
             if cps.len() <= ci {
@@ -910,23 +914,9 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    /// What the edge from host `from` to rank `child` carries, and whether
-    /// the parent forwards segment by segment.
-    fn share_of(&self, from: usize, child: Rank) -> (SegmentSet, bool) {
-        if from == 0 {
-            let l = (self.topology.node(0).children.iter()).find(|l| l.peer == child);
-            (l.map_or(SegmentSet::All, |l| l.segments), true)
-        } else {
-            let a = self.nodes[from].as_ref().and_then(|m| m.assignment());
-            let set = a
-                .and_then(|a| a.children.iter().find(|c| c.rank == child))
-                .map_or(SegmentSet::All, |c| c.segments);
-            (set, Forwarding::of(self.s.shape) == Forwarding::Pipelined)
-        }
-    }
-
     fn feed(&mut self, from: usize, child: Rank, segments: SegmentSet) -> Result<(), String> {
-        let p = *(self.pipe_of.get(&(from, child))).ok_or("feeding a child never connected")?;
+        let p = *(self.pipe_of.get(&(from, child, segments)))
+            .ok_or("feeding a child never connected")?;
         let count = segments.count(self.segs.count());
         self.pipes[p].feed = Some((segments, 0, count));
         self.check_pipe_done(p)?;
@@ -965,7 +955,12 @@ impl<'a> Sim<'a> {
         }
         while let Some(op) = self.sender.poll_data() {
             let r = match op {
-                DataOp::Connect { child, hello, .. } => self.connect(0, child, hello),
+                DataOp::Connect {
+                    child,
+                    segments,
+                    hello,
+                    ..
+                } => self.connect(0, child, segments, hello),
                 DataOp::Feed { child, segments } => self.feed(0, child, segments),
                 DataOp::Verify { .. } => Ok(()),
             };
@@ -1014,7 +1009,12 @@ impl<'a> Sim<'a> {
             }
             for op in ops {
                 match op {
-                    DataOp::Connect { child, hello, .. } => self.connect(h, child, hello)?,
+                    DataOp::Connect {
+                        child,
+                        segments,
+                        hello,
+                        ..
+                    } => self.connect(h, child, segments, hello)?,
                     DataOp::Feed { child, segments } => self.feed(h, child, segments)?,
                     DataOp::Verify { hash, .. } => {
                         let ok = hash == self.hash;

@@ -5,7 +5,8 @@ use rmcast_proto::overlay::OverlayShape;
 use rmcast_sim::overlay::{OverlayFault, OverlayScenario, run_overlay};
 use std::time::Duration;
 
-const SHAPES: [OverlayShape; 5] = [
+const SHAPES: [OverlayShape; 6] = [
+    OverlayShape::Pipeline,
     OverlayShape::Direct,
     OverlayShape::Tree { fanout: 2 },
     OverlayShape::Binomial,

@@ -20,9 +20,10 @@ use rmcast_wire::stream::{
     PollEntry, PollRequest, ResetReason, Response, StreamBody, StreamData, StreamPacket,
 };
 use rmcast_wire::{
-    Body, Bye, Close, Complete, Data, Feedback, Header, Hello, Join, Leave, MAX_DATAGRAM, Offer,
-    OfferReply, POLL_ALL, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak, RateNakKind,
-    RatePhase, RateReport, RateSync, RateSyncOp, Seq, SessionId, Status, Welcome, oracle,
+    Body, Bye, Close, Complete, Data, Feedback, Have, Header, Hello, Join, Leave, MAX_DATAGRAM,
+    Offer, OfferReply, POLL_ALL, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak,
+    RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp, Seq, SessionId, Status, Welcome,
+    encode_have_ranges, oracle,
 };
 
 /// A decoder contract: panics when broken, true when the input decoded.
@@ -192,6 +193,8 @@ fn transfer_valid() -> Vec<Vec<u8>> {
         aggregate: true,
         bitmap: &[0b1010_0101, 0x01],
     };
+    let mut ranges = Vec::new();
+    encode_have_ranges(&[(0, 40), (70_000, 3)], &mut ranges);
     let bodies = [
         (
             s,
@@ -315,6 +318,22 @@ fn transfer_valid() -> Vec<Vec<u8>> {
             Body::RateSync(RateSync {
                 epoch: 6,
                 op: RateSyncOp::Request,
+            }),
+        ),
+        (
+            r,
+            Body::Have(Have {
+                part: 1,
+                parts: 2,
+                ranges: &ranges,
+            }),
+        ),
+        (
+            r,
+            Body::Have(Have {
+                part: 0,
+                parts: 0,
+                ranges: &[],
             }),
         ),
     ];
@@ -465,6 +484,7 @@ fn overlay_valid() -> Vec<Vec<u8>> {
             children,
         }))
     };
+    let residues = |m, mask| SegmentSet::residues(m, mask).expect("a canonical set");
     let msgs = [
         Msg::Register {
             name: "host:1".into(),
@@ -487,6 +507,11 @@ fn overlay_valid() -> Vec<Vec<u8>> {
         assign(OverlayShape::Chain, vec![peer(2, SegmentSet::All)], vec![]),
         assign(OverlayShape::Direct, vec![peer(0, SegmentSet::All)], vec![]),
         assign(OverlayShape::Binomial, vec![], vec![]),
+        assign(
+            OverlayShape::Pipeline,
+            vec![peer(0, residues(6, 0b1)), peer(3, residues(6, 0b11_0110))],
+            vec![peer(5, residues(3, 0b10)), peer(9, SegmentSet::Odd)],
+        ),
         Msg::Ready {
             status: Status::Ok,
             text: String::new(),
@@ -509,6 +534,13 @@ fn overlay_valid() -> Vec<Vec<u8>> {
             session: 9,
             from: 0,
             to: 65535,
+            segments: SegmentSet::All,
+        },
+        Msg::DataHello {
+            session: 10,
+            from: 5,
+            to: 4,
+            segments: residues(6, 0b10),
         },
         Msg::Hash {
             hash: [7; 32],

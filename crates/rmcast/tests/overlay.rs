@@ -98,6 +98,16 @@ fn chain_delivers_every_size_to_every_receiver_count() {
 }
 
 #[test]
+fn pipeline_delivers_every_size_to_every_receiver_count() {
+    matrix(OverlayShape::Pipeline);
+    // Twins: 13 and 31 nodes (cubes of 8 and 16, with 5 and 15 twins).
+    bounded(Duration::from_secs(60), || {
+        demo_ok(OverlayShape::Pipeline, 12, 3_000_001);
+        demo_ok(OverlayShape::Pipeline, 30, 3_000_001);
+    });
+}
+
+#[test]
 fn bintree_delivers_every_size_to_every_receiver_count() {
     matrix(OverlayShape::Bintree);
 }

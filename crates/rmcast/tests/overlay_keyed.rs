@@ -72,6 +72,7 @@ fn keyed_overlays_deliver_byte_exact() {
     bounded(Duration::from_secs(90), || {
         let k = key(1);
         for shape in [
+            OverlayShape::Pipeline,
             OverlayShape::Chain,
             OverlayShape::Bintree,
             OverlayShape::Binomial,

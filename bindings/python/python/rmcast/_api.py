@@ -151,7 +151,7 @@ def send(
     ``protocol`` is ``"auto"`` (the library's default) or any name
     ``rmcast send --protocol`` accepts (``ack``, ``nak-poll``, ``ring``,
     ``tree``, ``tcp-direct``, ``tcp-tree``, ``tcp-binomial``, ``tcp-chain``,
-    ``tcp-bintree``). ``key`` is a :class:`Key` or a key file path
+    ``tcp-bintree``, ``tcp-pipeline``). ``key`` is a :class:`Key` or a key file path
     (default ``$RMCAST_KEY_FILE``); ``insecure=True`` runs without one.
 
     Further keywords (as the CLI's flags): ``iface``, ``ttl``, ``rate``

@@ -4,7 +4,7 @@
 use super::driver::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, s};
 
 /// The protocols `kind = "rmcast"` accepts (the CLI's `--protocol`).
-pub const PROTOCOLS: [&str; 9] = [
+pub const PROTOCOLS: [&str; 10] = [
     "ack",
     "nak-poll",
     "ring",
@@ -14,6 +14,7 @@ pub const PROTOCOLS: [&str; 9] = [
     "tcp-binomial",
     "tcp-chain",
     "tcp-bintree",
+    "tcp-pipeline",
 ];
 
 /// The rmcast plan.

@@ -122,6 +122,9 @@ pub enum DataOp {
         child: Rank,
         /// Where it listens for data.
         addr: SocketAddr,
+        /// What the connection carries (two nodes may share several
+        /// edges: rank and set name one).
+        segments: SegmentSet,
         /// The first frame of the connection.
         hello: Msg,
     },

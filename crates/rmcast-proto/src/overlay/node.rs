@@ -212,17 +212,25 @@ impl NodeMachine {
         let Some(d) = self.data.as_mut() else {
             return Err("no data expected now".into());
         };
-        let from = match *hello {
-            Msg::DataHello { session, from, to } if session == d.a.session && to == d.a.rank => {
-                from
-            }
+        let (from, segments) = match *hello {
+            Msg::DataHello {
+                session,
+                from,
+                to,
+                segments,
+            } if session == d.a.session && to == d.a.rank => (from, segments),
             _ => return Err(format!("unexpected {hello:?}")),
         };
-        let Some(pi) = d.a.parents.iter().position(|p| p.rank == from) else {
-            return Err(format!("rank {from} is not a parent"));
+        // Two nodes may share several edges (the pipeline's twins): the
+        // set names the edge.
+        let Some(pi) = (d.a.parents.iter()).position(|p| p.rank == from && p.segments == segments)
+        else {
+            return Err(format!("rank {from} is not a parent for {segments:?}"));
         };
         if d.from_parent[pi].is_some() {
-            return Err(format!("a second data connection from rank {from}"));
+            return Err(format!(
+                "a second data connection from rank {from} for {segments:?}"
+            ));
         }
         d.from_parent[pi] = Some(0);
         self.step(now);
@@ -390,10 +398,12 @@ impl NodeMachine {
             self.ops.push_back(DataOp::Connect {
                 child: c.rank,
                 addr: c.addr,
+                segments: c.segments,
                 hello: Msg::DataHello {
                     session: a.session,
                     from: a.rank,
                     to: c.rank,
+                    segments: c.segments,
                 },
             });
         }
@@ -557,6 +567,9 @@ impl NodeMachine {
     }
 }
 
+/// Longest common period of an assignment's segment sets.
+const MAX_PERIOD: u64 = 1024;
+
 /// Checks what the runtime relies on: a sane rank and segment size, every
 /// segment from exactly one parent, every child's share from one parent.
 fn check_assignment(a: &Assignment) -> Result<(), &'static str> {
@@ -566,7 +579,18 @@ fn check_assignment(a: &Assignment) -> Result<(), &'static str> {
     if a.segment_size == 0 || a.segment_size > super::MAX_SEGMENT_SIZE {
         return Err("segment size out of range");
     }
-    for probe in [0u64, 1] {
+    // Segment k takes the paths of k % period: check one period (the
+    // topologies' periods divide 2 log2 N; unrelated ones are refused
+    // before their least common multiple grows).
+    let mut period = 1u64;
+    for peer in a.parents.iter().chain(&a.children) {
+        let m = u64::from(peer.segments.classes().0);
+        period = period / gcd(period, m) * m;
+        if period > MAX_PERIOD {
+            return Err("segment sets of unrelated periods");
+        }
+    }
+    for probe in 0..period {
         let from = (a.parents.iter())
             .filter(|p| p.segments.contains(probe))
             .count();
@@ -583,4 +607,11 @@ fn check_assignment(a: &Assignment) -> Result<(), &'static str> {
         return Err("inactivity timeout too short");
     }
     Ok(())
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }

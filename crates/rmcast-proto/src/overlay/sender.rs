@@ -704,10 +704,12 @@ impl SenderMachine {
             self.data.push_back(DataOp::Connect {
                 child: l.peer,
                 addr: m.data_addr,
+                segments: l.segments,
                 hello: Msg::DataHello {
                     session: self.cfg.session,
                     from: SENDER,
                     to: l.peer,
+                    segments: l.segments,
                 },
             });
         }

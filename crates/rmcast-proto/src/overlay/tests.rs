@@ -206,7 +206,12 @@ impl Net {
     fn data_op(&mut self, from: Rank, op: DataOp) {
         let now = self.now;
         match op {
-            DataOp::Connect { child, hello, .. } => {
+            DataOp::Connect {
+                child,
+                segments,
+                hello,
+                ..
+            } => {
                 let c = usize::from(child) - 1;
                 let pi = self.nodes[c]
                     .handle_parent_hello(now, &hello)
@@ -215,7 +220,9 @@ impl Net {
                 if from != 0 {
                     let node = &self.nodes[usize::from(from) - 1];
                     let a = node.assignment().unwrap();
-                    let ci = a.children.iter().position(|p| p.rank == child).unwrap();
+                    let ci = (a.children.iter())
+                        .position(|p| p.rank == child && p.segments == segments)
+                        .unwrap();
                     let pipelined = Forwarding::of(a.shape) == Forwarding::Pipelined;
                     let f = &mut self.forwarded[usize::from(from) - 1];
                     f.resize(a.children.len(), 0);
@@ -233,7 +240,7 @@ impl Net {
                 } else {
                     let node = &mut self.nodes[usize::from(from) - 1];
                     let ci = (node.assignment().unwrap().children.iter())
-                        .position(|p| p.rank == child)
+                        .position(|p| p.rank == child && p.segments == segments)
                         .unwrap();
                     node.handle_child_done(now, ci, Ok(()));
                 }
@@ -270,10 +277,10 @@ impl Net {
                 }
                 continue;
             }
-            let pi = self
-                .edges
-                .iter()
-                .find(|e| e.0 == from && e.1 == to)
+            // Two nodes may share several edges: the one whose set holds it.
+            let parents = &self.nodes[c].assignment().unwrap().parents;
+            let pi = (self.edges.iter())
+                .find(|e| e.0 == from && e.1 == to && parents[e.2].segments.contains(index))
                 .expect("connected")
                 .2;
             self.received[c] += 1;
@@ -295,7 +302,8 @@ impl Net {
     }
 }
 
-const SHAPES: [OverlayShape; 6] = [
+const SHAPES: [OverlayShape; 7] = [
+    OverlayShape::Pipeline,
     OverlayShape::Direct,
     OverlayShape::Tree { fanout: 2 },
     OverlayShape::Tree { fanout: 3 },
@@ -534,7 +542,18 @@ fn a_lost_parent_defers_to_the_senders_verdict() {
         session: 1,
         from: 1,
         to: 2,
+        segments: SegmentSet::All,
     };
+    let other_edge = Msg::DataHello {
+        session: 1,
+        from: 1,
+        to: 2,
+        segments: SegmentSet::Even,
+    };
+    assert!(
+        node.handle_parent_hello(t, &other_edge).is_err(),
+        "an edge the assignment does not have"
+    );
     assert_eq!(node.handle_parent_hello(t, &hello), Ok(0));
     assert!(
         node.handle_parent_hello(t, &hello).is_err(),

@@ -4,7 +4,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{
     AddrFamily, Assignment, DecodeError, HEADER_LEN, MAGIC, MAX_NAME, MAX_PAYLOAD, Msg, MsgKind,
-    OverlayShape, Peer, SEALED_MAGIC, SegmentSet, VERSION,
+    OverlayShape, Peer, SEALED_MAGIC, SET_ALL, SET_EVEN, SET_ODD, SET_RESIDUES, SegmentSet,
+    VERSION,
 };
 use crate::cursor::{Reader, Writer};
 use crate::{EncodeError, Status, truncate_utf8};
@@ -33,7 +34,7 @@ fn peers_len(peers: &[Peer]) -> usize {
     2 + peers
         .iter()
         .take(MAX_PEERS)
-        .map(|p| 2 + str_len(&p.name, MAX_NAME) + addr_len(&p.addr) + 1)
+        .map(|p| 2 + str_len(&p.name, MAX_NAME) + addr_len(&p.addr) + p.segments.wire_len())
         .sum::<usize>()
 }
 
@@ -57,9 +58,41 @@ fn write_peers(w: &mut Writer<'_>, peers: &[Peer]) -> Result<(), EncodeError> {
         w.u16(p.rank)?;
         w.text16(truncate_utf8(&p.name, MAX_NAME))?;
         write_addr(w, &p.addr)?;
-        w.u8(p.segments.to_u8())?;
+        write_set(w, p.segments)?;
     }
     Ok(())
+}
+
+fn write_set(w: &mut Writer<'_>, set: SegmentSet) -> Result<(), EncodeError> {
+    match set {
+        SegmentSet::All => w.u8(SET_ALL),
+        SegmentSet::Even => w.u8(SET_EVEN),
+        SegmentSet::Odd => w.u8(SET_ODD),
+        SegmentSet::Residues { modulus, residues } => {
+            w.u8(SET_RESIDUES)?;
+            w.u8(modulus)?;
+            w.u32(residues)
+        }
+    }
+}
+
+/// A segment set; only the canonical encoding of a set is accepted.
+fn read_set(r: &mut Reader<'_>) -> Result<SegmentSet, DecodeError> {
+    let bad = DecodeError::BadField("segment set");
+    Ok(match r.u8()? {
+        SET_ALL => SegmentSet::All,
+        SET_EVEN => SegmentSet::Even,
+        SET_ODD => SegmentSet::Odd,
+        SET_RESIDUES => {
+            let (modulus, residues) = (r.u8()?, r.u32()?);
+            let set = SegmentSet::Residues { modulus, residues };
+            if SegmentSet::residues(modulus, residues) != Some(set) {
+                return Err(bad);
+            }
+            set
+        }
+        _ => return Err(bad),
+    })
 }
 
 fn read_str(r: &mut Reader<'_>) -> Result<String, DecodeError> {
@@ -99,7 +132,7 @@ fn read_peers(r: &mut Reader<'_>) -> Result<Vec<Peer>, DecodeError> {
             rank: r.u16()?,
             name: read_name(r)?,
             addr: read_addr(r)?,
-            segments: SegmentSet::from_u8(r.u8()?)?,
+            segments: read_set(r)?,
         });
     }
     Ok(v)
@@ -145,7 +178,7 @@ impl Msg {
                 Msg::Start | Msg::Heartbeat => 0,
                 Msg::Progress { .. } => 8,
                 Msg::Abort { text } => str_len(text, MAX_STR),
-                Msg::DataHello { .. } => 8 + 2 + 2,
+                Msg::DataHello { segments, .. } => 8 + 2 + 2 + segments.wire_len(),
                 Msg::Hash { hash, signature } => hash.len() + 1 + signature.map_or(0, |s| s.len()),
             }
     }
@@ -187,10 +220,16 @@ impl Msg {
             Msg::Start | Msg::Heartbeat => {}
             Msg::Progress { bytes } => w.u64(*bytes)?,
             Msg::Abort { text } => w.text16(truncate_utf8(text, MAX_STR))?,
-            Msg::DataHello { session, from, to } => {
+            Msg::DataHello {
+                session,
+                from,
+                to,
+                segments,
+            } => {
                 w.u64(*session)?;
                 w.u16(*from)?;
                 w.u16(*to)?;
+                write_set(&mut w, *segments)?;
             }
             Msg::Hash { hash, signature } => {
                 w.bytes(hash)?;
@@ -298,6 +337,7 @@ impl Msg {
                 session: r.u64()?,
                 from: r.u16()?,
                 to: r.u16()?,
+                segments: read_set(&mut r)?,
             },
             MsgKind::Hash => Msg::Hash {
                 hash: r.array()?,

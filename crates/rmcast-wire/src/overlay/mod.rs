@@ -7,7 +7,7 @@
 //! ```text
 //! 0      2        3      4              8
 //! +------+--------+------+--------------+----------------+
-//! | "RO" | ver 2  | type | payload len  | payload ...    |
+//! | "RO" | ver 3  | type | payload len  | payload ...    |
 //! +------+--------+------+--------------+----------------+
 //! ```
 //!
@@ -41,7 +41,7 @@ pub const MAGIC: [u8; 2] = *b"RO";
 pub const SEALED_MAGIC: [u8; 2] = *b"RS";
 /// Version this code speaks (2: the object's hash left `Assign` for its own
 /// `Hash` message, sent once the sender has it).
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 8;
 /// Largest payload accepted (an assignment with many children fits).
@@ -138,6 +138,8 @@ wire_enum! {
         Chain = 4,
         /// [`OverlayShape::Bintree`].
         Bintree = 5,
+        /// [`OverlayShape::Pipeline`].
+        Pipeline = 6,
     }
 }
 
@@ -151,54 +153,143 @@ wire_enum! {
     }
 }
 
-wire_enum! {
-    /// Which segments an edge carries, in increasing index order.
-    pub enum SegmentSet (DecodeError, |_| DecodeError::BadField("segment set")) {
-        /// Every segment.
-        All = 0,
-        /// Segments 0, 2, 4, …
-        Even = 1,
-        /// Segments 1, 3, 5, …
-        Odd = 2,
-    }
+/// Which segments an edge carries, in increasing index order.
+///
+/// The chain and the trees send every segment, the segmented bintree the
+/// even ones down one tree and the odd ones down the other, and the
+/// binomial pipeline (`tcp-pipeline`) cuts the object into residue classes
+/// modulo `2 log2 N` at most, one or a few per edge. A set is canonical:
+/// [`SegmentSet::residues`] builds every set, reduced to its smallest
+/// period, so two equal sets compare equal and encode alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SegmentSet {
+    /// Every segment.
+    All,
+    /// Segments 0, 2, 4, …
+    Even,
+    /// Segments 1, 3, 5, …
+    Odd,
+    /// The segments whose index modulo `modulus` is a set bit of
+    /// `residues`; only [`SegmentSet::residues`] builds one (a period of
+    /// 3 to [`SegmentSet::MAX_MODULUS`], not one of the sets above).
+    Residues {
+        /// The period, 3 ..= [`SegmentSet::MAX_MODULUS`].
+        modulus: u8,
+        /// Bit `r` set: segments `k` with `k % modulus == r` belong.
+        residues: u32,
+    },
 }
 
+/// The set byte of a peer in an `Assign`; [`SET_RESIDUES`] is followed by
+/// the modulus (`u8`) and the residue mask (`u32`).
+pub(crate) const SET_ALL: u8 = 0;
+pub(crate) const SET_EVEN: u8 = 1;
+pub(crate) const SET_ODD: u8 = 2;
+pub(crate) const SET_RESIDUES: u8 = 3;
+
 impl SegmentSet {
+    /// Largest period a set may have.
+    pub const MAX_MODULUS: u8 = 32;
+
+    /// The set of segments whose index modulo `modulus` is a set bit of
+    /// `residues`, in its canonical form (reduced to its smallest period:
+    /// `residues(4, 0b0101)` is [`SegmentSet::Even`]). `None` when empty,
+    /// when `modulus` is 0 or over [`SegmentSet::MAX_MODULUS`], or when a
+    /// bit at or above `modulus` is set.
+    #[must_use]
+    pub fn residues(modulus: u8, residues: u32) -> Option<Self> {
+        if modulus == 0 || modulus > Self::MAX_MODULUS || residues == 0 {
+            return None;
+        }
+        let m = u32::from(modulus);
+        if m < 32 && residues >> m != 0 {
+            return None;
+        }
+        let bit = |r: u32| residues >> r & 1;
+        let period = (1..=m)
+            .find(|&d| m % d == 0 && (0..m).all(|r| bit(r) == bit(r % d)))
+            .unwrap_or(m);
+        let mask = if period == 32 {
+            residues
+        } else {
+            residues & ((1 << period) - 1)
+        };
+        Some(match (period, mask) {
+            (1, _) => Self::All,
+            (2, 1) => Self::Even,
+            (2, 2) => Self::Odd,
+            _ => Self::Residues {
+                modulus: period as u8,
+                residues: mask,
+            },
+        })
+    }
+
+    /// The period and residue mask of the set (`All` is `(1, 1)`).
+    #[must_use]
+    pub fn classes(self) -> (u32, u32) {
+        match self {
+            Self::All => (1, 1),
+            Self::Even => (2, 1),
+            Self::Odd => (2, 2),
+            Self::Residues { modulus, residues } => (u32::from(modulus), residues),
+        }
+    }
+
     /// True when segment `index` belongs to the set.
     #[must_use]
     pub fn contains(self, index: u64) -> bool {
-        match self {
-            Self::All => true,
-            Self::Even => index.is_multiple_of(2),
-            Self::Odd => index % 2 == 1,
-        }
+        let (m, mask) = self.classes();
+        mask >> (index % u64::from(m)) & 1 == 1
     }
 
     /// How many of `total` segments belong to the set.
     #[must_use]
     pub fn count(self, total: u64) -> u64 {
-        match self {
-            Self::All => total,
-            Self::Even => total.div_ceil(2),
-            Self::Odd => total / 2,
-        }
+        let (m, mask) = self.classes();
+        let m = u64::from(m);
+        let rest = (total % m) as u32;
+        let below = if rest == 0 {
+            0
+        } else {
+            (mask & (u32::MAX >> (32 - rest))).count_ones()
+        };
+        total / m * u64::from(mask.count_ones()) + u64::from(below)
     }
 
     /// The index of the `i`-th segment of the set.
     #[must_use]
     pub fn nth(self, i: u64) -> u64 {
-        match self {
-            Self::All => i,
-            Self::Even => 2 * i,
-            Self::Odd => 2 * i + 1,
+        let (m, mut mask) = self.classes();
+        let per = u64::from(mask.count_ones());
+        for _ in 0..i % per {
+            mask &= mask - 1;
         }
+        i / per * u64::from(m) + u64::from(mask.trailing_zeros())
     }
 
     /// True when every segment of `self` is in `other`.
     #[must_use]
     pub fn is_subset_of(self, other: Self) -> bool {
-        other == Self::All || self == other
+        let (a, b) = (self.classes().0, other.classes().0);
+        let lcm = a / gcd(a, b) * b;
+        (0..u64::from(lcm)).all(|k| !self.contains(k) || other.contains(k))
     }
+
+    /// Bytes the set takes in an `Assign`.
+    pub(crate) fn wire_len(self) -> usize {
+        match self {
+            Self::Residues { .. } => 1 + 1 + 4,
+            _ => 1,
+        }
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// The overlay a transfer runs over (see `rmcast::overlay::topology`).
@@ -217,6 +308,9 @@ pub enum OverlayShape {
     Chain,
     /// Two pipelined binary trees fed alternate segments (segmented bintree).
     Bintree,
+    /// The binomial pipeline: every node sends and receives at once from
+    /// the first segments, along a hypercube (`tcp-pipeline`).
+    Pipeline,
 }
 
 impl OverlayShape {
@@ -229,6 +323,7 @@ impl OverlayShape {
             Self::Binomial => "tcp-binomial",
             Self::Chain => "tcp-chain",
             Self::Bintree => "tcp-bintree",
+            Self::Pipeline => "tcp-pipeline",
         }
     }
 
@@ -242,6 +337,7 @@ impl OverlayShape {
             Self::Binomial => (ShapeCode::Binomial, 0),
             Self::Chain => (ShapeCode::Chain, 0),
             Self::Bintree => (ShapeCode::Bintree, 0),
+            Self::Pipeline => (ShapeCode::Pipeline, 0),
         };
         (code.to_u8(), fanout)
     }
@@ -257,6 +353,7 @@ impl OverlayShape {
             ShapeCode::Binomial => Self::Binomial,
             ShapeCode::Chain => Self::Chain,
             ShapeCode::Bintree => Self::Bintree,
+            ShapeCode::Pipeline => Self::Pipeline,
         };
         (fanout == 0).then_some(shape)
     }
@@ -367,6 +464,10 @@ pub enum Msg {
         from: u16,
         /// The child's rank.
         to: u16,
+        /// The segments the connection carries: the edge's, which tells
+        /// apart two edges between the same two nodes (the pipeline's
+        /// twins exchange one class per connection).
+        segments: SegmentSet,
     },
     /// Sender → receiver: the object's BLAKE3 hash. The sender hashes while
     /// the session forms and data flows, and sends it once, when it has it
@@ -432,6 +533,7 @@ pub fn sample_messages() -> Vec<Msg> {
             session: 9,
             from: 0,
             to: 65535,
+            segments: SegmentSet::Odd,
         },
         Msg::Hash {
             hash: [7; 32],

@@ -20,12 +20,13 @@ fn fixed_bytes_of_a_data_hello() {
         session: 1,
         from: 2,
         to: 3,
+        segments: SegmentSet::Even,
     }
     .to_frame();
     assert_eq!(
         frame,
         [
-            b'R', b'O', 2, 9, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 3
+            b'R', b'O', 3, 9, 0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 3, 1
         ]
     );
 }
@@ -39,7 +40,7 @@ fn fixed_bytes_of_a_register_and_a_ready() {
     assert_eq!(
         register.to_frame(),
         [
-            b'R', b'O', 2, 1, 0, 0, 0, 11, // header: Register, 11 bytes
+            b'R', b'O', 3, 1, 0, 0, 0, 11, // header: Register, 11 bytes
             0, 2, b'a', b'b', // name
             4, 10, 0, 0, 1, 1, 2, // IPv4 10.0.0.1 port 258
         ]
@@ -50,7 +51,7 @@ fn fixed_bytes_of_a_register_and_a_ready() {
     };
     assert_eq!(
         ready.to_frame(),
-        [b'R', b'O', 2, 3, 0, 0, 0, 4, 5, 0, 1, b'x']
+        [b'R', b'O', 3, 3, 0, 0, 0, 4, 5, 0, 1, b'x']
     );
 }
 
@@ -75,7 +76,7 @@ fn fixed_bytes_of_an_assign() {
     }));
     #[rustfmt::skip]
     let expected: Vec<u8> = [
-        &[b'R', b'O', 2, 2, 0, 0, 0, 64][..],        // header: Assign, 64 bytes
+        &[b'R', b'O', 3, 2, 0, 0, 0, 64][..],        // header: Assign, 64 bytes
         &[1, 2, 3, 4, 5, 6, 7, 8],                    // session
         &[0, 2, 0, 3],                                // rank, receivers
         &[5, 0, 0, 0, 0],                             // shape bintree, fanout 0
@@ -156,7 +157,7 @@ fn bad_fields_are_refused() {
     // segment size, unknown segment set.
     let assign = sample_messages()[2].to_frame();
     let shape_at = HEADER_LEN + 12;
-    for (code, fanout) in [(0u8, 0u32), (6, 0), (2, 0), (4, 1)] {
+    for (code, fanout) in [(0u8, 0u32), (7, 0), (2, 0), (4, 1), (6, 1)] {
         let mut bad = assign.clone();
         bad[shape_at] = code;
         bad[shape_at + 1..shape_at + 5].copy_from_slice(&fanout.to_be_bytes());
@@ -174,8 +175,73 @@ fn bad_fields_are_refused() {
     );
     let mut bad = assign.clone();
     let last = bad.len() - 1; // the only child's segment set
-    bad[last] = 3;
+    bad[last] = 4;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::BadField("segment set")));
+}
+
+/// The Assign of [`fixed_bytes_of_an_assign`] with the parent's set
+/// replaced by `set`, as bytes.
+fn assign_with_set(set: &[u8]) -> Vec<u8> {
+    let mut a = Msg::Assign(Box::new(Assignment {
+        session: 1,
+        rank: 1,
+        receivers: 8,
+        shape: OverlayShape::Pipeline,
+        segment_size: 0x2000,
+        size: 0x10000,
+        name: "f".into(),
+        inactivity_ms: 5000,
+        parents: vec![Peer {
+            rank: 0,
+            name: String::new(),
+            addr: "10.0.0.1:7701".parse().unwrap(),
+            segments: SegmentSet::All,
+        }],
+        children: vec![],
+    }))
+    .to_frame();
+    let at = a.len() - 3; // the parent's set, then an empty child list
+    a.splice(at..=at, set.iter().copied());
+    let len = (a.len() - HEADER_LEN) as u32;
+    a[4..8].copy_from_slice(&len.to_be_bytes());
+    a
+}
+
+#[test]
+fn residue_sets_have_fixed_bytes_and_only_canonical_ones_decode() {
+    // Segments 1 and 2 of every 6: type 3, modulus, mask.
+    let set = SegmentSet::residues(6, 0b00_0110).unwrap();
+    assert_eq!(
+        set,
+        SegmentSet::Residues {
+            modulus: 6,
+            residues: 0b00_0110
+        }
+    );
+    let bytes = assign_with_set(&[3, 6, 0, 0, 0, 0b00_0110]);
+    let Ok((Msg::Assign(a), _)) = Msg::decode(&bytes) else {
+        panic!("{:?}", Msg::decode(&bytes))
+    };
+    assert_eq!(a.parents[0].segments, set);
+    assert_eq!(Msg::Assign(a).to_frame(), bytes);
+    // The same sets spelt another way, or no set at all, are refused.
+    for bad in [
+        [3, 4, 0, 0, 0, 0b0101],    // even, period 4
+        [3, 6, 0, 0, 0, 0b01_0010], // 1 of every 3, period 6
+        [3, 2, 0, 0, 0, 0b10],      // odd
+        [3, 1, 0, 0, 0, 1],         // all
+        [3, 3, 0, 0, 0, 0b111],     // all, period 3
+        [3, 6, 0, 0, 0, 0],         // empty
+        [3, 0, 0, 0, 0, 1],         // no period
+        [3, 33, 0, 0, 0, 1],        // period too long
+        [3, 5, 0, 0, 0, 0b10_0001], // residue 5 of 5
+    ] {
+        assert_eq!(
+            Msg::decode(&assign_with_set(&bad)),
+            Err(DecodeError::BadField("segment set")),
+            "{bad:?}"
+        );
+    }
 }
 
 #[test]
@@ -327,22 +393,35 @@ fn arb_shape() -> impl Strategy<Value = OverlayShape> {
         Just(OverlayShape::Binomial),
         Just(OverlayShape::Chain),
         Just(OverlayShape::Bintree),
+        Just(OverlayShape::Pipeline),
+    ]
+}
+
+/// Every canonical set: the three named ones and residue classes.
+fn arb_set() -> impl Strategy<Value = SegmentSet> {
+    prop_oneof![
+        Just(SegmentSet::All),
+        Just(SegmentSet::Even),
+        Just(SegmentSet::Odd),
+        (1..=SegmentSet::MAX_MODULUS, any::<u32>()).prop_filter_map(
+            "empty or out of range",
+            |(m, mask)| {
+                let mask = if m == 32 { mask } else { mask & ((1 << m) - 1) };
+                SegmentSet::residues(m, mask)
+            }
+        ),
     ]
 }
 
 fn arb_peer() -> impl Strategy<Value = Peer> {
-    (
-        any::<u16>(),
-        arb_name(),
-        arb_addr(),
-        prop::sample::select(SegmentSet::ALL),
-    )
-        .prop_map(|(rank, name, addr, segments)| Peer {
+    (any::<u16>(), arb_name(), arb_addr(), arb_set()).prop_map(|(rank, name, addr, segments)| {
+        Peer {
             rank,
             name,
             addr,
             segments,
-        })
+        }
+    })
 }
 
 fn arb_assignment() -> impl Strategy<Value = Assignment> {
@@ -383,17 +462,46 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
         Just(Msg::Heartbeat),
         (arb_status(), ".{0,30}").prop_map(|(status, text)| Msg::Complete { status, text }),
         ".{0,30}".prop_map(|text| Msg::Abort { text }),
-        (any::<u64>(), any::<u16>(), any::<u16>()).prop_map(|(session, from, to)| Msg::DataHello {
-            session,
-            from,
-            to
-        }),
+        (any::<u64>(), any::<u16>(), any::<u16>(), arb_set()).prop_map(
+            |(session, from, to, segments)| Msg::DataHello {
+                session,
+                from,
+                to,
+                segments
+            }
+        ),
         (any::<[u8; 32]>(), proptest::option::of(any::<[u8; 64]>()))
             .prop_map(|(hash, signature)| Msg::Hash { hash, signature }),
     ]
 }
 
 proptest! {
+    #[test]
+    fn segment_sets_count_enumerate_and_compare_like_their_definition(
+        m in 1..=SegmentSet::MAX_MODULUS,
+        raw in any::<u32>(),
+        other in arb_set(),
+        total in 0..200u64,
+    ) {
+        let mask = if m == 32 { raw } else { raw & ((1 << m) - 1) };
+        let Some(set) = SegmentSet::residues(m, mask) else {
+            prop_assert_eq!(mask, 0);
+            return Ok(());
+        };
+        let member = |k: u64| mask >> (k % u64::from(m)) & 1 == 1;
+        let listed: Vec<u64> = (0..total).filter(|&k| member(k)).collect();
+        prop_assert_eq!(set.count(total), listed.len() as u64);
+        for (i, &k) in listed.iter().enumerate() {
+            prop_assert_eq!(set.nth(i as u64), k);
+        }
+        prop_assert!((0..total).all(|k| set.contains(k) == member(k)));
+        let subset = (0..64 * 31).all(|k| !member(k) || other.contains(k));
+        prop_assert_eq!(set.is_subset_of(other), subset);
+        // Canonical: rebuilding from the reduced form gives the same set.
+        let (period, classes) = set.classes();
+        prop_assert_eq!(SegmentSet::residues(period as u8, classes), Some(set));
+    }
+
     #[test]
     fn messages_round_trip(m in arb_msg()) {
         let frame = m.to_frame();

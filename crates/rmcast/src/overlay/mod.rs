@@ -5,9 +5,11 @@
 //! Multicasting with Message Segmentation". The shapes are described in
 //! [`topology`]: `tcp-direct` (the sender writes to everyone), `tcp-tree`
 //! and `tcp-binomial` (store-and-forward trees), `tcp-chain` (a pipeline
-//! through all receivers) and `tcp-bintree` (two pipelined binary trees fed
+//! through all receivers), `tcp-bintree` (two pipelined binary trees fed
 //! alternate segments; at most four connections per process, path length
-//! `O(log n)`, nobody forwards more than the object).
+//! `O(log n)`, nobody forwards more than the object) and `tcp-pipeline`
+//! (the binomial pipeline: residue classes of segments along a hypercube,
+//! every node sending and receiving at once).
 //!
 //! # Session
 //!

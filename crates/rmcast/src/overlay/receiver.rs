@@ -305,8 +305,14 @@ impl<'n, 'a> Driver<'n, 'a> {
             for op in ops {
                 let a = self.assignment.clone().expect("assigned");
                 match op {
-                    DataOp::Connect { child, addr, hello } => {
-                        let ci = a.children.iter().position(|c| c.rank == child);
+                    DataOp::Connect {
+                        child,
+                        addr,
+                        segments,
+                        hello,
+                    } => {
+                        let ci = (a.children.iter())
+                            .position(|c| c.rank == child && c.segments == segments);
                         let Some(crx) = ci.and_then(|ci| child_rxs[ci].take()) else {
                             continue;
                         };
@@ -329,7 +335,8 @@ impl<'n, 'a> Driver<'n, 'a> {
                         });
                     }
                     DataOp::Feed { child, segments } => {
-                        let ci = a.children.iter().position(|c| c.rank == child);
+                        let ci = (a.children.iter())
+                            .position(|c| c.rank == child && c.segments == segments);
                         if let (Some(ci), Some(Some(path))) = (ci, &self.path)
                             && let Some(tx) = &children[ci]
                         {

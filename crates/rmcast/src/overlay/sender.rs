@@ -223,7 +223,8 @@ fn run(
     let sign = cfg.signing_key.as_deref().map(|k| (k, name, size));
     let mut conns: HashMap<u64, (TcpStream, Option<Box<Sealer>>)> = HashMap::new();
     // Per child: where to tell its edge thread to start feeding.
-    let mut feeds: HashMap<u16, mpsc::Sender<SegmentSet>> = HashMap::new();
+    // By child and set: the pipeline sends two classes to some children.
+    let mut feeds: HashMap<(u16, SegmentSet), mpsc::Sender<SegmentSet>> = HashMap::new();
 
     std::thread::scope(|scope| {
         {
@@ -281,9 +282,14 @@ fn run(
             }
             while let Some(op) = m.poll_data() {
                 match op {
-                    DataOp::Connect { child, addr, hello } => {
+                    DataOp::Connect {
+                        child,
+                        addr,
+                        segments,
+                        hello,
+                    } => {
                         let (ftx, frx) = mpsc::channel();
-                        feeds.insert(child, ftx);
+                        feeds.insert((child, segments), ftx);
                         let (tx, abort, sent) = (tx.clone(), &abort, &segments_sent);
                         let key = cfg.key.as_ref();
                         scope.spawn(move || {
@@ -296,7 +302,7 @@ fn run(
                         });
                     }
                     DataOp::Feed { child, segments } => {
-                        if let Some(f) = feeds.get(&child) {
+                        if let Some(f) = feeds.get(&(child, segments)) {
                             let _ = f.send(segments);
                         }
                     }
