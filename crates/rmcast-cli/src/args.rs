@@ -256,7 +256,9 @@ pub struct CommonArgs {
     /// Must exceed --peer-timeout plus the largest RTO (800ms), so a silent
     /// receiver is removed and named first. [default: 20s, or four times
     /// --peer-timeout plus the largest RTO, or the time four windows take
-    /// at --rate, whichever is longest]
+    /// at --rate, whichever is longest]. With --protocol tcp-*: no
+    /// receiver storing a new byte this long ends the session, naming the
+    /// receivers furthest behind; must exceed --peer-timeout [default: 20s].
     #[arg(long, value_name = "DURATION")]
     pub stall_timeout: Option<HumanDuration>,
     /// Pace data at this rate (e.g. 100mbit, 1gbit) [default: unpaced, window-limited].
@@ -346,6 +348,14 @@ impl CommonArgs {
             control: self.control,
             segment_size: self.segment_size as u32,
             inactivity: self.peer_timeout.0,
+            stall_timeout: Some(
+                self.stall_timeout.map_or(
+                    rmcast::overlay::OverlaySendConfig::default()
+                        .stall_timeout
+                        .unwrap_or_default(),
+                    |d| d.0,
+                ),
+            ),
             ..rmcast::overlay::OverlaySendConfig::default()
         })
     }
@@ -374,6 +384,16 @@ impl CommonArgs {
             bail!(
                 "--{} applies to the UDP multicast protocols, not to --protocol tcp-*",
                 id.replace('_', "-")
+            );
+        }
+        if let Some(stall) = self.stall_timeout
+            && stall.0 <= self.peer_timeout.0
+        {
+            bail!(
+                "--stall-timeout {:?} must exceed --peer-timeout {:?}, so that a receiver \
+                 that died is named before the session counts as stalled",
+                stall.0,
+                self.peer_timeout.0
             );
         }
         Ok(())

@@ -451,6 +451,16 @@ fn bad_input_gets_a_clear_message() {
             &["demo", "--tree-shape", "binary"],
             "apply to --protocol tree only",
         ),
+        (
+            &[
+                "demo",
+                "--protocol",
+                "tcp-pipeline",
+                "--stall-timeout",
+                "2s",
+            ],
+            "--stall-timeout 2s must exceed --peer-timeout 5s",
+        ),
     ];
     for (args, needle) in cases {
         let (code, _, err) =

@@ -109,6 +109,8 @@ pub struct OverlayScenario {
     pub max_connections: usize,
     /// The machines' inactivity timeout.
     pub inactivity: Duration,
+    /// The sender's stall timeout (`SenderConfig::stall_timeout`).
+    pub stall_timeout: Option<Duration>,
     /// The session must end within this much simulated time.
     pub time_limit: Duration,
     /// Seed of every random choice.
@@ -173,6 +175,7 @@ impl Default for OverlayScenario {
             window_bytes: 2 << 20,
             max_connections: 1024,
             inactivity: Duration::from_secs(5),
+            stall_timeout: Some(rmcast_proto::overlay::DEFAULT_STALL_TIMEOUT),
             time_limit: Duration::from_secs(3600),
             seed: 1,
             sealed: false,
@@ -355,6 +358,7 @@ impl<'a> Sim<'a> {
                 segment_size: s.segment_size,
                 join_wait: s.time_limit,
                 inactivity: s.inactivity,
+                stall_timeout: s.stall_timeout,
                 session: rng.random(),
                 name: "object.bin".into(),
                 size: s.size,

@@ -56,6 +56,10 @@ pub type Rank = u16;
 /// Largest segment size a receiver accepts (16 MiB).
 pub const MAX_SEGMENT_SIZE: u32 = 16 << 20;
 
+/// How long a data phase may go without a receiver storing a new byte
+/// before the sender ends it as stalled ([`SenderConfig::stall_timeout`]).
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Period of a receiver's `Progress` reports (its heartbeat).
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 

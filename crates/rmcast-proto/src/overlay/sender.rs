@@ -41,6 +41,11 @@ pub struct SenderConfig {
     pub join_wait: Duration,
     /// A receiver silent this long fails the session (also sent to them).
     pub inactivity: Duration,
+    /// Data flowing and no receiver storing a new byte (or completing) for
+    /// this long ends the session as stalled, naming the slowest receivers:
+    /// a forwarder wedged while its heartbeats go on ends instead of
+    /// hanging. `None`: never (the receivers' silence still counts).
+    pub stall_timeout: Option<Duration>,
     /// The session id (random, chosen by the driver).
     pub session: u64,
     /// The object's name and size.
@@ -187,6 +192,8 @@ pub struct SenderMachine {
     assigned_at: Option<Instant>,
     started_at: Option<Instant>,
     last_confirmation: Option<Instant>,
+    /// Last time a receiver stored a new byte or completed (data phase).
+    last_progress: Instant,
     cancelled: bool,
     auth_failures: Vec<String>,
     stats: SenderStats,
@@ -220,6 +227,7 @@ impl SenderMachine {
             assigned_at: None,
             started_at: None,
             last_confirmation: None,
+            last_progress: now,
             cancelled: false,
             auth_failures: Vec::new(),
             stats: SenderStats::default(),
@@ -306,12 +314,18 @@ impl SenderMachine {
                     self.fail(i, format!("refused the object: {text}"));
                 }
             }
-            Msg::Progress { bytes } => self.members[i].bytes = bytes,
+            Msg::Progress { bytes } => {
+                if bytes > self.members[i].bytes {
+                    self.last_progress = now;
+                }
+                self.members[i].bytes = bytes;
+            }
             Msg::Complete { status, text } => {
                 if status == Status::Ok {
                     if self.members[i].open() {
                         self.members[i].state = State::Complete;
                         self.last_confirmation = Some(now);
+                        self.last_progress = now;
                     }
                 } else if self.members[i].open() {
                     // It may be reporting a neighbour that died: give the
@@ -450,6 +464,9 @@ impl SenderMachine {
         if let Some(t) = self.farewell_until {
             earlier(t);
         }
+        if let Some(t) = self.stall_deadline() {
+            earlier(t);
+        }
         Some(at)
     }
 
@@ -521,6 +538,41 @@ impl SenderMachine {
         if self.phase != SenderPhase::Closing {
             self.error.get_or_insert(text);
         }
+    }
+
+    /// When the data phase counts as stalled, if it is under way.
+    fn stall_deadline(&self) -> Option<Instant> {
+        let limit = self.cfg.stall_timeout?;
+        (self.phase == SenderPhase::Sending && self.error.is_none())
+            .then(|| self.last_progress + limit)
+    }
+
+    /// The stall's report: how long, and the receivers furthest behind.
+    fn stalled(&self, now: Instant) -> String {
+        let waiting: Vec<(usize, &Member)> = (self.members.iter().enumerate())
+            .filter(|(_, m)| m.open() && m.state != State::Complete)
+            .collect();
+        let least = waiting.iter().map(|(_, m)| m.bytes).min().unwrap_or(0);
+        let behind: Vec<String> = (waiting.iter())
+            .filter(|(_, m)| m.bytes == least)
+            .take(3)
+            .map(|(i, m)| m.describe(*i as Rank + 1))
+            .collect();
+        let more = (waiting.iter()).filter(|(_, m)| m.bytes == least).count() - behind.len();
+        format!(
+            "the transfer stalled: no receiver stored a new byte for {:.1} s \
+             ({} of {} receivers unfinished; furthest behind, at {least} of {} bytes: {}{})",
+            now.saturating_since(self.last_progress).as_secs_f64(),
+            waiting.len(),
+            self.members.len(),
+            self.cfg.size,
+            behind.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            },
+        )
     }
 
     fn send(&mut self, i: usize, msg: Msg) {
@@ -633,6 +685,9 @@ impl SenderMachine {
             }
             return;
         }
+        if self.stall_deadline().is_some_and(|t| now >= t) {
+            self.error = Some(self.stalled(now));
+        }
         if let Some(text) = self.error.clone() {
             self.close(now, &text);
             return;
@@ -695,6 +750,7 @@ impl SenderMachine {
     fn start(&mut self, now: Instant) {
         self.send_open(&Msg::Start);
         self.started_at = Some(now);
+        self.last_progress = now;
         self.phase = SenderPhase::Sending;
         self.events.push_back(SenderEvent::Started);
         let topo = Topology::build(self.cfg.shape, self.members.len() as u16);

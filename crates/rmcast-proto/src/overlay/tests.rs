@@ -27,6 +27,9 @@ struct Plan {
     /// The dying receiver's connections stay open (a hung host): only
     /// silence tells.
     quiet_death: bool,
+    /// This receiver (index) takes no segment after this many, yet its
+    /// machine runs on and heartbeats: a wedged data path.
+    wedged: Option<(usize, u64)>,
 }
 
 /// The machines and the wires between them. Control frames and segments
@@ -63,6 +66,7 @@ impl Net {
                 segment_size,
                 join_wait: 3 * SEC,
                 inactivity: 2 * SEC,
+                stall_timeout: Some(4 * SEC),
                 session: 42,
                 name: "obj.bin".into(),
                 size,
@@ -266,6 +270,9 @@ impl Net {
             if !self.alive[c] {
                 continue;
             }
+            if self.plan.wedged == Some((c, self.received[c])) {
+                continue;
+            }
             if let Some((who, after)) = self.plan.die_after
                 && who == c
                 && self.received[c] >= after
@@ -417,6 +424,26 @@ fn a_node_that_dies_mid_transfer_is_named_and_the_others_abort() {
 }
 
 #[test]
+fn a_wedged_forwarder_ends_the_session_as_stalled_naming_who_is_behind() {
+    // Rank 2 of the chain stops taking data after 3 segments but keeps
+    // heartbeating: nobody is silent, nothing moves. Without the sender's
+    // stall watchdog the run never ends (the harness panics at the limit).
+    for shape in [OverlayShape::Chain, OverlayShape::Pipeline] {
+        let mut p = plan(4);
+        p.wedged = Some((1, 3));
+        let mut net = Net::new(shape, p, 2000, 100);
+        net.run(60 * SEC);
+        let report = net.sender.report();
+        let error = report.error.unwrap();
+        assert!(error.contains("stalled"), "{shape}: {error}");
+        assert!(error.contains("\"node-2\""), "{shape}: {error}");
+        let ended = net.now.saturating_since(Instant::ZERO);
+        assert!(ended < 4 * SEC + 2 * SEC, "{shape}: ended at {ended:?}");
+        assert!(!report.members[1].verified, "{shape}");
+    }
+}
+
+#[test]
 fn a_node_that_goes_silent_is_named_after_the_inactivity_timeout() {
     let mut p = plan(3);
     p.die_after = Some((2, 0));
@@ -510,6 +537,7 @@ fn a_lost_parent_defers_to_the_senders_verdict() {
             segment_size: 10,
             join_wait: SEC,
             inactivity: 2 * SEC,
+            stall_timeout: None,
             session: 1,
             name: "x".into(),
             size: 100,

@@ -118,6 +118,11 @@ pub struct OverlaySendConfig {
     /// A peer silent this long, or a data connection without progress this
     /// long, fails the transfer (also sent to the receivers).
     pub inactivity: Duration,
+    /// Data flowing and no receiver storing a new byte for this long ends
+    /// the session as stalled, naming the receivers furthest behind
+    /// (default 20 s, at least four segments' time at `pace_bytes_per_s`);
+    /// `None`: never.
+    pub stall_timeout: Option<Duration>,
     /// Name receivers store the object under; `None`: the file's name.
     pub name: Option<String>,
     /// Raise to stop: the sender aborts the session.
@@ -147,6 +152,7 @@ impl Default for OverlaySendConfig {
             segment_size: DEFAULT_SEGMENT_SIZE,
             join_wait: Duration::from_secs(30),
             inactivity: DEFAULT_INACTIVITY,
+            stall_timeout: Some(rmcast_proto::overlay::DEFAULT_STALL_TIMEOUT),
             name: None,
             cancel: None,
             pace_bytes_per_s: None,

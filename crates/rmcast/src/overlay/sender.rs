@@ -209,6 +209,7 @@ fn run(
             segment_size: cfg.segment_size,
             join_wait: cfg.join_wait,
             inactivity: cfg.inactivity,
+            stall_timeout: stall_timeout(cfg),
             session: session.0,
             name: name.to_owned(),
             size,
@@ -658,4 +659,14 @@ fn feed(
         pace(written)?;
     }
     out.flush(stream, abort, cfg.inactivity)
+}
+
+/// The machine's stall timeout: the configured one, but never shorter than
+/// four segments take at the test pace (a paced link is slow, not stalled).
+fn stall_timeout(cfg: &OverlaySendConfig) -> Option<Duration> {
+    let limit = cfg.stall_timeout?;
+    let floor = cfg.pace_bytes_per_s.map_or(Duration::ZERO, |rate| {
+        Duration::from_secs_f64(4.0 * f64::from(cfg.segment_size) / rate.max(1) as f64)
+    });
+    Some(limit.max(floor))
 }
