@@ -55,13 +55,14 @@ fn fixed_bytes_of_a_register_and_a_ready() {
     );
 }
 
-#[test]
-fn fixed_bytes_of_an_assign() {
-    let a = Msg::Assign(Box::new(Assignment {
-        session: 0x0102_0304_0506_0708,
-        rank: 2,
-        receivers: 3,
-        shape: OverlayShape::Bintree,
+/// An assignment of an 8 KiB-segment, 64 KiB object "f" whose one parent
+/// is the sender at `addr`, sending `segments`; no children.
+fn one_parent(shape: OverlayShape, addr: &str, segments: SegmentSet) -> Assignment {
+    Assignment {
+        session: 0,
+        rank: 1,
+        receivers: 1,
+        shape,
         segment_size: 0x2000,
         size: 0x10000,
         name: "f".into(),
@@ -69,10 +70,20 @@ fn fixed_bytes_of_an_assign() {
         parents: vec![Peer {
             rank: 0,
             name: String::new(),
-            addr: "[::1]:7701".parse().unwrap(),
-            segments: SegmentSet::Odd,
+            addr: addr.parse().unwrap(),
+            segments,
         }],
         children: vec![],
+    }
+}
+
+#[test]
+fn fixed_bytes_of_an_assign() {
+    let a = Msg::Assign(Box::new(Assignment {
+        session: 0x0102_0304_0506_0708,
+        rank: 2,
+        receivers: 3,
+        ..one_parent(OverlayShape::Bintree, "[::1]:7701", SegmentSet::Odd)
     }));
     #[rustfmt::skip]
     let expected: Vec<u8> = [
@@ -186,18 +197,7 @@ fn assign_with_set(set: &[u8]) -> Vec<u8> {
         session: 1,
         rank: 1,
         receivers: 8,
-        shape: OverlayShape::Pipeline,
-        segment_size: 0x2000,
-        size: 0x10000,
-        name: "f".into(),
-        inactivity_ms: 5000,
-        parents: vec![Peer {
-            rank: 0,
-            name: String::new(),
-            addr: "10.0.0.1:7701".parse().unwrap(),
-            segments: SegmentSet::All,
-        }],
-        children: vec![],
+        ..one_parent(OverlayShape::Pipeline, "10.0.0.1:7701", SegmentSet::All)
     }))
     .to_frame();
     let at = a.len() - 3; // the parent's set, then an empty child list
