@@ -75,7 +75,9 @@ def test_recv_into_bytearray(key, group, threads):
     assert bytes(got.data) == b"x" * 40 and buf[:40] == b"x" * 40 and buf[40:] == bytes(60)
 
 
-@pytest.mark.parametrize("protocol", ["auto", "ack", "nak-poll", "ring", "tree", "tcp-chain"])
+@pytest.mark.parametrize(
+    "protocol", ["auto", "ack", "nak-poll", "ring", "tree", "tcp-chain", "tcp-pipeline"]
+)
 def test_every_protocol(key, group, threads, protocol, tmp_path):
     payload = os.urandom(200_000)
     extra = {}

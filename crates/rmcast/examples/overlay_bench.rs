@@ -123,6 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         OverlayShape::Binomial,
         OverlayShape::Chain,
         OverlayShape::Bintree,
+        OverlayShape::Pipeline,
     ] {
         let t = overlay_seconds(shape, receivers, size, seg, runs, &dir)?;
         let g = mbps(size, t);
