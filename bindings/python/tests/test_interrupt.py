@@ -43,6 +43,10 @@ def test_sigint_interrupts_blocking_call(key, group, what):
     p = subprocess.Popen(
         [sys.executable, "-c", CHILD, what, key, group],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A test runner started in the background (`cmd &`, nohup) passes
+        # SIGINT on ignored, and Python then installs no KeyboardInterrupt
+        # handler: give the child the default disposition, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert p.stdout.readline().strip() == "ready"
