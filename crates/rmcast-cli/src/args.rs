@@ -343,20 +343,14 @@ impl CommonArgs {
     /// The overlay sender's configuration for a `tcp-*` protocol.
     pub fn overlay(&self) -> Option<rmcast::overlay::OverlaySendConfig> {
         let shape = self.protocol.overlay(self.fanout)?;
+        let default = rmcast::overlay::OverlaySendConfig::default();
         Some(rmcast::overlay::OverlaySendConfig {
             shape,
             control: self.control,
             segment_size: self.segment_size as u32,
             inactivity: self.peer_timeout.0,
-            stall_timeout: Some(
-                self.stall_timeout.map_or(
-                    rmcast::overlay::OverlaySendConfig::default()
-                        .stall_timeout
-                        .unwrap_or_default(),
-                    |d| d.0,
-                ),
-            ),
-            ..rmcast::overlay::OverlaySendConfig::default()
+            stall_timeout: self.stall_timeout.map(|d| d.0).or(default.stall_timeout),
+            ..default
         })
     }
 

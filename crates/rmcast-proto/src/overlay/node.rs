@@ -13,7 +13,7 @@
 use super::topology::Forwarding;
 use super::{DataOp, PROGRESS_EVERY, Segments};
 use crate::{Instant, Status};
-use rmcast_wire::overlay::{Assignment, Msg};
+use rmcast_wire::overlay::{Assignment, Msg, SegmentSet};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -582,14 +582,9 @@ fn check_assignment(a: &Assignment) -> Result<(), &'static str> {
     // Segment k takes the paths of k % period: check one period (the
     // topologies' periods divide 2 log2 N; unrelated ones are refused
     // before their least common multiple grows).
-    let mut period = 1u64;
-    for peer in a.parents.iter().chain(&a.children) {
-        let m = u64::from(peer.segments.classes().0);
-        period = period / gcd(period, m) * m;
-        if period > MAX_PERIOD {
-            return Err("segment sets of unrelated periods");
-        }
-    }
+    let sets = a.parents.iter().chain(&a.children).map(|p| p.segments);
+    let period =
+        SegmentSet::common_period(sets, MAX_PERIOD).ok_or("segment sets of unrelated periods")?;
     for probe in 0..period {
         let from = (a.parents.iter())
             .filter(|p| p.segments.contains(probe))
@@ -607,11 +602,4 @@ fn check_assignment(a: &Assignment) -> Result<(), &'static str> {
         return Err("inactivity timeout too short");
     }
     Ok(())
-}
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }

@@ -555,10 +555,9 @@ impl SenderMachine {
         let least = waiting.iter().map(|(_, m)| m.bytes).min().unwrap_or(0);
         let behind: Vec<String> = (waiting.iter())
             .filter(|(_, m)| m.bytes == least)
-            .take(3)
             .map(|(i, m)| m.describe(*i as Rank + 1))
             .collect();
-        let more = (waiting.iter()).filter(|(_, m)| m.bytes == least).count() - behind.len();
+        let more = behind.len().saturating_sub(3);
         format!(
             "the transfer stalled: no receiver stored a new byte for {:.1} s \
              ({} of {} receivers unfinished; furthest behind, at {least} of {} bytes: {}{})",
@@ -566,7 +565,7 @@ impl SenderMachine {
             waiting.len(),
             self.members.len(),
             self.cfg.size,
-            behind.join(", "),
+            behind[..behind.len() - more].join(", "),
             if more > 0 {
                 format!(" and {more} more")
             } else {

@@ -265,8 +265,12 @@ impl Topology {
     /// the same paths as segment `k % period`.
     #[must_use]
     pub fn period(&self) -> u64 {
-        let periods = self.nodes.iter().flat_map(|n| &n.children);
-        periods.fold(1, |p, l| lcm(p, u64::from(l.segments.classes().0)))
+        let sets = self
+            .nodes
+            .iter()
+            .flat_map(|n| &n.children)
+            .map(|l| l.segments);
+        SegmentSet::common_period(sets, u64::MAX).expect("no limit")
     }
 
     /// Checks the invariants the runtime relies on: edges are symmetric,
@@ -345,14 +349,6 @@ impl Topology {
         }
         Ok(())
     }
-}
-
-fn lcm(a: u64, b: u64) -> u64 {
-    let (mut x, mut y) = (a, b);
-    while y != 0 {
-        (x, y) = (y, x % y);
-    }
-    a / x * b
 }
 
 /// The class that virtual node `x` of the `dims`-cube sends across

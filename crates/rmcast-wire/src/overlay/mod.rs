@@ -271,9 +271,24 @@ impl SegmentSet {
     /// True when every segment of `self` is in `other`.
     #[must_use]
     pub fn is_subset_of(self, other: Self) -> bool {
-        let (a, b) = (self.classes().0, other.classes().0);
-        let lcm = a / gcd(a, b) * b;
-        (0..u64::from(lcm)).all(|k| !self.contains(k) || other.contains(k))
+        let period = Self::common_period([self, other], u64::MAX).expect("no limit");
+        (0..period).all(|k| !self.contains(k) || other.contains(k))
+    }
+
+    /// The least common multiple of the sets' periods (1 for none): segment
+    /// `k` is in each set exactly when segment `k % period` is. `None` once
+    /// it exceeds `max` (periods up to 32 keep it below 2^47).
+    #[must_use]
+    pub fn common_period(sets: impl IntoIterator<Item = Self>, max: u64) -> Option<u64> {
+        let mut period = 1u64;
+        for set in sets {
+            let m = u64::from(set.classes().0);
+            period = period / gcd(period, m) * m;
+            if period > max {
+                return None;
+            }
+        }
+        Some(period)
     }
 
     /// Bytes the set takes in an `Assign`.
@@ -285,7 +300,7 @@ impl SegmentSet {
     }
 }
 
-fn gcd(mut a: u32, mut b: u32) -> u32 {
+fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
         (a, b) = (b, a % b);
     }
