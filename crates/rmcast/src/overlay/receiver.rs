@@ -786,6 +786,11 @@ fn disk(
 ) -> Ev {
     let total = segs.count();
     let mut got = 0u64;
+    // Segments from several parents land out of order: hash the stored
+    // prefix as it grows (read back from the page cache, off the tail)
+    // rather than the whole copy after the last byte.
+    let mut stored = vec![0u64; usize::try_from(total.div_ceil(64)).unwrap_or(0)];
+    let mut prefix = 0u64;
     while got < total {
         match rx.recv_timeout(TICK) {
             Ok(seg) => {
@@ -799,6 +804,18 @@ fn disk(
                         Status::Io
                     };
                     return Ev::Disk(status, format!("cannot write the object: {e}"));
+                }
+                if let Some(w) = stored.get_mut((seg.index / 64) as usize) {
+                    *w |= 1 << (seg.index % 64);
+                }
+                let before = prefix;
+                while prefix < total && stored[(prefix / 64) as usize] & (1 << (prefix % 64)) != 0 {
+                    prefix += 1;
+                }
+                if prefix > before
+                    && let Err(e) = sink.hash_ahead(segs.offset(prefix).min(segs.size))
+                {
+                    return Ev::Disk(Status::Io, format!("cannot read back the object: {e}"));
                 }
                 got += 1;
                 let now = node.clock.now();
