@@ -137,7 +137,7 @@ pub struct DownArgs {
 pub enum BackendArg {
     /// The testbed (netns or local), real processes.
     Lab,
-    /// The simulator, rmcast's UDP protocols at any group size.
+    /// The simulator, rmcast's UDP protocols and TCP overlays at any group size.
     Sim,
     /// Both.
     Both,

@@ -56,6 +56,7 @@
 
 pub mod campaign;
 pub mod overlay;
+pub mod overlay_model;
 mod report;
 mod scenario;
 mod sim;

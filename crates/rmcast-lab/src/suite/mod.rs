@@ -15,6 +15,7 @@ pub mod points;
 pub mod run;
 pub mod sender_flags;
 pub mod sim;
+pub mod sim_overlay;
 mod validate;
 
 use crate::scenario::TestbedKind;
@@ -204,6 +205,11 @@ pub struct Series {
     /// Narrows the experiment's backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backends: Option<Vec<Backend>>,
+    /// A `tcp-*` series that is the papers' formula for the shape
+    /// (`rmcast_sim::overlay_model`), computed at each point, not measured:
+    /// it appears under the simulator backend only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model: bool,
 }
 
 /// A published claim, judged per backend.
@@ -390,7 +396,9 @@ impl Experiment {
     /// The series that run on a backend.
     pub fn series_on(&self, b: Backend) -> impl Iterator<Item = &Series> {
         self.series.iter().filter(move |s| {
-            self.backends.contains(&b) && s.backends.as_ref().is_none_or(|v| v.contains(&b))
+            self.backends.contains(&b)
+                && s.backends.as_ref().is_none_or(|v| v.contains(&b))
+                && !(s.model && b == Backend::Lab)
         })
     }
 

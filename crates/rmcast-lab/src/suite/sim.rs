@@ -1,9 +1,12 @@
 //! The simulator backend of a suite: rmcast's UDP protocols on
-//! [`rmcast_sim`], `seeds` seeds per point on up to `available_parallelism`
-//! threads, medians over the seeds that passed every invariant.
+//! [`rmcast_sim`] and its TCP overlays on [`rmcast_sim::overlay`]
+//! ([`super::sim_overlay`]), `seeds` seeds per point on up to
+//! `available_parallelism` threads, medians over the seeds that passed
+//! every invariant.
 
 use super::points::SuitePoint;
 use super::sender_flags::{apply_sender_flags, substitute};
+use super::sim_overlay::{OverlayCase, overlay_case, overlay_shape};
 use super::{Backend, Experiment, Metric, Preset, Series, SeriesKind, XKind, XValue};
 use crate::scenario::metrics::{self, Spread};
 use crate::signals;
@@ -13,11 +16,20 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// Whether `backend` can measure the series at all (its own `backends`,
-/// and for the simulator: one of rmcast's UDP protocols).
+/// Whether `backend` can measure the series at all (its own `backends`;
+/// for the simulator: one of rmcast's UDP protocols or TCP overlays; a
+/// model series is the simulator's only).
 pub fn series_runs_on(s: &Series, backend: Backend) -> bool {
     s.backends.as_ref().is_none_or(|b| b.contains(&backend))
-        && (backend != Backend::Sim || sim_protocol(s).is_some())
+        && match backend {
+            Backend::Sim => sim_protocol(s).is_some() || sim_overlay(s),
+            Backend::Lab => !s.model,
+        }
+}
+
+/// Whether the series is a TCP overlay the simulator runs (or models).
+fn sim_overlay(s: &Series) -> bool {
+    s.kind == SeriesKind::Rmcast && overlay_shape(s).is_some()
 }
 
 /// rmcast's UDP protocols, the ones the simulator drives.
@@ -124,8 +136,17 @@ fn sim_metric(m: Metric, sc: &rmcast_sim::Scenario, r: &rmcast_sim::RunReport) -
     })
 }
 
-/// A point the simulator runs: its series, x, and scenario (seed 1).
-type Cell = (String, XValue, rmcast_sim::Scenario);
+/// What the simulator runs for a point (seed 1).
+#[derive(Clone, Debug)]
+enum Case {
+    /// A UDP protocol.
+    Udp(Box<rmcast_sim::Scenario>),
+    /// A TCP overlay, or its model.
+    Overlay(OverlayCase),
+}
+
+/// A point the simulator runs: its series, x, and what to run.
+type Cell = (String, XValue, Case);
 /// One seed's outcome: the metric or why the run failed, and its wall-clock seconds.
 type Outcome = (Result<f64, String>, f64);
 
@@ -166,9 +187,9 @@ fn sim_cells(e: &Experiment, series: &[&Series]) -> (Vec<Cell>, Vec<SuitePoint>)
     for s in series {
         for x in xs {
             let pt = SuitePoint::new(e, Backend::Sim, &s.name, x);
-            if sim_protocol(s).is_none() {
+            if sim_protocol(s).is_none() && !sim_overlay(s) {
                 points.push(pt.not_applicable(
-                    "lab only: the simulator runs rmcast's UDP protocols (ack, nak-poll, ring, tree)",
+                    "lab only: the simulator runs rmcast's UDP protocols (ack, nak-poll, ring, tree) and TCP overlays",
                 ));
             } else if unmodelled {
                 points.push(pt.not_applicable(format!(
@@ -176,8 +197,13 @@ fn sim_cells(e: &Experiment, series: &[&Series]) -> (Vec<Cell>, Vec<SuitePoint>)
                     e.metric.name()
                 )));
             } else {
-                match sim_scenario(e, s, x) {
-                    Ok(sc) => cells.push((s.name.clone(), x.clone(), sc)),
+                let case = if sim_overlay(s) {
+                    overlay_case(e, s, x).map(Case::Overlay)
+                } else {
+                    sim_scenario(e, s, x).map(|sc| Case::Udp(Box::new(sc)))
+                };
+                match case {
+                    Ok(case) => cells.push((s.name.clone(), x.clone(), case)),
                     Err(why) => points.push(pt.failed(why)),
                 }
             }
@@ -204,13 +230,20 @@ fn run_jobs(metric: Metric, cells: &[Cell], jobs: &[(usize, u64)]) -> Vec<Option
                     }
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&(c, seed)) = jobs.get(i) else { break };
-                    let mut sc = cells[c].2.clone();
-                    sc.seed = seed;
                     let t = Instant::now();
-                    let out = match rmcast_sim::run(&sc) {
-                        Ok(r) => sim_metric(metric, &sc, &r)
-                            .ok_or_else(|| format!("`{}` not modelled", metric.name())),
-                        Err(err) => Err(err.to_string().lines().next().unwrap_or("").to_string()),
+                    let out = match &cells[c].2 {
+                        Case::Udp(sc) => {
+                            let mut sc = (**sc).clone();
+                            sc.seed = seed;
+                            match rmcast_sim::run(&sc) {
+                                Ok(r) => sim_metric(metric, &sc, &r)
+                                    .ok_or_else(|| format!("`{}` not modelled", metric.name())),
+                                Err(err) => {
+                                    Err(err.to_string().lines().next().unwrap_or("").to_string())
+                                }
+                            }
+                        }
+                        Case::Overlay(o) => o.run(metric, seed),
                     };
                     let wall = t.elapsed().as_secs_f64();
                     results.lock().expect("no panic holds the lock")[i] = Some((out, wall));
@@ -270,7 +303,11 @@ fn sim_point(
         e.id,
         series_name,
         x.text(),
-        sc.receivers,
+        match sc {
+            Case::Udp(sc) => sc.receivers,
+            Case::Overlay(OverlayCase::Run(sc)) => sc.nodes,
+            Case::Overlay(OverlayCase::Model(m)) => m.nodes,
+        },
         e.metric.name(),
         pt.y.map_or("-".into(), |y| format!("{y:.4}")),
         pt.n,

@@ -2,7 +2,7 @@
 //! claims; each error names the experiment (and series or claim) at fault.
 
 use super::{
-    Backend, ClaimKind, Experiment, RMCAST_PROTOCOLS, SeriesKind, XKind, XValue, kind_name,
+    Backend, ClaimKind, Experiment, Metric, RMCAST_PROTOCOLS, SeriesKind, XKind, XValue, kind_name,
 };
 use anyhow::{Result, bail};
 
@@ -115,6 +115,18 @@ pub(super) fn validate(label: &str, e: &Experiment) -> Result<()> {
             ),
             (_, Some(_)) => bail!("{sl}: `protocol` applies to kind = \"rmcast\" only"),
             (_, None) => {}
+        }
+        if s.model
+            && (s.kind != SeriesKind::Rmcast
+                || !s.protocol.as_deref().is_some_and(|p| p.starts_with("tcp-"))
+                || !matches!(
+                    e.metric,
+                    Metric::Seconds | Metric::LatencyMs | Metric::GoodputMbps
+                ))
+        {
+            bail!(
+                "{sl}: `model = true` is the formula of a TCP overlay: kind = \"rmcast\", a tcp-* protocol, and metric seconds, latency_ms or goodput_mbps"
+            );
         }
         if let Some(f) = s.rate_fraction
             && !(0.01..=1.0).contains(&f)
