@@ -53,6 +53,7 @@ impl SendReport {
             "receivers": self.receivers,
             "bytes": self.bytes,
             "seconds": self.seconds,
+            "data_seconds": self.data_seconds,
             "goodput_mbps": self.goodput_mbps,
             "verified": self.verified,
             "data_packets": self.data_packets,

@@ -338,6 +338,14 @@ impl NodeMachine {
         self.events.pop_front()
     }
 
+    /// Whether a frame, data operation or event is waiting to be polled: a
+    /// driver that answered an event (`accept` after `Assigned`) polls
+    /// again before it sleeps.
+    #[must_use]
+    pub fn has_output(&self) -> bool {
+        !(self.transmits.is_empty() && self.ops.is_empty() && self.events.is_empty())
+    }
+
     /// When to call [`handle_timeout`](Self::handle_timeout) next.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {

@@ -642,6 +642,48 @@ fn an_invalid_assignment_fails_the_receiver() {
 }
 
 #[test]
+fn accepting_an_assignment_leaves_ready_to_poll_before_the_driver_sleeps() {
+    let mut node = NodeMachine::new(
+        Instant::ZERO,
+        NodeConfig {
+            name: "n".into(),
+            data_addr: addr(2),
+            inactivity: 2 * SEC,
+            sender: "s".into(),
+        },
+    );
+    assert!(matches!(node.poll_transmit(), Some(Msg::Register { .. })));
+    assert!(!node.has_output());
+    let a = rmcast_wire::overlay::Assignment {
+        session: 1,
+        rank: 1,
+        receivers: 1,
+        shape: OverlayShape::Chain,
+        segment_size: 10,
+        size: 100,
+        name: "x".into(),
+        inactivity_ms: 2000,
+        parents: vec![rmcast_wire::overlay::Peer {
+            rank: 0,
+            name: "s".into(),
+            addr: addr(0),
+            segments: SegmentSet::All,
+        }],
+        children: vec![],
+    };
+    node.handle_msg(Instant::ZERO, Msg::Assign(Box::new(a)));
+    assert!(matches!(node.poll_event(), Some(NodeEvent::Assigned(_))));
+    assert!(!node.has_output());
+    // The driver prepared storage while handling the event: what that
+    // queued must make it poll again rather than sleep until the next
+    // deadline (which once cost every session ~100 ms before Start).
+    node.accept(Instant::ZERO);
+    assert!(node.has_output());
+    assert!(matches!(node.poll_transmit(), Some(Msg::Ready { .. })));
+    assert!(!node.has_output());
+}
+
+#[test]
 fn the_sender_sends_heartbeats_and_a_silent_sender_fails_the_node() {
     let mut node = NodeMachine::new(
         Instant::ZERO,

@@ -366,6 +366,11 @@ impl<'n, 'a> Driver<'n, 'a> {
                 };
                 report(&mut progress, bytes, a.size, phase);
             }
+            if node.lock().has_output() {
+                // Answering an event queued more (prepare's Ready): send it
+                // now, not at the next wake-up (that cost ~100 ms a session).
+                continue;
+            }
             let ev = self.rx.recv_timeout(node.clock.wait(deadline));
             let mut m = node.lock();
             let now = node.clock.now();
