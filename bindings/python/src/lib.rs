@@ -424,7 +424,7 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
                     .map_err(|_| invalid(py, format!("control {ctl:?} is not ADDR:PORT")))?;
             }
             if let Some(s) = o.u64("segment_size")? {
-                c.segment_size = to_u32(py, "segment_size", s)?;
+                c.segment_size = Some(to_u32(py, "segment_size", s)?);
             }
             if let Some(w) = wait {
                 c.join_wait = w;

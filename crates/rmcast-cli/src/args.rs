@@ -231,9 +231,13 @@ pub struct CommonArgs {
     /// How lost packets are resent.
     #[arg(long, value_enum, default_value_t = RepairArg::Selective)]
     pub repair: RepairArg,
-    /// tcp-*: object bytes per segment relayed along the overlay.
-    #[arg(long, default_value = "8KiB", value_parser = parse_size, value_name = "BYTES")]
-    pub segment_size: u64,
+    /// tcp-*: object bytes per segment relayed along the overlay. `auto`:
+    /// the largest of 8 KiB … 128 KiB whose pipeline fill (two segments per
+    /// hop over the overlay's depth) costs at most 2 % of the object's time:
+    /// 8 KiB for small objects and long chains, more for large objects on
+    /// shallow overlays.
+    #[arg(long, default_value = "auto", value_parser = parse_segment_size, value_name = "BYTES|auto")]
+    pub segment_size: SegmentSize,
     /// tcp-tree: children per node.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub fanout: u32,
@@ -347,7 +351,7 @@ impl CommonArgs {
         Some(rmcast::overlay::OverlaySendConfig {
             shape,
             control: self.control,
-            segment_size: self.segment_size as u32,
+            segment_size: self.segment_size.0.map(|s| s as u32),
             inactivity: self.peer_timeout.0,
             stall_timeout: self.stall_timeout.map(|d| d.0).or(default.stall_timeout),
             ..default
@@ -355,11 +359,10 @@ impl CommonArgs {
     }
 
     pub fn check_overlay_flags(&self) -> Result<()> {
-        if self.segment_size == 0 || self.segment_size > 16 << 20 {
-            bail!(
-                "segment size {} is outside 1 byte..16 MiB",
-                self.segment_size
-            );
+        if let Some(seg) = self.segment_size.0
+            && (seg == 0 || seg > 16 << 20)
+        {
+            bail!("segment size {seg} is outside 1 byte..16 MiB");
         }
         let udp_only = [
             "loss",
@@ -683,6 +686,19 @@ fn parse_probability(s: &str) -> Result<f64, String> {
     Ok(p)
 }
 
+/// `--segment-size`: bytes, or `None` for `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentSize(pub Option<u64>);
+
+fn parse_segment_size(s: &str) -> Result<SegmentSize, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(SegmentSize(None));
+    }
+    parse_size(s)
+        .map(|b| SegmentSize(Some(b)))
+        .map_err(|e| format!("{e} (or `auto`)"))
+}
+
 fn parse_size(s: &str) -> Result<u64, String> {
     rmcast::parse_size(s)
 }
@@ -742,5 +758,23 @@ mod tests {
         let mut cfg = rmcast::SenderConfig::default();
         let e = d.common.apply(&mut cfg).unwrap_err();
         assert!(e.to_string().contains("poll interval 20"), "{e}");
+    }
+
+    #[test]
+    fn the_segment_size_is_auto_unless_given() {
+        let demo = |extra: &[&str]| {
+            let mut argv = vec!["rmcast", "demo", "--protocol", "tcp-chain"];
+            argv.extend_from_slice(extra);
+            let cli = Cli::try_parse_from(argv)?;
+            let Command::Demo(d) = cli.command else {
+                panic!()
+            };
+            Ok::<_, clap::Error>(d.common.overlay().expect("an overlay").segment_size)
+        };
+        assert_eq!(demo(&[]).unwrap(), None);
+        assert_eq!(demo(&["--segment-size", "auto"]).unwrap(), None);
+        assert_eq!(demo(&["--segment-size", "64KiB"]).unwrap(), Some(64 << 10));
+        let e = demo(&["--segment-size", "big"]).unwrap_err().to_string();
+        assert!(e.contains("or `auto`"), "{e}");
     }
 }

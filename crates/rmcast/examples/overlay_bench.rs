@@ -59,7 +59,7 @@ fn overlay_seconds(
     shape: OverlayShape,
     receivers: u16,
     size: u64,
-    segment_size: u32,
+    segment_size: Option<u32>,
     runs: usize,
     dir: &Path,
 ) -> Result<f64, Box<dyn std::error::Error>> {
@@ -116,7 +116,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:<22} {:>9.3} {:>10.0} {:>9.2}",
         "single TCP flow", single, ceiling, 1.0
     );
-    let seg = overlay::DEFAULT_SEGMENT_SIZE;
+    // The shapes side by side at the segment size each would choose.
+    let seg = None;
     for shape in [
         OverlayShape::Direct,
         OverlayShape::Tree { fanout: 2 },
@@ -143,7 +144,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for shape in [OverlayShape::Chain, OverlayShape::Bintree] {
         for seg in [8u32 << 10, 64 << 10, 256 << 10] {
-            let t = overlay_seconds(shape, receivers, size, seg, runs, &dir)?;
+            let t = overlay_seconds(shape, receivers, size, Some(seg), runs, &dir)?;
             let g = mbps(size, t);
             println!(
                 "{:<14} {:>8}K {:>9.3} {:>10.0} {:>9.2}",

@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size = args.get(2).map_or(Ok(256 << 20), |s| parse_size(s))?;
     let runs: usize = args.get(3).map_or(Ok(3), |s| s.parse())?;
     let dir = args.get(4).map_or_else(std::env::temp_dir, PathBuf::from);
-    let segment: u32 = args.get(5).map_or(Ok(overlay::DEFAULT_SEGMENT_SIZE), |s| {
+    let segment: u32 = args.get(5).map_or(Ok(overlay::AUTO_SEGMENT_MIN), |s| {
         parse_size(s).map(|v| v as u32)
     })?;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ..OverlayDemoConfig::default()
             };
             cfg.send.shape = shape;
-            cfg.send.segment_size = segment;
+            cfg.send.segment_size = Some(segment);
             cfg.send.key = keyed.then(|| key.clone());
             let r = overlay::demo(&cfg, None)?;
             if !r.send.ok || !r.all_files_match {

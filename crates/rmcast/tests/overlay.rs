@@ -65,7 +65,8 @@ fn demo_ok(shape: OverlayShape, receivers: u16, size: u64) {
 /// Every receiver count of the issue with the small sizes (empty, one
 /// byte, one segment ± 1), plus 10 MB with 7 and 16 receivers.
 fn matrix(shape: OverlayShape) {
-    let seg = u64::from(overlay::DEFAULT_SEGMENT_SIZE);
+    // Small objects always travel in the smallest automatic segment.
+    let seg = u64::from(overlay::AUTO_SEGMENT_MIN);
     bounded(Duration::from_secs(60), move || {
         for n in [1u16, 2, 7, 16] {
             for size in [0, 1, seg - 1, seg, seg + 1] {
@@ -126,7 +127,7 @@ fn odd_segment_sizes_and_wide_trees_deliver() {
                 send: send_config(shape, 5),
                 ..OverlayDemoConfig::default()
             };
-            cfg.send.segment_size = 1000;
+            cfg.send.segment_size = Some(1000);
             let r = overlay::demo(&cfg, None).unwrap();
             assert!(r.send.ok && r.all_files_match, "{shape}: {:#?}", r.send);
             assert_eq!(r.send.data_packets, shape_sender_segments(shape, 301));

@@ -94,7 +94,7 @@ fn keyed_overlays_deliver_byte_exact() {
                     send: send_config(shape, n, Some(k.clone())),
                     keep_dir: None,
                 };
-                cfg.send.segment_size = seg;
+                cfg.send.segment_size = Some(seg);
                 let r = overlay::demo(&cfg, None).expect("demo runs");
                 let what = format!("{shape} n={n} size={size} seg={seg}");
                 assert!(r.send.ok, "{what}: {:#?} {:#?}", r.send, r.receivers);

@@ -80,7 +80,9 @@ pub use rmcast_proto::overlay::topology;
 
 pub use demo::{OverlayDemoConfig, demo};
 pub use receiver::recv_to_dir;
-pub use rmcast_proto::overlay::MAX_SEGMENT_SIZE;
+pub use rmcast_proto::overlay::{
+    AUTO_SEGMENT_MAX, AUTO_SEGMENT_MIN, MAX_SEGMENT_SIZE, auto_segment_size,
+};
 pub use rmcast_proto::security::GroupKey;
 pub use sender::{OverlaySender, send_bytes, send_file};
 pub use topology::{Forwarding, OverlayShape, SegmentSet, Topology, parse_shape};
@@ -95,8 +97,6 @@ use std::time::Duration;
 pub const DEFAULT_CONTROL: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7701);
 /// Where a receiver listens for data when not told: loopback, any port.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
-/// Segment size when none is given: 8 KiB, as in the paper.
-pub const DEFAULT_SEGMENT_SIZE: u32 = 8 << 10;
 /// How long a peer may stay silent (or a data connection still) by default.
 pub const DEFAULT_INACTIVITY: Duration = Duration::from_secs(5);
 /// Bytes of segment buffers per incoming data connection of a receiver.
@@ -111,8 +111,10 @@ pub struct OverlaySendConfig {
     pub control: SocketAddr,
     /// Receivers to wait for (at least 1).
     pub receivers: u16,
-    /// Bytes per segment (1..=[`MAX_SEGMENT_SIZE`]; default 8 KiB).
-    pub segment_size: u32,
+    /// Bytes per segment (1..=[`MAX_SEGMENT_SIZE`]); `None` (the default):
+    /// chosen from the shape, the group and the object's size
+    /// ([`auto_segment_size`]).
+    pub segment_size: Option<u32>,
     /// How long to wait for `receivers` to register.
     pub join_wait: Duration,
     /// A peer silent this long, or a data connection without progress this
@@ -143,13 +145,23 @@ pub struct OverlaySendConfig {
     pub signing_key: Option<Arc<crate::SigningKey>>,
 }
 
+impl OverlaySendConfig {
+    /// The segment size for an object of `size` bytes: the one set, or
+    /// the one [`auto_segment_size`] chooses.
+    #[must_use]
+    pub fn segment_size_for(&self, size: u64) -> u32 {
+        self.segment_size
+            .unwrap_or_else(|| auto_segment_size(self.shape, self.receivers, size))
+    }
+}
+
 impl Default for OverlaySendConfig {
     fn default() -> Self {
         Self {
             shape: OverlayShape::Bintree,
             control: DEFAULT_CONTROL,
             receivers: 1,
-            segment_size: DEFAULT_SEGMENT_SIZE,
+            segment_size: None,
             join_wait: Duration::from_secs(30),
             inactivity: DEFAULT_INACTIVITY,
             stall_timeout: Some(rmcast_proto::overlay::DEFAULT_STALL_TIMEOUT),

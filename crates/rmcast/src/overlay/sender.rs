@@ -73,10 +73,11 @@ impl OverlaySender {
                 "an overlay needs at least one receiver".into(),
             ));
         }
-        if cfg.segment_size == 0 || cfg.segment_size > super::MAX_SEGMENT_SIZE {
+        if let Some(seg) = cfg.segment_size
+            && (seg == 0 || seg > super::MAX_SEGMENT_SIZE)
+        {
             return Err(Error::Invalid(format!(
-                "segment size {} is outside 1..={} bytes",
-                cfg.segment_size,
+                "segment size {seg} is outside 1..={} bytes",
                 super::MAX_SEGMENT_SIZE
             )));
         }
@@ -191,14 +192,15 @@ fn run(
         .set_nonblocking(true)
         .map_err(io_err("cannot make the control socket non-blocking"))?;
     let size = data.len() as u64;
-    let total = Segments::new(size, cfg.segment_size).count();
+    let segment_size = cfg.segment_size_for(size);
+    let total = Segments::new(size, segment_size).count();
     let session = SessionId(rand::random());
     let wanted = cfg.receivers;
     let protocol = cfg.shape.name();
     tracing::info!(
         "session {session}: {protocol} offering {name:?} ({size} bytes, {total} segments of {}) \
          on {control_addr}, waiting for {wanted} receiver(s)",
-        cfg.segment_size
+        segment_size
     );
     let clock = Clock::start();
     let mut m = SenderMachine::new(
@@ -206,10 +208,10 @@ fn run(
         SenderConfig {
             shape: cfg.shape,
             receivers: wanted,
-            segment_size: cfg.segment_size,
+            segment_size,
             join_wait: cfg.join_wait,
             inactivity: cfg.inactivity,
-            stall_timeout: stall_timeout(cfg),
+            stall_timeout: stall_timeout(cfg, segment_size),
             session: session.0,
             name: name.to_owned(),
             size,
@@ -621,8 +623,9 @@ fn feed(
     abort: &AtomicBool,
     sent: &AtomicU64,
 ) -> Result<(), XferError> {
-    let seg = cfg.segment_size as usize;
-    let total = Segments::new(data.len() as u64, cfg.segment_size).count();
+    let segment_size = cfg.segment_size_for(data.len() as u64);
+    let seg = segment_size as usize;
+    let total = Segments::new(data.len() as u64, segment_size).count();
     let started = Instant::now();
     let mut written = 0u64;
     let pace = |written: u64| -> Result<(), XferError> {
@@ -663,10 +666,10 @@ fn feed(
 
 /// The machine's stall timeout: the configured one, but never shorter than
 /// four segments take at the test pace (a paced link is slow, not stalled).
-fn stall_timeout(cfg: &OverlaySendConfig) -> Option<Duration> {
+fn stall_timeout(cfg: &OverlaySendConfig, segment_size: u32) -> Option<Duration> {
     let limit = cfg.stall_timeout?;
     let floor = cfg.pace_bytes_per_s.map_or(Duration::ZERO, |rate| {
-        Duration::from_secs_f64(4.0 * f64::from(cfg.segment_size) / rate.max(1) as f64)
+        Duration::from_secs_f64(4.0 * f64::from(segment_size) / rate.max(1) as f64)
     });
     Some(limit.max(floor))
 }
