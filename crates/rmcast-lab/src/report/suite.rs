@@ -249,7 +249,13 @@ pub fn render(
     links: &BTreeMap<String, String>,
     dir: &str,
 ) -> String {
-    let mut md = format!("# Reproduction: {}\n\n", suite.name);
+    // A suite without a paper is rmcast's own record, not a reproduction.
+    let kind = if suite.paper.is_empty() {
+        "Suite"
+    } else {
+        "Reproduction"
+    };
+    let mut md = format!("# {kind}: {}\n\n", suite.name);
     if !suite.title.is_empty() {
         let _ = writeln!(md, "**{}**", suite.title);
     }
@@ -689,7 +695,7 @@ tolerance = 0.1
 
     #[test]
     fn the_report_has_table_rows_and_a_verdict_per_claim_and_backend() {
-        let suite = Suite::parse(SUITE, false).unwrap();
+        let mut suite = Suite::parse(SUITE, false).unwrap();
         let meta = RunMeta {
             command: "rmcast lab run t.toml".into(),
             backends: vec![Backend::Lab, Backend::Sim],
@@ -697,6 +703,10 @@ tolerance = 0.1
             nproc: 2,
             ..RunMeta::default()
         };
+        // Without a paper it is rmcast's own suite, with one a reproduction.
+        let md = render(&suite, &points(), Some(&meta), &BTreeMap::new(), "/tmp/x");
+        assert!(md.starts_with("# Suite: t\n"), "{md}");
+        suite.paper = "000_x.txt".into();
         let md = render(&suite, &points(), Some(&meta), &BTreeMap::new(), "/tmp/x");
         assert!(md.contains("# Reproduction: t"), "{md}");
         assert!(md.contains("command: `rmcast lab run t.toml`"), "{md}");
