@@ -78,19 +78,24 @@ pub const SIM_FLAGS: [&str; 11] = [
     "--rate",
 ];
 
-/// Applies rmcast sender flags to a configuration whose protocol is set.
-pub fn apply_sender_flags(args: &[String], c: &mut SenderConfig) -> Result<(), String> {
-    let mut pct: Option<f64> = None;
+/// Splits sender arguments into (flag, value) pairs (`--flag value` or
+/// `--flag=value`), refusing a flag not in `known` (named as `what`).
+pub(super) fn flag_pairs<'a>(
+    args: &'a [String],
+    known: &[&str],
+    what: &str,
+) -> Result<Vec<(&'a str, String)>, String> {
+    let mut pairs = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
             _ => (a.as_str(), None),
         };
-        if !SIM_FLAGS.contains(&flag) {
+        if !known.contains(&flag) {
             return Err(format!(
-                "sender flag `{a}` is not known to the simulator (it knows {})",
-                SIM_FLAGS.join(", ")
+                "{what} flag `{a}` is not known to the simulator (it knows {})",
+                known.join(", ")
             ));
         }
         let v = match inline {
@@ -100,6 +105,15 @@ pub fn apply_sender_flags(args: &[String], c: &mut SenderConfig) -> Result<(), S
                 .cloned()
                 .ok_or_else(|| format!("{flag} needs a value"))?,
         };
+        pairs.push((flag, v));
+    }
+    Ok(pairs)
+}
+
+/// Applies rmcast sender flags to a configuration whose protocol is set.
+pub fn apply_sender_flags(args: &[String], c: &mut SenderConfig) -> Result<(), String> {
+    let mut pct: Option<f64> = None;
+    for (flag, v) in flag_pairs(args, &SIM_FLAGS, "sender")? {
         let num = |what: &str| format!("{flag} `{v}` is not {what}");
         match flag {
             "--window" => c.window = v.parse().map_err(|_| num("a packet count"))?,

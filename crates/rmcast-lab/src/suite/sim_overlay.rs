@@ -8,7 +8,7 @@
 //! process start-up are not modelled). `seconds` and `latency_ms` are that
 //! time, `goodput_mbps` the object's size over it.
 
-use super::sender_flags::substitute;
+use super::sender_flags::{flag_pairs, substitute};
 use super::{Experiment, Metric, Series, XKind, XValue};
 use crate::units;
 use rmcast::overlay::{OverlayShape, parse_shape};
@@ -76,25 +76,7 @@ pub fn overlay_case(e: &Experiment, s: &Series, x: &XValue) -> Result<OverlayCas
     };
     let xp = (xk == XKind::Param).then_some(x);
     let args = substitute(&s.args, xp);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (a.as_str(), None),
-        };
-        if !OVERLAY_SIM_FLAGS.contains(&flag) {
-            return Err(format!(
-                "overlay flag `{a}` is not known to the simulator (it knows {})",
-                OVERLAY_SIM_FLAGS.join(", ")
-            ));
-        }
-        let v = match inline {
-            Some(v) => v,
-            None => it
-                .next()
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))?,
-        };
+    for (flag, v) in flag_pairs(&args, &OVERLAY_SIM_FLAGS, "overlay")? {
         if flag == "--segment-size" {
             let seg = units::parse_size(&v)?;
             sc.segment_size = u32::try_from(seg)

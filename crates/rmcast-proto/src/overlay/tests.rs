@@ -319,6 +319,19 @@ const SHAPES: [OverlayShape; 7] = [
     OverlayShape::Bintree,
 ];
 
+/// A receiver on its own at time zero (2 s inactivity), its Register queued.
+fn lone_node() -> NodeMachine {
+    NodeMachine::new(
+        Instant::ZERO,
+        NodeConfig {
+            name: "n".into(),
+            data_addr: addr(2),
+            inactivity: 2 * SEC,
+            sender: "s".into(),
+        },
+    )
+}
+
 fn plan(n: usize) -> Plan {
     Plan {
         joining: n,
@@ -520,15 +533,7 @@ fn a_refusing_receiver_is_named_and_nobody_starts() {
 
 #[test]
 fn a_lost_parent_defers_to_the_senders_verdict() {
-    let mut node = NodeMachine::new(
-        Instant::ZERO,
-        NodeConfig {
-            name: "n".into(),
-            data_addr: addr(2),
-            inactivity: 2 * SEC,
-            sender: "s".into(),
-        },
-    );
+    let mut node = lone_node();
     let mut sender = SenderMachine::new(
         Instant::ZERO,
         SenderConfig {
@@ -616,15 +621,7 @@ fn a_lost_parent_defers_to_the_senders_verdict() {
 
 #[test]
 fn an_invalid_assignment_fails_the_receiver() {
-    let mut node = NodeMachine::new(
-        Instant::ZERO,
-        NodeConfig {
-            name: "n".into(),
-            data_addr: addr(2),
-            inactivity: 2 * SEC,
-            sender: "s".into(),
-        },
-    );
+    let mut node = lone_node();
     let a = rmcast_wire::overlay::Assignment {
         session: 1,
         rank: 5,
@@ -643,15 +640,7 @@ fn an_invalid_assignment_fails_the_receiver() {
 
 #[test]
 fn accepting_an_assignment_leaves_ready_to_poll_before_the_driver_sleeps() {
-    let mut node = NodeMachine::new(
-        Instant::ZERO,
-        NodeConfig {
-            name: "n".into(),
-            data_addr: addr(2),
-            inactivity: 2 * SEC,
-            sender: "s".into(),
-        },
-    );
+    let mut node = lone_node();
     assert!(matches!(node.poll_transmit(), Some(Msg::Register { .. })));
     assert!(!node.has_output());
     let a = rmcast_wire::overlay::Assignment {
@@ -685,15 +674,7 @@ fn accepting_an_assignment_leaves_ready_to_poll_before_the_driver_sleeps() {
 
 #[test]
 fn the_sender_sends_heartbeats_and_a_silent_sender_fails_the_node() {
-    let mut node = NodeMachine::new(
-        Instant::ZERO,
-        NodeConfig {
-            name: "n".into(),
-            data_addr: addr(2),
-            inactivity: 2 * SEC,
-            sender: "s".into(),
-        },
-    );
+    let mut node = lone_node();
     let mut t = Instant::ZERO;
     while node.result().is_none() {
         t = node.poll_timeout().unwrap();
