@@ -9,6 +9,15 @@ use rmcast_proto::ProtocolId;
 use rmcast_sim::{Crash, LossModel};
 use std::time::Duration;
 
+/// Every datagram protocol the simulator runs (Hunt and PRMP have their
+/// own randomised classes in the fault campaign, `tests/campaign.rs`).
+const PROTOCOLS: [ProtocolId; 4] = [
+    ProtocolId::Ack,
+    ProtocolId::NakPoll,
+    ProtocolId::Ring,
+    ProtocolId::Tree,
+];
+
 fn loss() -> impl Strategy<Value = LossModel> {
     prop_oneof![
         Just(LossModel::None),
@@ -20,7 +29,7 @@ fn loss() -> impl Strategy<Value = LossModel> {
 proptest! {
     // A fixed proptest seed: CI runs the same cases every time.
     #![proptest_config(ProptestConfig {
-        cases: 48,
+        cases: 64,
         rng_seed: proptest::test_runner::RngSeed::Fixed(0x726d_6361_7374),
         ..ProptestConfig::default()
     })]
@@ -28,7 +37,7 @@ proptest! {
     #[test]
     fn random_scenarios_keep_every_invariant(
         seed in any::<u64>(),
-        ack in any::<bool>(),
+        protocol in 0usize..PROTOCOLS.len(),
         receivers in 1u16..=6,
         size in prop_oneof![0u64..3_000, 0u64..120_000],
         loss in loss(),
@@ -37,9 +46,14 @@ proptest! {
         garbage in prop_oneof![Just(0.0), 100.0..3_000.0f64],
         jitter_us in 0u64..=20,
     ) {
-        let protocol = if ack { ProtocolId::Ack } else { ProtocolId::NakPoll };
+        let protocol = PROTOCOLS[protocol];
         let mut s = scenario(protocol, receivers, size, loss, seed);
-        s.config.window = window;
+        // The ring needs a window wider than the group (enforced).
+        s.config.window = if protocol == ProtocolId::Ring {
+            window.max(u32::from(receivers) + 1)
+        } else {
+            window
+        };
         s.isn = isn;
         s.garbage_per_s = garbage;
         s.cost.jitter = Duration::from_micros(jitter_us);
@@ -51,12 +65,12 @@ proptest! {
     #[test]
     fn random_crashes_fail_only_the_crashed(
         seed in any::<u64>(),
-        ack in any::<bool>(),
+        protocol in 0usize..PROTOCOLS.len(),
         receivers in 2u16..=6,
         victim in 1u16..=6,
         crash_ms in 5u64..150,
     ) {
-        let protocol = if ack { ProtocolId::Ack } else { ProtocolId::NakPoll };
+        let protocol = PROTOCOLS[protocol];
         let mut s = scenario(protocol, receivers, 1_500_000, LossModel::Bernoulli(0.01), seed);
         s.config.peer_timeout = Duration::from_millis(700);
         let victim = 1 + (victim - 1) % receivers;
