@@ -36,6 +36,7 @@
 //! verification result through [`Receiver::confirm`].
 
 mod endpoint;
+pub mod fec;
 pub mod overlay;
 mod pacer;
 pub mod security;

@@ -1,0 +1,370 @@
+//! Block FEC over data packets (issue 20), sans-IO: the erasure code
+//! behind proactive and on-demand parity, not yet wired into a protocol.
+//!
+//! A block is `data` packets (K) of at most `symbol` bytes each; the
+//! encoder makes up to `parity` (P) parity packets from them, and a
+//! receiver that holds any K of the block's K + P packets rebuilds the data
+//! packets it lacks, whichever they are: one parity packet repairs a
+//! different loss at every receiver. The code is systematic Reed–Solomon
+//! over GF(2¹⁶) (`reed-solomon-simd`; why this one and not RaptorQ:
+//! docs/performance.md, "FEC codecs"), so any K packets suffice.
+//!
+//! Packets shorter than the symbol (an object's last) are coded as if
+//! padded with zeros; the caller knows their true length from the object's
+//! size and cuts the rebuilt packet to it. Both ends keep their working
+//! space between blocks ([`BlockEncoder::reset`], [`BlockDecoder::reset`]):
+//! no allocation per packet.
+
+use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};
+
+/// Most data packets in one block.
+pub const MAX_DATA: u16 = 1024;
+/// Most parity packets for one block.
+pub const MAX_PARITY: u16 = 1024;
+
+/// What a block's shape or a packet got wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FecError {
+    /// K or P outside 1..=[`MAX_DATA`] / 1..=[`MAX_PARITY`], or a symbol of 0 bytes.
+    #[error(
+        "a block of {data} data and {parity} parity packets of {symbol} bytes is not supported"
+    )]
+    Shape {
+        /// K.
+        data: u16,
+        /// P.
+        parity: u16,
+        /// Bytes per packet.
+        symbol: usize,
+    },
+    /// A packet longer than the block's symbol.
+    #[error("a packet of {len} bytes does not fit a {symbol}-byte symbol")]
+    TooLong {
+        /// Its length.
+        len: usize,
+        /// The symbol.
+        symbol: usize,
+    },
+    /// A packet index outside the block.
+    #[error("packet {index} is outside a block of {count}")]
+    Index {
+        /// The index given.
+        index: u16,
+        /// Data or parity packets in the block.
+        count: u16,
+    },
+    /// The encoder was asked for parity before it had all K data packets,
+    /// or given more than K.
+    #[error("the block has {have} of its {data} data packets")]
+    Incomplete {
+        /// Data packets added.
+        have: u16,
+        /// K.
+        data: u16,
+    },
+    /// The decoder was asked to rebuild with fewer than K packets.
+    #[error("{have} of the block's packets arrived; rebuilding needs {data}")]
+    TooFew {
+        /// Distinct packets held.
+        have: u16,
+        /// K.
+        data: u16,
+    },
+}
+
+/// The code's shard size for `symbol`-byte packets (even, as GF(2¹⁶) wants).
+fn shard_bytes(symbol: usize) -> usize {
+    symbol + symbol % 2
+}
+
+fn check_shape(data: u16, parity: u16, symbol: usize) -> Result<(), FecError> {
+    if (1..=MAX_DATA).contains(&data) && (1..=MAX_PARITY).contains(&parity) && symbol > 0 {
+        Ok(())
+    } else {
+        Err(FecError::Shape {
+            data,
+            parity,
+            symbol,
+        })
+    }
+}
+
+/// The error the code library cannot return for a checked shape.
+fn checked<T>(r: Result<T, reed_solomon_simd::Error>) -> T {
+    r.unwrap_or_else(|e| unreachable!("a checked block shape: {e}"))
+}
+
+/// Makes the parity packets of one block at a time.
+pub struct BlockEncoder {
+    rs: ReedSolomonEncoder,
+    data: u16,
+    parity: u16,
+    symbol: usize,
+    added: u16,
+    /// One zero-padded shard, for packets shorter than the symbol.
+    pad: Vec<u8>,
+}
+
+impl std::fmt::Debug for BlockEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockEncoder")
+            .field("data", &self.data)
+            .field("parity", &self.parity)
+            .field("symbol", &self.symbol)
+            .field("added", &self.added)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BlockEncoder {
+    /// An encoder for blocks of `data` packets of at most `symbol` bytes
+    /// with `parity` parity packets.
+    pub fn new(data: u16, parity: u16, symbol: usize) -> Result<Self, FecError> {
+        check_shape(data, parity, symbol)?;
+        let bytes = shard_bytes(symbol);
+        Ok(Self {
+            rs: checked(ReedSolomonEncoder::new(data.into(), parity.into(), bytes)),
+            data,
+            parity,
+            symbol,
+            added: 0,
+            pad: vec![0; bytes],
+        })
+    }
+
+    /// Starts a new block of another shape (an object's short last block),
+    /// forgetting the packets added.
+    pub fn reset(&mut self, data: u16, parity: u16) -> Result<(), FecError> {
+        check_shape(data, parity, self.symbol)?;
+        checked(
+            self.rs
+                .reset(data.into(), parity.into(), shard_bytes(self.symbol)),
+        );
+        (self.data, self.parity, self.added) = (data, parity, 0);
+        Ok(())
+    }
+
+    /// Adds the block's next data packet (in index order).
+    pub fn push(&mut self, packet: &[u8]) -> Result<(), FecError> {
+        if packet.len() > self.symbol {
+            return Err(FecError::TooLong {
+                len: packet.len(),
+                symbol: self.symbol,
+            });
+        }
+        if self.added == self.data {
+            return Err(FecError::Incomplete {
+                have: self.added + 1,
+                data: self.data,
+            });
+        }
+        if packet.len() == self.pad.len() {
+            checked(self.rs.add_original_shard(packet));
+        } else {
+            self.pad[..packet.len()].copy_from_slice(packet);
+            self.pad[packet.len()..].fill(0);
+            checked(self.rs.add_original_shard(&self.pad));
+        }
+        self.added += 1;
+        Ok(())
+    }
+
+    /// The block's parity packets, each [`shard_len`](Self::shard_len)
+    /// bytes, once all its data packets were pushed; the encoder is then
+    /// ready for the next block of the same shape.
+    pub fn parity(&mut self) -> Result<Parity<'_>, FecError> {
+        if self.added != self.data {
+            return Err(FecError::Incomplete {
+                have: self.added,
+                data: self.data,
+            });
+        }
+        self.added = 0;
+        Ok(Parity {
+            result: checked(self.rs.encode()),
+            count: self.parity,
+        })
+    }
+
+    /// Bytes of one parity packet: the symbol, rounded up to even.
+    #[must_use]
+    pub fn shard_len(&self) -> usize {
+        shard_bytes(self.symbol)
+    }
+}
+
+/// One block's parity packets, borrowed from the encoder's working space.
+pub struct Parity<'a> {
+    result: reed_solomon_simd::EncoderResult<'a>,
+    count: u16,
+}
+
+impl Parity<'_> {
+    /// Parity packet `index` (`None` past the block's P).
+    #[must_use]
+    pub fn get(&self, index: u16) -> Option<&[u8]> {
+        self.result.recovery(index.into())
+    }
+
+    /// The parity packets in index order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.count).filter_map(|i| self.get(i))
+    }
+}
+
+/// Collects one block's packets at a receiver and rebuilds the data
+/// packets it lacks once it holds any K.
+pub struct BlockDecoder {
+    rs: ReedSolomonDecoder,
+    data: u16,
+    parity: u16,
+    symbol: usize,
+    have_data: Vec<bool>,
+    have_parity: Vec<bool>,
+    held: u16,
+    pad: Vec<u8>,
+}
+
+impl std::fmt::Debug for BlockDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockDecoder")
+            .field("data", &self.data)
+            .field("parity", &self.parity)
+            .field("symbol", &self.symbol)
+            .field("held", &self.held)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BlockDecoder {
+    /// A decoder for blocks of `data` packets of at most `symbol` bytes
+    /// with up to `parity` parity packets.
+    pub fn new(data: u16, parity: u16, symbol: usize) -> Result<Self, FecError> {
+        check_shape(data, parity, symbol)?;
+        let bytes = shard_bytes(symbol);
+        Ok(Self {
+            rs: checked(ReedSolomonDecoder::new(data.into(), parity.into(), bytes)),
+            data,
+            parity,
+            symbol,
+            have_data: vec![false; data.into()],
+            have_parity: vec![false; parity.into()],
+            held: 0,
+            pad: vec![0; bytes],
+        })
+    }
+
+    /// Starts a new block of another shape, forgetting what was held.
+    pub fn reset(&mut self, data: u16, parity: u16) -> Result<(), FecError> {
+        check_shape(data, parity, self.symbol)?;
+        checked(
+            self.rs
+                .reset(data.into(), parity.into(), shard_bytes(self.symbol)),
+        );
+        (self.data, self.parity, self.held) = (data, parity, 0);
+        self.have_data.clear();
+        self.have_data.resize(data.into(), false);
+        self.have_parity.clear();
+        self.have_parity.resize(parity.into(), false);
+        Ok(())
+    }
+
+    /// Data packet `index` of the block arrived (`false`: a duplicate,
+    /// ignored).
+    pub fn add_data(&mut self, index: u16, packet: &[u8]) -> Result<bool, FecError> {
+        self.check(index, self.data, packet.len())?;
+        if std::mem::replace(&mut self.have_data[usize::from(index)], true) {
+            return Ok(false);
+        }
+        if packet.len() == self.pad.len() {
+            checked(self.rs.add_original_shard(index.into(), packet));
+        } else {
+            self.pad[..packet.len()].copy_from_slice(packet);
+            self.pad[packet.len()..].fill(0);
+            checked(self.rs.add_original_shard(index.into(), &self.pad));
+        }
+        self.held += 1;
+        Ok(true)
+    }
+
+    /// Parity packet `index` of the block arrived (`false`: a duplicate,
+    /// ignored).
+    pub fn add_parity(&mut self, index: u16, shard: &[u8]) -> Result<bool, FecError> {
+        if shard.len() != self.pad.len() {
+            return Err(FecError::TooLong {
+                len: shard.len(),
+                symbol: self.pad.len(),
+            });
+        }
+        self.check(index, self.parity, 0)?;
+        if std::mem::replace(&mut self.have_parity[usize::from(index)], true) {
+            return Ok(false);
+        }
+        checked(self.rs.add_recovery_shard(index.into(), shard));
+        self.held += 1;
+        Ok(true)
+    }
+
+    fn check(&self, index: u16, count: u16, len: usize) -> Result<(), FecError> {
+        if index >= count {
+            return Err(FecError::Index { index, count });
+        }
+        if len > self.symbol {
+            return Err(FecError::TooLong {
+                len,
+                symbol: self.symbol,
+            });
+        }
+        Ok(())
+    }
+
+    /// How many more packets of the block (data or parity, any) this
+    /// receiver needs: what its feedback reports, so that the sender can
+    /// answer every receiver with the largest such count of new parity.
+    #[must_use]
+    pub fn lacks(&self) -> u16 {
+        if self.have_data.iter().all(|&h| h) {
+            0
+        } else {
+            self.data.saturating_sub(self.held)
+        }
+    }
+
+    /// The data packets not received, in index order.
+    pub fn missing(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..self.data).filter(|&i| !self.have_data[usize::from(i)])
+    }
+
+    /// Rebuilds the data packets the block lacks, as `(index, packet)`
+    /// (each [`shard_len`](BlockEncoder::shard_len) bytes: cut the last
+    /// packet of an object to its length). The decoder is then ready for
+    /// the next block of the same shape.
+    pub fn decode(&mut self) -> Result<Vec<(u16, Vec<u8>)>, FecError> {
+        if self.lacks() > 0 {
+            return Err(FecError::TooFew {
+                have: self.held,
+                data: self.data,
+            });
+        }
+        let missing: Vec<u16> = self.missing().collect();
+        let shape = (self.data, self.parity);
+        if missing.is_empty() {
+            // Nothing to rebuild; forget the block.
+            self.reset(shape.0, shape.1)?;
+            return Ok(Vec::new());
+        }
+        let result = checked(self.rs.decode());
+        let restored = (missing.iter())
+            .map(|&i| {
+                let bytes = result.restored_original(i.into());
+                (i, bytes.expect("a missing packet is restored").to_vec())
+            })
+            .collect();
+        drop(result);
+        self.reset(shape.0, shape.1)?;
+        Ok(restored)
+    }
+}
+
+#[cfg(test)]
+mod tests;

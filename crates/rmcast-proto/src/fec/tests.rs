@@ -1,0 +1,216 @@
+use super::*;
+use proptest::prelude::*;
+
+/// K data packets of `symbol` bytes, the last `last` bytes long.
+fn packets(k: u16, symbol: usize, last: usize, seed: u8) -> Vec<Vec<u8>> {
+    (0..k)
+        .map(|i| {
+            let len = if i + 1 == k { last } else { symbol };
+            (0..len)
+                .map(|j| (j as u8).wrapping_mul(31) ^ (i as u8) ^ seed)
+                .collect()
+        })
+        .collect()
+}
+
+fn parity_of(enc: &mut BlockEncoder, data: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    for p in data {
+        enc.push(p).unwrap();
+    }
+    let parity = enc.parity().unwrap();
+    parity.iter().map(<[u8]>::to_vec).collect()
+}
+
+/// Delivers the packets `lost` does not name (indices into data ++ parity),
+/// rebuilds, and returns the data packets as the receiver then holds them,
+/// each cut to its true length.
+fn receive(
+    dec: &mut BlockDecoder,
+    data: &[Vec<u8>],
+    parity: &[Vec<u8>],
+    lost: &[usize],
+) -> Result<Vec<Vec<u8>>, FecError> {
+    let mut held: Vec<Option<Vec<u8>>> = vec![None; data.len()];
+    for (i, p) in data.iter().enumerate() {
+        if !lost.contains(&i) {
+            assert!(dec.add_data(i as u16, p)?);
+            held[i] = Some(p.clone());
+        }
+    }
+    for (j, p) in parity.iter().enumerate() {
+        if !lost.contains(&(data.len() + j)) {
+            assert!(dec.add_parity(j as u16, p)?);
+        }
+    }
+    for (i, bytes) in dec.decode()? {
+        let i = usize::from(i);
+        assert!(held[i].is_none(), "packet {i} rebuilt although it came");
+        held[i] = Some(bytes[..data[i].len()].to_vec());
+    }
+    Ok(held
+        .into_iter()
+        .map(|p| p.expect("every packet held"))
+        .collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x6665_6331),
+        ..ProptestConfig::default()
+    })]
+
+    /// Any erasure pattern of up to P of the K + P packets, blocks of 1 to
+    /// 255 data packets, odd and even symbols, a short last packet: the
+    /// receiver rebuilds every data packet byte for byte.
+    #[test]
+    fn any_p_erasures_are_repaired(
+        k in 1u16..=255,
+        p in 1u16..=32,
+        symbol in 1usize..=64,
+        last_frac in 0.0..=1.0f64,
+        seed in any::<u8>(),
+        picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..=32),
+    ) {
+        let last = ((symbol as f64 * last_frac) as usize).max(1);
+        let data = packets(k, symbol, last, seed);
+        let mut enc = BlockEncoder::new(k, p, symbol).unwrap();
+        let parity = parity_of(&mut enc, &data);
+        prop_assert_eq!(parity.len(), usize::from(p));
+        let total = usize::from(k + p);
+        let mut lost: Vec<usize> = picks.iter().map(|ix| ix.index(total)).collect();
+        lost.sort_unstable();
+        lost.dedup();
+        lost.truncate(usize::from(p));
+        let mut dec = BlockDecoder::new(k, p, symbol).unwrap();
+        let got = receive(&mut dec, &data, &parity, &lost).unwrap();
+        prop_assert_eq!(got, data);
+    }
+
+    /// More than P erasures: the decoder says how many packets it lacks
+    /// and rebuilds nothing (never wrong bytes).
+    #[test]
+    fn more_than_p_erasures_are_reported_not_guessed(
+        k in 2u16..=64,
+        p in 1u16..=8,
+        extra in 1u16..=8,
+    ) {
+        let data = packets(k, 40, 40, 7);
+        let mut enc = BlockEncoder::new(k, p, 40).unwrap();
+        let parity = parity_of(&mut enc, &data);
+        let lose = (p + extra).min(k);
+        prop_assume!(lose > p);
+        let mut dec = BlockDecoder::new(k, p, 40).unwrap();
+        for (i, d) in data.iter().enumerate().skip(usize::from(lose)) {
+            dec.add_data(i as u16, d).unwrap();
+        }
+        for (j, s) in parity.iter().enumerate() {
+            dec.add_parity(j as u16, s).unwrap();
+        }
+        prop_assert_eq!(dec.lacks(), lose - p);
+        prop_assert_eq!(dec.missing().count(), usize::from(lose));
+        prop_assert_eq!(
+            dec.decode().unwrap_err(),
+            FecError::TooFew { have: k - lose + p, data: k }
+        );
+    }
+}
+
+#[test]
+fn the_largest_blocks_round_trip() {
+    let (k, p, symbol) = (MAX_DATA, 64, 1400);
+    let data = packets(k, symbol, 700, 3);
+    let mut enc = BlockEncoder::new(k, p, symbol).unwrap();
+    let parity = parity_of(&mut enc, &data);
+    let lost: Vec<usize> = (0..usize::from(k))
+        .step_by(17)
+        .take(usize::from(p))
+        .collect();
+    let mut dec = BlockDecoder::new(k, p, symbol).unwrap();
+    assert_eq!(receive(&mut dec, &data, &parity, &lost).unwrap(), data);
+}
+
+#[test]
+fn a_short_last_block_reuses_the_coder() {
+    let mut enc = BlockEncoder::new(32, 4, 100).unwrap();
+    let mut dec = BlockDecoder::new(32, 4, 100).unwrap();
+    let full = packets(32, 100, 100, 1);
+    let parity = parity_of(&mut enc, &full);
+    assert_eq!(
+        receive(&mut dec, &full, &parity, &[0, 5, 33]).unwrap(),
+        full
+    );
+    // The object's last block: 5 packets, the last 17 bytes long.
+    enc.reset(5, 2).unwrap();
+    dec.reset(5, 2).unwrap();
+    let tail = packets(5, 100, 17, 2);
+    let parity = parity_of(&mut enc, &tail);
+    assert_eq!(receive(&mut dec, &tail, &parity, &[4, 1]).unwrap(), tail);
+}
+
+#[test]
+fn duplicates_are_ignored_and_a_whole_block_needs_no_parity() {
+    let data = packets(8, 50, 50, 9);
+    let mut dec = BlockDecoder::new(8, 2, 50).unwrap();
+    assert!(dec.add_data(3, &data[3]).unwrap());
+    assert!(!dec.add_data(3, &data[3]).unwrap());
+    assert_eq!(dec.lacks(), 7);
+    for (i, d) in data.iter().enumerate() {
+        dec.add_data(i as u16, d).unwrap();
+    }
+    assert_eq!(dec.lacks(), 0);
+    assert_eq!(dec.decode().unwrap(), Vec::new());
+    // And the decoder is ready for the next block.
+    assert_eq!(dec.lacks(), 8);
+}
+
+#[test]
+fn bad_shapes_and_packets_are_refused() {
+    assert!(matches!(
+        BlockEncoder::new(0, 1, 10),
+        Err(FecError::Shape { .. })
+    ));
+    assert!(matches!(
+        BlockEncoder::new(1, 0, 10),
+        Err(FecError::Shape { .. })
+    ));
+    assert!(matches!(
+        BlockDecoder::new(MAX_DATA + 1, 1, 10),
+        Err(FecError::Shape { .. })
+    ));
+    assert!(matches!(
+        BlockDecoder::new(4, 2, 0),
+        Err(FecError::Shape { .. })
+    ));
+    let mut enc = BlockEncoder::new(2, 1, 10).unwrap();
+    assert_eq!(
+        enc.push(&[0; 11]),
+        Err(FecError::TooLong {
+            len: 11,
+            symbol: 10
+        })
+    );
+    enc.push(&[1; 10]).unwrap();
+    assert!(matches!(
+        enc.parity(),
+        Err(FecError::Incomplete { have: 1, data: 2 })
+    ));
+    enc.push(&[2; 3]).unwrap();
+    assert!(matches!(
+        enc.push(&[3; 3]),
+        Err(FecError::Incomplete { .. })
+    ));
+    let mut dec = BlockDecoder::new(2, 1, 10).unwrap();
+    assert_eq!(
+        dec.add_data(2, &[0; 4]),
+        Err(FecError::Index { index: 2, count: 2 })
+    );
+    assert_eq!(
+        dec.add_parity(1, &[0; 10]),
+        Err(FecError::Index { index: 1, count: 1 })
+    );
+    assert!(matches!(
+        dec.add_parity(0, &[0; 9]),
+        Err(FecError::TooLong { .. })
+    ));
+}
