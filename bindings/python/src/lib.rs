@@ -432,6 +432,19 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
             if let Some(t) = o.secs("peer_timeout")? {
                 c.inactivity = t;
             }
+            if let Some(t) = o.secs("stall_timeout")? {
+                if t <= c.inactivity {
+                    return Err(invalid(
+                        py,
+                        format!(
+                            "stall_timeout={} must exceed peer_timeout={} (a dead node is named first)",
+                            t.as_secs_f64(),
+                            c.inactivity.as_secs_f64()
+                        ),
+                    ));
+                }
+                c.stall_timeout = Some(t);
+            }
             Ok(SendCfg::Overlay(c))
         }
         Proto::Multicast(id) => {
@@ -467,6 +480,9 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
             }
             if let Some(t) = o.secs("peer_timeout")? {
                 p.peer_timeout = t;
+            }
+            if let Some(t) = o.secs("stall_timeout")? {
+                p.stall_timeout = Some(t);
             }
             p.rate_bits_per_s = o.u64("rate")?;
             p.validate()

@@ -89,7 +89,8 @@ def test_every_protocol(key, group, threads, protocol, tmp_path):
         recv_extra = {"sender": control}
     for i in range(2):
         threads.start(lambda i=i: rmcast.recv(key=key, group=group, listen_timeout=LISTEN, **recv_extra))
-    report = rmcast.send(payload, receivers=2, key=key, group=group, protocol=protocol, wait=WAIT, **extra)
+    report = rmcast.send(payload, receivers=2, key=key, group=group, protocol=protocol, wait=WAIT,
+                         stall_timeout=30, **extra)
     got = threads.join()
     assert report.ok and all(bytes(r.data) == payload for r in got)
 
@@ -125,6 +126,12 @@ def test_bad_arguments(key, group):
         rmcast.send(b"x", receivers=1, key=key, group="10.0.0.1:5000", wait=1)
     with pytest.raises(rmcast.RmcastIOError):
         rmcast.send("/nonexistent/file", receivers=1, key=key, group=group)
+    # A stall timeout must leave room to name a dead receiver first.
+    with pytest.raises(rmcast.InvalidArgument, match="stall"):
+        rmcast.send(b"x", receivers=1, key=key, group=group, peer_timeout=2, stall_timeout=1)
+    with pytest.raises(rmcast.InvalidArgument, match="stall_timeout"):
+        rmcast.send(b"x", receivers=1, key=key, protocol="tcp-chain", control="127.0.0.1:0",
+                    peer_timeout=2, stall_timeout=1)
 
 
 def test_failed_receiver_raises_on_sender_with_its_name(key, group, threads):

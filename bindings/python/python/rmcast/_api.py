@@ -93,6 +93,7 @@ def send_options(
     packet_size: Optional[int] = None,
     window: Optional[int] = None,
     peer_timeout: Seconds = None,
+    stall_timeout: Seconds = None,
     segment_size: Union[None, int, str] = None,
     fanout: Optional[int] = None,
     control: Optional[str] = None,
@@ -113,6 +114,7 @@ def send_options(
         packet_size=packet_size,
         window=window,
         peer_timeout=_secs(peer_timeout, "peer_timeout"),
+        stall_timeout=_secs(stall_timeout, "stall_timeout"),
         segment_size=_rmcast.parse_size(segment_size) if isinstance(segment_size, str) else segment_size,
         fanout=fanout,
         control=control,
@@ -156,7 +158,8 @@ def send(
 
     Further keywords (as the CLI's flags): ``iface``, ``ttl``, ``rate``
     (bit/s or ``"90mbit"``), ``packet_size``, ``window``, ``peer_timeout``,
-    ``segment_size``, ``fanout``, ``control`` (tcp-*), ``sign`` (signing
+    ``stall_timeout`` (no progress this long ends the session, naming what
+    stalled; it must exceed ``peer_timeout``), ``segment_size``, ``fanout``, ``control`` (tcp-*), ``sign`` (signing
     key file), ``loss`` (test knob), ``socket_buffer``.
 
     Raises :class:`SendFailed` (with the report and every failed receiver's
