@@ -89,6 +89,17 @@ fn check_shape(data: u16, parity: u16, symbol: usize) -> Result<(), FecError> {
     }
 }
 
+/// `packet` as a whole shard: itself when it fills one, else copied into
+/// `pad` and zero-filled to the end.
+fn padded<'a>(pad: &'a mut [u8], packet: &'a [u8]) -> &'a [u8] {
+    if packet.len() == pad.len() {
+        return packet;
+    }
+    pad[..packet.len()].copy_from_slice(packet);
+    pad[packet.len()..].fill(0);
+    pad
+}
+
 /// The error the code library cannot return for a checked shape.
 fn checked<T>(r: Result<T, reed_solomon_simd::Error>) -> T {
     r.unwrap_or_else(|e| unreachable!("a checked block shape: {e}"))
@@ -158,13 +169,7 @@ impl BlockEncoder {
                 data: self.data,
             });
         }
-        if packet.len() == self.pad.len() {
-            checked(self.rs.add_original_shard(packet));
-        } else {
-            self.pad[..packet.len()].copy_from_slice(packet);
-            self.pad[packet.len()..].fill(0);
-            checked(self.rs.add_original_shard(&self.pad));
-        }
+        checked(self.rs.add_original_shard(padded(&mut self.pad, packet)));
         self.added += 1;
         Ok(())
     }
@@ -276,13 +281,8 @@ impl BlockDecoder {
         if std::mem::replace(&mut self.have_data[usize::from(index)], true) {
             return Ok(false);
         }
-        if packet.len() == self.pad.len() {
-            checked(self.rs.add_original_shard(index.into(), packet));
-        } else {
-            self.pad[..packet.len()].copy_from_slice(packet);
-            self.pad[packet.len()..].fill(0);
-            checked(self.rs.add_original_shard(index.into(), &self.pad));
-        }
+        let shard = padded(&mut self.pad, packet);
+        checked(self.rs.add_original_shard(index.into(), shard));
         self.held += 1;
         Ok(true)
     }

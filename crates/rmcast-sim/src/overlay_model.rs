@@ -62,14 +62,12 @@ pub fn model_time(m: &ModelInput) -> Duration {
     let s = (m.segment_size as f64).min(m.size as f64) * per_byte;
     let d = m.latency.as_secs_f64();
     let n = f64::from(m.nodes);
-    let depth = || Topology::build(m.shape, m.nodes).depth() as f64;
+    let topology = || Topology::build(m.shape, m.nodes);
     let secs = match m.shape {
         OverlayShape::Direct => n * b + d,
-        OverlayShape::Tree { .. } | OverlayShape::Binomial => {
-            store_and_forward(&Topology::build(m.shape, m.nodes), b, d)
-        }
+        OverlayShape::Tree { .. } | OverlayShape::Binomial => store_and_forward(&topology(), b, d),
         OverlayShape::Chain | OverlayShape::Bintree | OverlayShape::Pipeline => {
-            b + depth() * (s + d)
+            b + topology().depth() as f64 * (s + d)
         }
     };
     Duration::from_secs_f64(secs)

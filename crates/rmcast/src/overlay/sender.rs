@@ -193,6 +193,12 @@ fn run(
         .map_err(io_err("cannot make the control socket non-blocking"))?;
     let size = data.len() as u64;
     let segment_size = cfg.segment_size_for(size);
+    // Chosen once: the feeders read it from here, not by choosing again.
+    let resolved = OverlaySendConfig {
+        segment_size: Some(segment_size),
+        ..cfg.clone()
+    };
+    let cfg = &resolved;
     let total = Segments::new(size, segment_size).count();
     let session = SessionId(rand::random());
     let wanted = cfg.receivers;
@@ -623,7 +629,7 @@ fn feed(
     abort: &AtomicBool,
     sent: &AtomicU64,
 ) -> Result<(), XferError> {
-    let segment_size = cfg.segment_size_for(data.len() as u64);
+    let segment_size = cfg.segment_size_for(data.len() as u64); // set by run()
     let seg = segment_size as usize;
     let total = Segments::new(data.len() as u64, segment_size).count();
     let started = Instant::now();
