@@ -108,8 +108,17 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
     } else {
         r.control_packets as f64 / r.data_packets as f64
     };
+    let parity = if r.stats.parity_packets == 0 {
+        String::new()
+    } else {
+        format!(
+            ", FEC parity {} ({:.1} %)",
+            r.stats.parity_packets,
+            100.0 * r.stats.parity_packets as f64 / r.data_packets.max(1) as f64
+        )
+    };
     eprintln!(
-        "  data packets {}, retransmitted {} ({retx_pct:.1} %), control packets received {} ({per_data:.2} per data packet)",
+        "  data packets {}, retransmitted {} ({retx_pct:.1} %){parity}, control packets received {} ({per_data:.2} per data packet)",
         r.data_packets, r.retransmitted_packets, r.control_packets
     );
     eprintln!(

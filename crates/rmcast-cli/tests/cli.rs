@@ -79,6 +79,48 @@ fn demo_verifies_four_receivers_under_five_percent_loss_for_both_protocols() {
 }
 
 #[test]
+fn fec_repairs_with_parity_not_resends() {
+    // Every protocol family's feedback carries the per-block lacks.
+    for protocol in ["nak-poll", "ack", "ring"] {
+        let p = Proc::spawn(
+            protocol,
+            rmcast().args([
+                "demo",
+                "--receivers",
+                "4",
+                "--size",
+                "4MiB",
+                "--protocol",
+                protocol,
+                "--loss",
+                "0.05",
+                "--fec",
+                "32:1",
+                "--json",
+            ]),
+        );
+        let (code, out, err) = p.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "{protocol}: {err}");
+        let v = json(&out);
+        assert_eq!(v["verified"], 4, "{v}");
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["all_files_match"], true, "{v}");
+        let data = v["data_packets"].as_u64().unwrap();
+        let parity = v["parity_packets"].as_u64().unwrap();
+        // One proactive parity packet per block of 32, and more on demand.
+        assert!(parity > data / 32, "{protocol}: {v}");
+        // Data goes again only as a stall poll after a timeout.
+        let timeouts = v["timeouts"].as_u64().unwrap();
+        assert!(
+            v["retransmitted_packets"].as_u64().unwrap() <= timeouts,
+            "{protocol}: {v}"
+        );
+        assert_eq!(v["unicast_repairs"], 0, "{v}");
+        assert_eq!(v["multicast_repairs"], 0, "{v}");
+    }
+}
+
+#[test]
 fn ring_and_tree_verify_eight_receivers_under_two_percent_loss() {
     let variants: [&[&str]; 3] = [
         &["--protocol", "ring"],
@@ -460,6 +502,20 @@ fn bad_input_gets_a_clear_message() {
                 "2s",
             ],
             "--stall-timeout 2s must exceed --peer-timeout 5s",
+        ),
+        (&["demo", "--fec", "64"], "is not K:P"),
+        (&["demo", "--fec", "0:1"], "outside 1..=1024"),
+        (
+            &["demo", "--fec", "64:1", "--repair", "go-back-n"],
+            "cannot run with --repair go-back-n",
+        ),
+        (
+            &["demo", "--fec", "128:0", "--window", "64"],
+            "do not fit a window of 64",
+        ),
+        (
+            &["demo", "--protocol", "tcp-chain", "--fec", "8:1"],
+            "--fec applies to the UDP multicast protocols",
         ),
     ];
     for (args, needle) in cases {

@@ -301,6 +301,13 @@ impl Endpoint {
         chunk
     }
 
+    /// A data packet session `h`'s machine rebuilt from FEC parity, to
+    /// store like a received one: call after each [`Endpoint::deliver`]
+    /// (or [`Endpoint::handle_datagram`]) until it gives `None`.
+    pub fn poll_repaired(&mut self, h: SessionHandle) -> Option<DataChunk<'_>> {
+        self.machines[h.0].poll_repaired()
+    }
+
     /// Routes `datagram` and hands it to its machine: the session it went
     /// to and the object bytes to store, or `None` if it was dropped.
     pub fn handle_datagram<'a>(
@@ -578,6 +585,7 @@ mod tests {
                 protocol_param: 0,
                 receivers: 1,
                 test_loss_ppm: 0,
+                fec: None,
                 name: "obj.bin",
             }),
         );

@@ -48,7 +48,9 @@ pub use endpoint::{
     Endpoint, EndpointConfig, EndpointStats, SEEN_SESSIONS_MAX, SeenSession, SessionHandle,
 };
 pub use pacer::Pacer;
-pub use rmcast_wire::{HASH_LEN, Kind, ProtocolId, Seq, SessionId, Status};
+pub use rmcast_wire::{
+    FEC_MAX_BLOCK, FecShape, HASH_LEN, Kind, ProtocolId, Seq, SessionId, Status,
+};
 pub use time::Instant;
 pub use transfer::policy::{Children, FeedbackPolicy, TreeShape};
 pub use transfer::rate::{

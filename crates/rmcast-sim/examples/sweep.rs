@@ -17,6 +17,7 @@
 
 use rmcast_proto::{ProtocolId, Repair, SenderConfig, TreeShape};
 use rmcast_sim::{LossModel, RunReport, Scenario};
+use rmcast_wire::FecShape;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -36,6 +37,8 @@ Every list is comma-separated; the grid is their cross product.
   --tree-height LIST       tree: chain length H of the flat tree [6]
   --tree-shape LIST        tree: flat, binary                    [flat]
   --repair LIST            selective, gbn                        [selective]
+  --fec LIST               off, or K:P (K data packets per block, P proactive
+                           parity packets; repair by parity on demand) [off]
   --suppress LIST          min. time between two sends of one packet on NAKs,
                            counted from its last send (us, ms, s) [5ms]
   --rto LIST               initial retransmission timeout (us, ms, s) [50ms]
@@ -61,6 +64,7 @@ struct Grid {
     heights: Vec<u16>,
     shapes: Vec<TreeShape>,
     repairs: Vec<Repair>,
+    fecs: Vec<Option<FecShape>>,
     suppress: Vec<Duration>,
     rtos: Vec<Duration>,
     receivers: Vec<u16>,
@@ -86,6 +90,7 @@ struct Cell {
     /// Tree only.
     tree: Option<(u16, TreeShape)>,
     repair: Repair,
+    fec: Option<FecShape>,
     suppress: Duration,
     rto: Duration,
     receivers: u16,
@@ -180,6 +185,7 @@ fn scenario(grid: &Grid, cell: &Cell, seed: u64) -> Scenario {
         window: cell.window,
         poll_interval: cell.poll,
         repair: cell.repair,
+        fec: cell.fec,
         suppress: cell.suppress,
         rto: cell.rto,
         ..SenderConfig::default()
@@ -240,26 +246,29 @@ fn cells(g: &Grid) -> Vec<Cell> {
                             .flat_map(|r| g.suppress.iter().map(move |s| (r, s)))
                             .flat_map(|(r, s)| g.rtos.iter().map(move |t| (r, s, t)))
                         {
-                            for &receivers in &g.receivers {
-                                for &size in &g.sizes {
-                                    for &rate in &g.rates {
-                                        for &loss in &g.losses {
-                                            for &mtu in &g.mtus {
-                                                out.push(Cell {
-                                                    protocol,
-                                                    packet_size,
-                                                    window,
-                                                    poll,
-                                                    tree,
-                                                    repair,
-                                                    suppress,
-                                                    rto,
-                                                    receivers,
-                                                    size,
-                                                    rate,
-                                                    loss,
-                                                    mtu,
-                                                });
+                            for &fec in &g.fecs {
+                                for &receivers in &g.receivers {
+                                    for &size in &g.sizes {
+                                        for &rate in &g.rates {
+                                            for &loss in &g.losses {
+                                                for &mtu in &g.mtus {
+                                                    out.push(Cell {
+                                                        protocol,
+                                                        packet_size,
+                                                        window,
+                                                        poll,
+                                                        tree,
+                                                        repair,
+                                                        fec,
+                                                        suppress,
+                                                        rto,
+                                                        receivers,
+                                                        size,
+                                                        rate,
+                                                        loss,
+                                                        mtu,
+                                                    });
+                                                }
                                             }
                                         }
                                     }
@@ -343,6 +352,7 @@ fn table(rows: &[Row], csv: bool) -> String {
         "poll",
         "tree",
         "repair",
+        "fec",
         "suppress_ms",
         "rto_ms",
         "N",
@@ -356,6 +366,8 @@ fn table(rows: &[Row], csv: bool) -> String {
         "to_finish_mbit",
         "ctl_per_data",
         "rtx",
+        "parity",
+        "fb_per_data",
         "frag_loss",
         "drops",
         "error",
@@ -411,6 +423,8 @@ fn table(rows: &[Row], csv: bool) -> String {
                     Repair::GoBackN => "gbn".into(),
                     Repair::Selective => "selective".into(),
                 },
+                c.fec
+                    .map_or("off".into(), |f| format!("{}:{}", f.data, f.proactive)),
                 format!("{}", c.suppress.as_secs_f64() * 1e3),
                 format!("{}", c.rto.as_secs_f64() * 1e3),
                 c.receivers.to_string(),
@@ -424,6 +438,8 @@ fn table(rows: &[Row], csv: bool) -> String {
                 f(med(&|r| r.goodput_mbit_s), 1),
                 f(med(&|r| r.control_per_data), 3),
                 f(med(&|r| r.retransmitted_packets as f64), 0),
+                f(med(&|r| r.sender.parity_packets as f64), 0),
+                f(med(&|r| r.feedback_per_data), 3),
                 f(med(&|r| r.drops.fragment_loss as f64), 0),
                 ok_runs(row).next().map(drops).unwrap_or_default(),
                 error,
@@ -443,6 +459,7 @@ fn parse(args: &[String]) -> Result<Grid, String> {
         heights: vec![6],
         shapes: vec![TreeShape::Flat],
         repairs: vec![Repair::Selective],
+        fecs: vec![None],
         suppress: vec![SenderConfig::default().suppress],
         rtos: vec![SenderConfig::default().rto],
         receivers: vec![30],
@@ -481,6 +498,7 @@ fn parse(args: &[String]) -> Result<Grid, String> {
             "--tree-height" => g.heights = list(v, parse_num)?,
             "--tree-shape" => g.shapes = list(v, parse_shape)?,
             "--repair" => g.repairs = list(v, parse_repair)?,
+            "--fec" => g.fecs = list(v, parse_fec)?,
             "--suppress" => g.suppress = list(v, parse_duration)?,
             "--rto" => g.rtos = list(v, parse_duration)?,
             "--receivers" => g.receivers = list(v, parse_num)?,
@@ -548,6 +566,22 @@ fn parse_shape(s: &str) -> Result<TreeShape, String> {
         "binary" => Ok(TreeShape::Binary),
         _ => Err(format!("unknown tree shape {s:?} (flat, binary)")),
     }
+}
+
+fn parse_fec(s: &str) -> Result<Option<FecShape>, String> {
+    if s == "off" {
+        return Ok(None);
+    }
+    let (k, p) = s
+        .split_once(':')
+        .ok_or_else(|| format!("--fec {s:?}: off or K:P"))?;
+    let k: u16 = k.parse().map_err(|e| format!("--fec {s:?}: K: {e}"))?;
+    let p: u16 = p.parse().map_err(|e| format!("--fec {s:?}: P: {e}"))?;
+    let shape = FecShape::new(k, p);
+    if !shape.is_valid() {
+        return Err(format!("--fec {s:?}: K in 1..=1024, P in 0..=1024"));
+    }
+    Ok(Some(shape))
 }
 
 fn parse_repair(s: &str) -> Result<Repair, String> {

@@ -44,6 +44,9 @@ pub enum CampaignProtocol {
     TreeBinary,
     /// NAK-poll paced by Hunt's controller.
     NakPollHunt,
+    /// NAK-poll repaired by FEC parity (blocks of 16, one proactive parity
+    /// packet each, the rest on demand).
+    NakPollFec,
     /// PRMP message streams (`rmcast_sim::stream`'s network: loss,
     /// duplication and reordering both ways, pauses, crashes).
     Prmp,
@@ -54,7 +57,7 @@ pub enum CampaignProtocol {
 
 impl CampaignProtocol {
     /// Every protocol, in table order.
-    pub const ALL: [CampaignProtocol; 10] = [
+    pub const ALL: [CampaignProtocol; 11] = [
         Self::Ack,
         Self::NakPoll,
         Self::NakPollGoBackN,
@@ -63,6 +66,7 @@ impl CampaignProtocol {
         Self::TreeH10,
         Self::TreeBinary,
         Self::NakPollHunt,
+        Self::NakPollFec,
         Self::Prmp,
         Self::Overlay,
     ];
@@ -79,6 +83,7 @@ impl CampaignProtocol {
             Self::TreeH10 => "tree-h10",
             Self::TreeBinary => "tree-binary",
             Self::NakPollHunt => "nak-poll-hunt",
+            Self::NakPollFec => "nak-poll-fec",
             Self::Prmp => "prmp",
             Self::Overlay => "overlay",
         }
@@ -93,7 +98,9 @@ impl CampaignProtocol {
     fn configure(self, config: &mut SenderConfig) {
         config.protocol = match self {
             Self::Ack => ProtocolId::Ack,
-            Self::NakPoll | Self::NakPollGoBackN | Self::NakPollHunt => ProtocolId::NakPoll,
+            Self::NakPoll | Self::NakPollGoBackN | Self::NakPollHunt | Self::NakPollFec => {
+                ProtocolId::NakPoll
+            }
             Self::Ring => ProtocolId::Ring,
             Self::TreeH2 | Self::TreeH10 | Self::TreeBinary => ProtocolId::Tree,
             Self::Prmp | Self::Overlay => unreachable!("not a datagram transfer protocol"),
@@ -106,6 +113,7 @@ impl CampaignProtocol {
             Self::NakPollHunt => {
                 config.rate_control = Some(RateControl::Hunt(HuntParams::default()));
             }
+            Self::NakPollFec => config.fec = Some(rmcast_wire::FecShape::new(16, 1)),
             _ => {}
         }
     }
@@ -403,7 +411,8 @@ fn without_faults(sc: &Scenario) -> Scenario {
 /// stays where it was.
 fn draw_delta(sc: &mut Scenario, seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0DE1_7A00_D17A);
-    if sc.object_size < 3000 || !rng.random_bool(0.3) {
+    if sc.object_size < 3000 || !rng.random_bool(0.3) || sc.config.fec.is_some() {
+        // FEC rebuilds from what arrived; it does not run with resume.
         return;
     }
     sc.config.have_after = Some(rng.random_range(16..sc.object_size / 4));

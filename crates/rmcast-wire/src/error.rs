@@ -54,4 +54,7 @@ pub enum EncodeError {
     /// ascending, disjoint and non-empty.
     #[error("malformed Have report")]
     BadHave,
+    /// An `Offer` whose FEC shape is outside the code's limits.
+    #[error("FEC shape outside the code's limits")]
+    BadFec,
 }

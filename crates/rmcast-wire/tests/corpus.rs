@@ -20,10 +20,10 @@ use rmcast_wire::stream::{
     PollEntry, PollRequest, ResetReason, Response, StreamBody, StreamData, StreamPacket,
 };
 use rmcast_wire::{
-    Body, Bye, Close, Complete, Data, Feedback, Have, Header, Hello, Join, Leave, MAX_DATAGRAM,
-    Offer, OfferReply, POLL_ALL, Packet, ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak,
-    RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp, Seq, SessionId, Status, Welcome,
-    encode_have_ranges, oracle,
+    Body, Bye, Close, Complete, Data, FecShape, Feedback, Have, Header, Hello, Join, Leave,
+    MAX_DATAGRAM, Offer, OfferReply, POLL_ALL, Packet, Parity, ProtocolId, RANK_SENDER,
+    RANK_UNASSIGNED, RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp, Seq,
+    SessionId, Status, Welcome, encode_have_ranges, oracle,
 };
 
 /// A decoder contract: panics when broken, true when the input decoded.
@@ -167,7 +167,7 @@ fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
 
 fn is_data(target: &str, bytes: &[u8]) -> bool {
     match target {
-        "decode" => bytes[3] == 0x06,
+        "decode" => matches!(bytes[3], 0x06 | 0x0E), // Data, Parity
         "decode_stream" => bytes[3] == 0x60,
         _ => false,
     }
@@ -229,7 +229,37 @@ fn transfer_valid() -> Vec<Vec<u8>> {
                 protocol_param: 0x8003,
                 receivers: 30,
                 test_loss_ppm: 1000,
+                fec: None,
                 name: "dir/ü.bin",
+            }),
+        ),
+        (
+            s,
+            Body::Offer(Offer {
+                object_size: 5 << 20,
+                isn: Seq(17),
+                payload_size: 1401,
+                window: 512,
+                protocol: ProtocolId::NakPoll,
+                protocol_param: 0,
+                receivers: 1000,
+                test_loss_ppm: 0,
+                fec: Some(FecShape {
+                    data: 64,
+                    proactive: 2,
+                    space: 128,
+                }),
+                name: "fec.bin",
+            }),
+        ),
+        (
+            s,
+            Body::Parity(Parity {
+                seq: Seq(3_750),
+                block: 58,
+                index: 3,
+                poll: POLL_ALL,
+                payload: &[0x5A; 16],
             }),
         ),
         (

@@ -58,6 +58,7 @@ impl SendReport {
             "verified": self.verified,
             "data_packets": self.data_packets,
             "retransmitted_packets": self.retransmitted_packets,
+            "parity_packets": s.parity_packets,
             "control_packets": self.control_packets,
             "control_per_data_packet": control_per_data,
             "skipped_bytes": self.skipped_bytes,

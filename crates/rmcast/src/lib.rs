@@ -74,8 +74,9 @@ pub use receiver::{
 };
 pub use rmcast_proto::security::{AuthStats, GroupKey, KeyFileError, KeyId};
 pub use rmcast_proto::{
-    ConfigError, HASH_LEN, HuntParams, MemberOutcome, ProtocolId, RateControl, RateGroupConfig,
-    ReceiverStats, Repair, SenderConfig, SenderEvent, SenderStats, SessionId, Status, TreeShape,
+    ConfigError, FEC_MAX_BLOCK, FecShape, HASH_LEN, HuntParams, MemberOutcome, ProtocolId,
+    RateControl, RateGroupConfig, ReceiverStats, Repair, SenderConfig, SenderEvent, SenderStats,
+    SessionId, Status, TreeShape,
 };
 pub use sender::{send_bytes, send_file, send_path};
 pub use tree::{CHUNK_SIZE, MAP_MIN, TreeCounts};

@@ -224,7 +224,10 @@ impl Driver<'_> {
     /// sees it.
     fn test_drops(&mut self, bytes: &[u8]) -> bool {
         if self.loss > 0.0
-            && matches!(rmcast_wire::peek_header(bytes), Ok((Kind::Data, _)))
+            && matches!(
+                rmcast_wire::peek_header(bytes),
+                Ok((Kind::Data | Kind::Parity, _))
+            )
             && self.rng.random_bool(self.loss)
         {
             self.dropped += 1;
@@ -553,6 +556,8 @@ struct Sessions<'a> {
     seen_logged: usize,
     /// Sources already warned about for packets that did not authenticate.
     auth_warned: Vec<SocketAddr>,
+    /// A packet rebuilt from FEC parity, on its way to the disk.
+    repaired: Vec<u8>,
 }
 
 impl<'a> Sessions<'a> {
@@ -588,6 +593,7 @@ impl<'a> Sessions<'a> {
             names,
             seen_logged: 0,
             auth_warned: Vec::new(),
+            repaired: Vec::new(),
         }
     }
 
@@ -769,6 +775,7 @@ impl<'a> Sessions<'a> {
         if let Some(chunk) = self.endpoint.deliver(h, now, from, bytes) {
             self.drivers[h.0].store(self.endpoint.session_mut(h), chunk);
         }
+        self.store_repaired(h);
         if self.seen_logged < self.endpoint.sessions_seen().len() {
             self.log_sessions_seen();
         }
@@ -784,6 +791,26 @@ impl<'a> Sessions<'a> {
             self.drivers.push(next);
         }
         self.on_events();
+    }
+
+    /// Stores the data packets session `h`'s machine rebuilt from FEC
+    /// parity. The chunk borrows the machine, which `store` also takes:
+    /// it is copied into a buffer kept for the purpose (once per rebuilt
+    /// packet, never per received one).
+    fn store_repaired(&mut self, h: SessionHandle) {
+        loop {
+            let Some(chunk) = self.endpoint.poll_repaired(h) else {
+                return;
+            };
+            let offset = chunk.offset;
+            self.repaired.clear();
+            self.repaired.extend_from_slice(chunk.bytes);
+            let chunk = DataChunk {
+                offset,
+                bytes: &self.repaired,
+            };
+            self.drivers[h.0].store(self.endpoint.session_mut(h), chunk);
+        }
     }
 
     /// Reacts to the machines' events; true if there were any (a reaction

@@ -908,6 +908,7 @@ mod tests {
             packets: data.len().div_ceil(1000) as u32,
             isn: Seq(0),
             test_loss_ppm: 0,
+            fec: None,
         }
     }
 

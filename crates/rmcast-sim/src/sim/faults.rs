@@ -81,6 +81,7 @@ pub(super) fn foreign_packet(rng: &mut ChaCha8Rng, session: SessionId, buf: &mut
             protocol_param: 0,
             receivers: 1,
             test_loss_ppm: 0,
+            fec: None,
             name: "intruder",
         }),
         2 => Body::Close(Close {

@@ -414,22 +414,39 @@ impl Sim<'_> {
                 // The endpoint routes it, as the runtime's does.
                 let routed = rxs.endpoint.handle_datagram(at, from, &mut self.scratch);
                 rxs.sync_apps();
-                if let Some((s, Some(chunk))) = routed {
-                    let Some(k) = side_of(&self.sides, rxs.endpoint.session(s)) else {
-                        return Err(invariant(
-                            t,
-                            format!("host {h}: data of no sender's session delivered"),
-                        ));
-                    };
-                    if let Err(what) = deliver(&mut rxs.apps[s.0], &self.sides[k].object, chunk) {
-                        return Err(invariant(t, format!("host {h}: {what}")));
+                if let Some((s, chunk)) = routed {
+                    let side = side_of(&self.sides, rxs.endpoint.session(s));
+                    let mut delivered = false;
+                    if let Some(chunk) = chunk {
+                        let Some(k) = side else {
+                            return Err(invariant(
+                                t,
+                                format!("host {h}: data of no sender's session delivered"),
+                            ));
+                        };
+                        delivered = true;
+                        if let Err(what) = deliver(&mut rxs.apps[s.0], &self.sides[k].object, chunk)
+                        {
+                            return Err(invariant(t, format!("host {h}: {what}")));
+                        }
                     }
-                    let app = &mut rxs.apps[s.0];
-                    if let Some(ranges) = held_now(app, &self.sides[k].object) {
-                        let barrier = app.held.take().map_or(0, |(b, _)| b);
-                        rxs.endpoint
-                            .session_mut(s)
-                            .report_held(at, barrier, &ranges);
+                    if let Some(k) = side {
+                        // Packets the FEC rebuilt, checked as the received ones.
+                        while let Some(chunk) = rxs.endpoint.poll_repaired(s) {
+                            delivered = true;
+                            if let Err(what) =
+                                deliver(&mut rxs.apps[s.0], &self.sides[k].object, chunk)
+                            {
+                                return Err(invariant(t, format!("host {h}: rebuilt {what}")));
+                            }
+                        }
+                        let app = &mut rxs.apps[s.0];
+                        if delivered && let Some(ranges) = held_now(app, &self.sides[k].object) {
+                            let barrier = app.held.take().map_or(0, |(b, _)| b);
+                            rxs.endpoint
+                                .session_mut(s)
+                                .report_held(at, barrier, &ranges);
+                        }
                     }
                 }
             }

@@ -96,7 +96,7 @@ impl Sim<'_> {
             kind.is_some()
                 && self.sc.control_loss > 0.0
                 && self.control_rng.random::<f64>() < self.sc.control_loss
-        } else if kind == Some(Kind::Data) {
+        } else if matches!(kind, Some(Kind::Data | Kind::Parity)) {
             let host = &mut self.hosts[p];
             let frame = host.data_frames;
             host.data_frames += 1;

@@ -62,8 +62,82 @@ pub struct Offer<'a> {
     /// Test knob: receivers drop this many data packets per million at
     /// random (`rmcast send --loss`). Zero in production.
     pub test_loss_ppm: u32,
+    /// Block FEC over the data packets (`rmcast send --fec K:P`), or
+    /// `None` (encoded as three zeros): repair by retransmission only.
+    pub fec: Option<FecShape>,
     /// File name (a relative path, checked by the receiver).
     pub name: &'a str,
+}
+
+/// A session's block FEC (issue 20): data packets `b·K .. b·K + K` form
+/// block `b` (the last block is shorter), and a block's parity packets
+/// come from one Reed–Solomon code over GF(2¹⁶) built for `K` data and
+/// `space` parity packets, so parity packet `i` of a block is the same
+/// whenever it is sent. A receiver that holds any `K` of a block's packets
+/// rebuilds its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FecShape {
+    /// K: data packets per block, 1..=1024.
+    pub data: u16,
+    /// P: parity packets sent with every block before anyone asks (0 to
+    /// [`FecShape::space`]).
+    pub proactive: u16,
+    /// Parity packets the code makes per block (1..=1024): the most a
+    /// block can be repaired with before the sender resends its data.
+    pub space: u16,
+}
+
+/// Most data packets in a FEC block, and most parity packets of one.
+pub const FEC_MAX_BLOCK: u16 = 1024;
+
+impl FecShape {
+    /// K data and P proactive parity packets per block, with room for
+    /// twice K parity packets in all (at least P, at most
+    /// [`FEC_MAX_BLOCK`]): a block can be repaired even where every
+    /// receiver lost most of it.
+    #[must_use]
+    pub fn new(data: u16, proactive: u16) -> Self {
+        Self {
+            data,
+            proactive,
+            space: data.saturating_mul(2).max(proactive).min(FEC_MAX_BLOCK),
+        }
+    }
+
+    /// Whether the three fields are within the code's limits.
+    #[must_use]
+    pub fn is_valid(&self) -> bool {
+        (1..=FEC_MAX_BLOCK).contains(&self.data)
+            && (1..=FEC_MAX_BLOCK).contains(&self.space)
+            && self.proactive <= self.space
+    }
+
+    /// Bytes of a parity packet's payload for `payload_size`-byte data
+    /// packets: the symbol rounded up to even, as GF(2¹⁶) wants.
+    #[must_use]
+    pub fn parity_len(payload_size: u16) -> usize {
+        usize::from(payload_size) + usize::from(payload_size) % 2
+    }
+}
+
+/// `Parity`: one FEC parity packet of a block (sessions whose `Offer`
+/// carries a [`FecShape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parity<'a> {
+    /// Names this transmission for feedback's `echo`: parity transmissions
+    /// are numbered on from the object's last data packet (the session's
+    /// n-th parity transmission is `isn` + packets + n), so a receiver that
+    /// answers a parity packet's poll tells the sender exactly which
+    /// transmissions it had heard.
+    pub seq: Seq,
+    /// The block, counted from the object's first.
+    pub block: u32,
+    /// Which of the block's parity packets, below [`FecShape::space`].
+    pub index: u16,
+    /// Who must acknowledge it, as [`Data::poll`].
+    pub poll: u16,
+    /// The parity bytes ([`FecShape::parity_len`] of the payload size).
+    pub payload: &'a [u8],
 }
 
 /// `OfferReply`: a receiver accepts ([`Status::Ok`]) or refuses the offer.
@@ -300,6 +374,8 @@ pub enum Body<'a> {
     RateReport(RateReport),
     /// See [`RateSync`].
     RateSync(RateSync),
+    /// See [`Parity`].
+    Parity(Parity<'a>),
 }
 
 impl Body<'_> {
@@ -323,6 +399,7 @@ impl Body<'_> {
             Body::RateNak(_) => Kind::RateNak,
             Body::RateReport(_) => Kind::RateReport,
             Body::RateSync(_) => Kind::RateSync,
+            Body::Parity(_) => Kind::Parity,
         }
     }
 }

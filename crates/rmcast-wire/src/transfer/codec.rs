@@ -4,7 +4,9 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::body::*;
 use super::rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
-use super::{DATA_HEADER_LEN, ECHO_COPY_MAX, HAVE_RANGE_LEN, Kind, ProtocolId, Status};
+use super::{
+    DATA_HEADER_LEN, ECHO_COPY_MAX, HAVE_RANGE_LEN, Kind, PARITY_HEADER_LEN, ProtocolId, Status,
+};
 use crate::cursor::{Reader, Writer};
 use crate::header::{read_header, write_header};
 use crate::{DecodeError, EncodeError, HEADER_LEN, Header, MAGIC, Seq, SessionId, VERSION};
@@ -61,6 +63,20 @@ impl<'a> Packet<'a> {
                 if test_loss_ppm > 1_000_000 {
                     return Err(DecodeError::BadField("test_loss_ppm"));
                 }
+                let fec = match (r.u16()?, r.u16()?, r.u16()?) {
+                    (0, 0, 0) => None,
+                    (data, proactive, space) => {
+                        let shape = FecShape {
+                            data,
+                            proactive,
+                            space,
+                        };
+                        if !shape.is_valid() {
+                            return Err(DecodeError::BadField("offer.fec"));
+                        }
+                        Some(shape)
+                    }
+                };
                 let name = r.text()?;
                 Body::Offer(Offer {
                     object_size,
@@ -71,6 +87,7 @@ impl<'a> Packet<'a> {
                     protocol_param,
                     receivers,
                     test_loss_ppm,
+                    fec,
                     name,
                 })
             }
@@ -147,6 +164,13 @@ impl<'a> Packet<'a> {
                     ranges,
                 })
             }
+            Kind::Parity => Body::Parity(Parity {
+                seq: Seq(r.u32()?),
+                block: r.u32()?,
+                index: r.u16()?,
+                poll: r.u16()?,
+                payload: r.rest(),
+            }),
             Kind::RateNak => {
                 let kind = RateNakKind::from_u8(r.u8()?)?;
                 Body::RateNak(RateNak {
@@ -222,6 +246,19 @@ impl<'a> Packet<'a> {
                 w.u16(o.protocol_param)?;
                 w.u16(o.receivers)?;
                 w.u32(o.test_loss_ppm)?;
+                match o.fec {
+                    None => {
+                        w.u16(0)?;
+                        w.u16(0)?;
+                        w.u16(0)?;
+                    }
+                    Some(f) if f.is_valid() => {
+                        w.u16(f.data)?;
+                        w.u16(f.proactive)?;
+                        w.u16(f.space)?;
+                    }
+                    Some(_) => return Err(EncodeError::BadFec),
+                }
                 w.text(o.name)?;
             }
             Body::OfferReply(x) => {
@@ -274,6 +311,13 @@ impl<'a> Packet<'a> {
                 w.u16(count)?;
                 w.bytes(h.ranges)?;
             }
+            Body::Parity(p) => {
+                w.u32(p.seq.0)?;
+                w.u32(p.block)?;
+                w.u16(p.index)?;
+                w.u16(p.poll)?;
+                w.bytes(p.payload)?;
+            }
             Body::RateNak(n) => {
                 w.u8(n.kind.to_u8())?;
                 w.u32(n.seq.0)?;
@@ -318,6 +362,26 @@ pub fn encode_data_header(
     w.u16(poll)?;
     w.u16(copy)?;
     debug_assert_eq!(w.len(), DATA_HEADER_LEN);
+    Ok(w.len())
+}
+
+/// Writes a parity packet's header and fixed fields into
+/// `buf[..PARITY_HEADER_LEN]`, leaving the parity bytes to the caller.
+pub fn encode_parity_header(
+    buf: &mut [u8],
+    header: &Header,
+    seq: Seq,
+    block: u32,
+    index: u16,
+    poll: u16,
+) -> Result<usize, EncodeError> {
+    let mut w = Writer::new(buf);
+    write_header(&mut w, header, Kind::Parity.to_u8())?;
+    w.u32(seq.0)?;
+    w.u32(block)?;
+    w.u16(index)?;
+    w.u16(poll)?;
+    debug_assert_eq!(w.len(), PARITY_HEADER_LEN);
     Ok(w.len())
 }
 

@@ -1,5 +1,5 @@
 //! The object-transfer packets: session setup, data, feedback, close, and
-//! the group rate control's kinds (types `0x01`–`0x0D`, `0x40`–`0x42`).
+//! the group rate control's kinds (types `0x01`–`0x0E`, `0x40`–`0x42`).
 //!
 //! Every datagram is the 16-byte common [`Header`](crate::Header) and the
 //! body of its [`Kind`]. [`Packet::decode`] turns any byte string into a
@@ -13,11 +13,11 @@ mod codec;
 mod rate;
 
 pub use body::{
-    Body, Bye, Close, Complete, Data, Feedback, HAVE_MAX_RANGES, HAVE_RANGE_LEN, Have, Hello, Join,
-    Leave, Offer, OfferReply, Packet, SIGNATURE_LEN, Welcome, encode_have_ranges,
-    signed_object_message,
+    Body, Bye, Close, Complete, Data, FEC_MAX_BLOCK, FecShape, Feedback, HAVE_MAX_RANGES,
+    HAVE_RANGE_LEN, Have, Hello, Join, Leave, Offer, OfferReply, Packet, Parity, SIGNATURE_LEN,
+    Welcome, encode_have_ranges, signed_object_message,
 };
-pub use codec::{encode_data_header, peek_header};
+pub use codec::{encode_data_header, encode_parity_header, peek_header};
 pub use rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
 
 use crate::DecodeError;
@@ -26,6 +26,8 @@ use crate::header::HEADER_LEN;
 
 /// Length of the common header plus the data body's fixed fields.
 pub const DATA_HEADER_LEN: usize = HEADER_LEN + 8;
+/// Length of the common header plus the parity body's fixed fields.
+pub const PARITY_HEADER_LEN: usize = HEADER_LEN + 12;
 /// Length of a BLAKE3 digest.
 pub const HASH_LEN: usize = 32;
 
@@ -87,6 +89,8 @@ wire_enum! {
         /// Receiver → sender: packets of the object it holds already
         /// (resume, delta); the sender sends only what someone lacks.
         Have = 0x0D,
+        /// Sender → group: a FEC parity packet of one block.
+        Parity = 0x0E,
         /// Member → group: Hunt's multicast NACK (EXP or LAST) about one
         /// sender's stream; every sender of the group backs off.
         RateNak = 0x40,

@@ -453,6 +453,7 @@ impl<'n, 'a> Driver<'n, 'a> {
             packets: 0,
             isn: Seq(0),
             test_loss_ppm: 0,
+            fec: None,
         };
         let target = Target::Dir(self.node.cfg.out_dir.clone());
         let now = self.node.clock.now();

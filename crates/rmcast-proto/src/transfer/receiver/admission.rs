@@ -99,6 +99,9 @@ impl Receiver {
         }
         let o = self.offer.as_ref().expect("deciding implies an offer");
         let words = (o.packets as usize).div_ceil(64);
+        self.fec = o
+            .fec
+            .and_then(|shape| super::fec::FecReceiver::new(shape, o.payload_size, o.window));
         self.transfer = Some(Transfer {
             isn: o.isn,
             payload_size: u64::from(o.payload_size),
@@ -148,6 +151,7 @@ fn parse_offer(o: &rmcast_wire::Offer<'_>) -> Option<(OfferInfo, FeedbackPolicy)
         receivers: o.receivers,
         isn: o.isn,
         test_loss_ppm: o.test_loss_ppm,
+        fec: o.fec,
         packets,
     };
     Some((info, policy))

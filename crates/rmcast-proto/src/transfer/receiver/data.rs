@@ -74,10 +74,20 @@ impl Receiver {
         if fresh {
             t.set(index);
             self.stats.data_packets += 1;
+            if let Some(fec) = &mut self.fec {
+                fec.keep(index, payload);
+            }
         } else {
             self.stats.duplicates += 1;
         }
-        let gap = index > t.cumulative;
+        // Under FEC a gap is news only once its block is over (its
+        // proactive parity sent right after its last data packet, so ahead
+        // of any packet of a later block): losses the parity repairs need
+        // no NAK, and a group's receivers stay quiet about them.
+        let gap = match &self.fec {
+            None => index > t.cumulative,
+            Some(fec) => index / fec.block_len() > t.cumulative / fec.block_len(),
+        };
         if gap {
             let cumulative = t.cumulative;
             let repeat = self.feedback.last_nak.is_some_and(|(at, c)| {
@@ -118,7 +128,7 @@ impl Receiver {
 }
 
 /// Largest bitmap sent with feedback: 2048 packets past the cumulative point.
-const MAX_BITMAP_BYTES: usize = 256;
+pub(super) const MAX_BITMAP_BYTES: usize = 256;
 
 /// Writes the held-packet bitmap after `t.cumulative` (up to the highest
 /// packet held) into `out`.

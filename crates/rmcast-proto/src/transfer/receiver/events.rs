@@ -26,6 +26,8 @@ pub struct OfferInfo {
     /// Test knob: drop this many data packets per million before handing
     /// them to the machine (the driver applies it; see `rmcast send --loss`).
     pub test_loss_ppm: u32,
+    /// Block FEC the sender runs (`rmcast send --fec`), if any.
+    pub fec: Option<rmcast_wire::FecShape>,
 }
 
 /// Something the receiving application must know or act on.
@@ -95,4 +97,11 @@ pub struct ReceiverStats {
     /// Resume and delta: packets the driver found on its disk
     /// ([`crate::Receiver::report_held`]), never received.
     pub held_packets: u64,
+    /// FEC: parity packets kept for a block that lacked packets.
+    pub parity_packets: u64,
+    /// FEC: parity packets not needed (the block was whole, or held
+    /// enough already, or the same one came twice).
+    pub parity_unneeded: u64,
+    /// FEC: data packets rebuilt from parity.
+    pub repaired_packets: u64,
 }

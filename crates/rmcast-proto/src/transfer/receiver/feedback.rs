@@ -50,7 +50,13 @@ impl Receiver {
         let cumulative = t.isn.add(t.cumulative);
         if self.feedback.nak_owed || self.feedback.acks_owed > 0 {
             let nak = self.feedback.nak_owed;
-            fill_bitmap(t, &mut self.feedback.bitmap);
+            let mut bitmap = std::mem::take(&mut self.feedback.bitmap);
+            fill_bitmap(t, &mut bitmap);
+            self.fec_mark_parity(&mut bitmap);
+            self.feedback.bitmap = bitmap;
+            if let (Some(fec), Some(t)) = (&mut self.fec, &self.transfer) {
+                fec.note_reported(t);
+            }
             let feedback = Feedback {
                 cumulative,
                 echo: if nak {

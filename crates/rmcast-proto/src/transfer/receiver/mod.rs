@@ -22,6 +22,7 @@ mod close;
 mod config;
 mod data;
 mod events;
+mod fec;
 mod feedback;
 mod have;
 #[cfg(test)]
@@ -102,6 +103,8 @@ pub struct Receiver {
     have: Option<have::HaveReport>,
     /// The whole group's outcome, from the sender's farewell `Bye`.
     group: Option<Result<(), String>>,
+    /// Block FEC, when the offer carries it.
+    fec: Option<fec::FecReceiver>,
 }
 
 impl Receiver {
@@ -136,6 +139,7 @@ impl Receiver {
             seal: Seal::receiver(config.group_key.as_ref()),
             have: None,
             group: None,
+            fec: None,
             config,
         }
     }
@@ -337,6 +341,10 @@ impl Receiver {
                 None
             }
             Body::Data(d) => self.on_data(now, d.seq, d.poll, echo_copy(d.copy), d.payload),
+            Body::Parity(p) => {
+                self.on_parity(&p);
+                None
+            }
             Body::Close(c) => {
                 if let Some(h) = &mut self.have {
                     h.finish();

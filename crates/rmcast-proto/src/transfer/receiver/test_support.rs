@@ -60,6 +60,7 @@ pub(super) fn handshake() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         protocol_param: 0,
         receivers: 1,
         test_loss_ppm: 0,
+        fec: None,
         name: "obj.bin",
     }));
     (hello, welcome, offer)

@@ -3,7 +3,10 @@
 
 use crate::security::{GroupKey, SESSION_NONCE_LEN};
 use crate::{FeedbackPolicy, RateControl, RateGroupConfig, TreeShape};
-use rmcast_wire::{DATA_HEADER_LEN, MAX_DATAGRAM, MAX_RECEIVERS, ProtocolId, SEAL_OVERHEAD_DATA};
+use rmcast_wire::{
+    DATA_HEADER_LEN, FecShape, MAX_DATAGRAM, MAX_RECEIVERS, PARITY_HEADER_LEN, ProtocolId,
+    SEAL_OVERHEAD_DATA,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,6 +74,12 @@ pub struct SenderConfig {
     pub test_loss_ppm: u32,
     /// How lost packets are repaired.
     pub repair: Repair,
+    /// Block FEC (`--fec K:P`): losses are repaired with parity packets,
+    /// each of which repairs a different loss at every receiver, instead
+    /// of resending data; with P > 0 every block of K data packets is
+    /// followed by P parity packets before anyone asks. Needs
+    /// [`Repair::Selective`]. `None` (the default): repair by resending.
+    pub fec: Option<FecShape>,
     /// Tree protocol: chain length H of the flat tree.
     pub tree_height: u16,
     /// Tree protocol: flat chains or a binary tree.
@@ -131,6 +140,7 @@ impl Default for SenderConfig {
             rate_group: None,
             test_loss_ppm: 0,
             repair: Repair::Selective,
+            fec: None,
             tree_height: 10,
             tree_shape: TreeShape::Flat,
             group_key: None,
@@ -182,6 +192,33 @@ pub enum ConfigError {
         /// Receivers in the ring.
         receivers: u16,
     },
+    /// A FEC shape outside the code's limits.
+    #[error(
+        "FEC of {} data and {} proactive parity packets per block is outside the code's \
+         limits (K in 1..=1024, P in 0..=1024)",
+        .0.data,
+        .0.proactive
+    )]
+    Fec(FecShape),
+    /// FEC repairs by parity: Go-back-N resends data instead.
+    #[error("FEC repairs with parity packets and cannot run with Go-back-N repair")]
+    FecGoBackN,
+    /// A FEC block larger than the window: its parity could not go before
+    /// the window moved, and the window waits for its repair.
+    #[error(
+        "FEC blocks of {data} packets do not fit a window of {window}: use --window {data} \
+         or more, or a smaller K"
+    )]
+    FecWindow {
+        /// K.
+        data: u16,
+        /// The window.
+        window: u32,
+    },
+    /// FEC rebuilds packets from those a receiver received; packets it
+    /// found on its disk (resume, delta) are not in its buffers.
+    #[error("FEC cannot run with resume or delta transfers (--resume, a tree's delta)")]
+    FecDelta,
     /// Tree height zero or above 32767.
     #[error("tree height {0} is outside 1..=32767")]
     TreeHeight(u16),
@@ -212,9 +249,16 @@ impl SenderConfig {
     /// Object bytes carried by one full data packet: the packet size less
     /// the data header and, when sealing, the seal's counter and tag.
     #[must_use]
+    /// Under FEC it is even and 4 bytes shorter, so that a parity packet
+    /// (a longer header, an even symbol) is no longer than a data packet.
     pub fn payload_size(&self) -> usize {
-        self.packet_size
-            .saturating_sub(DATA_HEADER_LEN + self.seal_overhead())
+        let plain = self
+            .packet_size
+            .saturating_sub(DATA_HEADER_LEN + self.seal_overhead());
+        match self.fec {
+            None => plain,
+            Some(_) => plain.saturating_sub(PARITY_HEADER_LEN - DATA_HEADER_LEN) & !1,
+        }
     }
 
     /// Bytes sealing adds to a data packet (zero when insecure).
@@ -332,6 +376,26 @@ impl SenderConfig {
                 min,
                 receivers: self.receivers,
             });
+        }
+        if let Some(fec) = self.fec {
+            if !fec.is_valid() {
+                return Err(ConfigError::Fec(fec));
+            }
+            if self.repair != Repair::Selective {
+                return Err(ConfigError::FecGoBackN);
+            }
+            if self.payload_size() < 2 {
+                return Err(ConfigError::PacketSize(self.packet_size));
+            }
+            if self.have_after.is_some() {
+                return Err(ConfigError::FecDelta);
+            }
+            if u32::from(fec.data) > self.window {
+                return Err(ConfigError::FecWindow {
+                    data: fec.data,
+                    window: self.window,
+                });
+            }
         }
         let floor = self.peer_timeout.saturating_add(self.rto_max);
         if self.stall_timeout() <= floor {

@@ -39,6 +39,7 @@ impl Sender {
                     protocol_param: self.policy.policy().protocol_param(),
                     receivers: self.members.list.len() as u16,
                     test_loss_ppm: self.config.test_loss_ppm.min(1_000_000),
+                    fec: self.fec.as_ref().map(super::fec::FecSender::shape),
                     name: &self.object.name,
                 })
             }

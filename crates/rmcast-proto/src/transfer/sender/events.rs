@@ -143,4 +143,7 @@ pub struct SenderStats {
     pub skipped_packets: u64,
     /// Resume and delta: receivers whose `Have` report arrived complete.
     pub have_reports: u64,
+    /// FEC parity packets sent, proactive and on demand (not counted in
+    /// `retransmitted_packets`).
+    pub parity_packets: u64,
 }

@@ -26,6 +26,7 @@ mod config;
 mod control;
 mod delta;
 mod events;
+mod fec;
 mod membership;
 #[cfg(test)]
 mod overclaim_tests;
@@ -120,6 +121,8 @@ pub struct Sender {
     signature: Option<[u8; rmcast_wire::SIGNATURE_LEN]>,
     /// Resume and delta ([`SenderConfig::have_after`]).
     delta: Option<delta::Delta>,
+    /// Block FEC ([`SenderConfig::fec`]).
+    fec: Option<fec::FecSender>,
 }
 
 impl Sender {
@@ -153,7 +156,15 @@ impl Sender {
             .map(|bytes| bytes.div_ceil(payload_size as u64))
             .filter(|&barrier| barrier < u64::from(packets))
             .map(|barrier| delta::Delta::new(barrier as u32));
+        let fec = match config.fec {
+            Some(shape) => Some(
+                fec::FecSender::new(shape, payload_size, config.window)
+                    .ok_or(ConfigError::Fec(shape))?,
+            ),
+            None => None,
+        };
         let mut sender = Self {
+            fec,
             window: Window::new(config.window, now),
             pacing: Pacing::new(&config, session, now),
             members: Membership::new(config.receivers),
@@ -488,7 +499,7 @@ impl Sender {
         if let Some(t) = &mut transmit {
             // The session nonce rides on everything but the bulk data, so a
             // receiver can derive the keys from any control packet.
-            let with_nonce = t.kind != rmcast_wire::Kind::Data;
+            let with_nonce = !matches!(t.kind, rmcast_wire::Kind::Data | rmcast_wire::Kind::Parity);
             t.len = self
                 .seal
                 .seal(buf, t.len, with_nonce)

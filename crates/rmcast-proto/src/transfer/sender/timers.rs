@@ -110,7 +110,13 @@ impl Sender {
         // A repair the allowance holds back waits for the allowance
         // (below), not for its own suppression deadline, now past.
         let repair = (sending && !self.pacing.blocked)
-            .then(|| self.window.repairs.front().copied().map(suppressed_until))
+            .then(|| {
+                let data = self.window.repairs.front().copied().map(suppressed_until);
+                match (data, self.fec_deadline()) {
+                    (Some(d), Some(p)) => Some(d.min(p)),
+                    (d, p) => d.or(p),
+                }
+            })
             .flatten();
         // Only a packet the allowance held back waits for it; asking
         // otherwise would return a past deadline for a packet that

@@ -122,20 +122,27 @@ impl Sender {
     ) -> Option<Transmit> {
         self.pacing.blocked = false;
         if self.phase == Phase::Sending
+            && self.window.stall_poll.is_none()
+            && let Some(p) = self.fec_next(now)
+        {
+            let len = self.fec.as_ref()?.datagram_len();
+            if !self.pace(now, len) {
+                return None;
+            }
+            self.fec_write(now, header, p, source, &mut buf[..len])?;
+            self.window.last_activity = now;
+            return Some(Transmit {
+                dest: Dest::Group,
+                len,
+                kind: Kind::Parity,
+            });
+        }
+        if self.phase == Phase::Sending
             && let Some(next) = self.next_data(now)
         {
             let index = next.index;
             let len = self.datagram_len(index);
-            let allowed = match &mut self.pacing.mode {
-                Mode::Off => true,
-                Mode::Fixed(p) => p.try_take(now, len + WIRE_OVERHEAD_BYTES),
-                Mode::Hunt(c) => {
-                    c.on_timer(now);
-                    c.try_take(now)
-                }
-            };
-            self.pacing.blocked = !allowed;
-            if !allowed {
+            if !self.pace(now, len) {
                 return None;
             }
             let w = self.window.slot(index);
@@ -176,6 +183,7 @@ impl Sender {
                         self.stats.data_packets += 1;
                         self.window.high = index + 1;
                         self.window.lack[w] = Lack::default();
+                        self.fec_on_first_send(now, index, next.poll);
                     }
                     self.window.next += 1;
                 }
@@ -196,6 +204,21 @@ impl Sender {
             });
         }
         None
+    }
+
+    /// Whether the pacing lets a datagram of `len` bytes go now (taking
+    /// its allowance if so).
+    fn pace(&mut self, now: Instant, len: usize) -> bool {
+        let allowed = match &mut self.pacing.mode {
+            Mode::Off => true,
+            Mode::Fixed(p) => p.try_take(now, len + WIRE_OVERHEAD_BYTES),
+            Mode::Hunt(c) => {
+                c.on_timer(now);
+                c.try_take(now)
+            }
+        };
+        self.pacing.blocked = !allowed;
+        allowed
     }
 
     /// The data packet to send next, if any may go now: a stall poll first,
@@ -430,6 +453,13 @@ impl Sender {
             }
         }
         match self.config.repair {
+            Repair::Selective if self.fec.is_some() => {
+                if !f.aggregate
+                    && let Some(sent_at) = self.fec_note_missing(rank, cumulative.max(known), f)
+                {
+                    self.rate_error(now, ErrorSignal::Exp { sent_at });
+                }
+            }
             Repair::Selective => {
                 if !f.aggregate
                     && let Some(sent_at) = self.note_missing(rank, cumulative.max(known), f)
@@ -517,7 +547,7 @@ impl Sender {
         backed_off.min(self.config.rto_max.max(self.config.suppress))
     }
 
-    fn can_send_data(&self) -> bool {
+    pub(super) fn can_send_data(&self) -> bool {
         self.window.next < self.packets
             && self.window.next < self.window.base.saturating_add(self.config.window)
     }

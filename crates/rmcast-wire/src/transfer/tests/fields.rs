@@ -464,8 +464,61 @@ fn rate_sync_request_carries_zeros_and_set_a_positive_spacing() {
 
 #[test]
 fn type_codes_between_the_ranges_stay_unknown() {
-    for t in [0x0E, 0x0F, 0x3F, 0x43, 0x4F] {
+    for t in [0x0F, 0x10, 0x3F, 0x43, 0x4F] {
         let bytes = head(t, RANK_SENDER);
         assert_eq!(Packet::decode(&bytes), Err(DecodeError::UnknownKind(t)));
+    }
+}
+
+#[test]
+fn an_offers_fec_shape_is_checked() {
+    let offer = |fec| Packet {
+        header: Header::new(SID, RANK_SENDER),
+        body: Body::Offer(Offer {
+            object_size: 10_000,
+            isn: Seq(1),
+            payload_size: 1000,
+            window: 64,
+            protocol: ProtocolId::NakPoll,
+            protocol_param: 0,
+            receivers: 2,
+            test_loss_ppm: 0,
+            fec,
+            name: "x",
+        }),
+    };
+    let shape = |data, proactive, space| FecShape {
+        data,
+        proactive,
+        space,
+    };
+    for good in [shape(1, 0, 1), shape(64, 4, 128), shape(1024, 1024, 1024)] {
+        let bytes = encode_vec(&offer(Some(good)));
+        assert_eq!(Packet::decode(&bytes), Ok(offer(Some(good))));
+    }
+    let mut buf = [0u8; 256];
+    for bad in [
+        shape(0, 0, 1),
+        shape(1025, 0, 1),
+        shape(8, 0, 0),
+        shape(8, 0, 1025),
+        shape(8, 5, 4),
+    ] {
+        assert_eq!(
+            offer(Some(bad)).encode(&mut buf),
+            Err(EncodeError::BadFec),
+            "{bad:?}"
+        );
+        // The same fields written by hand are refused by the decoder.
+        let mut bytes = encode_vec(&offer(None));
+        let at = HEADER_LEN + 27;
+        bytes[at..at + 2].copy_from_slice(&bad.data.to_be_bytes());
+        bytes[at + 2..at + 4].copy_from_slice(&bad.proactive.to_be_bytes());
+        bytes[at + 4..at + 6].copy_from_slice(&bad.space.to_be_bytes());
+        assert_eq!(
+            Packet::decode(&bytes),
+            Err(DecodeError::BadField("offer.fec")),
+            "{bad:?}"
+        );
     }
 }

@@ -44,6 +44,7 @@ fn every_kind_matches_its_fixed_bytes() {
             Kind::RateNak,
             Kind::RateReport,
             Kind::RateSync,
+            Kind::Parity,
         ]
     );
     for (bytes, packet) in &samples {
@@ -61,7 +62,7 @@ fn body_lengths_match_the_documented_layout() {
             Body::Hello(_) => 3,
             Body::Join(j) => 9 + j.name.len(),
             Body::Welcome(_) => 16,
-            Body::Offer(o) => 28 + o.name.len(),
+            Body::Offer(o) => 34 + o.name.len(),
             Body::OfferReply(x) => 2 + x.text.len(),
             Body::Data(d) => 8 + d.payload.len(),
             Body::Ack(f) | Body::Nak(f) => 11 + f.bitmap.len(),
@@ -73,6 +74,7 @@ fn body_lengths_match_the_documented_layout() {
             Body::RateNak(_) => 5,
             Body::RateReport(_) => 21,
             Body::RateSync(_) => 15,
+            Body::Parity(p) => 12 + p.payload.len(),
         }
     };
     for (bytes, packet) in samples() {
@@ -159,7 +161,7 @@ fn a_version_1_offer_is_refused_not_misparsed() {
 #[test]
 fn unknown_type_is_unknown_kind() {
     let (bytes, _) = &samples()[0];
-    for t in [0x00u8, 0x0E, 0x0F, 0x7F, 0x80, 0xFF] {
+    for t in [0x00u8, 0x0F, 0x10, 0x7F, 0x80, 0xFF] {
         let mut bad = bytes.clone();
         bad[3] = t;
         assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownKind(t)));
@@ -212,10 +214,12 @@ fn nonzero_key_hint_is_rejected() {
 #[test]
 fn truncated_packets_are_errors_not_panics() {
     for (bytes, packet) in samples() {
-        // A data payload runs to the end of the datagram, so cutting into it
-        // leaves a valid, shorter Data packet; everything else must fail.
+        // A data or parity payload runs to the end of the datagram, so
+        // cutting into it leaves a valid, shorter packet; everything else
+        // must fail.
         let must_fail = match packet.body {
             Body::Data(_) => DATA_HEADER_LEN,
+            Body::Parity(_) => PARITY_HEADER_LEN,
             _ => bytes.len(),
         };
         for len in 0..must_fail {
@@ -268,8 +272,8 @@ fn length_prefixed_fields_longer_than_the_datagram_are_truncated() {
 #[test]
 fn trailing_bytes_are_rejected() {
     for (bytes, packet) in samples() {
-        if packet.body.kind() == Kind::Data {
-            continue; // a Data payload takes every remaining byte
+        if matches!(packet.body.kind(), Kind::Data | Kind::Parity) {
+            continue; // a data or parity payload takes every remaining byte
         }
         for extra in [&[0u8][..], &[0xFF, 0xFF], &[0u8; 16]] {
             let long = cat(&[&bytes, extra]);

@@ -104,6 +104,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 &[0x00, 0x00],                                     // protocol param
                 &[0x00, 0x03],                                     // receivers
                 &[0x00, 0x00, 0x27, 0x10],                         // test loss 10,000 ppm
+                &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00],             // no FEC
                 &[0x05, b'f', b'.', b'b', b'i', b'n'],
             ]),
             Packet {
@@ -117,6 +118,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                     protocol_param: 0,
                     receivers: 3,
                     test_loss_ppm: 10_000,
+                    fec: None,
                     name: "f.bin",
                 }),
             },
@@ -292,6 +294,26 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                         spacing_ns: 800,
                         members: 4,
                     },
+                }),
+            },
+        ),
+        (
+            cat(&[
+                &head(0x0E, RANK_SENDER),
+                &[0x00, 0x00, 0x01, 0x00], // seq 256
+                &[0x00, 0x00, 0x00, 0x03], // block 3
+                &[0x00, 0x05],             // parity packet 5
+                &[0xFF, 0xFF],             // poll all
+                &[0xAB, 0xCD],             // parity bytes
+            ]),
+            Packet {
+                header: sender,
+                body: Body::Parity(Parity {
+                    seq: Seq(256),
+                    block: 3,
+                    index: 5,
+                    poll: POLL_ALL,
+                    payload: &[0xAB, 0xCD],
                 }),
             },
         ),

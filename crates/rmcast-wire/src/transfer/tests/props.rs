@@ -31,6 +31,7 @@ enum OwnedBody {
     Bye(bool, String),
     Leave(String),
     Have(u16, u16, Vec<u8>),
+    Parity(Seq, u32, u16, u16, Vec<u8>),
     Rate(Body<'static>),
 }
 
@@ -86,6 +87,13 @@ impl OwnedPacket {
                 part: *part,
                 parts: *parts,
                 ranges,
+            }),
+            OwnedBody::Parity(seq, block, index, poll, payload) => Body::Parity(Parity {
+                seq: *seq,
+                block: *block,
+                index: *index,
+                poll: *poll,
+                payload,
             }),
             OwnedBody::Rate(body) => *body,
         };
@@ -170,6 +178,13 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                 any::<u16>(),
                 prop_oneof![Just(0), 0..=1_000_000u32, Just(1_000_000)],
             ),
+            proptest::option::of(
+                (1..=FEC_MAX_BLOCK, 1..=FEC_MAX_BLOCK).prop_flat_map(|(data, space)| (
+                    Just(data),
+                    0..=space,
+                    Just(space)
+                ))
+            ),
             arb_text(),
         )
             .prop_map(
@@ -184,6 +199,7 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                         receivers,
                         test_loss_ppm,
                     ),
+                    fec,
                     name,
                 )| {
                     OwnedBody::Offer(
@@ -196,6 +212,11 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                             protocol_param,
                             receivers,
                             test_loss_ppm,
+                            fec: fec.map(|(data, proactive, space)| FecShape {
+                                data,
+                                proactive,
+                                space,
+                            }),
                             name: "",
                         },
                         name,
@@ -235,6 +256,14 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                 OwnedBody::Have(part, parts, bytes)
             }),
         Just(OwnedBody::Have(0, 0, Vec::new())),
+        (
+            arb_seq(),
+            any::<u32>(),
+            any::<u16>(),
+            any::<u16>(),
+            bytes(2000)
+        )
+            .prop_map(|(s, b, i, p, d)| OwnedBody::Parity(s, b, i, p, d)),
         arb_rate_body().prop_map(OwnedBody::Rate),
     ]
 }
@@ -418,7 +447,11 @@ proptest! {
     fn truncated_valid_packets_never_decode_except_data(owned in arb_packet()) {
         let p = owned.packet();
         let bytes = encode_vec(&p);
-        let must_fail = if p.body.kind() == Kind::Data { DATA_HEADER_LEN } else { bytes.len() };
+        let must_fail = match p.body.kind() {
+            Kind::Data => DATA_HEADER_LEN,
+            Kind::Parity => PARITY_HEADER_LEN,
+            _ => bytes.len(),
+        };
         for len in 0..must_fail {
             prop_assert!(Packet::decode(&bytes[..len]).is_err(), "cut to {}", len);
         }

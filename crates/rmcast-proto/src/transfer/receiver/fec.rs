@@ -1,0 +1,487 @@
+//! Block FEC at the receiver (issue 20): keep each unfinished block's data
+//! packets, collect its parity packets, rebuild what is missing as soon as
+//! any K of the block's packets are held, and say in feedback how many of
+//! a block's packets are still lacking.
+//!
+//! The data packets of the blocks inside the window are kept in a ring
+//! (`slots` blocks of K packets, allocated once at the offer), so a parity
+//! packet can be combined with them; rebuilt packets are handed to the
+//! driver by [`Receiver::poll_repaired`], out of the same ring.
+
+use super::Receiver;
+use super::data::Transfer;
+use crate::fec::BlockDecoder;
+use crate::{DataChunk, FeedbackPolicy};
+use rmcast_wire::{FecShape, Parity};
+use std::collections::VecDeque;
+
+/// One block's parity packets, in a ring slot.
+#[derive(Default)]
+struct Slot {
+    block: u32,
+    /// Feedback went to the sender while the block lacked packets: the
+    /// sender may hold its window for it, so its rebuilding is reported.
+    reported: bool,
+    /// Parity indexes held, in arrival order; their bytes in `parity`.
+    indexes: Vec<u16>,
+    parity: Vec<u8>,
+}
+
+/// The receiver's FEC state.
+pub(super) struct FecReceiver {
+    shape: FecShape,
+    symbol: usize,
+    shard: usize,
+    decoder: BlockDecoder,
+    slots: Vec<Slot>,
+    /// Data packets of the blocks in the ring, `symbol` bytes each,
+    /// zero-padded: packet `i` at `(i mod (slots·K))·symbol`.
+    data: Vec<u8>,
+    /// Packets rebuilt and not yet handed to the driver.
+    repaired: VecDeque<u32>,
+}
+
+impl FecReceiver {
+    pub(super) fn new(shape: FecShape, payload_size: u16, window: u32) -> Option<Self> {
+        let symbol = usize::from(payload_size);
+        let decoder = BlockDecoder::new(shape.data, shape.space, symbol).ok()?;
+        let slots = window.div_ceil(u32::from(shape.data)) as usize + 2;
+        Some(Self {
+            shape,
+            symbol,
+            shard: FecShape::parity_len(payload_size),
+            decoder,
+            slots: (0..slots).map(|_| Slot::default()).collect(),
+            data: vec![0; slots * usize::from(shape.data) * symbol],
+            repaired: VecDeque::new(),
+        })
+    }
+
+    fn k(&self) -> u32 {
+        u32::from(self.shape.data)
+    }
+
+    /// K: data packets per block.
+    pub(super) fn block_len(&self) -> u32 {
+        self.k()
+    }
+
+    fn at(&self, index: u32) -> usize {
+        let ring = self.slots.len() as u32 * self.k();
+        (index % ring) as usize * self.symbol
+    }
+
+    /// Keeps a new data packet's bytes for its block.
+    pub(super) fn keep(&mut self, index: u32, payload: &[u8]) {
+        let at = self.at(index);
+        let dst = &mut self.data[at..at + self.symbol];
+        dst[..payload.len()].copy_from_slice(payload);
+        dst[payload.len()..].fill(0);
+    }
+
+    /// The ring slot of `block`, emptied when it held an older block.
+    fn slot(&mut self, block: u32) -> &mut Slot {
+        let n = self.slots.len();
+        let s = &mut self.slots[block as usize % n];
+        if s.block != block {
+            s.block = block;
+            s.reported = false;
+            s.indexes.clear();
+            s.parity.clear();
+        }
+        s
+    }
+
+    /// Feedback is going out: every unfinished block up to the highest
+    /// packet held was reported.
+    pub(super) fn note_reported(&mut self, t: &Transfer) {
+        let k = self.k();
+        let last = t.highest.div_ceil(k).min(t.packets.div_ceil(k));
+        for block in t.cumulative / k..last {
+            let (first, end) = block_range(t, k, block);
+            if (first..end).any(|i| !t.has(i)) {
+                self.slot(block).reported = true;
+            }
+        }
+    }
+}
+
+/// Data packets of block `b` in `t`: first index and one past the last.
+fn block_range(t: &Transfer, k: u32, b: u32) -> (u32, u32) {
+    let first = b.saturating_mul(k);
+    (first, first.saturating_add(k).min(t.packets))
+}
+
+impl Receiver {
+    /// A parity packet: kept if its block still lacks packets; once the
+    /// block holds K, its missing data packets are rebuilt (hand them to
+    /// the driver with [`Receiver::poll_repaired`]).
+    pub(super) fn on_parity(&mut self, p: &Parity<'_>) {
+        let polled = self
+            .policy
+            .unwrap_or(FeedbackPolicy::Ack)
+            .answers_poll(p.poll, self.rank);
+        let (Some(t), Some(fec)) = (self.transfer.as_mut(), self.fec.as_mut()) else {
+            self.stats.foreign += 1;
+            return;
+        };
+        let k = fec.k();
+        let nblocks = t.packets.div_ceil(k);
+        if p.payload.len() != fec.shard
+            || p.index >= fec.shape.space
+            || p.block >= nblocks
+            || p.seq.since(t.isn) < t.packets
+        {
+            self.stats.malformed += 1;
+            return;
+        }
+        let (first, end) = block_range(t, k, p.block);
+        if end <= t.cumulative || (first..end).all(|i| t.has(i)) {
+            self.stats.parity_unneeded += 1;
+            return;
+        }
+        // Feedback from now on echoes this packet, a NAK already owed
+        // too: it counts this parity packet as held (see
+        // `fec_mark_parity`), and the sender must not also count it as
+        // still on its way.
+        self.feedback.last_echo = p.seq;
+        self.feedback.last_echo_copy = 0;
+        self.feedback.nak_echo = p.seq;
+        self.feedback.nak_echo_copy = 0;
+        if first >= t.cumulative.saturating_add(t.window) {
+            self.stats.out_of_window += 1;
+            return;
+        }
+        let missing = (first..end).filter(|&i| !t.has(i)).count();
+        let shard = fec.shard;
+        let slot = fec.slot(p.block);
+        if slot.indexes.contains(&p.index) || slot.indexes.len() >= missing {
+            self.stats.parity_unneeded += 1;
+            return;
+        }
+        slot.indexes.push(p.index);
+        slot.parity.extend_from_slice(p.payload);
+        self.stats.parity_packets += 1;
+        if polled {
+            // A receiver that needed the packet answers its poll: with
+            // what it still lacks, or with the block rebuilt below (and
+            // so a polled data packet it lost answered after all). Those
+            // that had the block stay quiet: the parity was not for them.
+            self.feedback.acks_owed += 1;
+        }
+        if slot.indexes.len() < missing {
+            return;
+        }
+        // Any K of the block's packets are held: rebuild the rest.
+        let count = (end - first) as u16;
+        let space = fec.shape.space;
+        if fec.decoder.reset(count, space).is_err() {
+            return;
+        }
+        for index in first..end {
+            if t.has(index) {
+                let at = fec.at(index);
+                let len = packet_len(t, index);
+                let bytes = &fec.data[at..at + len];
+                if fec.decoder.add_data((index - first) as u16, bytes).is_err() {
+                    return;
+                }
+            }
+        }
+        let slot = &fec.slots[p.block as usize % fec.slots.len()];
+        for (n, &i) in slot.indexes.iter().enumerate() {
+            let shard_bytes = &slot.parity[n * shard..(n + 1) * shard];
+            if fec.decoder.add_parity(i, shard_bytes).is_err() {
+                return;
+            }
+        }
+        let Ok(rebuilt) = fec.decoder.decode() else {
+            return;
+        };
+        for (i, bytes) in rebuilt {
+            let index = first + u32::from(i);
+            let len = packet_len(t, index);
+            let at = fec.at(index);
+            let symbol = fec.symbol;
+            fec.data[at..at + len].copy_from_slice(&bytes[..len]);
+            fec.data[at + len..at + symbol].fill(0);
+            fec.repaired.push_back(index);
+            t.set(index);
+            self.stats.repaired_packets += 1;
+        }
+        let asked = fec.slots[p.block as usize % fec.slots.len()].reported;
+        if asked && !polled && t.cumulative > first {
+            // This receiver's NAK asked for the block (the sender may be
+            // holding its window for it): say at once how far it holds
+            // now. A block that proactive parity repaired needs no word.
+            self.feedback.acks_owed += 1;
+        }
+        let slot = fec.slot(p.block);
+        slot.indexes.clear();
+        slot.parity.clear();
+        slot.reported = false;
+        if let Some(relay) = &mut self.relay {
+            relay.update(t.cumulative);
+        }
+        self.check_all_data();
+    }
+
+    /// A data packet the FEC rebuilt, to store like one received: call
+    /// after each [`Receiver::handle_datagram`] until it gives `None`.
+    pub fn poll_repaired(&mut self) -> Option<DataChunk<'_>> {
+        let (Some(t), Some(fec)) = (&self.transfer, &mut self.fec) else {
+            return None;
+        };
+        let index = fec.repaired.pop_front()?;
+        let at = fec.at(index);
+        let len = packet_len(t, index);
+        Some(DataChunk {
+            offset: u64::from(index) * t.payload_size,
+            bytes: &fec.data[at..at + len],
+        })
+    }
+
+    /// FEC: sets in the feedback `bitmap` (bit `i` for packet
+    /// `cumulative + 1 + i`) one missing packet of each block per parity
+    /// packet held for it, so that the sender counts per block only what
+    /// is still lacking. The packet at the cumulative point itself is
+    /// never marked: a block with parity held still lacks more than that.
+    pub(super) fn fec_mark_parity(&self, bitmap: &mut Vec<u8>) {
+        let (Some(t), Some(fec)) = (&self.transfer, &self.fec) else {
+            return;
+        };
+        let k = fec.k();
+        let start = t.cumulative + 1;
+        let limit = start + 8 * super::data::MAX_BITMAP_BYTES as u32;
+        for slot in &fec.slots {
+            if slot.indexes.is_empty() || slot.block < t.cumulative / k {
+                continue;
+            }
+            let mut credit = slot.indexes.len();
+            let (first, end) = block_range(t, k, slot.block);
+            let mut index = first.max(start);
+            while credit > 0 && index < end.min(limit) {
+                if !t.has(index) {
+                    let bit = (index - start) as usize;
+                    if bitmap.len() <= bit / 8 {
+                        bitmap.resize(bit / 8 + 1, 0);
+                    }
+                    bitmap[bit / 8] |= 1 << (bit % 8);
+                    credit -= 1;
+                }
+                index += 1;
+            }
+        }
+    }
+}
+
+/// Length of packet `index` of the object.
+fn packet_len(t: &Transfer, index: u32) -> usize {
+    let offset = u64::from(index) * t.payload_size;
+    (t.size - offset).min(t.payload_size) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{events, fresh, packet, sender};
+    use crate::fec::BlockEncoder;
+    use crate::{Instant, Kind, ProtocolId, ReceiverEvent, Seq};
+    use rmcast_wire::{
+        Body, Data, FecShape, Feedback, Hello, Offer, POLL_ALL, POLL_NONE, Packet, Parity, Welcome,
+    };
+
+    const K: u16 = 4;
+    const PAYLOAD: u16 = 100;
+    /// Three blocks of 4 and a short last one of 2 packets, the last packet 37 bytes.
+    const SIZE: u64 = 13 * 100 + 37;
+    const ISN: u32 = 1000;
+
+    fn object() -> Vec<u8> {
+        (0..SIZE).map(|i| (i * 7 % 253) as u8).collect()
+    }
+
+    fn packet_bytes(object: &[u8], index: u32) -> &[u8] {
+        let start = index as usize * usize::from(PAYLOAD);
+        &object[start..(start + usize::from(PAYLOAD)).min(object.len())]
+    }
+
+    /// A receiver that accepted a FEC offer (window 16).
+    fn offered() -> crate::Receiver {
+        let mut r = fresh();
+        let offer = packet(Body::Offer(Offer {
+            object_size: SIZE,
+            isn: Seq(ISN),
+            payload_size: PAYLOAD,
+            window: 16,
+            protocol: ProtocolId::NakPoll,
+            protocol_param: 0,
+            receivers: 1,
+            test_loss_ppm: 0,
+            fec: Some(FecShape::new(K, 0)),
+            name: "obj.bin",
+        }));
+        let hello = packet(Body::Hello(Hello {
+            receivers_wanted: 1,
+            protocol: ProtocolId::NakPoll,
+        }));
+        let welcome = packet(Body::Welcome(Welcome {
+            receiver_id: super::super::test_support::ID,
+            rank: 0,
+            upstream: None,
+        }));
+        for p in [hello, welcome, offer] {
+            r.handle_datagram(Instant::ZERO, sender(), &mut p.clone());
+        }
+        assert!(
+            events(&mut r)
+                .iter()
+                .any(|e| matches!(e, ReceiverEvent::Offer(o) if o.fec.is_some()))
+        );
+        r.accept_offer();
+        r
+    }
+
+    fn give_data(r: &mut crate::Receiver, object: &[u8], index: u32) {
+        let mut d = packet(Body::Data(Data {
+            seq: Seq(ISN + index),
+            poll: POLL_NONE,
+            copy: 0,
+            payload: packet_bytes(object, index),
+        }));
+        assert!(r.handle_datagram(Instant::ZERO, sender(), &mut d).is_some());
+    }
+
+    /// Parity packet `index` of `block`, as the sender's encoder makes it.
+    fn parity(object: &[u8], block: u32, index: u16, poll: u16, n: u32) -> Vec<u8> {
+        let packets = SIZE.div_ceil(u64::from(PAYLOAD)) as u32;
+        let first = block * u32::from(K);
+        let end = (first + u32::from(K)).min(packets);
+        let shape = FecShape::new(K, 0);
+        let mut enc = BlockEncoder::new(K, shape.space, usize::from(PAYLOAD)).unwrap();
+        enc.reset((end - first) as u16, shape.space).unwrap();
+        for i in first..end {
+            enc.push(packet_bytes(object, i)).unwrap();
+        }
+        let p = enc.parity().unwrap();
+        packet(Body::Parity(Parity {
+            seq: Seq(ISN + packets + n),
+            block,
+            index,
+            poll,
+            payload: p.get(index).unwrap(),
+        }))
+    }
+
+    fn rebuilt(r: &mut crate::Receiver) -> Vec<(u64, Vec<u8>)> {
+        std::iter::from_fn(|| r.poll_repaired().map(|c| (c.offset, c.bytes.to_vec()))).collect()
+    }
+
+    #[test]
+    fn parity_rebuilds_the_lost_packets_of_a_block_byte_exact() {
+        let object = object();
+        let mut r = offered();
+        // Block 0 loses packets 1 and 2; block 3 (the short one: 12, 13)
+        // loses its short last packet.
+        for i in [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] {
+            give_data(&mut r, &object, i);
+        }
+        let mut p = parity(&object, 0, 5, POLL_NONE, 0);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        assert!(rebuilt(&mut r).is_empty(), "one parity packet is not two");
+        let mut p = parity(&object, 0, 0, POLL_NONE, 1);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        let got = rebuilt(&mut r);
+        assert_eq!(got.len(), 2);
+        for (offset, bytes) in got {
+            let i = (offset / u64::from(PAYLOAD)) as u32;
+            assert_eq!(bytes, packet_bytes(&object, i), "packet {i}");
+        }
+        let mut p = parity(&object, 3, 1, POLL_NONE, 2);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        let got = rebuilt(&mut r);
+        assert_eq!(got, vec![(1300, packet_bytes(&object, 13).to_vec())]);
+        assert_eq!(r.received_bytes(), SIZE);
+        assert_eq!(r.stats().repaired_packets, 3);
+        assert_eq!(r.stats().parity_packets, 3);
+        // Parity of a whole block is counted and dropped.
+        let mut p = parity(&object, 1, 0, POLL_NONE, 3);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        assert_eq!(r.stats().parity_unneeded, 1);
+    }
+
+    #[test]
+    fn feedback_counts_a_held_parity_packet_against_its_blocks_losses() {
+        let object = object();
+        let mut r = offered();
+        // Block 0 lacks 1, 2 and 3; block 1 lacks 5.
+        for i in [0, 4, 6, 7] {
+            give_data(&mut r, &object, i);
+        }
+        // One parity packet of block 0, polled: it still lacks two.
+        let mut p = parity(&object, 0, 2, POLL_ALL, 0);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        let mut buf = vec![0u8; 4096];
+        let mut feedback = None;
+        while let Some(t) = r.poll_transmit(Instant::ZERO, &mut buf) {
+            if matches!(t.kind, Kind::Ack | Kind::Nak) {
+                feedback = Some(buf[..t.len].to_vec());
+            }
+        }
+        let bytes = feedback.expect("the polled parity packet is answered");
+        let Ok(Packet {
+            body: Body::Ack(f) | Body::Nak(f),
+            ..
+        }) = Packet::decode(&bytes)
+        else {
+            panic!("feedback expected");
+        };
+        let holds = |f: &Feedback<'_>, i: u32| f.holds(Seq(ISN + i));
+        assert_eq!(f.cumulative, Seq(ISN + 1));
+        // The parity packet stands for packet 2 (the first missing after
+        // the cumulative point): 1 and 3 still lacking, and 5.
+        let view: Vec<bool> = (0..8).map(|i| holds(&f, i)).collect();
+        assert_eq!(
+            view,
+            [true, false, true, false, true, false, true, true],
+            "{f:?}"
+        );
+        // The echo names the parity transmission.
+        assert_eq!(f.echo, Seq(ISN + 14));
+    }
+
+    #[test]
+    fn malformed_parity_is_counted_not_used() {
+        let object = object();
+        let mut r = offered();
+        give_data(&mut r, &object, 0);
+        let good = parity(&object, 0, 0, POLL_NONE, 0);
+        let Ok(Packet {
+            body: Body::Parity(p),
+            ..
+        }) = Packet::decode(&good)
+        else {
+            unreachable!()
+        };
+        let short = &p.payload[..10];
+        for bad in [
+            Parity {
+                payload: short,
+                ..p
+            },
+            Parity { block: 4, ..p },
+            Parity {
+                index: FecShape::new(K, 0).space,
+                ..p
+            },
+            Parity {
+                seq: Seq(ISN + 3),
+                ..p
+            },
+        ] {
+            let before = r.stats().malformed;
+            r.handle_datagram(Instant::ZERO, sender(), &mut packet(Body::Parity(bad)));
+            assert_eq!(r.stats().malformed, before + 1, "{bad:?}");
+        }
+        assert_eq!(r.stats().parity_packets, 0);
+    }
+}
