@@ -1,7 +1,10 @@
 // A minimal NORM file sender and receiver for the rmcast lab.
 //
 // Settings follow /work/shared/notes/peers.md: fixed rate (congestion control
-// off), parity 0 (plain retransmission), socket buffers set AFTER the
+// off), parity 0 (plain retransmission) unless the scenario asks for NORM's
+// Reed-Solomon parity (`--parity N`: up to N parity packets per block of 64
+// answer NACKs, `--auto-parity A`: A of them sent with every block
+// proactively), socket buffers set AFTER the
 // session starts (before that they do not take effect), positive
 // acknowledgement (watermark) from every receiver so the sender knows when
 // all hold the file, and the received file renamed by us (NormFileRename
@@ -42,7 +45,7 @@ static const unsigned kBuffer = 16u << 20;
 
 extern "C" int rml_norm_send(const char* file, const char* addr, int port, const char* iface,
                              double rate_bps, const unsigned* ids, int n_ids, unsigned my_id,
-                             double timeout_s) {
+                             double timeout_s, unsigned num_parity, unsigned auto_parity) {
   NormInstanceHandle inst = NormCreateInstance(false);
   NormSessionHandle s = NormCreateSession(inst, addr, (unsigned short)port, my_id);
   if (s == NORM_SESSION_INVALID) { fprintf(stderr, "norm-send: cannot create session\n"); return 2; }
@@ -51,10 +54,11 @@ extern "C" int rml_norm_send(const char* file, const char* addr, int port, const
   NormSetCongestionControl(s, false);
   NormSetTxRate(s, rate_bps);
   NormSetGrttEstimate(s, 0.001);
-  NormSetAutoParity(s, 0);
+  NormSetAutoParity(s, (unsigned char)(auto_parity < num_parity ? auto_parity : num_parity));
   NormSetBackoffFactor(s, 0.0);
   for (int i = 0; i < n_ids; i++) NormAddAckingNode(s, ids[i]);
-  if (!NormStartSender(s, (NormSessionId)(now_s() * 1000), kBuffer, kSegment, kBlock, 0)) {
+  if (!NormStartSender(s, (NormSessionId)(now_s() * 1000), kBuffer, kSegment, kBlock,
+                       (unsigned short)num_parity)) {
     fprintf(stderr, "norm-send: NormStartSender failed\n");
     return 2;
   }

@@ -86,6 +86,8 @@ unsafe extern "C" {
         n_ids: libc::c_int,
         my_id: libc::c_uint,
         timeout_s: f64,
+        num_parity: libc::c_uint,
+        auto_parity: libc::c_uint,
     ) -> libc::c_int;
     fn rml_norm_recv(
         dir: *const libc::c_char,
@@ -124,6 +126,13 @@ pub struct NormSendArgs {
     /// Give up after this many seconds.
     #[arg(long)]
     pub timeout: f64,
+    /// NORM's Reed–Solomon parity: up to this many parity packets per
+    /// block of 64 answer NACKs (0: plain retransmission).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=128))]
+    pub parity: u32,
+    /// Of those, this many go with every block before anyone asks.
+    #[arg(long, default_value_t = 0)]
+    pub auto_parity: u32,
 }
 
 /// `lab norm-recv`.
@@ -158,6 +167,13 @@ fn cstr(x: &str) -> Result<std::ffi::CString> {
 
 /// Runs the NORM sender; exit code 0 once every receiver acknowledged.
 pub fn norm_send(a: &NormSendArgs) -> Result<i32> {
+    if a.auto_parity > a.parity {
+        anyhow::bail!(
+            "--auto-parity {} exceeds --parity {}: proactive parity is drawn from the block's parity",
+            a.auto_parity,
+            a.parity
+        );
+    }
     #[cfg(rml_norm)]
     {
         let file = cstr(&a.file.display().to_string())?;
@@ -175,6 +191,8 @@ pub fn norm_send(a: &NormSendArgs) -> Result<i32> {
                 a.ids.len() as libc::c_int,
                 a.id,
                 a.timeout,
+                a.parity,
+                a.auto_parity,
             )
         };
         Ok(rc)

@@ -92,12 +92,14 @@ impl FecReceiver {
         s
     }
 
-    /// Feedback is going out: every unfinished block up to the highest
-    /// packet held was reported.
+    /// Feedback is going out: every unfinished block that is over (a
+    /// packet of a later block is in) was reported as lacking.
     pub(super) fn note_reported(&mut self, t: &Transfer) {
         let k = self.k();
-        let last = t.highest.div_ceil(k).min(t.packets.div_ceil(k));
-        for block in t.cumulative / k..last {
+        let Some(top) = t.highest.checked_sub(1) else {
+            return;
+        };
+        for block in t.cumulative / k..top / k {
             let (first, end) = block_range(t, k, block);
             if (first..end).any(|i| !t.has(i)) {
                 self.slot(block).reported = true;

@@ -218,6 +218,14 @@ impl Sender {
         let mut block = from / k;
         while block * k < self.window.high {
             let (first, end) = self.block_range(k, block);
+            // Only a block whose data had all gone before the echoed
+            // transmission: the receiver's view of it is whole (and the
+            // block's proactive parity follows it anyway).
+            if end > self.window.high
+                || self.window.lack[self.window.slot(end - 1)].first_sent_no >= echo_sent
+            {
+                break;
+            }
             let mut lacks = 0u16;
             let mut last_sent = Instant::ZERO;
             for index in first.max(from)..end.min(self.window.high) {
@@ -293,10 +301,9 @@ impl Sender {
             // (who rebuilds the polled packet owes its answer); a burst
             // on demand polls with its last packet (who still lacks
             // packets says how many).
-            let poll = if (b.proactive && b.polled) || b.need == 1 {
-                poll_repair
-            } else {
-                POLL_NONE
+            let poll = match (b.proactive, b.polled, b.need) {
+                (true, true, _) | (false, _, 1) => poll_repair,
+                _ => POLL_NONE,
             };
             return Some(NextParity {
                 block,
