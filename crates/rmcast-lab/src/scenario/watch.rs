@@ -53,7 +53,8 @@ pub(crate) fn watch_run(
 /// Starts every receiver of the plan.
 fn start_receivers(tb: &Testbed, plan: &Plan, run_dir: &Path, set: &mut ProcSet) -> Result<()> {
     for r in &plan.receivers {
-        let cmd = tb.command(r.host, &r.program, &r.args);
+        let mut cmd = tb.command(r.host, &r.program, &r.args);
+        cmd.envs(r.env.iter().map(|(k, v)| (k, v)));
         set.procs.push(Proc::spawn(
             cmd,
             format!("h{} {}", r.host, base(&r.program, &r.args)),
@@ -83,7 +84,8 @@ fn start_senders(
     set: &mut ProcSet,
 ) -> Result<()> {
     for (k, s) in std::iter::once(&plan.sender).chain(extra).enumerate() {
-        let cmd = tb.command(s.host, &s.program, &s.args);
+        let mut cmd = tb.command(s.host, &s.program, &s.args);
+        cmd.envs(s.env.iter().map(|(k, v)| (k, v)));
         let which = if extra.is_empty() {
             "sender".to_string()
         } else {

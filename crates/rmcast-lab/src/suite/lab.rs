@@ -33,6 +33,7 @@ fn lab_tool(s: &Series, name: String, x: Option<&XValue>) -> Result<Tool, String
         args: lab_sender_args(&substitute(&s.args, x))?,
         recv_args: substitute(&s.recv_args, x),
         senders: s.senders,
+        env: Default::default(),
     })
 }
 

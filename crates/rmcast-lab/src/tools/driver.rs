@@ -75,6 +75,7 @@ impl Ctx<'_> {
             host,
             program: self.self_cmd[0].clone(),
             args: all,
+            env: Vec::new(),
         }
     }
 }
@@ -87,6 +88,8 @@ pub struct ProcSpec {
     pub program: String,
     /// Arguments.
     pub args: Vec<String>,
+    /// Environment variables set for it (the scenario's `env`).
+    pub env: Vec<(String, String)>,
 }
 
 /// When a transfer is complete for timing purposes.
@@ -151,6 +154,7 @@ pub fn more_senders(plan: &Plan, objects: &[PathBuf]) -> Vec<ProcSpec> {
                 host: plan.sender.host,
                 program: plan.sender.program.clone(),
                 args,
+                env: plan.sender.env.clone(),
             }
         })
         .collect()
@@ -199,6 +203,11 @@ pub struct Tool {
     /// Extra receiver arguments.
     #[serde(default)]
     pub recv_args: Vec<String>,
+    /// rmcast: environment variables for its sender and receivers (e.g.
+    /// `RMCAST_NO_GSO = "1"`, so that the loss rules drop datagrams, not
+    /// whole GSO batches).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
     /// rmcast with `--rate-control hunt`: this many senders on one group,
     /// all on h0, each with its own object of the point's size and
     /// `--rate-group`; receivers run `recv --sessions S` (default 1).

@@ -22,11 +22,13 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
             host: 1,
             program: s("iperf3"),
             args: server,
+            env: Vec::new(),
         }],
         sender: ProcSpec {
             host: 0,
             program: s("iperf3"),
             args,
+            env: Vec::new(),
         },
         daemon_status: None,
         completion: Completion::SenderExit,

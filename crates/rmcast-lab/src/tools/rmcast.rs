@@ -69,6 +69,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                 host: i,
                 program: rm.clone(),
                 args,
+                env: tool.env.clone().into_iter().collect(),
             }
         })
         .collect();
@@ -104,6 +105,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
             host: 0,
             program: rm,
             args,
+            env: tool.env.clone().into_iter().collect(),
         },
         daemon_status: None,
         completion: Completion::SenderExit,

@@ -33,6 +33,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                 host: i,
                 program: s("udp-receiver"),
                 args,
+                env: Vec::new(),
             }
         })
         .collect();
@@ -61,6 +62,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
             host: 0,
             program: s("udp-sender"),
             args,
+            env: Vec::new(),
         },
         daemon_status: None,
         completion: Completion::AllExit,

@@ -45,6 +45,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
                 host: i,
                 program: s("uftpd"),
                 args,
+                env: Vec::new(),
             }
         })
         .collect();
@@ -75,6 +76,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
             host: 0,
             program: s("uftp"),
             args,
+            env: Vec::new(),
         },
         daemon_status: Some((status, "RESULT;")),
         completion: Completion::SenderExit,
