@@ -70,6 +70,7 @@ impl Receiver {
         if let Some(h) = &mut self.have {
             h.on_data(index);
         }
+        self.feedback.last_heard = (seq, copy);
         let fresh = !t.has(index);
         if fresh {
             t.set(index);
@@ -86,7 +87,16 @@ impl Receiver {
         // no NAK, and a group's receivers stay quiet about them.
         let gap = match &self.fec {
             None => index > t.cumulative,
-            Some(fec) => index / fec.block_len() > t.cumulative / fec.block_len(),
+            Some(fec) => {
+                let k = fec.block_len();
+                // A gap inside the block still coming waits for the block's
+                // end; if nothing more comes (the sender's window is full,
+                // waiting for this receiver's word) it is NAKed anyway once
+                // the data has stopped for two NAK intervals.
+                let deferred = index > t.cumulative && index / k == t.cumulative / k;
+                self.feedback.idle_nak_at = deferred.then(|| now + self.config.nak_interval * 2);
+                index / k > t.cumulative / k
+            }
         };
         if gap {
             let cumulative = t.cumulative;
@@ -118,6 +128,10 @@ impl Receiver {
         }
         if let Some(relay) = &mut self.relay {
             relay.update(t.cumulative);
+        }
+        if fresh && let Some(block) = self.fec_waiting(index) {
+            // Parity held for its block may now make up for the rest.
+            self.fec_rebuild(block, false);
         }
         self.check_all_data();
         fresh.then_some(DataChunk {

@@ -150,20 +150,26 @@ impl Receiver {
         self.feedback.last_echo_copy = 0;
         self.feedback.nak_echo = p.seq;
         self.feedback.nak_echo_copy = 0;
+        self.feedback.last_heard = (p.seq, 0);
         if first >= t.cumulative.saturating_add(t.window) {
             self.stats.out_of_window += 1;
             return;
         }
         let missing = (first..end).filter(|&i| !t.has(i)).count();
-        let shard = fec.shard;
         let slot = fec.slot(p.block);
-        if slot.indexes.contains(&p.index) || slot.indexes.len() >= missing {
+        if slot.indexes.contains(&p.index) {
             self.stats.parity_unneeded += 1;
             return;
         }
-        slot.indexes.push(p.index);
-        slot.parity.extend_from_slice(p.payload);
-        self.stats.parity_packets += 1;
+        if slot.indexes.len() < missing {
+            slot.indexes.push(p.index);
+            slot.parity.extend_from_slice(p.payload);
+            self.stats.parity_packets += 1;
+        } else {
+            // Enough parity was held already (data that came since
+            // completed the count): rebuild with what is held.
+            self.stats.parity_unneeded += 1;
+        }
         if polled {
             // A receiver that needed the packet answers its poll: with
             // what it still lacks, or with the block rebuilt below (and
@@ -171,54 +177,75 @@ impl Receiver {
             // that had the block stay quiet: the parity was not for them.
             self.feedback.acks_owed += 1;
         }
-        if slot.indexes.len() < missing {
+        self.fec_rebuild(p.block, polled);
+    }
+
+    /// Rebuilds block `block`'s missing data packets if its parity packets
+    /// held make up for them (after a parity packet, or a data packet of a
+    /// block that holds parity, came).
+    pub(super) fn fec_rebuild(&mut self, block: u32, polled: bool) {
+        let (Some(t), Some(fec)) = (self.transfer.as_mut(), self.fec.as_mut()) else {
+            return;
+        };
+        let k = fec.k();
+        let (first, end) = block_range(t, k, block);
+        let n = fec.slots.len();
+        let slot = &fec.slots[block as usize % n];
+        let missing = (first..end).filter(|&i| !t.has(i)).count();
+        if slot.block != block || slot.indexes.is_empty() || slot.indexes.len() < missing {
             return;
         }
-        // Any K of the block's packets are held: rebuild the rest.
-        let count = (end - first) as u16;
-        let space = fec.shape.space;
-        if fec.decoder.reset(count, space).is_err() {
-            return;
-        }
-        for index in first..end {
-            if t.has(index) {
-                let at = fec.at(index);
-                let len = packet_len(t, index);
-                let bytes = &fec.data[at..at + len];
-                if fec.decoder.add_data((index - first) as u16, bytes).is_err() {
+        if missing > 0 {
+            // Any K of the block's packets are held: rebuild the rest.
+            let count = (end - first) as u16;
+            let space = fec.shape.space;
+            let shard = fec.shard;
+            if fec.decoder.reset(count, space).is_err() {
+                return;
+            }
+            for index in first..end {
+                if t.has(index) {
+                    let at = fec.at(index);
+                    let len = packet_len(t, index);
+                    let bytes = &fec.data[at..at + len];
+                    if fec.decoder.add_data((index - first) as u16, bytes).is_err() {
+                        return;
+                    }
+                }
+            }
+            let slot = &fec.slots[block as usize % n];
+            for (j, &i) in slot.indexes.iter().enumerate() {
+                let shard_bytes = &slot.parity[j * shard..(j + 1) * shard];
+                if fec.decoder.add_parity(i, shard_bytes).is_err() {
                     return;
                 }
             }
-        }
-        let slot = &fec.slots[p.block as usize % fec.slots.len()];
-        for (n, &i) in slot.indexes.iter().enumerate() {
-            let shard_bytes = &slot.parity[n * shard..(n + 1) * shard];
-            if fec.decoder.add_parity(i, shard_bytes).is_err() {
+            let Ok(rebuilt) = fec.decoder.decode() else {
                 return;
+            };
+            for (i, bytes) in rebuilt {
+                let index = first + u32::from(i);
+                let len = packet_len(t, index);
+                let at = fec.at(index);
+                let symbol = fec.symbol;
+                fec.data[at..at + len].copy_from_slice(&bytes[..len]);
+                fec.data[at + len..at + symbol].fill(0);
+                fec.repaired.push_back(index);
+                t.set(index);
+                self.stats.repaired_packets += 1;
             }
         }
-        let Ok(rebuilt) = fec.decoder.decode() else {
-            return;
-        };
-        for (i, bytes) in rebuilt {
-            let index = first + u32::from(i);
-            let len = packet_len(t, index);
-            let at = fec.at(index);
-            let symbol = fec.symbol;
-            fec.data[at..at + len].copy_from_slice(&bytes[..len]);
-            fec.data[at + len..at + symbol].fill(0);
-            fec.repaired.push_back(index);
-            t.set(index);
-            self.stats.repaired_packets += 1;
-        }
-        let asked = fec.slots[p.block as usize % fec.slots.len()].reported;
+        let slot = &fec.slots[block as usize % n];
+        let proactive = fec.shape.proactive;
+        let asked = slot.reported || slot.indexes.iter().any(|&i| i >= proactive);
         if asked && !polled && t.cumulative > first {
-            // This receiver's NAK asked for the block (the sender may be
-            // holding its window for it): say at once how far it holds
-            // now. A block that proactive parity repaired needs no word.
+            // This receiver's feedback asked for the block, or parity sent
+            // on demand rebuilt it (the sender may be holding its window
+            // for it): say at once how far it holds now. A block that
+            // proactive parity repaired needs no word.
             self.feedback.acks_owed += 1;
         }
-        let slot = fec.slot(p.block);
+        let slot = fec.slot(block);
         slot.indexes.clear();
         slot.parity.clear();
         slot.reported = false;
@@ -226,6 +253,15 @@ impl Receiver {
             relay.update(t.cumulative);
         }
         self.check_all_data();
+    }
+
+    /// Whether block `block` holds parity packets waiting for more of its
+    /// packets (a data packet of it then calls for [`Receiver::fec_rebuild`]).
+    pub(super) fn fec_waiting(&self, index: u32) -> Option<u32> {
+        let fec = self.fec.as_ref()?;
+        let block = index / fec.k();
+        let slot = &fec.slots[block as usize % fec.slots.len()];
+        (slot.block == block && !slot.indexes.is_empty()).then_some(block)
     }
 
     /// A data packet the FEC rebuilt, to store like one received: call
@@ -387,7 +423,7 @@ mod tests {
         for i in [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] {
             give_data(&mut r, &object, i);
         }
-        let mut p = parity(&object, 0, 5, POLL_NONE, 0);
+        let mut p = parity(&object, 0, 3, POLL_NONE, 0);
         r.handle_datagram(Instant::ZERO, sender(), &mut p);
         assert!(rebuilt(&mut r).is_empty(), "one parity packet is not two");
         let mut p = parity(&object, 0, 0, POLL_NONE, 1);

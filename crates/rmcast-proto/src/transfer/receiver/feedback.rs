@@ -31,6 +31,11 @@ pub(super) struct FeedbackState {
     pub(super) rate_nak_owed: Option<Seq>,
     /// When this session's last `RateNak` was sent or heard.
     pub(super) last_rate_nak: Option<Instant>,
+    /// FEC: a gap inside the block still coming was not NAKed; NAK it at
+    /// this time if no data comes before.
+    pub(super) idle_nak_at: Option<Instant>,
+    /// FEC: the latest data or parity packet heard, and its copy.
+    pub(super) last_heard: (Seq, u8),
 }
 
 impl Receiver {
@@ -108,6 +113,26 @@ impl Receiver {
             return emit(dest, header, Body::Ack(feedback), buf);
         }
         None
+    }
+
+    /// FEC: the data stopped with a gap not NAKed (see `idle_nak_at`):
+    /// NAK it now, echoing the last packet heard.
+    pub(super) fn on_idle_nak(&mut self, now: Instant) {
+        let Some(at) = self.feedback.idle_nak_at else {
+            return;
+        };
+        if now < at {
+            return;
+        }
+        self.feedback.idle_nak_at = None;
+        if let Some(t) = &self.transfer
+            && t.cumulative < t.highest
+        {
+            self.feedback.nak_owed = true;
+            self.feedback.nak_echo = self.feedback.last_heard.0;
+            self.feedback.nak_echo_copy = self.feedback.last_heard.1;
+            self.feedback.last_nak = Some((now, t.cumulative));
+        }
     }
 
     /// A group member's `RateNak`: another member's about our sender

@@ -239,7 +239,15 @@ impl Receiver {
             Phase::Joining => Some(self.join_at.min(self.sender_deadline())),
             _ => {
                 let have = self.have.as_ref().and_then(have::HaveReport::deadline);
-                Some(have.map_or(self.sender_deadline(), |h| h.min(self.sender_deadline())))
+                let idle = self
+                    .feedback
+                    .idle_nak_at
+                    .filter(|_| self.phase == Phase::Receiving);
+                let other = match (have, idle) {
+                    (Some(h), Some(i)) => Some(h.min(i)),
+                    (h, i) => h.or(i),
+                };
+                Some(other.map_or(self.sender_deadline(), |o| o.min(self.sender_deadline())))
             }
         }
     }
@@ -268,6 +276,7 @@ impl Receiver {
                     ));
                 }
             }
+            Phase::Receiving if now < self.sender_deadline() => self.on_idle_nak(now),
             _ if now >= self.sender_deadline() => {
                 let silent = now.saturating_since(self.last_from_sender).as_secs_f64();
                 if self.phase == Phase::Confirmed {

@@ -20,6 +20,9 @@ use crate::{Instant, PayloadSource};
 use rmcast_wire::{FecShape, Feedback, Header, PARITY_HEADER_LEN, POLL_NONE, encode_parity_header};
 use std::collections::VecDeque;
 
+/// Probes of a stuck base block per request (see [`Sender::fec_probe`]).
+const PROBES: u8 = 3;
+
 /// Parity transmissions whose send order is remembered, per window packet:
 /// feedback echoing an older one is stale.
 const LOG_PER_WINDOW: usize = 2;
@@ -41,8 +44,8 @@ struct BlockRepair {
     /// Last parity transmission of the block.
     last_parity_at: Option<Instant>,
     queued: bool,
-    /// A probe went since the block's last request (one per request).
-    probed: bool,
+    /// Probes sent since the block's last request.
+    probes: u8,
     /// One of the block's data packets polled someone: its proactive
     /// parity polls too, so that a receiver that rebuilds the polled
     /// packet still answers.
@@ -121,7 +124,7 @@ impl FecSender {
             b.ready_at = Instant::ZERO;
             b.last_parity_at = None;
             b.queued = false;
-            b.probed = false;
+            b.probes = 0;
             b.polled = false;
             b.proactive = false;
             b.demanded = false;
@@ -145,7 +148,7 @@ impl FecSender {
             b.ready_at = ready_at;
         }
         b.need = count;
-        b.probed = false;
+        b.probes = 0;
         b.proactive = false;
         if !b.queued {
             b.queued = true;
@@ -316,9 +319,11 @@ impl Sender {
 
     /// While the window waits on its base block and nothing else may go,
     /// one more parity packet of that block, polled, `suppress` after its
-    /// last burst: the idle link repairs a receiver that lost the end of
-    /// the burst (which no one would otherwise notice before the RTO).
-    /// Only a block someone asked parity for is probed, once per request.
+    /// last parity packet, then 2 and 4 × `suppress` after that: the idle
+    /// link repairs a receiver that lost the end of a burst (which no one
+    /// would otherwise notice before the RTO), and a receiver that still
+    /// lacks more says how many. Only a block a receiver asked parity for
+    /// is probed, [`PROBES`] times per request.
     fn fec_probe(&mut self, now: Instant) -> Option<NextParity> {
         let at = self.fec_probe_at()?;
         if now < at {
@@ -329,7 +334,7 @@ impl Sender {
         let block = self.window.base / u32::from(fec.shape.data);
         let n = fec.blocks.len();
         let b = &mut fec.blocks[block as usize % n];
-        b.probed = true;
+        b.probes += 1;
         Some(NextParity {
             block,
             index: b.next,
@@ -345,10 +350,15 @@ impl Sender {
         }
         let block = self.window.base / u32::from(fec.shape.data);
         let b = &fec.blocks[block as usize % fec.blocks.len()];
-        if b.block != block || b.next == 0 || b.next >= fec.shape.space || b.queued || b.probed {
+        if b.block != block
+            || !b.demanded
+            || b.next >= fec.shape.space
+            || b.queued
+            || b.probes >= PROBES
+        {
             return None;
         }
-        Some(b.last_parity_at? + self.config.suppress)
+        Some(b.last_parity_at? + self.config.suppress * (1 << b.probes))
     }
 
     /// When the next queued parity packet may go, if one waits only for
