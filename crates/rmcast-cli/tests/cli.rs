@@ -43,12 +43,13 @@ fn recv(group: &str, out: &Path, name: &str, extra: &[&str]) -> Proc {
     Proc::spawn(name, &mut cmd)
 }
 
-#[test]
-fn demo_verifies_four_receivers_under_five_percent_loss_for_both_protocols() {
-    for protocol in ["ack", "nak-poll"] {
-        let p = Proc::spawn(
-            protocol,
-            rmcast().args([
+/// `demo` of 4 MiB to 4 receivers under 5 % loss with `protocol` and
+/// `extra` flags: its `--json` report, once it exited 0.
+fn lossy_demo(protocol: &str, extra: &[&str]) -> Value {
+    let p = Proc::spawn(
+        protocol,
+        rmcast()
+            .args([
                 "demo",
                 "--receivers",
                 "4",
@@ -59,11 +60,18 @@ fn demo_verifies_four_receivers_under_five_percent_loss_for_both_protocols() {
                 "--loss",
                 "0.05",
                 "--json",
-            ]),
-        );
-        let (code, out, err) = p.wait(Duration::from_secs(60));
-        assert_eq!(code, 0, "{protocol}: {err}");
-        let v = json(&out);
+            ])
+            .args(extra),
+    );
+    let (code, out, err) = p.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{protocol} {extra:?}: {err}");
+    json(&out)
+}
+
+#[test]
+fn demo_verifies_four_receivers_under_five_percent_loss_for_both_protocols() {
+    for protocol in ["ack", "nak-poll"] {
+        let v = lossy_demo(protocol, &[]);
         assert_eq!(v["verified"], 4, "{v}");
         assert_eq!(v["ok"], true);
         assert_eq!(v["protocol"], protocol);
@@ -82,26 +90,7 @@ fn demo_verifies_four_receivers_under_five_percent_loss_for_both_protocols() {
 fn fec_repairs_with_parity_not_resends() {
     // Every protocol family's feedback carries the per-block lacks.
     for protocol in ["nak-poll", "ack", "ring"] {
-        let p = Proc::spawn(
-            protocol,
-            rmcast().args([
-                "demo",
-                "--receivers",
-                "4",
-                "--size",
-                "4MiB",
-                "--protocol",
-                protocol,
-                "--loss",
-                "0.05",
-                "--fec",
-                "32:1",
-                "--json",
-            ]),
-        );
-        let (code, out, err) = p.wait(Duration::from_secs(60));
-        assert_eq!(code, 0, "{protocol}: {err}");
-        let v = json(&out);
+        let v = lossy_demo(protocol, &["--fec", "32:1"]);
         assert_eq!(v["verified"], 4, "{v}");
         assert_eq!(v["ok"], true);
         assert_eq!(v["all_files_match"], true, "{v}");
