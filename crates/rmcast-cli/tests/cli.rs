@@ -506,6 +506,18 @@ fn bad_input_gets_a_clear_message() {
             &["demo", "--protocol", "tcp-chain", "--fec", "8:1"],
             "--fec applies to the UDP multicast protocols",
         ),
+        (
+            &[
+                "demo",
+                "--fec",
+                "64:0",
+                "--window",
+                "65536",
+                "--packet-size",
+                "8972",
+            ],
+            "MiB of buffers at every receiver",
+        ),
     ];
     for (args, needle) in cases {
         let (code, _, err) =

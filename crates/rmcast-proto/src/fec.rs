@@ -19,6 +19,25 @@ use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};
 
 /// Most data packets in one block.
 pub const MAX_DATA: u16 = 1024;
+
+/// Largest ring of block data a FEC receiver keeps (every block a packet
+/// inside the window can belong to); a sender refuses a configuration, and
+/// a receiver an offer, that would need more. A window of 65,536 packets
+/// of 1,444 bytes needs 91 MiB.
+pub const MAX_RING_BYTES: u64 = 256 << 20;
+
+/// Blocks of `data` packets a receiver's ring holds for `window`.
+#[must_use]
+pub fn ring_blocks(data: u16, window: u32) -> u64 {
+    u64::from(window.div_ceil(u32::from(data.max(1)))) + 2
+}
+
+/// Bytes of a receiver's ring for blocks of `data` packets of
+/// `payload_size` bytes over `window` packets.
+#[must_use]
+pub fn ring_bytes(data: u16, payload_size: usize, window: u32) -> u64 {
+    ring_blocks(data, window) * u64::from(data) * payload_size as u64
+}
 /// Most parity packets for one block.
 pub const MAX_PARITY: u16 = 1024;
 

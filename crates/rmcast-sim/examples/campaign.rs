@@ -21,7 +21,8 @@ campaign: the seeded fault campaign over every protocol
   --runs N         seeds per protocol                      [1000]
   --seed S         first seed                              [0]
   --protocol P     one protocol (ack, nak-poll, nak-poll-gbn, ring,
-                   tree-h2, tree-h10, tree-binary, nak-poll-hunt) [all]
+                   tree-h2, tree-h10, tree-binary, nak-poll-hunt,
+                   nak-poll-fec, prmp, overlay)                  [all]
   --threads T      worker threads               [available cores]
   -v               print every failing run's whole error
 ";

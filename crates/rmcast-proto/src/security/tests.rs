@@ -248,10 +248,14 @@ proptest! {
         prop_assert!(open(&mut rx, &bytes).is_err());
         let mut tx = Keyring::for_sender(key(1), SESSION, NONCE);
         let mut h = seal(&mut tx, &hello(), true);
+        let sealed = h.clone();
         for (i, x) in edits {
             let i = i.index(h.len());
             h[i] ^= x;
         }
+        // Two edits of one byte by the same value undo each other (the
+        // shrunk case in proptest-regressions): that is no forgery.
+        prop_assume!(h != sealed);
         prop_assert!(open(&mut rx, &h).is_err());
         prop_assert!(!rx.knows(SESSION));
         prop_assert_eq!(rx.stats().opened, 0);

@@ -99,9 +99,25 @@ impl Receiver {
         }
         let o = self.offer.as_ref().expect("deciding implies an offer");
         let words = (o.packets as usize).div_ceil(64);
-        self.fec = o
-            .fec
-            .and_then(|shape| super::fec::FecReceiver::new(shape, o.payload_size, o.window));
+        if let Some(shape) = o.fec {
+            let ring = super::fec::FecReceiver::ring_bytes(shape, o.payload_size, o.window);
+            match super::fec::FecReceiver::new(shape, o.payload_size, o.window) {
+                Some(fec) if ring <= super::fec::MAX_RING_BYTES => self.fec = Some(fec),
+                _ => {
+                    let text = format!(
+                        "FEC of blocks of {} packets over a window of {} packets of {} bytes \
+                         needs {} MiB of buffers, over this receiver's {} MiB",
+                        shape.data,
+                        o.window,
+                        o.payload_size,
+                        ring >> 20,
+                        super::fec::MAX_RING_BYTES >> 20
+                    );
+                    self.refuse_offer(Status::NoSpace, &text);
+                    return;
+                }
+            }
+        }
         self.transfer = Some(Transfer {
             isn: o.isn,
             payload_size: u64::from(o.payload_size),

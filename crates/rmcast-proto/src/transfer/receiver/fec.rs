@@ -41,11 +41,26 @@ pub(super) struct FecReceiver {
     repaired: VecDeque<u32>,
 }
 
+pub(super) use crate::fec::MAX_RING_BYTES;
+
 impl FecReceiver {
+    fn ring_blocks(shape: FecShape, window: u32) -> u64 {
+        crate::fec::ring_blocks(shape.data, window)
+    }
+
+    /// Bytes of the data ring for this offer (checked against
+    /// [`MAX_RING_BYTES`] before anything is allocated).
+    pub(super) fn ring_bytes(shape: FecShape, payload_size: u16, window: u32) -> u64 {
+        crate::fec::ring_bytes(shape.data, usize::from(payload_size), window)
+    }
+
     pub(super) fn new(shape: FecShape, payload_size: u16, window: u32) -> Option<Self> {
+        if Self::ring_bytes(shape, payload_size, window) > MAX_RING_BYTES {
+            return None;
+        }
         let symbol = usize::from(payload_size);
         let decoder = BlockDecoder::new(shape.data, shape.space, symbol).ok()?;
-        let slots = window.div_ceil(u32::from(shape.data)) as usize + 2;
+        let slots = usize::try_from(Self::ring_blocks(shape, window)).ok()?;
         Some(Self {
             shape,
             symbol,
@@ -485,6 +500,43 @@ mod tests {
         );
         // The echo names the parity transmission.
         assert_eq!(f.echo, Seq(ISN + 14));
+    }
+
+    #[test]
+    fn an_offer_whose_fec_buffers_are_too_large_is_refused() {
+        let mut r = fresh();
+        let offer = packet(Body::Offer(Offer {
+            object_size: SIZE,
+            isn: Seq(ISN),
+            payload_size: 65_000,
+            window: 1 << 20,
+            protocol: ProtocolId::NakPoll,
+            protocol_param: 0,
+            receivers: 1,
+            test_loss_ppm: 0,
+            fec: Some(FecShape::new(64, 0)),
+            name: "obj.bin",
+        }));
+        let hello = packet(Body::Hello(Hello {
+            receivers_wanted: 1,
+            protocol: ProtocolId::NakPoll,
+        }));
+        let welcome = packet(Body::Welcome(Welcome {
+            receiver_id: super::super::test_support::ID,
+            rank: 0,
+            upstream: None,
+        }));
+        for p in [hello, welcome, offer] {
+            r.handle_datagram(Instant::ZERO, sender(), &mut p.clone());
+        }
+        events(&mut r);
+        r.accept_offer();
+        let ev = events(&mut r);
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, ReceiverEvent::Failed(why) if why.contains("MiB of buffers"))),
+            "{ev:?}"
+        );
     }
 
     #[test]

@@ -215,6 +215,18 @@ pub enum ConfigError {
         /// The window.
         window: u32,
     },
+    /// Receivers would need more than [`crate::fec::MAX_RING_BYTES`] to
+    /// keep the window's blocks.
+    #[error(
+        "FEC over this window and packet size needs {} MiB of buffers at every receiver \
+         (at most {} MiB): use a smaller --window or --packet-size",
+        bytes >> 20,
+        crate::fec::MAX_RING_BYTES >> 20
+    )]
+    FecBuffers {
+        /// Bytes a receiver would need.
+        bytes: u64,
+    },
     /// FEC rebuilds packets from those a receiver received; packets it
     /// found on its disk (resume, delta) are not in its buffers.
     #[error("FEC cannot run with resume or delta transfers (--resume, a tree's delta)")]
@@ -395,6 +407,10 @@ impl SenderConfig {
                     data: fec.data,
                     window: self.window,
                 });
+            }
+            let ring = crate::fec::ring_bytes(fec.data, self.payload_size(), self.window);
+            if ring > crate::fec::MAX_RING_BYTES {
+                return Err(ConfigError::FecBuffers { bytes: ring });
             }
         }
         let floor = self.peer_timeout.saturating_add(self.rto_max);

@@ -38,9 +38,6 @@ struct BlockRepair {
     /// Transmission number (`Window::transmissions`) of each parity packet
     /// sent, by index.
     sent_nos: Vec<u64>,
-    /// Not before: `suppress` after the block's last transmission, or at
-    /// once for proactive parity.
-    ready_at: Instant,
     /// Last parity transmission of the block.
     last_parity_at: Option<Instant>,
     queued: bool,
@@ -121,7 +118,6 @@ impl FecSender {
             b.next = 0;
             b.need = 0;
             b.sent_nos.clear();
-            b.ready_at = Instant::ZERO;
             b.last_parity_at = None;
             b.queued = false;
             b.probes = 0;
@@ -138,14 +134,13 @@ impl FecSender {
         self.log.get(i).copied()
     }
 
-    /// Asks for `count` parity packets of `block`, not before `ready_at`.
-    fn request(&mut self, block: u32, count: u16, ready_at: Instant) -> bool {
+    /// Asks for `count` parity packets of `block`, as soon as its data has
+    /// all gone. No suppression interval: what is on its way is counted,
+    /// so a second receiver's larger lack adds only the difference.
+    fn request(&mut self, block: u32, count: u16) -> bool {
         let b = self.slot(block);
         if count <= b.need {
             return false;
-        }
-        if b.need == 0 {
-            b.ready_at = ready_at;
         }
         b.need = count;
         b.probes = 0;
@@ -167,7 +162,7 @@ impl Sender {
 
     /// A data packet went out for the first time (polling `poll`):
     /// proactive parity follows the block's last one at once.
-    pub(super) fn fec_on_first_send(&mut self, now: Instant, index: u32, poll: u16) {
+    pub(super) fn fec_on_first_send(&mut self, index: u32, poll: u16) {
         let packets = self.packets;
         let Some(fec) = &mut self.fec else { return };
         let k = u32::from(fec.shape.data);
@@ -178,7 +173,7 @@ impl Sender {
         if proactive == 0 || (index + 1 != packets && !(index + 1).is_multiple_of(k)) {
             return;
         }
-        if fec.request(block, proactive, now) {
+        if fec.request(block, proactive) {
             fec.slot(block).proactive = true;
         }
     }
@@ -243,13 +238,11 @@ impl Sender {
                 lacks += 1;
             }
             if lacks > 0 {
-                // No suppression: what is on its way is counted, so a
-                // second receiver's larger lack adds only the difference.
                 let fec = self.fec.as_mut()?;
                 let b = fec.slot(block);
                 let in_flight = b.sent_nos.iter().filter(|&&s| s > echo_sent).count();
                 let want = lacks.saturating_sub(u16::try_from(in_flight).unwrap_or(u16::MAX));
-                if want > 0 && fec.request(block, want, Instant::ZERO) {
+                if want > 0 && fec.request(block, want) {
                     fec.slot(block).demanded = true;
                     grew = grew.max(Some(last_sent));
                 }
@@ -287,7 +280,7 @@ impl Sender {
             }
             // A block still sending its data (the window may hold it back
             // until an older block is repaired) waits; the others go on.
-            if high < end || now < b.ready_at {
+            if high < end {
                 i += 1;
                 continue;
             }
@@ -361,8 +354,10 @@ impl Sender {
         Some(b.last_parity_at? + self.config.suppress * (1 << b.probes))
     }
 
-    /// When the next queued parity packet may go, if one waits only for
-    /// its suppression (a block still sending its data waits for that).
+    /// When the next parity packet may go: at once when a queued block's
+    /// data has all gone (a driver that transmits only after a timeout
+    /// then wakes at once), else the base block's next probe. A block
+    /// still sending its data waits for that, not for a timer.
     pub(super) fn fec_deadline(&self) -> Option<Instant> {
         let fec = self.fec.as_ref()?;
         let k = u32::from(fec.shape.data);
@@ -372,7 +367,7 @@ impl Sender {
             .filter_map(|&block| {
                 let end = block.saturating_add(1).saturating_mul(k).min(self.packets);
                 let b = &fec.blocks[block as usize % n];
-                (b.block == block && b.need > 0 && self.window.high >= end).then_some(b.ready_at)
+                (b.block == block && b.need > 0 && self.window.high >= end).then_some(Instant::ZERO)
             })
             .chain(self.fec_probe_at())
             .min()

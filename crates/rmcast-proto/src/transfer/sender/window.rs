@@ -183,7 +183,7 @@ impl Sender {
                         self.stats.data_packets += 1;
                         self.window.high = index + 1;
                         self.window.lack[w] = Lack::default();
-                        self.fec_on_first_send(now, index, next.poll);
+                        self.fec_on_first_send(index, next.poll);
                     }
                     self.window.next += 1;
                 }
