@@ -358,14 +358,15 @@ mod tests {
         &object[start..(start + usize::from(PAYLOAD)).min(object.len())]
     }
 
-    /// A receiver that accepted a FEC offer (window 16).
-    fn offered() -> crate::Receiver {
+    /// A receiver offered a FEC object of `payload`-byte packets over
+    /// `window`, its offer event seen, not answered yet.
+    fn deciding(payload: u16, window: u32) -> crate::Receiver {
         let mut r = fresh();
         let offer = packet(Body::Offer(Offer {
             object_size: SIZE,
             isn: Seq(ISN),
-            payload_size: PAYLOAD,
-            window: 16,
+            payload_size: payload,
+            window,
             protocol: ProtocolId::NakPoll,
             protocol_param: 0,
             receivers: 1,
@@ -390,6 +391,12 @@ mod tests {
                 .iter()
                 .any(|e| matches!(e, ReceiverEvent::Offer(o) if o.fec.is_some()))
         );
+        r
+    }
+
+    /// A receiver that accepted a FEC offer (window 16).
+    fn offered() -> crate::Receiver {
+        let mut r = deciding(PAYLOAD, 16);
         r.accept_offer();
         r
     }
@@ -504,32 +511,7 @@ mod tests {
 
     #[test]
     fn an_offer_whose_fec_buffers_are_too_large_is_refused() {
-        let mut r = fresh();
-        let offer = packet(Body::Offer(Offer {
-            object_size: SIZE,
-            isn: Seq(ISN),
-            payload_size: 65_000,
-            window: 1 << 20,
-            protocol: ProtocolId::NakPoll,
-            protocol_param: 0,
-            receivers: 1,
-            test_loss_ppm: 0,
-            fec: Some(FecShape::new(64, 0)),
-            name: "obj.bin",
-        }));
-        let hello = packet(Body::Hello(Hello {
-            receivers_wanted: 1,
-            protocol: ProtocolId::NakPoll,
-        }));
-        let welcome = packet(Body::Welcome(Welcome {
-            receiver_id: super::super::test_support::ID,
-            rank: 0,
-            upstream: None,
-        }));
-        for p in [hello, welcome, offer] {
-            r.handle_datagram(Instant::ZERO, sender(), &mut p.clone());
-        }
-        events(&mut r);
+        let mut r = deciding(65_000, 1 << 20);
         r.accept_offer();
         let ev = events(&mut r);
         assert!(
