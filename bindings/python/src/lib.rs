@@ -418,6 +418,12 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
                 signing_key,
                 ..Default::default()
             };
+            if o.str("fec")?.is_some() {
+                return Err(invalid(
+                    py,
+                    format!("fec applies to the UDP multicast protocols, not to {proto_name}"),
+                ));
+            }
             if let Some(ctl) = o.str("control")? {
                 c.control = ctl
                     .parse::<SocketAddr>()
@@ -484,12 +490,38 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
             if let Some(t) = o.secs("stall_timeout")? {
                 p.stall_timeout = Some(t);
             }
+            if let Some(f) = o.str("fec")? {
+                p.fec = fec_shape(py, &f)?;
+            }
             p.rate_bits_per_s = o.u64("rate")?;
             p.validate()
                 .map_err(|e| lib_err(py, rmcast::Error::Config(e)))?;
             Ok(SendCfg::Multicast(Box::new(c)))
         }
     }
+}
+
+/// `fec="K:P"` (or `"off"`): the block shape, as `rmcast send --fec`.
+fn fec_shape(py: Python<'_>, s: &str) -> PyResult<Option<rmcast::FecShape>> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let bad = || {
+        invalid(
+            py,
+            format!(
+                "fec={s:?} is not \"K:P\" (K data packets per block, 1..=1024; P parity \
+                 packets sent with each, 0..=1024) or \"off\""
+            ),
+        )
+    };
+    let (k, p) = s.split_once(':').ok_or_else(bad)?;
+    let k: u16 = k.trim().parse().map_err(|_| bad())?;
+    let p: u16 = p.trim().parse().map_err(|_| bad())?;
+    if !(1..=rmcast::FEC_MAX_BLOCK).contains(&k) || p > rmcast::FEC_MAX_BLOCK {
+        return Err(bad());
+    }
+    Ok(Some(rmcast::FecShape::new(k, p)))
 }
 
 // ---------------------------------------------------------------- reports
@@ -550,6 +582,7 @@ fn send_dict<'py>(py: Python<'py>, r: &rmcast::SendReport) -> PyResult<Bound<'py
     d.set_item("verified", r.verified)?;
     d.set_item("data_packets", r.data_packets)?;
     d.set_item("retransmitted_packets", r.retransmitted_packets)?;
+    d.set_item("parity_packets", r.stats.parity_packets)?;
     d.set_item("control_packets", r.control_packets)?;
     d.set_item("control_per_data_packet", per_data)?;
     d.set_item("skipped_bytes", r.skipped_bytes)?;

@@ -100,6 +100,7 @@ def send_options(
     sign: Optional[PathLike] = None,
     loss: Optional[float] = None,
     socket_buffer: Union[None, int, str] = None,
+    fec: Optional[str] = None,
 ) -> Dict[str, Any]:
     if not isinstance(receivers, int) or receivers < 1:
         raise InvalidArgument(f"receivers must be a whole number >= 1, not {receivers!r}")
@@ -121,6 +122,7 @@ def send_options(
         sign=os.fspath(sign) if sign is not None else None,
         loss=loss,
         socket_buffer=_rmcast.parse_size(socket_buffer) if isinstance(socket_buffer, str) else socket_buffer,
+        fec=fec,
     )
     return o
 
@@ -160,7 +162,10 @@ def send(
     (bit/s or ``"90mbit"``), ``packet_size``, ``window``, ``peer_timeout``,
     ``stall_timeout`` (no progress this long ends the session, naming what
     stalled; it must exceed ``peer_timeout``), ``segment_size``, ``fanout``, ``control`` (tcp-*), ``sign`` (signing
-    key file), ``loss`` (test knob), ``socket_buffer``.
+    key file), ``loss`` (test knob), ``socket_buffer``, ``fec`` (``"K:P"``:
+    repair with Reed-Solomon parity, K data packets per block, P parity
+    packets sent with each and more on demand; for large groups on lossy
+    links, e.g. ``"64:2"``; the report's ``parity_packets`` counts them).
 
     Raises :class:`SendFailed` (with the report and every failed receiver's
     name and reason) when a receiver did not verify its copy, unless

@@ -75,6 +75,8 @@ class SendReport:
     #: A tree: bytes never sent because every receiver held them (resume,
     #: delta; on a first push only the zero padding between files).
     skipped_bytes: int = 0
+    #: FEC parity packets sent (``fec="K:P"``), proactive and on demand.
+    parity_packets: int = 0
 
     @classmethod
     def _from_dict(cls, d: Dict[str, Any]) -> "SendReport":
