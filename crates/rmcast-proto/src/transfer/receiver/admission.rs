@@ -100,10 +100,10 @@ impl Receiver {
         let o = self.offer.as_ref().expect("deciding implies an offer");
         let words = (o.packets as usize).div_ceil(64);
         if let Some(shape) = o.fec {
-            let ring = super::fec::FecReceiver::ring_bytes(shape, o.payload_size, o.window);
             match super::fec::FecReceiver::new(shape, o.payload_size, o.window) {
-                Some(fec) if ring <= super::fec::MAX_RING_BYTES => self.fec = Some(fec),
-                _ => {
+                Some(fec) => self.fec = Some(fec),
+                None => {
+                    let ring = crate::fec::ring_bytes(shape.data, o.payload_size.into(), o.window);
                     let text = format!(
                         "FEC of blocks of {} packets over a window of {} packets of {} bytes \
                          needs {} MiB of buffers, over this receiver's {} MiB",
@@ -111,7 +111,7 @@ impl Receiver {
                         o.window,
                         o.payload_size,
                         ring >> 20,
-                        super::fec::MAX_RING_BYTES >> 20
+                        crate::fec::MAX_RING_BYTES >> 20
                     );
                     self.refuse_offer(Status::NoSpace, &text);
                     return;

@@ -22,6 +22,12 @@ pub(super) struct Transfer {
 }
 
 impl Transfer {
+    /// Bytes of packet `index` (all but the object's last are full).
+    pub(super) fn packet_len(&self, index: u32) -> usize {
+        let offset = u64::from(index) * self.payload_size;
+        (self.size - offset).min(self.payload_size) as usize
+    }
+
     pub(super) fn has(&self, index: u32) -> bool {
         self.held[(index / 64) as usize] & (1 << (index % 64)) != 0
     }
@@ -58,8 +64,7 @@ impl Receiver {
             return None;
         }
         let offset = u64::from(index) * t.payload_size;
-        let expected_len = (t.size - offset).min(t.payload_size) as usize;
-        if payload.len() != expected_len {
+        if payload.len() != t.packet_len(index) {
             self.stats.malformed += 1;
             return None;
         }
@@ -88,7 +93,7 @@ impl Receiver {
         let gap = match &self.fec {
             None => index > t.cumulative,
             Some(fec) => {
-                let k = fec.block_len();
+                let k = fec.k();
                 // A gap inside the block still coming waits for the block's
                 // end; if nothing more comes (the sender's window is full,
                 // waiting for this receiver's word) it is NAKed anyway once

@@ -10,7 +10,7 @@
 
 use super::Receiver;
 use super::data::Transfer;
-use crate::fec::BlockDecoder;
+use crate::fec::{BlockDecoder, MAX_RING_BYTES, ring_blocks, ring_bytes};
 use crate::{DataChunk, FeedbackPolicy};
 use rmcast_wire::{FecShape, Parity};
 use std::collections::VecDeque;
@@ -41,26 +41,17 @@ pub(super) struct FecReceiver {
     repaired: VecDeque<u32>,
 }
 
-pub(super) use crate::fec::MAX_RING_BYTES;
-
 impl FecReceiver {
-    fn ring_blocks(shape: FecShape, window: u32) -> u64 {
-        crate::fec::ring_blocks(shape.data, window)
-    }
-
-    /// Bytes of the data ring for this offer (checked against
-    /// [`MAX_RING_BYTES`] before anything is allocated).
-    pub(super) fn ring_bytes(shape: FecShape, payload_size: u16, window: u32) -> u64 {
-        crate::fec::ring_bytes(shape.data, usize::from(payload_size), window)
-    }
-
+    /// The receiver's FEC state for an offer, or `None` when its ring of
+    /// block data would exceed [`MAX_RING_BYTES`] (checked before anything
+    /// is allocated) or the shape does not fit the code.
     pub(super) fn new(shape: FecShape, payload_size: u16, window: u32) -> Option<Self> {
-        if Self::ring_bytes(shape, payload_size, window) > MAX_RING_BYTES {
+        let symbol = usize::from(payload_size);
+        if ring_bytes(shape.data, symbol, window) > MAX_RING_BYTES {
             return None;
         }
-        let symbol = usize::from(payload_size);
         let decoder = BlockDecoder::new(shape.data, shape.space, symbol).ok()?;
-        let slots = usize::try_from(Self::ring_blocks(shape, window)).ok()?;
+        let slots = usize::try_from(ring_blocks(shape.data, window)).ok()?;
         Some(Self {
             shape,
             symbol,
@@ -72,13 +63,9 @@ impl FecReceiver {
         })
     }
 
-    fn k(&self) -> u32 {
-        u32::from(self.shape.data)
-    }
-
     /// K: data packets per block.
-    pub(super) fn block_len(&self) -> u32 {
-        self.k()
+    pub(super) fn k(&self) -> u32 {
+        u32::from(self.shape.data)
     }
 
     fn at(&self, index: u32) -> usize {
@@ -221,7 +208,7 @@ impl Receiver {
             for index in first..end {
                 if t.has(index) {
                     let at = fec.at(index);
-                    let len = packet_len(t, index);
+                    let len = t.packet_len(index);
                     let bytes = &fec.data[at..at + len];
                     if fec.decoder.add_data((index - first) as u16, bytes).is_err() {
                         return;
@@ -240,7 +227,7 @@ impl Receiver {
             };
             for (i, bytes) in rebuilt {
                 let index = first + u32::from(i);
-                let len = packet_len(t, index);
+                let len = t.packet_len(index);
                 let at = fec.at(index);
                 let symbol = fec.symbol;
                 fec.data[at..at + len].copy_from_slice(&bytes[..len]);
@@ -287,7 +274,7 @@ impl Receiver {
         };
         let index = fec.repaired.pop_front()?;
         let at = fec.at(index);
-        let len = packet_len(t, index);
+        let len = t.packet_len(index);
         Some(DataChunk {
             offset: u64::from(index) * t.payload_size,
             bytes: &fec.data[at..at + len],
@@ -326,12 +313,6 @@ impl Receiver {
             }
         }
     }
-}
-
-/// Length of packet `index` of the object.
-fn packet_len(t: &Transfer, index: u32) -> usize {
-    let offset = u64::from(index) * t.payload_size;
-    (t.size - offset).min(t.payload_size) as usize
 }
 
 #[cfg(test)]

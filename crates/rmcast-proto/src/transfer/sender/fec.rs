@@ -153,13 +153,14 @@ impl FecSender {
     }
 }
 
-impl Sender {
-    /// Data packets of block `b` of `k`: its first index and one past its last.
-    fn block_range(&self, k: u32, b: u32) -> (u32, u32) {
-        let first = b.saturating_mul(k);
-        (first, first.saturating_add(k).min(self.packets))
-    }
+/// Data packets of block `b` of `k` in an object of `packets`: its first
+/// index and one past its last.
+fn block_range(k: u32, b: u32, packets: u32) -> (u32, u32) {
+    let first = b.saturating_mul(k);
+    (first, first.saturating_add(k).min(packets))
+}
 
+impl Sender {
     /// A data packet went out for the first time (polling `poll`):
     /// proactive parity follows the block's last one at once.
     pub(super) fn fec_on_first_send(&mut self, index: u32, poll: u16) {
@@ -192,18 +193,7 @@ impl Sender {
         let fec = self.fec.as_ref()?;
         let echo = f.echo.since(self.isn);
         let echo_sent = if echo < self.packets {
-            // As for selective repair: the echoed slot must still describe it.
-            if echo >= self.window.high || self.window.high - echo > self.config.window {
-                return None;
-            }
-            let echoed = self.window.lack[self.window.slot(echo)];
-            if u16::from(f.echo_copy) + 1 == echoed.copies
-                && f.echo_copy < rmcast_wire::ECHO_COPY_MAX
-            {
-                echoed.sent_no
-            } else {
-                echoed.first_sent_no
-            }
+            self.echo_sent_no(echo, f.echo_copy)?
         } else {
             fec.sent_no_of(u64::from(echo - self.packets))?
         };
@@ -215,7 +205,7 @@ impl Sender {
         let mut grew: Option<Instant> = None;
         let mut block = from / k;
         while block * k < self.window.high {
-            let (first, end) = self.block_range(k, block);
+            let (first, end) = block_range(k, block, self.packets);
             // Only a block whose data had all gone before the echoed
             // transmission: the receiver's view of it is whole (and the
             // block's proactive parity follows it anyway).
@@ -268,7 +258,7 @@ impl Sender {
         let mut i = 0;
         while i < fec.queue.len() {
             let block = fec.queue[i];
-            let end = block.saturating_add(1).saturating_mul(k).min(packets);
+            let (_, end) = block_range(k, block, packets);
             let b = &mut fec.blocks[block as usize % n];
             if b.block != block || b.need == 0 || end <= base {
                 if b.block == block {
@@ -365,7 +355,7 @@ impl Sender {
         fec.queue
             .iter()
             .filter_map(|&block| {
-                let end = block.saturating_add(1).saturating_mul(k).min(self.packets);
+                let (_, end) = block_range(k, block, self.packets);
                 let b = &fec.blocks[block as usize % n];
                 (b.block == block && b.need > 0 && self.window.high >= end).then_some(Instant::ZERO)
             })
@@ -377,7 +367,7 @@ impl Sender {
     /// repairs (its parity is spent).
     fn fec_resend_block(&mut self, block: u32) {
         let Some(fec) = &self.fec else { return };
-        let (first, end) = self.block_range(u32::from(fec.shape.data), block);
+        let (first, end) = block_range(u32::from(fec.shape.data), block, self.packets);
         for index in first.max(self.window.base)..end.min(self.window.high) {
             let w = self.window.slot(index);
             let lack = &mut self.window.lack[w];
@@ -409,8 +399,7 @@ impl Sender {
         let fec = self.fec.as_mut()?;
         let k = u32::from(fec.shape.data);
         if fec.cached != Some(p.block) {
-            let first = p.block * k;
-            let end = first.saturating_add(k).min(self.packets);
+            let (first, end) = block_range(k, p.block, self.packets);
             let count = u16::try_from(end - first).ok()?;
             fec.encoder.reset(count, fec.shape.space).ok()?;
             for index in first..end {

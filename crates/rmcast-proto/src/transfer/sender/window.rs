@@ -316,33 +316,15 @@ impl Sender {
     /// marks missing for this receiver, if any.
     fn note_missing(&mut self, rank: u16, cumulative: u32, f: &Feedback<'_>) -> Option<Instant> {
         let echo = f.echo.since(self.isn);
-        // The echoed packet's slot must still describe it: nothing a window
-        // or more after it was sent. It may lie below the base: the answer
-        // to a stall poll (a resend of the base) moves the base past the
-        // echo before this runs, and with one receiver lagging that answer
-        // is the only news of what the stall lost. Discarding it repaired
-        // one packet per RTO after a partition (the fault campaign's
-        // nak-poll-hunt seed 742: 37 packets, 60 s, no repair sent).
-        if echo >= self.window.high || self.window.high - echo > self.config.window {
-            return None; // stale, or not ours: nothing to infer
-        }
-        let echo_slot = self.window.slot(echo);
+        let echo_sent = self.echo_sent_no(echo, f.echo_copy)?;
         // In order and nothing resent: the receiver holds everything sent
         // before the echo. This is the common case; it costs no scan.
-        if f.bitmap.is_empty() && cumulative > echo && !self.window.lack[echo_slot].resent {
+        if f.bitmap.is_empty()
+            && cumulative > echo
+            && !self.window.lack[self.window.slot(echo)].resent
+        {
             return None;
         }
-        // The copy of the echoed packet the receiver answered: its latest
-        // one, or (when it answered an earlier copy, or the wire could not
-        // say which) its first. What went out between two copies may not
-        // have arrived when the receiver answered the earlier one.
-        let echoed = self.window.lack[echo_slot];
-        let echo_sent =
-            if u16::from(f.echo_copy) + 1 == echoed.copies && f.echo_copy < ECHO_COPY_MAX {
-                echoed.sent_no
-            } else {
-                echoed.first_sent_no
-            };
         let mut newest: Option<Instant> = None;
         for index in cumulative.max(self.window.base)..self.window.high {
             let w = self.window.slot(index);
@@ -369,6 +351,36 @@ impl Sender {
             }
         }
         newest
+    }
+
+    /// The transmission number of the copy of data packet `echo` that
+    /// feedback answered (`echo_copy`), or `None` when its slot no longer
+    /// describes it (stale, or not ours: nothing to infer).
+    ///
+    /// The echoed packet's slot must still describe it: nothing a window
+    /// or more after it was sent. It may lie below the base: the answer
+    /// to a stall poll (a resend of the base) moves the base past the
+    /// echo before this runs, and with one receiver lagging that answer
+    /// is the only news of what the stall lost. Discarding it repaired
+    /// one packet per RTO after a partition (the fault campaign's
+    /// nak-poll-hunt seed 742: 37 packets, 60 s, no repair sent).
+    ///
+    /// The copy answered is its latest one or (when it answered an
+    /// earlier copy, or the wire could not say which) its first: what
+    /// went out between two copies may not have arrived when the receiver
+    /// answered the earlier one.
+    pub(super) fn echo_sent_no(&self, echo: u32, echo_copy: u8) -> Option<u64> {
+        if echo >= self.window.high || self.window.high - echo > self.config.window {
+            return None;
+        }
+        let echoed = self.window.lack[self.window.slot(echo)];
+        Some(
+            if u16::from(echo_copy) + 1 == echoed.copies && echo_copy < ECHO_COPY_MAX {
+                echoed.sent_no
+            } else {
+                echoed.first_sent_no
+            },
+        )
     }
 
     pub(super) fn on_feedback(
