@@ -503,25 +503,7 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
 
 /// `fec="K:P"` (or `"off"`): the block shape, as `rmcast send --fec`.
 fn fec_shape(py: Python<'_>, s: &str) -> PyResult<Option<rmcast::FecShape>> {
-    if s.eq_ignore_ascii_case("off") {
-        return Ok(None);
-    }
-    let bad = || {
-        invalid(
-            py,
-            format!(
-                "fec={s:?} is not \"K:P\" (K data packets per block, 1..=1024; P parity \
-                 packets sent with each, 0..=1024) or \"off\""
-            ),
-        )
-    };
-    let (k, p) = s.split_once(':').ok_or_else(bad)?;
-    let k: u16 = k.trim().parse().map_err(|_| bad())?;
-    let p: u16 = p.trim().parse().map_err(|_| bad())?;
-    if !(1..=rmcast::FEC_MAX_BLOCK).contains(&k) || p > rmcast::FEC_MAX_BLOCK {
-        return Err(bad());
-    }
-    Ok(Some(rmcast::FecShape::new(k, p)))
+    rmcast::FecShape::from_setting(s).map_err(|e| invalid(py, format!("fec={s:?}: {e}")))
 }
 
 // ---------------------------------------------------------------- reports

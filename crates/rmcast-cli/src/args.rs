@@ -707,34 +707,7 @@ fn parse_probability(s: &str) -> Result<f64, String> {
 pub struct FecArg(pub Option<rmcast::FecShape>);
 
 fn parse_fec(s: &str) -> Result<FecArg, String> {
-    if s.eq_ignore_ascii_case("off") {
-        return Ok(FecArg(None));
-    }
-    let Some((k, p)) = s.split_once(':') else {
-        return Err(format!(
-            "{s:?} is not K:P (e.g. 64:0, 64:2) or off: K data packets per block, \
-             P parity packets sent with every block"
-        ));
-    };
-    let k: u16 = k
-        .trim()
-        .parse()
-        .map_err(|e| format!("K in {s:?}: {e} (1..=1024)"))?;
-    let p: u16 = p
-        .trim()
-        .parse()
-        .map_err(|e| format!("P in {s:?}: {e} (0..=1024)"))?;
-    if !(1..=rmcast::FEC_MAX_BLOCK).contains(&k) {
-        return Err(format!(
-            "K = {k} data packets per block is outside 1..=1024"
-        ));
-    }
-    if p > rmcast::FEC_MAX_BLOCK {
-        return Err(format!(
-            "P = {p} parity packets per block is outside 0..=1024"
-        ));
-    }
-    Ok(FecArg(Some(rmcast::FecShape::new(k, p))))
+    rmcast::FecShape::from_setting(s).map(FecArg)
 }
 
 /// `--segment-size`: bytes, or `None` for `auto`.

@@ -573,19 +573,7 @@ fn parse_shape(s: &str) -> Result<TreeShape, String> {
 }
 
 fn parse_fec(s: &str) -> Result<Option<FecShape>, String> {
-    if s == "off" {
-        return Ok(None);
-    }
-    let (k, p) = s
-        .split_once(':')
-        .ok_or_else(|| format!("--fec {s:?}: off or K:P"))?;
-    let k: u16 = k.parse().map_err(|e| format!("--fec {s:?}: K: {e}"))?;
-    let p: u16 = p.parse().map_err(|e| format!("--fec {s:?}: P: {e}"))?;
-    let shape = FecShape::new(k, p);
-    if !shape.is_valid() {
-        return Err(format!("--fec {s:?}: K in 1..=1024, P in 0..=1024"));
-    }
-    Ok(Some(shape))
+    FecShape::from_setting(s).map_err(|e| format!("--fec: {e}"))
 }
 
 fn parse_repair(s: &str) -> Result<Repair, String> {

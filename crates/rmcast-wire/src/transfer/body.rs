@@ -113,6 +113,40 @@ impl FecShape {
             && self.proactive <= self.space
     }
 
+    /// The user's setting `"K:P"` (`rmcast send --fec`, Python's
+    /// `fec=`): K data packets per block, P proactive parity packets;
+    /// `"off"` is `None`. The error says what is wrong, for a human.
+    pub fn from_setting(s: &str) -> Result<Option<Self>, String> {
+        if s.eq_ignore_ascii_case("off") {
+            return Ok(None);
+        }
+        let Some((k, p)) = s.split_once(':') else {
+            return Err(format!(
+                "{s:?} is not K:P (e.g. 64:0, 64:2) or off: K data packets per block, \
+                 P parity packets sent with every block"
+            ));
+        };
+        let k: u16 = k
+            .trim()
+            .parse()
+            .map_err(|e| format!("K in {s:?}: {e} (1..=1024)"))?;
+        let p: u16 = p
+            .trim()
+            .parse()
+            .map_err(|e| format!("P in {s:?}: {e} (0..=1024)"))?;
+        if !(1..=FEC_MAX_BLOCK).contains(&k) {
+            return Err(format!(
+                "K = {k} data packets per block is outside 1..=1024"
+            ));
+        }
+        if p > FEC_MAX_BLOCK {
+            return Err(format!(
+                "P = {p} parity packets per block is outside 0..=1024"
+            ));
+        }
+        Ok(Some(Self::new(k, p)))
+    }
+
     /// Bytes of a parity packet's payload for `payload_size`-byte data
     /// packets: the symbol rounded up to even, as GF(2¹⁶) wants.
     #[must_use]
