@@ -347,8 +347,8 @@ enum Proto {
     Overlay(fn(u32) -> rmcast::overlay::OverlayShape),
 }
 
-/// The protocol names `rmcast --protocol` accepts, plus "auto" (the
-/// library's default, nak-poll).
+/// The protocol names `rmcast --protocol` accepts ("auto", the default,
+/// chooses for the group once it has registered).
 const PROTOCOLS: &[&str] = &[
     "auto",
     "ack",
@@ -490,9 +490,17 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
             if let Some(t) = o.secs("stall_timeout")? {
                 p.stall_timeout = Some(t);
             }
-            if let Some(f) = o.str("fec")? {
-                p.fec = fec_shape(py, &f)?;
+            let fec = o.str("fec")?;
+            if let Some(f) = &fec {
+                p.fec = fec_shape(py, f)?;
             }
+            // "auto" chooses for the group that registers, keeping what
+            // the caller fixed (the CLI's --protocol auto).
+            p.auto = (proto_name == "auto").then(|| rmcast::AutoConfig {
+                keep_window: o.u64("window").ok().flatten().is_some(),
+                keep_fec: fec.is_some(),
+                keep_poll_interval: false,
+            });
             p.rate_bits_per_s = o.u64("rate")?;
             p.validate()
                 .map_err(|e| lib_err(py, rmcast::Error::Config(e)))?;
@@ -557,6 +565,8 @@ fn send_dict<'py>(py: Python<'py>, r: &rmcast::SendReport) -> PyResult<Bound<'py
         r.control_packets as f64 / r.data_packets as f64
     };
     d.set_item("protocol", &r.protocol)?;
+    d.set_item("fec", rmcast::auto::fec_text(r.fec))?;
+    d.set_item("auto", r.auto.as_ref().map(ToString::to_string))?;
     d.set_item("receivers", r.receivers)?;
     d.set_item("bytes", r.bytes)?;
     d.set_item("seconds", r.seconds)?;

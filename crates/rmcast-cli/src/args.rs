@@ -114,6 +114,11 @@ pub struct ManArgs {
 /// Reliability protocol.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
+    /// Chosen for the group once it has registered, from a table measured
+    /// in the simulator (docs/auto.md): nak-poll, with FEC parity on demand
+    /// from 2 receivers; flags given on the command line are kept. --explain
+    /// prints the choice and why.
+    Auto,
     /// Every receiver acknowledges every packet (simple, N acks per packet).
     Ack,
     /// Receivers NAK gaps; every i-th packet polls all for an ack (fastest).
@@ -141,8 +146,9 @@ impl Protocol {
     /// The UDP multicast protocol, or `None` for a TCP overlay.
     pub fn multicast(self) -> Option<rmcast::ProtocolId> {
         Some(match self {
+            // Provisional: the sender chooses once the group is known.
+            Protocol::Auto | Protocol::NakPoll => rmcast::ProtocolId::NakPoll,
             Protocol::Ack => rmcast::ProtocolId::Ack,
-            Protocol::NakPoll => rmcast::ProtocolId::NakPoll,
             Protocol::Ring => rmcast::ProtocolId::Ring,
             Protocol::Tree => rmcast::ProtocolId::Tree,
             _ => return None,
@@ -210,13 +216,19 @@ pub struct CommonArgs {
     #[arg(long, default_value_t = 1)]
     pub ttl: u32,
     /// Reliability protocol.
-    #[arg(long, value_enum, default_value_t = Protocol::NakPoll)]
+    #[arg(long, value_enum, default_value_t = Protocol::Auto)]
     pub protocol: Protocol,
+    /// --protocol auto: print on stderr what it chose for the group, from
+    /// which inputs (receivers, object size, rate) and which row of the
+    /// table, and why, as soon as the group is known.
+    #[arg(long)]
+    pub explain: bool,
     /// Datagram size in bytes including rmcast's 24-byte header; 1472 fits a
     /// 1500-byte Ethernet MTU, up to 65507 uses IP fragmentation.
     #[arg(long, default_value_t = 1472, value_name = "BYTES")]
     pub packet_size: usize,
-    /// Packets in flight before waiting for acknowledgements.
+    /// Packets in flight before waiting for acknowledgements (--protocol
+    /// auto: 512, or 2048 for 300 receivers or more, unless given).
     #[arg(long, default_value_t = 512, value_name = "PACKETS")]
     pub window: u32,
     /// nak-poll: packets between polls [default: 85 % of the window].
@@ -239,8 +251,10 @@ pub struct CommonArgs {
     /// stops growing with the group. P parity packets follow every block
     /// before anyone asks (0: only on demand). `off`: resend lost packets.
     /// Large groups on lossy links gain most (e.g. 64:0, or 64:2 where
-    /// loss is steady); needs --repair selective.
-    #[arg(long, default_value = "off", value_parser = parse_fec, value_name = "K:P|off")]
+    /// loss is steady); needs --repair selective. [default: --protocol
+    /// auto's choice for the group (docs/auto.md); off with a protocol
+    /// given]
+    #[arg(long, default_value = "off", hide_default_value = true, value_parser = parse_fec, value_name = "K:P|off")]
     pub fec: FecArg,
     /// tcp-*: object bytes per segment relayed along the overlay. `auto`:
     /// the largest of 8 KiB … 128 KiB whose pipeline fill (two segments per
@@ -316,6 +330,14 @@ impl CommonArgs {
             return self.check_overlay_flags();
         }
         proto.protocol = self.protocol.multicast().expect("multicast protocol");
+        proto.auto = (self.protocol == Protocol::Auto).then(|| rmcast::AutoConfig {
+            keep_window: self.given("window"),
+            keep_fec: self.given("fec"),
+            keep_poll_interval: self.given("poll_interval"),
+        });
+        if self.explain && proto.auto.is_none() {
+            bail!("--explain explains --protocol auto's choice; drop it or use --protocol auto");
+        }
         proto.packet_size = self.packet_size;
         proto.window = self.window;
         proto.poll_interval = self.poll_interval;
@@ -347,7 +369,9 @@ impl CommonArgs {
         if proto.fec.is_some() && self.repair == RepairArg::GoBackN {
             bail!("--fec repairs with parity packets; it cannot run with --repair go-back-n");
         }
-        if self.poll_interval.is_some() && self.protocol != Protocol::NakPoll {
+        if self.poll_interval.is_some()
+            && !matches!(self.protocol, Protocol::NakPoll | Protocol::Auto)
+        {
             bail!("--poll-interval applies to --protocol nak-poll only");
         }
         if (self.given("tree_height") || self.given("tree_shape"))
@@ -378,6 +402,9 @@ impl CommonArgs {
             && (seg == 0 || seg > 16 << 20)
         {
             bail!("segment size {seg} is outside 1 byte..16 MiB");
+        }
+        if self.explain {
+            bail!("--explain explains --protocol auto's choice, not a tcp-* overlay's");
         }
         let udp_only = [
             "loss",

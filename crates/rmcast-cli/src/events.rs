@@ -1,6 +1,7 @@
 //! `--json-events`: one JSON object per line on stdout for each event of a
 //! session, for dashboards and scripts: `joined`, `started_short`,
-//! `all_joined`, `receiver_done`, `receiver_failed`, `other_session`
+//! `chose` (what `--protocol auto` chose, and why), `all_joined`,
+//! `receiver_done`, `receiver_failed`, `other_session`
 //! (sender), `progress` (at most once a second, and on every change of
 //! phase), and `finished` last, carrying the report `--json` would print.
 //! Every object has `event` and `t` (seconds since the command started).
@@ -93,6 +94,16 @@ impl Events {
                     json!({ "joined": joined, "wanted": wanted }),
                 );
             }
+            E::Chose(c) => self.emit(
+                "chose",
+                json!({
+                    "protocol": rmcast::protocol_name(c.protocol),
+                    "fec": rmcast::auto::fec_text(c.fec),
+                    "window": c.window,
+                    "row": c.row + 1,
+                    "explain": c.to_string(),
+                }),
+            ),
             E::AllJoined => self.emit("all_joined", json!({})),
             E::Verified { rank } => {
                 self.emit(

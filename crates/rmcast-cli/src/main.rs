@@ -284,6 +284,22 @@ fn send_config(common: &CommonArgs, cancel: Arc<AtomicBool>) -> Result<rmcast::S
     Ok(cfg)
 }
 
+/// What the sender tells as it happens: `--json-events` lines, and
+/// `--explain`'s account of auto's choice on stderr.
+fn event_hook(events: Option<Arc<events::Events>>, explain: bool) -> Option<rmcast::EventHook> {
+    if events.is_none() && !explain {
+        return None;
+    }
+    Some(rmcast::EventHook(Arc::new(move |e| {
+        if let Some(ev) = &events {
+            ev.sender(e);
+        }
+        if let (true, rmcast::SenderEvent::Chose(c)) = (explain, e) {
+            eprintln!("rmcast: {c}");
+        }
+    })))
+}
+
 fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
     let tree = a.file.is_dir();
     if !tree && !a.file.is_file() {
@@ -322,10 +338,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
     cfg.rate_trace = a.rate_trace.clone();
     cfg.socket_buffer_bytes = usize::try_from(a.socket_buffer).unwrap_or(usize::MAX);
     let events = a.json_events.then(events::Events::new);
-    if let Some(ev) = &events {
-        let ev = ev.clone();
-        cfg.on_event = Some(rmcast::EventHook(Arc::new(move |e| ev.sender(e))));
-    }
+    cfg.on_event = event_hook(events.clone(), a.common.explain);
     let bar = progress_bar(a.common.json || a.json_events, "send");
     let mut bar_progress = progress_fn(&bar);
     let mut progress = |p: rmcast::Progress| {
@@ -544,6 +557,7 @@ fn demo(a: DemoArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     let mut send = send_config(&a.common, cancel)?;
     send.proto.group_key = demo_key(&a.keys)?;
     send.proto.receivers = a.receivers;
+    send.on_event = event_hook(None, a.common.explain);
     // The demo picks a free random port unless one was given explicitly.
     if !a.common.group_given() {
         send.group = rmcast::random_group();

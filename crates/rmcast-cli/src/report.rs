@@ -91,11 +91,18 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
     } else {
         String::from(", failed")
     };
+    let fec = r
+        .fec
+        .map(|f| format!(", FEC {}:{}", f.data, f.proactive))
+        .unwrap_or_default();
+    let protocol = match &r.auto {
+        Some(_) => format!("{} (auto{fec})", r.protocol),
+        None => format!("{}{fec}", r.protocol),
+    };
     eprintln!(
-        "rmcast {what}: {} to {} with {} in {:.3} s{speed}",
+        "rmcast {what}: {} to {} with {protocol} in {:.3} s{speed}",
         mib(r.bytes),
         count(r.receivers as u64, "receiver"),
-        r.protocol,
         r.seconds,
     );
     let retx_pct = if r.data_packets == 0 {

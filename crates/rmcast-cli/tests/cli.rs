@@ -148,6 +148,90 @@ fn ring_and_tree_verify_eight_receivers_under_two_percent_loss() {
     }
 }
 
+/// `--protocol auto` (the default) chooses for the group that registered,
+/// says so with `--explain` and in `--json`, and keeps what was given.
+#[test]
+fn auto_chooses_for_the_group_explains_and_keeps_given_flags() {
+    let p = Proc::spawn(
+        "auto 33",
+        rmcast().args([
+            "demo",
+            "--receivers",
+            "33",
+            "--size",
+            "1MiB",
+            "--explain",
+            "--json",
+        ]),
+    );
+    let (code, out, err) = p.wait(Duration::from_secs(90));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["protocol"], "nak-poll", "{v}");
+    assert_eq!(v["fec"], "64:2", "{v}");
+    assert_eq!(v["auto"]["receivers"], 33, "{v}");
+    assert_eq!(v["auto"]["row"], 2, "{v}");
+    assert!(v["parity_packets"].as_u64().unwrap() > 0, "{v}");
+    let line = v["auto"]["explain"].as_str().unwrap();
+    assert!(
+        line.starts_with("auto: 33 receivers, 1048576 bytes"),
+        "{line}"
+    );
+    assert!(err.contains(line), "--explain prints it on stderr: {err}");
+
+    let p = Proc::spawn(
+        "auto kept",
+        rmcast().args([
+            "demo",
+            "--receivers",
+            "2",
+            "--size",
+            "1MiB",
+            "--fec",
+            "16:1",
+            "--window",
+            "256",
+            "--json",
+        ]),
+    );
+    let (code, out, err) = p.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["fec"], "16:1", "{v}");
+    assert_eq!(v["auto"]["window"], 256, "{v}");
+    let notes = v["auto"]["notes"].to_string();
+    assert!(
+        notes.contains("window 256 as given") && notes.contains("FEC 16:1 as given"),
+        "{v}"
+    );
+    assert!(
+        !err.contains("auto:"),
+        "no --explain, no explanation: {err}"
+    );
+
+    let p = Proc::spawn(
+        "named",
+        rmcast().args([
+            "demo",
+            "--receivers",
+            "2",
+            "--size",
+            "64KiB",
+            "--protocol",
+            "ring",
+            "--window",
+            "8",
+            "--json",
+        ]),
+    );
+    let (code, out, err) = p.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["protocol"], "ring", "{v}");
+    assert_eq!(v["auto"], serde_json::Value::Null, "{v}");
+}
+
 #[test]
 fn a_ring_window_not_larger_than_the_group_is_refused() {
     let (code, _, err) = Proc::spawn(
@@ -491,6 +575,14 @@ fn bad_input_gets_a_clear_message() {
                 "2s",
             ],
             "--stall-timeout 2s must exceed --peer-timeout 5s",
+        ),
+        (
+            &["demo", "--protocol", "nak-poll", "--explain"],
+            "--explain explains --protocol auto's choice",
+        ),
+        (
+            &["demo", "--protocol", "tcp-chain", "--explain"],
+            "not a tcp-* overlay's",
         ),
         (&["demo", "--fec", "64"], "is not K:P"),
         (&["demo", "--fec", "0:1"], "outside 1..=1024"),

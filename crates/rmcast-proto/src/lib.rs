@@ -52,6 +52,7 @@ pub use rmcast_wire::{
     FEC_MAX_BLOCK, FecShape, HASH_LEN, Kind, ProtocolId, Seq, SessionId, Status,
 };
 pub use time::Instant;
+pub use transfer::auto::{self, AutoChoice, AutoConfig, AutoInputs};
 pub use transfer::policy::{Children, FeedbackPolicy, TreeShape};
 pub use transfer::rate::{
     AdaptiveTimers, ErrorSignal, HuntParams, HuntState, HuntStep, HuntTimers, RateControl,

@@ -48,8 +48,26 @@ impl SendReport {
             self.control_packets as f64 / self.data_packets as f64
         };
         let s = &self.stats;
+        let auto = self.auto.as_ref().map(|c| {
+            let row = c.row();
+            json!({
+                "receivers": c.inputs.receivers,
+                "object_bytes": c.inputs.object_bytes,
+                "rate_bits_per_s": c.inputs.rate_bits_per_s,
+                "delta": c.inputs.delta,
+                "row": c.row + 1,
+                "row_min_receivers": row.min_receivers,
+                "why": row.why,
+                "notes": c.notes,
+                "window": c.window,
+                "poll_interval": c.poll_interval,
+                "explain": c.to_string(),
+            })
+        });
         json!({
             "protocol": self.protocol,
+            "fec": rmcast_proto::auto::fec_text(self.fec),
+            "auto": auto,
             "receivers": self.receivers,
             "bytes": self.bytes,
             "seconds": self.seconds,

@@ -72,11 +72,12 @@ pub use parse::{HumanDuration, parse_duration, parse_rate, parse_size};
 pub use receiver::{
     Received, recv_sessions_to_dir, recv_to_dir, recv_to_memory, recv_to_vec, serve_to_dir,
 };
+pub use rmcast_proto::auto;
 pub use rmcast_proto::security::{AuthStats, GroupKey, KeyFileError, KeyId};
 pub use rmcast_proto::{
-    ConfigError, FEC_MAX_BLOCK, FecShape, HASH_LEN, HuntParams, MemberOutcome, ProtocolId,
-    RateControl, RateGroupConfig, ReceiverStats, Repair, SenderConfig, SenderEvent, SenderStats,
-    SessionId, Status, TreeShape,
+    AutoChoice, AutoConfig, ConfigError, FEC_MAX_BLOCK, FecShape, HASH_LEN, HuntParams,
+    MemberOutcome, ProtocolId, RateControl, RateGroupConfig, ReceiverStats, Repair, SenderConfig,
+    SenderEvent, SenderStats, SessionId, Status, TreeShape,
 };
 pub use sender::{send_bytes, send_file, send_path};
 pub use tree::{CHUNK_SIZE, MAP_MIN, TreeCounts};
@@ -246,7 +247,9 @@ pub struct Progress {
 /// What a sender reports after a session.
 #[derive(Clone, Debug)]
 pub struct SendReport {
-    /// Protocol name: "ack" or "nak-poll".
+    /// Protocol name as the CLI spells it ("nak-poll", "tcp-chain", ...);
+    /// under `--protocol auto`, the one chosen ("auto" if the session
+    /// ended before the group was known).
     pub protocol: String,
     /// Receivers admitted to the session.
     pub receivers: u16,
@@ -289,6 +292,12 @@ pub struct SendReport {
     /// receiver held them already (on a first push, only the zero padding
     /// between files, which needs no packet).
     pub skipped_bytes: u64,
+    /// Block FEC in effect (`--fec`, or auto's choice).
+    pub fec: Option<rmcast_proto::FecShape>,
+    /// `--protocol auto`: what it chose for the group, from what, and why
+    /// (`None` when the protocol was given, or the session ended before
+    /// the group was known).
+    pub auto: Option<rmcast_proto::AutoChoice>,
 }
 
 /// What a receiver reports after a transfer.

@@ -319,7 +319,11 @@ fn drive(
     mut poll: Poll,
     hashed: &mpsc::Receiver<Hashed>,
 ) -> Result<SendReport, Error> {
-    let protocol = protocol_name(proto.protocol).to_owned();
+    let protocol = if proto.auto.is_some() {
+        "auto"
+    } else {
+        protocol_name(proto.protocol)
+    };
     let wanted = proto.receivers;
 
     let object = ObjectInfo {
@@ -395,6 +399,7 @@ fn drive(
     let mut last_confirmation: Option<Instant> = None;
     let mut cancelled_at: Option<Instant> = None;
     let mut rx_backlog = false;
+    let mut auto = None;
 
     loop {
         let now = clock.now();
@@ -470,6 +475,10 @@ fn drive(
                         "only {joined} of {wanted} receivers registered within the join wait; \
                          starting with them (--min-receivers)"
                     );
+                }
+                SenderEvent::Chose(choice) => {
+                    tracing::info!("{choice}");
+                    auto = Some(*choice);
                 }
                 SenderEvent::AllJoined => {
                     all_joined = Some(now);
@@ -579,9 +588,15 @@ fn drive(
             joined: None,
         });
     }
-    let skipped_bytes = (stats.skipped_packets * cfg.proto.payload_size() as u64).min(size);
+    let skipped_bytes = (stats.skipped_packets * sender.payload_size() as u64).min(size);
     let report = SendReport {
-        protocol,
+        protocol: match &auto {
+            Some(c) => protocol_name(c.protocol),
+            None => protocol,
+        }
+        .to_owned(),
+        fec: sender.config().fec,
+        auto,
         receivers: outcome.members.len() as u16,
         bytes: size,
         seconds,

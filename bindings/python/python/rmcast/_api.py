@@ -152,7 +152,9 @@ def send(
     The sender announces the session on ``group`` (``"ADDR:PORT"``; default
     ``239.77.0.1:7700``), waits up to ``wait`` seconds for ``receivers``
     receivers, sends, and waits for each to confirm a hash-verified copy.
-    ``protocol`` is ``"auto"`` (the library's default) or any name
+    ``protocol`` is ``"auto"`` (the library's default: chosen for the group
+    once it has registered, as ``rmcast send --protocol auto``; the
+    report's ``auto`` says what and why) or any name
     ``rmcast send --protocol`` accepts (``ack``, ``nak-poll``, ``ring``,
     ``tree``, ``tcp-direct``, ``tcp-tree``, ``tcp-binomial``, ``tcp-chain``,
     ``tcp-bintree``, ``tcp-pipeline``). ``key`` is a :class:`Key` or a key file path

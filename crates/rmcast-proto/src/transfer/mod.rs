@@ -5,6 +5,7 @@
 //!
 //! The message-stream engine (PRMP) is [`crate::stream`], beside this.
 
+pub mod auto;
 pub(crate) mod policy;
 pub(crate) mod rate;
 pub(crate) mod receiver;

@@ -171,13 +171,12 @@ impl Sim<'_> {
             return Ok(());
         }
         let outstanding = s.outstanding();
-        if outstanding > self.window {
+        // The window in effect: `--protocol auto` may have chosen another.
+        let window = s.config().window;
+        if outstanding > window {
             return Err(Failure::Invariant {
                 at: dur(now),
-                what: format!(
-                    "sender has {outstanding} packets outstanding, window is {}",
-                    self.window
-                ),
+                what: format!("sender has {outstanding} packets outstanding, window is {window}"),
             });
         }
         side.max_outstanding = side.max_outstanding.max(outstanding);

@@ -414,7 +414,6 @@ struct Sim<'s> {
     net_rng: ChaCha8Rng,
     cpu_jitter: u64,
     reasm_timeout: u64,
-    window: u32,
     log: SenderLog,
 }
 
@@ -478,7 +477,6 @@ impl<'s> Sim<'s> {
         let size = usize::try_from(sc.object_size).expect("object fits in memory");
         let mut config = sc.config.clone();
         config.receivers = sc.receivers;
-        let window = config.window;
         // A restart runs as two senders: the first dies, the second (host 1)
         // starts later with the first's object.
         let restart_ns = sc.restart.as_ref().map(|r| nanos(r.at) + nanos(r.after));
@@ -614,7 +612,6 @@ impl<'s> Sim<'s> {
             net_rng: ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5EED_D0B1_E0DE),
             cpu_jitter: nanos(sc.cost.jitter),
             reasm_timeout: nanos(sc.reassembly_timeout),
-            window,
             log: SenderLog {
                 finished: vec![None; senders],
                 failed_at: vec![None; n + 1],

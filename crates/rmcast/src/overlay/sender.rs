@@ -427,6 +427,8 @@ fn run(
         sealed: cfg.key.is_some(),
         auth_failures: r.auth_failures,
         skipped_bytes: 0,
+        fec: None,
+        auto: None,
     };
     tracing::info!(
         "session {session}: {} of {} receiver(s) verified {size} bytes in {:.3} s ({:.1} Mbit/s)",

@@ -2,7 +2,7 @@
 //! refuse a configuration that cannot work ([`ConfigError`]).
 
 use crate::security::{GroupKey, SESSION_NONCE_LEN};
-use crate::{FeedbackPolicy, RateControl, RateGroupConfig, TreeShape};
+use crate::{AutoConfig, FeedbackPolicy, RateControl, RateGroupConfig, TreeShape};
 use rmcast_wire::{
     DATA_HEADER_LEN, FecShape, MAX_DATAGRAM, MAX_RECEIVERS, PARITY_HEADER_LEN, ProtocolId,
     SEAL_OVERHEAD_DATA,
@@ -80,6 +80,13 @@ pub struct SenderConfig {
     /// followed by P parity packets before anyone asks. Needs
     /// [`Repair::Selective`]. `None` (the default): repair by resending.
     pub fec: Option<FecShape>,
+    /// `--protocol auto`: when registration closes, choose `protocol`,
+    /// `fec`, `window` and `poll_interval` for the group that registered
+    /// from the decision table ([`crate::auto`]), keeping those the
+    /// [`AutoConfig`] says the user fixed. The values here are then the
+    /// provisional ones (the `Hello` carries `protocol`). `None` (the
+    /// default): run exactly what is configured.
+    pub auto: Option<AutoConfig>,
     /// Tree protocol: chain length H of the flat tree.
     pub tree_height: u16,
     /// Tree protocol: flat chains or a binary tree.
@@ -141,6 +148,7 @@ impl Default for SenderConfig {
             test_loss_ppm: 0,
             repair: Repair::Selective,
             fec: None,
+            auto: None,
             tree_height: 10,
             tree_shape: TreeShape::Flat,
             group_key: None,

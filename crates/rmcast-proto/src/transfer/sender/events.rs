@@ -26,6 +26,10 @@ pub enum SenderEvent {
     },
     /// Every admitted receiver is registered; the object is being offered.
     AllJoined,
+    /// `--protocol auto` ([`SenderConfig::auto`](crate::SenderConfig::auto))
+    /// chose the data phase for the group that registered; comes just
+    /// before [`SenderEvent::AllJoined`].
+    Chose(Box<crate::AutoChoice>),
     /// The join wait ran out with `joined` of `wanted` registered, at
     /// least `SenderConfig::min_receivers`: the session goes on with them
     /// (an [`SenderEvent::AllJoined`] follows).

@@ -153,6 +153,10 @@ impl Sender {
             addr: from,
         });
         if self.members.list.len() == usize::from(self.config.receivers) {
+            if let Err(e) = self.choose_data_phase(now) {
+                self.abort(now, &e);
+                return;
+            }
             self.events.push_back(SenderEvent::AllJoined);
             self.enter(Phase::Offering, now);
             for m in &mut self.members.list {
@@ -187,12 +191,20 @@ impl Sender {
         if self.config.min_receivers.is_some_and(|min| joined >= min) {
             let wanted = self.config.receivers;
             self.config.receivers = joined;
-            // The ring's rotation and the tree's shape follow the group.
-            match self.config.policy() {
-                Ok(policy) => self.policy = SenderPolicy::new(policy),
-                Err(e) => {
-                    self.abort(now, &format!("cannot run with {joined} receivers: {e}"));
+            // The ring's rotation and the tree's shape follow the group,
+            // and auto chooses for the group that came.
+            if self.config.auto.is_some() {
+                if let Err(e) = self.choose_data_phase(now) {
+                    self.abort(now, &e);
                     return;
+                }
+            } else {
+                match self.config.policy() {
+                    Ok(policy) => self.policy = SenderPolicy::new(policy),
+                    Err(e) => {
+                        self.abort(now, &format!("cannot run with {joined} receivers: {e}"));
+                        return;
+                    }
                 }
             }
             self.short = Some(wanted);

@@ -80,6 +80,47 @@ enum Phase {
     Done,
 }
 
+/// What a configuration makes of the object: the payload per packet, the
+/// packets, the resume/delta barrier and the FEC sender.
+struct Shaped {
+    payload_size: usize,
+    packets: u32,
+    delta: Option<delta::Delta>,
+    fec: Option<fec::FecSender>,
+}
+
+impl Shaped {
+    fn new(config: &SenderConfig, size: u64) -> Result<Self, ConfigError> {
+        let payload_size = config.payload_size();
+        let packets = size.div_ceil(payload_size as u64);
+        let packets = u32::try_from(packets)
+            .ok()
+            .filter(|&p| p < u32::MAX)
+            .ok_or(ConfigError::ObjectTooLarge {
+                size,
+                payload: payload_size,
+            })?;
+        let delta = config
+            .have_after
+            .map(|bytes| bytes.div_ceil(payload_size as u64))
+            .filter(|&barrier| barrier < u64::from(packets))
+            .map(|barrier| delta::Delta::new(barrier as u32));
+        let fec = match config.fec {
+            Some(shape) => Some(
+                fec::FecSender::new(shape, payload_size, config.window)
+                    .ok_or(ConfigError::Fec(shape))?,
+            ),
+            None => None,
+        };
+        Ok(Self {
+            payload_size,
+            packets,
+            delta,
+            fec,
+        })
+    }
+}
+
 /// The sending side of one transfer.
 pub struct Sender {
     config: SenderConfig,
@@ -137,32 +178,22 @@ impl Sender {
     ) -> Result<Self, ConfigError> {
         config.validate()?;
         let policy = config.policy()?;
+        if config.auto.is_some() {
+            // What auto would choose for the group expected must run too,
+            // so a setting that cannot fails here, not after registration.
+            Self::auto_config(&config, &object)?;
+        }
         if object.name.len() > 255 {
             return Err(ConfigError::NameTooLong(object.name.len()));
         }
-        let payload_size = config.payload_size();
-        let packets = object.size.div_ceil(payload_size as u64);
-        let packets = u32::try_from(packets)
-            .ok()
-            .filter(|&p| p < u32::MAX)
-            .ok_or(ConfigError::ObjectTooLarge {
-                size: object.size,
-                payload: payload_size,
-            })?;
         let mut timers = Timers::default();
         timers.set(Timer::Control, Some(now));
-        let delta = config
-            .have_after
-            .map(|bytes| bytes.div_ceil(payload_size as u64))
-            .filter(|&barrier| barrier < u64::from(packets))
-            .map(|barrier| delta::Delta::new(barrier as u32));
-        let fec = match config.fec {
-            Some(shape) => Some(
-                fec::FecSender::new(shape, payload_size, config.window)
-                    .ok_or(ConfigError::Fec(shape))?,
-            ),
-            None => None,
-        };
+        let Shaped {
+            payload_size,
+            packets,
+            delta,
+            fec,
+        } = Shaped::new(&config, object.size)?;
         let mut sender = Self {
             fec,
             window: Window::new(config.window, now),
@@ -194,6 +225,64 @@ impl Sender {
         };
         sender.arm_timers();
         Ok(sender)
+    }
+
+    /// The configuration `--protocol auto` makes of `config` for the group
+    /// in `config.receivers`, checked, with the choice.
+    fn auto_config(
+        config: &SenderConfig,
+        object: &ObjectInfo,
+    ) -> Result<(SenderConfig, crate::AutoChoice), ConfigError> {
+        let auto = config.auto.unwrap_or_default();
+        let inputs = crate::AutoInputs {
+            receivers: config.receivers,
+            object_bytes: object.size,
+            delta: config.have_after.is_some(),
+            rate_bits_per_s: config.rate_bits_per_s,
+        };
+        let choice = crate::auto::choose(inputs, auto, config);
+        let mut chosen = config.clone();
+        choice.apply(&mut chosen);
+        chosen.validate()?;
+        Shaped::new(&chosen, object.size)?;
+        Ok((chosen, choice))
+    }
+
+    /// `--protocol auto`: registration is over, so the group is known;
+    /// choose the data phase for it and rebuild what depends on it (the
+    /// feedback policy, the window, the payload per packet, FEC). Nothing
+    /// has been sent yet but announcements. Without auto: nothing to do.
+    fn choose_data_phase(&mut self, now: Instant) -> Result<(), String> {
+        if self.config.auto.is_none() {
+            return Ok(());
+        }
+        let (config, choice) = Self::auto_config(&self.config, &self.object)
+            .map_err(|e| format!("auto cannot run {} receivers: {e}", self.config.receivers))?;
+        let policy = config.policy().map_err(|e| e.to_string())?;
+        let shaped = Shaped::new(&config, self.object.size).map_err(|e| e.to_string())?;
+        self.policy = SenderPolicy::new(policy);
+        self.window = Window::new(config.window, now);
+        self.payload_size = shaped.payload_size;
+        self.packets = shaped.packets;
+        self.delta = shaped.delta;
+        self.fec = shaped.fec;
+        self.config = config;
+        self.events.push_back(SenderEvent::Chose(Box::new(choice)));
+        Ok(())
+    }
+
+    /// The configuration in effect: as given, or, once `--protocol auto`
+    /// chose ([`SenderEvent::Chose`]), with its choice.
+    #[must_use]
+    pub fn config(&self) -> &SenderConfig {
+        &self.config
+    }
+
+    /// Object bytes per data packet in effect (it changes when auto
+    /// chooses FEC).
+    #[must_use]
+    pub fn payload_size(&self) -> usize {
+        self.payload_size
     }
 
     /// The session this sender runs.

@@ -157,3 +157,78 @@ impl Pair {
         Instant::ZERO + Duration::from_secs(secs)
     }
 }
+
+#[cfg(test)]
+mod auto_tests {
+    use super::{HASH, Pair, SIZE};
+    use crate::{AutoConfig, SenderConfig, SenderEvent};
+    use rmcast_wire::FecShape;
+    use std::time::Duration;
+
+    fn chose(p: &Pair) -> crate::AutoChoice {
+        p.sender_events
+            .iter()
+            .find_map(|e| match e {
+                SenderEvent::Chose(c) => Some((**c).clone()),
+                _ => None,
+            })
+            .expect("auto chose")
+    }
+
+    #[test]
+    fn auto_chooses_for_the_group_that_came_not_the_one_expected() {
+        // 40 expected, one comes; the join wait starts the session with it
+        // (min_receivers): the choice is row 1's (no FEC), for 1 receiver.
+        let config = SenderConfig {
+            receivers: 40,
+            min_receivers: Some(1),
+            join_wait: Duration::from_secs(1),
+            auto: Some(AutoConfig::default()),
+            ..SenderConfig::default()
+        };
+        let mut p = Pair::with_config(SIZE, Some(HASH), config);
+        let end = p.at(10);
+        p.run_until(end);
+        let c = chose(&p);
+        assert_eq!(c.inputs.receivers, 1);
+        assert_eq!(c.row, 0);
+        assert_eq!(c.fec, None);
+        assert!(p.sender.is_finished());
+        assert_eq!(p.sender.outcome().unwrap().members.len(), 1);
+        assert!(p.sender.outcome().unwrap().members[0].verified);
+    }
+
+    #[test]
+    fn the_chosen_fec_runs_and_the_event_comes_before_all_joined() {
+        // A 2-receiver row with FEC, forced here on one receiver by keeping
+        // it: the payload shrinks to FEC's, and the transfer completes.
+        let config = SenderConfig {
+            receivers: 1,
+            fec: Some(FecShape::new(8, 1)),
+            auto: Some(AutoConfig {
+                keep_fec: true,
+                ..AutoConfig::default()
+            }),
+            ..SenderConfig::default()
+        };
+        let plain = SenderConfig::default().payload_size();
+        let mut p = Pair::with_config(SIZE, Some(HASH), config);
+        assert_eq!(
+            p.sender.payload_size(),
+            plain - 4,
+            "FEC's payload from the start"
+        );
+        let end = p.at(10);
+        p.run_until(end);
+        let c = chose(&p);
+        assert_eq!(c.fec, Some(FecShape::new(8, 1)));
+        assert_eq!(p.sender.config().fec, Some(FecShape::new(8, 1)));
+        let at = |f: fn(&SenderEvent) -> bool| p.sender_events.iter().position(f).unwrap();
+        assert!(
+            at(|e| matches!(e, SenderEvent::Chose(_)))
+                < at(|e| matches!(e, SenderEvent::AllJoined))
+        );
+        assert!(p.sender.outcome().unwrap().ok);
+        assert!(p.sender.stats().parity_packets > 0);
+    }
+}
