@@ -113,6 +113,24 @@ def test_fec_repairs_with_parity(key, group, threads):
         rmcast.send(b"x", receivers=1, key=key, protocol="tcp-chain", fec="8:1")
 
 
+def test_auto_is_the_default_and_says_what_it_chose(key, group, threads):
+    payload = os.urandom(200_000)
+    for _ in range(2):
+        threads.start(lambda: rmcast.recv(key=key, group=group, listen_timeout=LISTEN))
+    report = rmcast.send(payload, receivers=2, key=key, group=group, wait=WAIT, fec="16:1")
+    got = threads.join()
+    assert report.ok and all(bytes(r.data) == payload for r in got)
+    assert report.protocol == "nak-poll" and report.fec == "16:1"
+    assert report.auto.startswith("auto: 2 receivers, 200000 bytes"), report.auto
+    assert "FEC 16:1 as given" in report.auto
+    assert report.parity_packets > 0
+    threads.start(lambda: rmcast.recv(key=key, group=group, listen_timeout=LISTEN))
+    named = rmcast.send(b"x" * 1000, receivers=1, key=key, group=group, wait=WAIT,
+                        protocol="ring", window=8)
+    threads.join()
+    assert named.protocol == "ring" and named.auto is None and named.fec == "off"
+
+
 def test_insecure_both_sides(group, threads):
     threads.start(lambda: rmcast.recv(insecure=True, group=group, listen_timeout=LISTEN))
     report = rmcast.send(b"plain", receivers=1, insecure=True, group=group, wait=WAIT)
