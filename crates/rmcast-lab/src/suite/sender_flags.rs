@@ -64,8 +64,9 @@ pub fn lab_sender_args(args: &[String]) -> Result<Vec<String>, String> {
 }
 
 /// Sender flags the simulator understands (the CLI's names and meanings).
-pub const SIM_FLAGS: [&str; 11] = [
+pub const SIM_FLAGS: [&str; 12] = [
     "--window",
+    "--fec",
     "--packet-size",
     "--poll-interval",
     "--poll-interval-pct",
@@ -145,6 +146,7 @@ pub fn apply_sender_flags(args: &[String], c: &mut SenderConfig) -> Result<(), S
                 c.rto_max = c.rto_max.max(c.rto);
             }
             "--peer-timeout" => c.peer_timeout = parse_duration(&v)?,
+            "--fec" => c.fec = rmcast::FecShape::from_setting(&v)?,
             _ => c.rate_bits_per_s = Some(rmcast::parse_rate(&v)?),
         }
         if (flag == "--poll-interval" || flag == "--poll-interval-pct")
@@ -194,10 +196,13 @@ mod tests {
                 "2ms",
                 "--rto",
                 "1s",
+                "--fec",
+                "64:2",
             ]),
             &mut c,
         )
         .unwrap();
+        assert_eq!(c.fec, Some(rmcast::FecShape::new(64, 2)));
         assert_eq!(c.window, 40);
         assert_eq!(c.packet_size, 8192);
         assert_eq!(c.poll_interval, Some(20));

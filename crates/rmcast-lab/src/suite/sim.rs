@@ -120,11 +120,13 @@ fn sim_metric(m: Metric, sc: &rmcast_sim::Scenario, r: &rmcast_sim::RunReport) -
         Metric::OverheadRatio => {
             // Estimated from the packet counts, in the lab's accounting.
             let ps = sc.config.packet_size;
-            let chunk = (ps - DATA_HEADER) as u64;
+            // Object bytes per data packet (shorter under FEC).
+            let chunk = sc.config.payload_size() as u64;
             let k = r.data_packets.max(1);
             let last = sc.object_size.saturating_sub((k - 1) * chunk) as usize + DATA_HEADER;
             let data = (k - 1) * l2_bytes(sc, ps) + l2_bytes(sc, last.min(ps));
-            let rtx = r.retransmitted_packets * l2_bytes(sc, ps);
+            // Parity packets are no longer than data packets.
+            let rtx = (r.retransmitted_packets + r.sender.parity_packets) * l2_bytes(sc, ps);
             let control = (r.sender.control_sent + r.control_packets) * l2_bytes(sc, CONTROL_BYTES);
             (data + rtx + control) as f64 / sc.object_size as f64 - 1.0
         }
