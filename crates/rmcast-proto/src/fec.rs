@@ -5,9 +5,14 @@
 //! encoder makes up to `parity` (P) parity packets from them, and a
 //! receiver that holds any K of the block's K + P packets rebuilds the data
 //! packets it lacks, whichever they are: one parity packet repairs a
-//! different loss at every receiver. The code is systematic Reed–Solomon
-//! over GF(2¹⁶) (`reed-solomon-simd`; why this one and not RaptorQ:
-//! docs/performance.md, "FEC codecs"), so any K packets suffice.
+//! different loss at every receiver. The code is systematic Reed–Solomon,
+//! so any K packets suffice: over GF(2⁸) with a Cauchy matrix (`cauchy.rs`,
+//! this crate's own) for blocks whose K + P is at most 256, where rebuilding
+//! costs what the block lacks, one pass over the block per lost packet;
+//! over GF(2¹⁶) (`reed-solomon-simd`) for larger ones, where a fixed 0.2 ms
+//! a block buys the room. Both ends pick the code from the block's shape,
+//! so it needs no field on the wire. Why these and not RaptorQ, and what
+//! each costs: docs/performance.md, "FEC codecs".
 //!
 //! Packets shorter than the symbol (an object's last) are coded as if
 //! padded with zeros; the caller knows their true length from the object's
@@ -15,7 +20,17 @@
 //! space between blocks ([`BlockEncoder::reset`], [`BlockDecoder::reset`]):
 //! no allocation per packet.
 
+mod cauchy;
+mod gf8;
+
 use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};
+
+/// Whether a block of `data` data and `parity` parity packets uses the
+/// GF(2⁸) Cauchy code (else the GF(2¹⁶) one): K + P ≤ 256.
+#[must_use]
+pub fn uses_gf8(data: u16, parity: u16) -> bool {
+    u32::from(data) + u32::from(parity) <= cauchy::MAX_SYMBOLS
+}
 
 /// Most data packets in one block.
 pub const MAX_DATA: u16 = 1024;
@@ -126,11 +141,21 @@ fn checked<T>(r: Result<T, reed_solomon_simd::Error>) -> T {
 
 /// Makes the parity packets of one block at a time.
 pub struct BlockEncoder {
-    rs: ReedSolomonEncoder,
+    /// The GF(2¹⁶) coder, made when a block first needs it.
+    leopard: Option<ReedSolomonEncoder>,
+    /// This block uses the GF(2⁸) Cauchy code.
+    gf8: bool,
     data: u16,
     parity: u16,
     symbol: usize,
     added: u16,
+    /// The block's data shards, end to end (the GF(2⁸) code encodes from
+    /// them when a parity packet is asked for).
+    shards: Vec<u8>,
+    /// The parity shards made so far, and which.
+    out: Vec<u8>,
+    made: Vec<bool>,
+    finished: bool,
     /// One zero-padded shard, for packets shorter than the symbol.
     pad: Vec<u8>,
 }
@@ -141,6 +166,7 @@ impl std::fmt::Debug for BlockEncoder {
             .field("data", &self.data)
             .field("parity", &self.parity)
             .field("symbol", &self.symbol)
+            .field("gf8", &self.gf8)
             .field("added", &self.added)
             .finish_non_exhaustive()
     }
@@ -151,26 +177,48 @@ impl BlockEncoder {
     /// with `parity` parity packets.
     pub fn new(data: u16, parity: u16, symbol: usize) -> Result<Self, FecError> {
         check_shape(data, parity, symbol)?;
-        let bytes = shard_bytes(symbol);
-        Ok(Self {
-            rs: checked(ReedSolomonEncoder::new(data.into(), parity.into(), bytes)),
+        let mut e = Self {
+            leopard: None,
+            gf8: true,
             data,
             parity,
             symbol,
             added: 0,
-            pad: vec![0; bytes],
-        })
+            shards: Vec::new(),
+            out: Vec::new(),
+            made: Vec::new(),
+            finished: false,
+            pad: vec![0; shard_bytes(symbol)],
+        };
+        e.reset(data, parity)?;
+        Ok(e)
     }
 
-    /// Starts a new block of another shape (an object's short last block),
-    /// forgetting the packets added.
+    /// Starts a new block, of this shape or another (an object's short
+    /// last block), forgetting the packets added.
     pub fn reset(&mut self, data: u16, parity: u16) -> Result<(), FecError> {
         check_shape(data, parity, self.symbol)?;
-        checked(
-            self.rs
-                .reset(data.into(), parity.into(), shard_bytes(self.symbol)),
-        );
+        let bytes = shard_bytes(self.symbol);
         (self.data, self.parity, self.added) = (data, parity, 0);
+        self.gf8 = uses_gf8(data, parity);
+        self.finished = false;
+        self.made.clear();
+        self.made.resize(parity.into(), false);
+        self.out.resize(usize::from(parity) * bytes, 0);
+        if self.gf8 {
+            self.shards.resize(usize::from(data) * bytes, 0);
+        } else {
+            match &mut self.leopard {
+                Some(rs) => checked(rs.reset(data.into(), parity.into(), bytes)),
+                None => {
+                    self.leopard = Some(checked(ReedSolomonEncoder::new(
+                        data.into(),
+                        parity.into(),
+                        bytes,
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -182,32 +230,60 @@ impl BlockEncoder {
                 symbol: self.symbol,
             });
         }
-        if self.added == self.data {
+        if self.added == self.data || self.finished {
             return Err(FecError::Incomplete {
                 have: self.added + 1,
                 data: self.data,
             });
         }
-        checked(self.rs.add_original_shard(padded(&mut self.pad, packet)));
+        let shard = padded(&mut self.pad, packet);
+        if self.gf8 {
+            let bytes = shard.len();
+            let at = usize::from(self.added) * bytes;
+            self.shards[at..at + bytes].copy_from_slice(shard);
+        } else if let Some(rs) = &mut self.leopard {
+            checked(rs.add_original_shard(shard));
+        }
         self.added += 1;
         Ok(())
     }
 
-    /// The block's parity packets, each [`shard_len`](Self::shard_len)
-    /// bytes, once all its data packets were pushed; the encoder is then
-    /// ready for the next block of the same shape.
-    pub fn parity(&mut self) -> Result<Parity<'_>, FecError> {
+    /// Parity packet `index` of the block, [`shard_len`](Self::shard_len)
+    /// bytes, once all its data packets were pushed (made on the first
+    /// ask: the GF(2⁸) code makes only the parity packets asked for, the
+    /// GF(2¹⁶) code all of them at once). The block stays until
+    /// [`reset`](Self::reset).
+    pub fn parity(&mut self, index: u16) -> Result<&[u8], FecError> {
         if self.added != self.data {
             return Err(FecError::Incomplete {
                 have: self.added,
                 data: self.data,
             });
         }
-        self.added = 0;
-        Ok(Parity {
-            result: checked(self.rs.encode()),
-            count: self.parity,
-        })
+        if index >= self.parity {
+            return Err(FecError::Index {
+                index,
+                count: self.parity,
+            });
+        }
+        let bytes = shard_bytes(self.symbol);
+        if !self.finished {
+            self.finished = true;
+            if let (false, Some(rs)) = (self.gf8, &mut self.leopard) {
+                let result = checked(rs.encode());
+                for (i, shard) in result.recovery_iter().enumerate() {
+                    self.out[i * bytes..(i + 1) * bytes].copy_from_slice(shard);
+                }
+                self.made.fill(true);
+            }
+        }
+        let i = usize::from(index);
+        let out = &mut self.out[i * bytes..(i + 1) * bytes];
+        if !self.made[i] {
+            cauchy::encode(&self.shards, self.data, bytes, index, out);
+            self.made[i] = true;
+        }
+        Ok(out)
     }
 
     /// Bytes of one parity packet: the symbol, rounded up to even.
@@ -217,35 +293,24 @@ impl BlockEncoder {
     }
 }
 
-/// One block's parity packets, borrowed from the encoder's working space.
-pub struct Parity<'a> {
-    result: reed_solomon_simd::EncoderResult<'a>,
-    count: u16,
-}
-
-impl Parity<'_> {
-    /// Parity packet `index` (`None` past the block's P).
-    #[must_use]
-    pub fn get(&self, index: u16) -> Option<&[u8]> {
-        self.result.recovery(index.into())
-    }
-
-    /// The parity packets in index order.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        (0..self.count).filter_map(|i| self.get(i))
-    }
-}
-
 /// Collects one block's packets at a receiver and rebuilds the data
 /// packets it lacks once it holds any K.
 pub struct BlockDecoder {
-    rs: ReedSolomonDecoder,
+    /// The GF(2¹⁶) decoder, made when a block first needs it.
+    leopard: Option<ReedSolomonDecoder>,
+    /// This block uses the GF(2⁸) Cauchy code.
+    gf8: bool,
     data: u16,
     parity: u16,
     symbol: usize,
     have_data: Vec<bool>,
     have_parity: Vec<bool>,
     held: u16,
+    /// GF(2⁸): the data shards held (the lost ones' slots are rebuilt in
+    /// place), the parity shards held, and the decoder's working space.
+    shards: Vec<u8>,
+    parity_shards: Vec<u8>,
+    scratch: Vec<u8>,
     pad: Vec<u8>,
 }
 
@@ -255,6 +320,7 @@ impl std::fmt::Debug for BlockDecoder {
             .field("data", &self.data)
             .field("parity", &self.parity)
             .field("symbol", &self.symbol)
+            .field("gf8", &self.gf8)
             .field("held", &self.held)
             .finish_non_exhaustive()
     }
@@ -265,31 +331,50 @@ impl BlockDecoder {
     /// with up to `parity` parity packets.
     pub fn new(data: u16, parity: u16, symbol: usize) -> Result<Self, FecError> {
         check_shape(data, parity, symbol)?;
-        let bytes = shard_bytes(symbol);
-        Ok(Self {
-            rs: checked(ReedSolomonDecoder::new(data.into(), parity.into(), bytes)),
+        let mut d = Self {
+            leopard: None,
+            gf8: true,
             data,
             parity,
             symbol,
-            have_data: vec![false; data.into()],
-            have_parity: vec![false; parity.into()],
+            have_data: Vec::new(),
+            have_parity: Vec::new(),
             held: 0,
-            pad: vec![0; bytes],
-        })
+            shards: Vec::new(),
+            parity_shards: Vec::new(),
+            scratch: Vec::new(),
+            pad: vec![0; shard_bytes(symbol)],
+        };
+        d.reset(data, parity)?;
+        Ok(d)
     }
 
-    /// Starts a new block of another shape, forgetting what was held.
+    /// Starts a new block of this shape or another, forgetting what was
+    /// held.
     pub fn reset(&mut self, data: u16, parity: u16) -> Result<(), FecError> {
         check_shape(data, parity, self.symbol)?;
-        checked(
-            self.rs
-                .reset(data.into(), parity.into(), shard_bytes(self.symbol)),
-        );
+        let bytes = shard_bytes(self.symbol);
         (self.data, self.parity, self.held) = (data, parity, 0);
+        self.gf8 = uses_gf8(data, parity);
         self.have_data.clear();
         self.have_data.resize(data.into(), false);
         self.have_parity.clear();
         self.have_parity.resize(parity.into(), false);
+        if self.gf8 {
+            self.shards.resize(usize::from(data) * bytes, 0);
+            self.parity_shards.resize(usize::from(parity) * bytes, 0);
+        } else {
+            match &mut self.leopard {
+                Some(rs) => checked(rs.reset(data.into(), parity.into(), bytes)),
+                None => {
+                    self.leopard = Some(checked(ReedSolomonDecoder::new(
+                        data.into(),
+                        parity.into(),
+                        bytes,
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -301,7 +386,13 @@ impl BlockDecoder {
             return Ok(false);
         }
         let shard = padded(&mut self.pad, packet);
-        checked(self.rs.add_original_shard(index.into(), shard));
+        if self.gf8 {
+            let bytes = shard.len();
+            let at = usize::from(index) * bytes;
+            self.shards[at..at + bytes].copy_from_slice(shard);
+        } else if let Some(rs) = &mut self.leopard {
+            checked(rs.add_original_shard(index.into(), shard));
+        }
         self.held += 1;
         Ok(true)
     }
@@ -319,7 +410,13 @@ impl BlockDecoder {
         if std::mem::replace(&mut self.have_parity[usize::from(index)], true) {
             return Ok(false);
         }
-        checked(self.rs.add_recovery_shard(index.into(), shard));
+        if self.gf8 {
+            let bytes = shard.len();
+            let at = usize::from(index) * bytes;
+            self.parity_shards[at..at + bytes].copy_from_slice(shard);
+        } else if let Some(rs) = &mut self.leopard {
+            checked(rs.add_recovery_shard(index.into(), shard));
+        }
         self.held += 1;
         Ok(true)
     }
@@ -372,14 +469,43 @@ impl BlockDecoder {
             self.reset(shape.0, shape.1)?;
             return Ok(Vec::new());
         }
-        let result = checked(self.rs.decode());
-        let restored = (missing.iter())
-            .map(|&i| {
-                let bytes = result.restored_original(i.into());
-                (i, bytes.expect("a missing packet is restored").to_vec())
-            })
-            .collect();
-        drop(result);
+        let bytes = shard_bytes(self.symbol);
+        let restored = if self.gf8 {
+            let parity: Vec<(u16, &[u8])> = (0..self.parity)
+                .filter(|&i| self.have_parity[usize::from(i)])
+                .take(missing.len())
+                .map(|i| {
+                    let at = usize::from(i) * bytes;
+                    (i, &self.parity_shards[at..at + bytes])
+                })
+                .collect();
+            cauchy::decode(
+                &mut self.shards,
+                self.data,
+                bytes,
+                &missing,
+                &parity,
+                &mut self.scratch,
+            );
+            (missing.iter())
+                .map(|&i| {
+                    let at = usize::from(i) * bytes;
+                    (i, self.shards[at..at + bytes].to_vec())
+                })
+                .collect()
+        } else {
+            let rs = self
+                .leopard
+                .as_mut()
+                .expect("the GF(2¹⁶) decoder of this block");
+            let result = checked(rs.decode());
+            (missing.iter())
+                .map(|&i| {
+                    let bytes = result.restored_original(i.into());
+                    (i, bytes.expect("a missing packet is restored").to_vec())
+                })
+                .collect()
+        };
         self.reset(shape.0, shape.1)?;
         Ok(restored)
     }

@@ -17,8 +17,10 @@ fn parity_of(enc: &mut BlockEncoder, data: &[Vec<u8>]) -> Vec<Vec<u8>> {
     for p in data {
         enc.push(p).unwrap();
     }
-    let parity = enc.parity().unwrap();
-    parity.iter().map(<[u8]>::to_vec).collect()
+    let count = enc.parity;
+    (0..count)
+        .map(|i| enc.parity(i).unwrap().to_vec())
+        .collect()
 }
 
 /// Delivers the packets `lost` does not name (indices into data ++ parity),
@@ -192,7 +194,7 @@ fn bad_shapes_and_packets_are_refused() {
     );
     enc.push(&[1; 10]).unwrap();
     assert!(matches!(
-        enc.parity(),
+        enc.parity(0),
         Err(FecError::Incomplete { have: 1, data: 2 })
     ));
     enc.push(&[2; 3]).unwrap();
@@ -200,6 +202,8 @@ fn bad_shapes_and_packets_are_refused() {
         enc.push(&[3; 3]),
         Err(FecError::Incomplete { .. })
     ));
+    assert_eq!(enc.parity(1), Err(FecError::Index { index: 1, count: 1 }));
+    assert_eq!(enc.parity(0).unwrap().len(), 10);
     let mut dec = BlockDecoder::new(2, 1, 10).unwrap();
     assert_eq!(
         dec.add_data(2, &[0; 4]),

@@ -403,13 +403,13 @@ mod tests {
         for i in first..end {
             enc.push(packet_bytes(object, i)).unwrap();
         }
-        let p = enc.parity().unwrap();
+        let payload = enc.parity(index).unwrap();
         packet(Body::Parity(Parity {
             seq: Seq(ISN + packets + n),
             block,
             index,
             poll,
-            payload: p.get(index).unwrap(),
+            payload,
         }))
     }
 

@@ -57,9 +57,9 @@ struct BlockRepair {
 pub(super) struct FecSender {
     shape: FecShape,
     encoder: BlockEncoder,
-    /// The block whose parity `cache` holds (all `space` packets).
+    /// The block the encoder holds (its data pushed; parity packets are
+    /// made as they are first asked for and kept until the next block).
     cached: Option<u32>,
-    cache: Vec<u8>,
     shard: usize,
     /// One data packet read back from the source for encoding.
     scratch: Vec<u8>,
@@ -89,7 +89,6 @@ impl FecSender {
             shape,
             encoder,
             cached: None,
-            cache: Vec::new(),
             shard,
             scratch: vec![0; payload_size],
             blocks: (0..slots).map(|_| BlockRepair::default()).collect(),
@@ -408,18 +407,13 @@ impl Sender {
                 source.read_at(offset, &mut fec.scratch[..len]);
                 fec.encoder.push(&fec.scratch[..len]).ok()?;
             }
-            let parity = fec.encoder.parity().ok()?;
-            fec.cache.clear();
-            for shard in parity.iter() {
-                fec.cache.extend_from_slice(shard);
-            }
             fec.cached = Some(p.block);
         }
         let n = fec.log_first + fec.log.len() as u64;
         let seq = isn.add(u32::try_from((packets + n) % (1 << 32)).ok()?);
         let head = encode_parity_header(buf, &header, seq, p.block, p.index, p.poll).ok()?;
-        let at = usize::from(p.index) * fec.shard;
-        buf[head..head + fec.shard].copy_from_slice(fec.cache.get(at..at + fec.shard)?);
+        let shard = fec.encoder.parity(p.index).ok()?;
+        buf[head..head + fec.shard].copy_from_slice(shard);
         fec.log.push_back(sent_no);
         if fec.log.len() > fec.log_cap {
             fec.log.pop_front();
