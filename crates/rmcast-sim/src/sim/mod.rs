@@ -288,14 +288,28 @@ fn side_of(sides: &[SenderSide], machine: &Receiver) -> Option<usize> {
     sides.iter().position(|s| s.session == session)
 }
 
-/// A receiver's application for one session: the object buffer and the
-/// delivery ledger.
+/// A receiver's application for one session: the delivery ledger.
+///
+/// It keeps no copy of the object: each chunk is checked against the
+/// sender's bytes when the machine delivers it, so what a receiver holds is
+/// known from the bitmap alone, and memory per receiver stays one bit per
+/// packet (10,000 receivers of 64 MiB fit in a few GiB).
 #[derive(Default)]
 struct RxApp {
-    data: Vec<u8>,
-    /// Bit per packet index: delivered by the machine already.
+    /// Bit per packet index: delivered by the machine (or found "on disk").
     delivered: Vec<u64>,
+    /// Packets of the offer (bits of `delivered` in use).
+    packets: u32,
+    /// Packets delivered so far; all of them once `delivered_count == packets`.
+    delivered_count: u32,
+    /// Leading packets all delivered: `0..prefix` (resume's barrier test).
+    prefix: u32,
+    /// Object bytes of the offer.
+    size: u64,
     payload_size: u64,
+    /// Every chunk delivered so far equals the object's bytes where it
+    /// lands; a wrong one clears it for good, and the hash verdict fails.
+    all_matched: bool,
     rank: Option<u16>,
     hash_ok: bool,
     all_data_at: Option<u64>,
