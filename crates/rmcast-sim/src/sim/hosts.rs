@@ -131,10 +131,12 @@ impl Sim<'_> {
                 let host = &mut self.hosts[h];
                 let at = Instant::from_nanos(now);
                 let t = match &mut host.machine {
-                    Machine::Sender(s) => s.poll_transmit(at, &self.sides[h].object, &mut host.buf),
+                    Machine::Sender(s) => {
+                        s.poll_transmit(at, &self.sides[h].object, &mut self.tx_buf)
+                    }
                     Machine::Receivers(rxs) => rxs
                         .endpoint
-                        .poll_transmit(at, &mut host.buf)
+                        .poll_transmit(at, &mut self.tx_buf)
                         .map(|(_, t)| t),
                 };
                 if is_sender {
@@ -159,10 +161,9 @@ impl Sim<'_> {
                     self.drops.no_route += 1;
                     continue;
                 };
-                let host = &self.hosts[h];
                 let pkt = self
                     .pool
-                    .alloc(&host.buf[..t.len], h as u16, route, Some(t.kind));
+                    .alloc(&self.tx_buf[..t.len], h as u16, route, Some(t.kind));
                 self.pool.slots[pkt as usize].frags = self.frags(t.len);
                 if self.sc.blocking_send {
                     let wire = self.sc.wire_bytes(t.len);
