@@ -366,8 +366,9 @@ impl Sim<'_> {
         host.timer_at = want;
         host.timer_gen += 1;
         let generation = host.timer_gen;
-        if let Some(t) = want {
-            self.push(t, Ev::Timer(h as u16, generation));
+        match want {
+            Some(t) => self.push_timer(h, t, generation),
+            None => self.timers.remove(h as u16),
         }
     }
 
@@ -398,7 +399,7 @@ impl Sim<'_> {
         if host.cpu_free > now {
             // The CPU is busy: the expiry is handled when it frees up.
             let at = host.cpu_free;
-            self.push(at, Ev::Timer(h as u16, generation));
+            self.push_timer(h, at, generation);
             return Ok(());
         }
         if host.last_fire == now {
