@@ -4,7 +4,9 @@
 
 use super::*;
 
-/// Stores a delivered chunk, checking it is new, aligned and the right bytes.
+/// Records a delivered chunk, checking it is new, aligned, a whole packet
+/// and the object's bytes there (the object is the sender's: no copy is
+/// kept per receiver).
 pub(super) fn deliver(app: &mut RxApp, object: &[u8], chunk: DataChunk<'_>) -> Result<(), String> {
     if app.payload_size == 0 {
         return Err(format!(
@@ -19,7 +21,7 @@ pub(super) fn deliver(app: &mut RxApp, object: &[u8], chunk: DataChunk<'_>) -> R
     let (word, bit) = ((index / 64) as usize, index % 64);
     let start = chunk.offset as usize;
     let end = start + chunk.bytes.len();
-    if word >= app.delivered.len() || end > app.data.len() {
+    if word >= app.delivered.len() || index >= u64::from(app.packets) || end as u64 > app.size {
         return Err(format!("chunk {}..{} lies outside the object", start, end));
     }
     if app.delivered[word] & (1 << bit) != 0 {
@@ -27,24 +29,70 @@ pub(super) fn deliver(app: &mut RxApp, object: &[u8], chunk: DataChunk<'_>) -> R
             "packet {index} (bytes {start}..{end}) delivered twice"
         ));
     }
-    if chunk.bytes != &object[start..end] {
+    // A short or long chunk is as wrong as a wrong byte: the bitmap says
+    // "this packet is held", so the chunk must be all of it.
+    let packet_end = (chunk.offset + app.payload_size).min(app.size) as usize;
+    if end != packet_end || chunk.bytes != &object[start..end] {
+        app.all_matched = false;
         return Err(format!(
             "packet {index} (bytes {start}..{end}) delivered with wrong bytes"
         ));
     }
     app.delivered[word] |= 1 << bit;
-    app.data[start..end].copy_from_slice(chunk.bytes);
+    app.delivered_count += 1;
     Ok(())
 }
 
+fn has(delivered: &[u64], i: u32) -> bool {
+    delivered[(i / 64) as usize] & (1 << (i % 64)) != 0
+}
+
+/// Whether the application holds the whole object: every packet delivered,
+/// each equal to the object's bytes.
+pub(super) fn holds_object(app: &RxApp) -> bool {
+    app.all_matched && app.delivered_count == app.packets
+}
+
+/// BLAKE3 of what the application holds: the object's bytes where a packet
+/// was delivered, zeros elsewhere. When it holds the whole object that is
+/// the object's hash, computed once per sender (`object_hash`); only an
+/// incomplete or wrong receiver pays for hashing its bytes.
+pub(super) fn received_hash(app: &RxApp, object: &[u8], object_hash: [u8; 32]) -> [u8; 32] {
+    if holds_object(app) {
+        return object_hash;
+    }
+    if !app.all_matched {
+        // A wrong chunk ends the run before this, but the verdict must fail
+        // whatever comes after one: a hash that is not the object's.
+        let mut wrong = object_hash;
+        wrong[0] ^= 0xff;
+        return wrong;
+    }
+    let mut bytes = vec![0u8; app.size as usize];
+    for i in 0..app.packets {
+        if has(&app.delivered, i) {
+            let start = (u64::from(i) * app.payload_size) as usize;
+            let end = (start + app.payload_size as usize).min(bytes.len());
+            bytes[start..end].copy_from_slice(&object[start..end]);
+        }
+    }
+    *blake3::hash(&bytes).as_bytes()
+}
+
 /// Resume and delta: once the application holds every packet before the
-/// barrier, it "finds" its held packets: stores their bytes, marks them
-/// delivered (the machine must never deliver them again) and returns them
-/// to report.
+/// barrier, it "finds" its held packets: marks them delivered (the machine
+/// must never deliver them again; their bytes are the object's, on "disk")
+/// and returns them to report.
 fn held_now(app: &mut RxApp, object: &[u8]) -> Option<Vec<(u32, u32)>> {
     let (barrier, _) = app.held.as_ref()?;
-    let has = |d: &[u64], i: u32| d[(i / 64) as usize] & (1 << (i % 64)) != 0;
-    if !(0..*barrier).all(|i| has(&app.delivered, i)) {
+    let barrier = *barrier;
+    // The delivered prefix only grows: each packet is looked at once, not
+    // the whole prefix after every delivery. A barrier past the last packet
+    // is never met.
+    while app.prefix < barrier && app.prefix < app.packets && has(&app.delivered, app.prefix) {
+        app.prefix += 1;
+    }
+    if app.prefix < barrier {
         return None;
     }
     let ranges = app.held.as_ref()?.1.clone();
@@ -54,10 +102,8 @@ fn held_now(app: &mut RxApp, object: &[u8]) -> Option<Vec<(u32, u32)>> {
             if start >= object.len() as u64 || has(&app.delivered, i) {
                 continue;
             }
-            let end = (start + app.payload_size).min(object.len() as u64);
-            app.data[start as usize..end as usize]
-                .copy_from_slice(&object[start as usize..end as usize]);
             app.delivered[(i / 64) as usize] |= 1 << (i % 64);
+            app.delivered_count += 1;
         }
     }
     Some(ranges)
@@ -85,10 +131,12 @@ impl Sim<'_> {
                 let host = &mut self.hosts[h];
                 let at = Instant::from_nanos(now);
                 let t = match &mut host.machine {
-                    Machine::Sender(s) => s.poll_transmit(at, &self.sides[h].object, &mut host.buf),
+                    Machine::Sender(s) => {
+                        s.poll_transmit(at, &self.sides[h].object, &mut self.tx_buf)
+                    }
                     Machine::Receivers(rxs) => rxs
                         .endpoint
-                        .poll_transmit(at, &mut host.buf)
+                        .poll_transmit(at, &mut self.tx_buf)
                         .map(|(_, t)| t),
                 };
                 if is_sender {
@@ -113,10 +161,9 @@ impl Sim<'_> {
                     self.drops.no_route += 1;
                     continue;
                 };
-                let host = &self.hosts[h];
                 let pkt = self
                     .pool
-                    .alloc(&host.buf[..t.len], h as u16, route, Some(t.kind));
+                    .alloc(&self.tx_buf[..t.len], h as u16, route, Some(t.kind));
                 self.pool.slots[pkt as usize].frags = self.frags(t.len);
                 if self.sc.blocking_send {
                     let wire = self.sc.wire_bytes(t.len);
@@ -235,9 +282,13 @@ impl Sim<'_> {
                                     format!("host {h} was offered {info:?}"),
                                 ));
                             }
-                            app.data = vec![0; info.size as usize];
                             app.delivered = vec![0; (info.packets as usize).div_ceil(64)];
+                            app.packets = info.packets;
+                            app.delivered_count = 0;
+                            app.prefix = 0;
+                            app.size = info.size;
                             app.payload_size = u64::from(info.payload_size);
+                            app.all_matched = true;
                             r.accept_offer();
                             if let Some(after) = self.sc.config.have_after {
                                 let barrier = after.div_ceil(app.payload_size) as u32;
@@ -271,7 +322,7 @@ impl Sim<'_> {
                                 ));
                             }
                             app.all_data_at = Some(now);
-                            let got = *blake3::hash(&app.data).as_bytes();
+                            let got = received_hash(app, &self.sides[k].object, hash);
                             if got == hash {
                                 app.hash_ok = true;
                                 r.confirm(Status::Ok, got, "");
@@ -314,8 +365,9 @@ impl Sim<'_> {
         host.timer_at = want;
         host.timer_gen += 1;
         let generation = host.timer_gen;
-        if let Some(t) = want {
-            self.push(t, Ev::Timer(h as u16, generation));
+        match want {
+            Some(t) => self.push_timer(h, t, generation),
+            None => self.timers.remove(h as u16),
         }
     }
 
@@ -346,7 +398,7 @@ impl Sim<'_> {
         if host.cpu_free > now {
             // The CPU is busy: the expiry is handled when it frees up.
             let at = host.cpu_free;
-            self.push(at, Ev::Timer(h as u16, generation));
+            self.push_timer(h, at, generation);
             return Ok(());
         }
         if host.last_fire == now {
@@ -489,5 +541,114 @@ impl Sim<'_> {
             self.drops.crashed_host += 1;
             self.pool.release(pkt);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An application offered `size` bytes in packets of 10.
+    fn offered(size: u64) -> RxApp {
+        let packets = size.div_ceil(10) as u32;
+        RxApp {
+            delivered: vec![0; (packets as usize).div_ceil(64)],
+            packets,
+            size,
+            payload_size: 10,
+            all_matched: true,
+            ..RxApp::default()
+        }
+    }
+
+    fn chunk(object: &[u8], offset: u64, len: usize) -> DataChunk<'_> {
+        DataChunk {
+            offset,
+            bytes: &object[offset as usize..offset as usize + len],
+        }
+    }
+
+    #[test]
+    fn every_packet_delivered_once_holds_the_object_and_hashes_as_it() {
+        let object: Vec<u8> = (0..95u8).collect();
+        let hash = *blake3::hash(&object).as_bytes();
+        let mut app = offered(95);
+        for i in 0..9 {
+            assert!(!holds_object(&app));
+            deliver(&mut app, &object, chunk(&object, i * 10, 10)).unwrap();
+        }
+        deliver(&mut app, &object, chunk(&object, 90, 5)).unwrap();
+        assert!(holds_object(&app));
+        assert_eq!(received_hash(&app, &object, hash), hash);
+    }
+
+    #[test]
+    fn an_incomplete_receiver_hashes_its_bytes_with_zeros_for_the_gaps() {
+        let object: Vec<u8> = (1..=30u8).collect();
+        let hash = *blake3::hash(&object).as_bytes();
+        let mut app = offered(30);
+        deliver(&mut app, &object, chunk(&object, 0, 10)).unwrap();
+        deliver(&mut app, &object, chunk(&object, 20, 10)).unwrap();
+        let mut held = object.clone();
+        held[10..20].fill(0);
+        assert_eq!(
+            received_hash(&app, &object, hash),
+            *blake3::hash(&held).as_bytes()
+        );
+    }
+
+    #[test]
+    fn wrong_short_twice_or_outside_chunks_are_refused() {
+        let object: Vec<u8> = (0..30u8).collect();
+        let hash = *blake3::hash(&object).as_bytes();
+        let mut app = offered(30);
+        deliver(&mut app, &object, chunk(&object, 0, 10)).unwrap();
+        let twice = deliver(&mut app, &object, chunk(&object, 0, 10)).unwrap_err();
+        assert!(twice.contains("twice"), "{twice}");
+        let outside = deliver(
+            &mut app,
+            &object,
+            DataChunk {
+                offset: 30,
+                bytes: &[0; 10],
+            },
+        )
+        .unwrap_err();
+        assert!(outside.contains("outside"), "{outside}");
+        let short = deliver(&mut app, &object, chunk(&object, 10, 9)).unwrap_err();
+        assert!(short.contains("wrong bytes"), "{short}");
+        let mut bad = object[20..30].to_vec();
+        bad[3] ^= 1;
+        let wrong = deliver(
+            &mut app,
+            &object,
+            DataChunk {
+                offset: 20,
+                bytes: &bad,
+            },
+        )
+        .unwrap_err();
+        assert!(wrong.contains("wrong bytes"), "{wrong}");
+        // Even if the rest arrived, a wrong chunk spoils the verdict.
+        deliver(&mut app, &object, chunk(&object, 10, 10)).unwrap();
+        deliver(&mut app, &object, chunk(&object, 20, 10)).unwrap();
+        assert!(!holds_object(&app));
+        assert_ne!(received_hash(&app, &object, hash), hash);
+    }
+
+    #[test]
+    fn held_packets_count_once_the_barrier_is_reached() {
+        let object = vec![5u8; 60];
+        let mut app = offered(60);
+        app.held = Some((2, vec![(4, 2)]));
+        deliver(&mut app, &object, chunk(&object, 10, 10)).unwrap();
+        assert!(held_now(&mut app, &object).is_none());
+        deliver(&mut app, &object, chunk(&object, 0, 10)).unwrap();
+        assert_eq!(held_now(&mut app, &object), Some(vec![(4, 2)]));
+        deliver(&mut app, &object, chunk(&object, 20, 10)).unwrap();
+        deliver(&mut app, &object, chunk(&object, 30, 10)).unwrap();
+        assert!(holds_object(&app));
+        let again = deliver(&mut app, &object, chunk(&object, 40, 10)).unwrap_err();
+        assert!(again.contains("twice"), "{again}");
     }
 }
