@@ -1,5 +1,6 @@
 //! Block FEC over data packets (issue 20), sans-IO: the erasure code
-//! behind proactive and on-demand parity, not yet wired into a protocol.
+//! behind proactive and on-demand parity (`--fec K:P`; the protocols' use
+//! of it is `transfer/sender/fec.rs` and `transfer/receiver/fec.rs`).
 //!
 //! A block is `data` packets (K) of at most `symbol` bytes each; the
 //! encoder makes up to `parity` (P) parity packets from them, and a
