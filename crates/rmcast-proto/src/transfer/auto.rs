@@ -64,11 +64,11 @@ pub const TABLE: &[Row] = &[
         protocol: ProtocolId::NakPoll,
         fec: None,
         window: 512,
-        why: "up to 31 receivers resending what is lost costs less than decoding parity: \
-              on this project's 2-core machine FEC lost to resends in the real runtime \
-              (loopback, 8 receivers, 1 % loss: 224 against 354-381 Mbit/s; the lab, 30 \
-              receivers, 2 % loss: 25.7 against 28.0), each receiver spending about 0.2 ms \
-              of CPU per block it rebuilds, which the simulator does not charge",
+        why: "up to 31 receivers FEC gained nothing in the real runtime on this \
+              project's 2-core machine (the lab, 30 receivers, 2 % loss: 27.6-29.5 \
+              Mbit/s against resends' 26.3-28.1; loopback, 8 receivers: 449-465 against \
+              516 at 1 % loss), where the simulator, which gives every receiver its own \
+              CPU, prefers it from 2 receivers; resends stay the default there",
     },
     Row {
         min_receivers: 32,
