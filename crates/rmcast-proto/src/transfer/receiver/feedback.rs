@@ -36,24 +36,45 @@ pub(super) struct FeedbackState {
     pub(super) idle_nak_at: Option<Instant>,
     /// FEC: the latest data or parity packet heard, and its copy.
     pub(super) last_heard: (Seq, u8),
+    /// A group larger than [`SPREAD_FROM`]: what is owed to the sender
+    /// (feedback, the offer's answer, the verdict) goes at this time, this
+    /// receiver's slot after it became owed.
+    pub(super) hold_until: Option<Instant>,
 }
+
+/// Groups of more receivers than this spread what they owe the sender
+/// (acks and NAKs, the offer's answer, the verdict): each receiver answers
+/// [`SPREAD_SLOT`] × its rank after what prompted it, so that the answers
+/// to one poll, offer or close (every receiver owes one) reach the sender
+/// one after another instead of at once. 10,000 simultaneous answers
+/// overflowed the sender's switch port in the simulator and had receivers
+/// removed as silent; 1,000 did not.
+pub const SPREAD_FROM: u16 = 1000;
+
+/// A feedback packet's time on a 1 Gbit/s link, about: the spacing of
+/// spread feedback (10,000 receivers answer within 10 ms).
+pub const SPREAD_SLOT: std::time::Duration = std::time::Duration::from_micros(1);
 
 impl Receiver {
     /// Acknowledgements and NAKs owed to the sender, a `RateNak` owed to
     /// the group, and under the tree the aggregated acks owed upstream.
     pub(super) fn poll_feedback(
         &mut self,
+        now: Instant,
         sender: SocketAddr,
         header: Header,
         buf: &mut [u8],
     ) -> Option<Transmit> {
-        let t = self.transfer.as_ref()?;
-        if self.phase == Phase::Done {
+        if self.transfer.is_none() || self.phase == Phase::Done {
             return None;
         }
+        let owed = self.feedback.nak_owed || self.feedback.acks_owed > 0;
+        let due = owed && self.spread_due(now);
+        let t = self.transfer.as_ref()?;
         let to = Dest::Unicast(sender);
         let cumulative = t.isn.add(t.cumulative);
-        if self.feedback.nak_owed || self.feedback.acks_owed > 0 {
+        if due {
+            self.feedback.hold_until = None;
             let nak = self.feedback.nak_owed;
             let mut bitmap = std::mem::take(&mut self.feedback.bitmap);
             fill_bitmap(t, &mut bitmap);
@@ -117,6 +138,28 @@ impl Receiver {
 
     /// FEC: the data stopped with a gap not NAKed (see `idle_nak_at`):
     /// NAK it now, echoing the last packet heard.
+    /// Whether what this receiver owes the sender (feedback, the offer's
+    /// answer, the verdict) may go now: at once in a group of up to
+    /// [`SPREAD_FROM`], else in this receiver's slot after it became owed
+    /// (the first call starts the wait; the caller clears `hold_until` when
+    /// it sends).
+    pub(super) fn spread_due(&mut self, now: Instant) -> bool {
+        let Some(group) = self.offer.as_ref().map(|o| o.receivers) else {
+            return true;
+        };
+        if group <= SPREAD_FROM {
+            return true;
+        }
+        match self.feedback.hold_until {
+            Some(at) => now >= at,
+            None => {
+                let offset = SPREAD_SLOT * u32::from(self.rank);
+                self.feedback.hold_until = Some(now + offset);
+                offset.is_zero()
+            }
+        }
+    }
+
     pub(super) fn on_idle_nak(&mut self, now: Instant) {
         let Some(at) = self.feedback.idle_nak_at else {
             return;
@@ -174,5 +217,96 @@ impl Receiver {
             }
             ChildAck::Taken => true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{ID, PAYLOAD, SIZE, events, fresh, packet, sender};
+    use super::{SPREAD_FROM, SPREAD_SLOT};
+    use crate::{Instant, Kind, ProtocolId, ReceiverEvent, Seq};
+    use rmcast_wire::{Body, Data, Hello, Offer, POLL_ALL, Welcome};
+
+    /// When the first data packet comes.
+    const T0: Instant = Instant::from_nanos(1_000_000_000);
+
+    /// A receiver of rank `rank` in a group of `group`, holding the first
+    /// data packet, which polled everyone at [`T0`].
+    fn polled(group: u16, rank: u16) -> crate::Receiver {
+        let now = Instant::ZERO;
+        let mut r = fresh();
+        let hello = packet(Body::Hello(Hello {
+            receivers_wanted: group,
+            protocol: ProtocolId::NakPoll,
+        }));
+        let welcome = packet(Body::Welcome(Welcome {
+            receiver_id: ID,
+            rank,
+            upstream: None,
+        }));
+        let offer = packet(Body::Offer(Offer {
+            object_size: SIZE,
+            isn: Seq(10),
+            payload_size: PAYLOAD,
+            window: 8,
+            protocol: ProtocolId::NakPoll,
+            protocol_param: 0,
+            receivers: group,
+            test_loss_ppm: 0,
+            fec: None,
+            name: "obj.bin",
+        }));
+        for p in [&hello, &welcome, &offer] {
+            r.handle_datagram(now, sender(), &mut p.clone());
+        }
+        assert!(
+            events(&mut r)
+                .iter()
+                .any(|e| matches!(e, ReceiverEvent::Offer(_)))
+        );
+        r.accept_offer();
+        // The offer's answer goes in this receiver's slot too: let it.
+        let mut buf = [0u8; 2048];
+        let mut kinds: Vec<Kind> = std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
+            .map(|t| t.kind)
+            .collect();
+        kinds.extend(std::iter::from_fn(|| r.poll_transmit(T0, &mut buf)).map(|t| t.kind));
+        assert!(kinds.contains(&Kind::OfferReply), "{kinds:?}");
+        let now = T0;
+        let bytes = [0u8; PAYLOAD as usize];
+        let data = packet(Body::Data(Data {
+            seq: Seq(10),
+            poll: POLL_ALL,
+            copy: 0,
+            payload: &bytes,
+        }));
+        r.handle_datagram(now, sender(), &mut data.clone());
+        r
+    }
+
+    fn ack_at(r: &mut crate::Receiver, now: Instant) -> bool {
+        let mut buf = [0u8; 2048];
+        std::iter::from_fn(|| r.poll_transmit(now, &mut buf)).any(|t| t.kind == Kind::Ack)
+    }
+
+    #[test]
+    fn a_small_group_answers_a_poll_at_once() {
+        let mut r = polled(SPREAD_FROM, 700);
+        assert!(ack_at(&mut r, T0));
+    }
+
+    #[test]
+    fn a_large_group_answers_in_rank_order_slots() {
+        let rank = 700;
+        let mut r = polled(SPREAD_FROM + 1, rank);
+        assert!(!ack_at(&mut r, T0), "held back");
+        let due = T0 + SPREAD_SLOT * u32::from(rank);
+        assert!(r.poll_timeout().is_some_and(|t| t <= due), "wakes for it");
+        let early = T0 + SPREAD_SLOT * u32::from(rank - 1);
+        assert!(!ack_at(&mut r, early), "not before its slot");
+        assert!(ack_at(&mut r, due), "in its slot");
+        // Rank 0 holds nothing back.
+        let mut first = polled(SPREAD_FROM + 1, 0);
+        assert!(ack_at(&mut first, T0));
     }
 }

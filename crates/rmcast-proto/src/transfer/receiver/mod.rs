@@ -247,6 +247,10 @@ impl Receiver {
                     (Some(h), Some(i)) => Some(h.min(i)),
                     (h, i) => h.or(i),
                 };
+                let other = match (other, self.feedback.hold_until) {
+                    (Some(o), Some(h)) => Some(o.min(h)),
+                    (o, h) => o.or(h),
+                };
                 Some(other.map_or(self.sender_deadline(), |o| o.min(self.sender_deadline())))
             }
         }
@@ -409,7 +413,8 @@ impl Receiver {
             });
             return emit(to, header, body, buf);
         }
-        if self.reply_owed {
+        if self.reply_owed && self.spread_due(now) {
+            self.feedback.hold_until = None;
             self.reply_owed = false;
             if let Some((status, text)) = &self.reply {
                 return emit(
@@ -423,7 +428,8 @@ impl Receiver {
                 );
             }
         }
-        if self.complete_owed {
+        if self.complete_owed && self.spread_due(now) {
+            self.feedback.hold_until = None;
             self.complete_owed = false;
             if let Some((status, hash, text)) = &self.verdict {
                 let body = Body::Complete(Complete {
@@ -437,7 +443,7 @@ impl Receiver {
         if let Some(t) = self.poll_have(now, to, header, buf) {
             return Some(t);
         }
-        self.poll_feedback(sender, header, buf)
+        self.poll_feedback(now, sender, header, buf)
     }
 
     fn fail(&mut self, reason: String) {
