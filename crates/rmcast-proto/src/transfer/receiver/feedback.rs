@@ -222,10 +222,10 @@ impl Receiver {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{ID, PAYLOAD, SIZE, events, fresh, packet, sender};
+    use super::super::test_support::{PAYLOAD, events, fresh, handshake_in, packet, sender};
     use super::{SPREAD_FROM, SPREAD_SLOT};
-    use crate::{Instant, Kind, ProtocolId, ReceiverEvent, Seq};
-    use rmcast_wire::{Body, Data, Hello, Offer, POLL_ALL, Welcome};
+    use crate::{Instant, Kind, ReceiverEvent, Seq};
+    use rmcast_wire::{Body, Data, POLL_ALL};
 
     /// When the first data packet comes.
     const T0: Instant = Instant::from_nanos(1_000_000_000);
@@ -235,27 +235,7 @@ mod tests {
     fn polled(group: u16, rank: u16) -> crate::Receiver {
         let now = Instant::ZERO;
         let mut r = fresh();
-        let hello = packet(Body::Hello(Hello {
-            receivers_wanted: group,
-            protocol: ProtocolId::NakPoll,
-        }));
-        let welcome = packet(Body::Welcome(Welcome {
-            receiver_id: ID,
-            rank,
-            upstream: None,
-        }));
-        let offer = packet(Body::Offer(Offer {
-            object_size: SIZE,
-            isn: Seq(10),
-            payload_size: PAYLOAD,
-            window: 8,
-            protocol: ProtocolId::NakPoll,
-            protocol_param: 0,
-            receivers: group,
-            test_loss_ppm: 0,
-            fec: None,
-            name: "obj.bin",
-        }));
+        let (hello, welcome, offer) = handshake_in(group, rank);
         for p in [&hello, &welcome, &offer] {
             r.handle_datagram(now, sender(), &mut p.clone());
         }

@@ -42,13 +42,18 @@ pub(super) fn fresh() -> Receiver {
 
 /// The sender's Hello, Welcome (rank 0) and Offer of a 3-packet object.
 pub(super) fn handshake() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    handshake_in(1, 0)
+}
+
+/// The same for a group of `group` receivers, this one given `rank`.
+pub(super) fn handshake_in(group: u16, rank: u16) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     let hello = packet(Body::Hello(Hello {
-        receivers_wanted: 1,
+        receivers_wanted: group,
         protocol: ProtocolId::NakPoll,
     }));
     let welcome = packet(Body::Welcome(Welcome {
         receiver_id: ID,
-        rank: 0,
+        rank,
         upstream: None,
     }));
     let offer = packet(Body::Offer(Offer {
@@ -58,7 +63,7 @@ pub(super) fn handshake() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         window: 8,
         protocol: ProtocolId::NakPoll,
         protocol_param: 0,
-        receivers: 1,
+        receivers: group,
         test_loss_ppm: 0,
         fec: None,
         name: "obj.bin",
