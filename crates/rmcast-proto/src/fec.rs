@@ -124,6 +124,18 @@ fn check_shape(data: u16, parity: u16, symbol: usize) -> Result<(), FecError> {
     }
 }
 
+/// Shard `i` of `bytes` bytes in `buf`, shards laid end to end.
+fn shard(buf: &[u8], i: impl Into<usize>, bytes: usize) -> &[u8] {
+    let at = i.into() * bytes;
+    &buf[at..at + bytes]
+}
+
+/// [`shard`], writable.
+fn shard_mut(buf: &mut [u8], i: impl Into<usize>, bytes: usize) -> &mut [u8] {
+    let at = i.into() * bytes;
+    &mut buf[at..at + bytes]
+}
+
 /// `packet` as a whole shard: itself when it fills one, else copied into
 /// `pad` and zero-filled to the end.
 fn padded<'a>(pad: &'a mut [u8], packet: &'a [u8]) -> &'a [u8] {
@@ -133,6 +145,19 @@ fn padded<'a>(pad: &'a mut [u8], packet: &'a [u8]) -> &'a [u8] {
     pad[..packet.len()].copy_from_slice(packet);
     pad[packet.len()..].fill(0);
     pad
+}
+
+/// The GF(2¹⁶) coder in `slot` set to a block's shape: made the first
+/// time a block needs it, reset (keeping its working space) after.
+fn made_or_reset<T>(
+    slot: &mut Option<T>,
+    make: impl FnOnce() -> Result<T, reed_solomon_simd::Error>,
+    reset: impl FnOnce(&mut T) -> Result<(), reed_solomon_simd::Error>,
+) {
+    match slot {
+        Some(rs) => checked(reset(rs)),
+        None => *slot = Some(checked(make())),
+    }
 }
 
 /// The error the code library cannot return for a checked shape.
@@ -209,16 +234,12 @@ impl BlockEncoder {
         if self.gf8 {
             self.shards.resize(usize::from(data) * bytes, 0);
         } else {
-            match &mut self.leopard {
-                Some(rs) => checked(rs.reset(data.into(), parity.into(), bytes)),
-                None => {
-                    self.leopard = Some(checked(ReedSolomonEncoder::new(
-                        data.into(),
-                        parity.into(),
-                        bytes,
-                    )));
-                }
-            }
+            let (d, p) = (data.into(), parity.into());
+            made_or_reset(
+                &mut self.leopard,
+                || ReedSolomonEncoder::new(d, p, bytes),
+                |rs| rs.reset(d, p, bytes),
+            );
         }
         Ok(())
     }
@@ -239,9 +260,7 @@ impl BlockEncoder {
         }
         let shard = padded(&mut self.pad, packet);
         if self.gf8 {
-            let bytes = shard.len();
-            let at = usize::from(self.added) * bytes;
-            self.shards[at..at + bytes].copy_from_slice(shard);
+            shard_mut(&mut self.shards, self.added, shard.len()).copy_from_slice(shard);
         } else if let Some(rs) = &mut self.leopard {
             checked(rs.add_original_shard(shard));
         }
@@ -273,16 +292,15 @@ impl BlockEncoder {
             if let (false, Some(rs)) = (self.gf8, &mut self.leopard) {
                 let result = checked(rs.encode());
                 for (i, shard) in result.recovery_iter().enumerate() {
-                    self.out[i * bytes..(i + 1) * bytes].copy_from_slice(shard);
+                    shard_mut(&mut self.out, i, bytes).copy_from_slice(shard);
                 }
                 self.made.fill(true);
             }
         }
-        let i = usize::from(index);
-        let out = &mut self.out[i * bytes..(i + 1) * bytes];
-        if !self.made[i] {
+        let out = shard_mut(&mut self.out, index, bytes);
+        if !self.made[usize::from(index)] {
             cauchy::encode(&self.shards, self.data, bytes, index, out);
-            self.made[i] = true;
+            self.made[usize::from(index)] = true;
         }
         Ok(out)
     }
@@ -365,16 +383,12 @@ impl BlockDecoder {
             self.shards.resize(usize::from(data) * bytes, 0);
             self.parity_shards.resize(usize::from(parity) * bytes, 0);
         } else {
-            match &mut self.leopard {
-                Some(rs) => checked(rs.reset(data.into(), parity.into(), bytes)),
-                None => {
-                    self.leopard = Some(checked(ReedSolomonDecoder::new(
-                        data.into(),
-                        parity.into(),
-                        bytes,
-                    )));
-                }
-            }
+            let (d, p) = (data.into(), parity.into());
+            made_or_reset(
+                &mut self.leopard,
+                || ReedSolomonDecoder::new(d, p, bytes),
+                |rs| rs.reset(d, p, bytes),
+            );
         }
         Ok(())
     }
@@ -388,9 +402,7 @@ impl BlockDecoder {
         }
         let shard = padded(&mut self.pad, packet);
         if self.gf8 {
-            let bytes = shard.len();
-            let at = usize::from(index) * bytes;
-            self.shards[at..at + bytes].copy_from_slice(shard);
+            shard_mut(&mut self.shards, index, shard.len()).copy_from_slice(shard);
         } else if let Some(rs) = &mut self.leopard {
             checked(rs.add_original_shard(index.into(), shard));
         }
@@ -412,9 +424,7 @@ impl BlockDecoder {
             return Ok(false);
         }
         if self.gf8 {
-            let bytes = shard.len();
-            let at = usize::from(index) * bytes;
-            self.parity_shards[at..at + bytes].copy_from_slice(shard);
+            shard_mut(&mut self.parity_shards, index, shard.len()).copy_from_slice(shard);
         } else if let Some(rs) = &mut self.leopard {
             checked(rs.add_recovery_shard(index.into(), shard));
         }
@@ -475,10 +485,7 @@ impl BlockDecoder {
             let parity: Vec<(u16, &[u8])> = (0..self.parity)
                 .filter(|&i| self.have_parity[usize::from(i)])
                 .take(missing.len())
-                .map(|i| {
-                    let at = usize::from(i) * bytes;
-                    (i, &self.parity_shards[at..at + bytes])
-                })
+                .map(|i| (i, shard(&self.parity_shards, i, bytes)))
                 .collect();
             cauchy::decode(
                 &mut self.shards,
@@ -489,10 +496,7 @@ impl BlockDecoder {
                 &mut self.scratch,
             );
             (missing.iter())
-                .map(|&i| {
-                    let at = usize::from(i) * bytes;
-                    (i, self.shards[at..at + bytes].to_vec())
-                })
+                .map(|&i| (i, shard(&self.shards, i, bytes).to_vec()))
                 .collect()
         } else {
             let rs = self

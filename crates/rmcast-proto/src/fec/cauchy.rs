@@ -14,7 +14,7 @@
 //! its error locator (about 0.2 ms) whatever it lacks. Encoding is one pass
 //! per parity packet, made only when asked for.
 
-use super::gf8;
+use super::{gf8, shard, shard_mut};
 
 /// Most packets, data and parity, in one block of this code.
 pub(super) const MAX_SYMBOLS: u32 = 256;
@@ -31,8 +31,7 @@ fn coef(i: u16, j: u16) -> u8 {
 pub(super) fn encode(data: &[u8], k: u16, bytes: usize, i: u16, out: &mut [u8]) {
     out.fill(0);
     for j in 0..k {
-        let at = usize::from(j) * bytes;
-        gf8::mul_add(coef(i, j), &data[at..at + bytes], out);
+        gf8::mul_add(coef(i, j), shard(data, j, bytes), out);
     }
 }
 
@@ -54,12 +53,11 @@ pub(super) fn decode(
     // s_a = Σ_b C[r_a][l_b] · d_{l_b}, the lost shards' part.
     scratch.clear();
     scratch.resize(e * bytes, 0);
-    for (a, &(r, shard)) in rows.iter().enumerate() {
-        let s = &mut scratch[a * bytes..(a + 1) * bytes];
-        s.copy_from_slice(shard);
+    for (a, &(r, parity_shard)) in rows.iter().enumerate() {
+        let s = shard_mut(scratch, a, bytes);
+        s.copy_from_slice(parity_shard);
         for j in (0..k).filter(|j| !lost.contains(j)) {
-            let at = usize::from(j) * bytes;
-            gf8::mul_add(coef(r, j), &data[at..at + bytes], s);
+            gf8::mul_add(coef(r, j), shard(data, j, bytes), s);
         }
     }
     // d_L = M⁻¹ s with M[a][b] = C[r_a][l_b].
@@ -68,11 +66,10 @@ pub(super) fn decode(
         .collect();
     let inv = invert(&mut m, e);
     for (b, &l) in lost.iter().enumerate() {
-        let at = usize::from(l) * bytes;
-        let d = &mut data[at..at + bytes];
+        let d = shard_mut(data, l, bytes);
         d.fill(0);
         for a in 0..e {
-            gf8::mul_add(inv[b * e + a], &scratch[a * bytes..(a + 1) * bytes], d);
+            gf8::mul_add(inv[b * e + a], shard(scratch, a, bytes), d);
         }
     }
 }

@@ -136,8 +136,6 @@ impl Receiver {
         None
     }
 
-    /// FEC: the data stopped with a gap not NAKed (see `idle_nak_at`):
-    /// NAK it now, echoing the last packet heard.
     /// Whether what this receiver owes the sender (feedback, the offer's
     /// answer, the verdict) may go now: at once in a group of up to
     /// [`SPREAD_FROM`], else in this receiver's slot after it became owed
@@ -160,6 +158,8 @@ impl Receiver {
         }
     }
 
+    /// FEC: the data stopped with a gap not NAKed (see `idle_nak_at`):
+    /// NAK it now, echoing the last packet heard.
     pub(super) fn on_idle_nak(&mut self, now: Instant) {
         let Some(at) = self.feedback.idle_nak_at else {
             return;

@@ -228,11 +228,12 @@ impl Sender {
     }
 
     /// The configuration `--protocol auto` makes of `config` for the group
-    /// in `config.receivers`, checked, with the choice.
+    /// in `config.receivers`, checked, with the choice and what it makes
+    /// of the object.
     fn auto_config(
         config: &SenderConfig,
         object: &ObjectInfo,
-    ) -> Result<(SenderConfig, crate::AutoChoice), ConfigError> {
+    ) -> Result<(SenderConfig, crate::AutoChoice, Shaped), ConfigError> {
         let auto = config.auto.unwrap_or_default();
         let inputs = crate::AutoInputs {
             receivers: config.receivers,
@@ -244,8 +245,8 @@ impl Sender {
         let mut chosen = config.clone();
         choice.apply(&mut chosen);
         chosen.validate()?;
-        Shaped::new(&chosen, object.size)?;
-        Ok((chosen, choice))
+        let shaped = Shaped::new(&chosen, object.size)?;
+        Ok((chosen, choice, shaped))
     }
 
     /// `--protocol auto`: registration is over, so the group is known;
@@ -256,10 +257,12 @@ impl Sender {
         if self.config.auto.is_none() {
             return Ok(());
         }
-        let (config, choice) = Self::auto_config(&self.config, &self.object)
-            .map_err(|e| format!("auto cannot run {} receivers: {e}", self.config.receivers))?;
-        let policy = config.policy().map_err(|e| e.to_string())?;
-        let shaped = Shaped::new(&config, self.object.size).map_err(|e| e.to_string())?;
+        let cannot =
+            |e: ConfigError| format!("auto cannot run {} receivers: {e}", self.config.receivers);
+        let (config, choice, shaped) =
+            Self::auto_config(&self.config, &self.object).map_err(cannot)?;
+        // Checked by `validate` in `auto_config`.
+        let policy = config.policy().map_err(cannot)?;
         self.policy = SenderPolicy::new(policy);
         self.window = Window::new(config.window, now);
         self.payload_size = shaped.payload_size;
