@@ -496,8 +496,9 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
             }
             // "auto" chooses for the group that registers, keeping what
             // the caller fixed (the CLI's --protocol auto).
+            let window_given = o.u64("window")?.is_some();
             p.auto = (proto_name == "auto").then(|| rmcast::AutoConfig {
-                keep_window: o.u64("window").ok().flatten().is_some(),
+                keep_window: window_given,
                 keep_fec: fec.is_some(),
                 keep_poll_interval: false,
             });

@@ -115,9 +115,10 @@ pub struct ManArgs {
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     /// Chosen for the group once it has registered, from a table measured
-    /// in the simulator (docs/auto.md): nak-poll, with FEC parity on demand
-    /// from 2 receivers; flags given on the command line are kept. --explain
-    /// prints the choice and why.
+    /// in the simulator and checked on real runs (docs/auto.md): nak-poll,
+    /// with FEC parity (64:2) from 32 receivers and a window of 2048 from
+    /// 300; flags given on the command line are kept. --explain prints the
+    /// choice and why.
     Auto,
     /// Every receiver acknowledges every packet (simple, N acks per packet).
     Ack,

@@ -391,12 +391,7 @@ pub fn default_receiver_name() -> String {
 /// The protocol's name as reports and the CLI spell it.
 #[must_use]
 pub fn protocol_name(p: ProtocolId) -> &'static str {
-    match p {
-        ProtocolId::Ack => "ack",
-        ProtocolId::NakPoll => "nak-poll",
-        ProtocolId::Ring => "ring",
-        ProtocolId::Tree => "tree",
-    }
+    p.cli_name()
 }
 
 fn check_loss(loss: f64) -> Result<(), Error> {

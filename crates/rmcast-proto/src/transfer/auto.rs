@@ -248,7 +248,7 @@ impl fmt::Display for AutoChoice {
             f,
             " -> row {} ({upto}): {}, FEC {}, window {}",
             self.row + 1,
-            protocol_text(self.protocol),
+            self.protocol.cli_name(),
             fec_text(self.fec),
             self.window
         )?;
@@ -264,15 +264,6 @@ impl fmt::Display for AutoChoice {
 
 fn plural(n: u16) -> &'static str {
     if n == 1 { "" } else { "s" }
-}
-
-fn protocol_text(p: ProtocolId) -> &'static str {
-    match p {
-        ProtocolId::Ack => "ack",
-        ProtocolId::NakPoll => "nak-poll",
-        ProtocolId::Ring => "ring",
-        ProtocolId::Tree => "tree",
-    }
 }
 
 #[cfg(test)]

@@ -58,6 +58,20 @@ wire_enum! {
     }
 }
 
+impl ProtocolId {
+    /// The protocol's name as reports and `rmcast --protocol` spell it
+    /// (`nak-poll`; [`ProtocolId::name`] is the code's, `NakPoll`).
+    #[must_use]
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            Self::Ack => "ack",
+            Self::NakPoll => "nak-poll",
+            Self::Ring => "ring",
+            Self::Tree => "tree",
+        }
+    }
+}
+
 wire_enum! {
     /// Packet types. The numeric value is the type byte on the wire.
     pub enum Kind (DecodeError, DecodeError::UnknownKind) {
