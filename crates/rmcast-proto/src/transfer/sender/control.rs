@@ -1,7 +1,8 @@
 //! The phase's multicast control packet, repeated on its timer until the
 //! phase moves on: `Hello` while admitting, `Offer` (backing off) while
 //! offering, `Close` (backing off) once every byte is acknowledged, three
-//! `Bye`s at the end; and the keepalive while `Close` waits for the hash.
+//! `Bye`s at the end; and the keepalives while `Close` waits for the hash
+//! and while a streamed source is behind.
 
 use super::close::BYE_SPACING;
 use super::membership::MemberState;
@@ -30,18 +31,8 @@ impl Sender {
             Phase::Offering => {
                 self.timers.set(Timer::Control, Some(now + self.rto));
                 self.rto = (self.rto * 2).min(self.config.rto_max);
-                Body::Offer(Offer {
-                    object_size: self.object.size,
-                    isn: self.isn,
-                    payload_size: self.payload_size as u16,
-                    window: self.config.window,
-                    protocol: self.config.protocol,
-                    protocol_param: self.policy.policy().protocol_param(),
-                    receivers: self.members.list.len() as u16,
-                    test_loss_ppm: self.config.test_loss_ppm.min(1_000_000),
-                    fec: self.fec.as_ref().map(super::fec::FecSender::shape),
-                    name: &self.object.name,
-                })
+                self.stats.control_sent += 1;
+                return emit(Dest::Group, header, self.offer_body(), buf);
             }
             Phase::Closing => {
                 // No Close before the hash: it is what the Close carries.
@@ -79,6 +70,70 @@ impl Sender {
         };
         self.stats.control_sent += 1;
         emit(Dest::Group, header, body, buf)
+    }
+
+    /// The `Offer`: what the object is and how the data phase runs.
+    fn offer_body(&self) -> Body<'_> {
+        Body::Offer(Offer {
+            object_size: self.object.size,
+            isn: self.isn,
+            payload_size: self.payload_size as u16,
+            window: self.config.window,
+            protocol: self.config.protocol,
+            protocol_param: self.policy.policy().protocol_param(),
+            receivers: self.members.list.len() as u16,
+            test_loss_ppm: self.config.test_loss_ppm.min(1_000_000),
+            fec: self.fec.as_ref().map(super::fec::FecSender::shape),
+            name: &self.object.name,
+        })
+    }
+
+    /// A streamed source ([`Sender::set_available`]) is behind and every
+    /// packet sent is acknowledged: when receivers must next hear the
+    /// sender (every `rto_max`), or `None` when the session is not so.
+    pub(super) fn source_keepalive_at(&self) -> Option<Instant> {
+        let waiting = self.phase == Phase::Sending
+            && self.window.base >= self.window.high
+            && self.window.next >= self.readable_packets()
+            && self.readable_packets() < self.packets;
+        waiting.then(|| self.window.last_activity + self.config.rto_max)
+    }
+
+    /// The keepalive while waiting for a streamed source: the last data
+    /// packet sent again, polling no one, or the `Offer` before any was
+    /// (receivers answer it again: one short reply each per `rto_max`).
+    pub(super) fn source_keepalive(
+        &mut self,
+        now: Instant,
+        header: Header,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        self.window.last_activity = now;
+        self.stats.keepalives += 1;
+        let Some(index) = self.window.high.checked_sub(1) else {
+            self.stats.control_sent += 1;
+            return emit(Dest::Group, header, self.offer_body(), buf);
+        };
+        self.repeat_data(header, index, source, buf)
+    }
+
+    /// Data packet `index` multicast again, polling no one.
+    fn repeat_data(
+        &mut self,
+        header: Header,
+        index: u32,
+        source: &(impl PayloadSource + ?Sized),
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let len = self.datagram_len(index);
+        let copy = self.window.lack[self.window.slot(index)].copies;
+        self.write_data(header, index, POLL_NONE, copy, source, &mut buf[..len])?;
+        Some(Transmit {
+            dest: Dest::Group,
+            len,
+            kind: Kind::Data,
+        })
     }
 
     /// The text of the farewell `Bye`: the session's error, else which
@@ -124,14 +179,8 @@ impl Sender {
         self.timers.set(Timer::Control, Some(now + self.rto));
         self.rto = (self.rto * 2).min(self.config.rto_max);
         let index = self.packets.checked_sub(1)?;
-        let len = self.datagram_len(index);
-        let copy = self.window.lack[self.window.slot(index)].copies;
-        self.write_data(header, index, POLL_NONE, copy, source, &mut buf[..len])?;
+        let t = self.repeat_data(header, index, source, buf)?;
         self.stats.keepalives += 1;
-        Some(Transmit {
-            dest: Dest::Group,
-            len,
-            kind: Kind::Data,
-        })
+        Some(t)
     }
 }

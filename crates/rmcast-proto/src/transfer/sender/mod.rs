@@ -164,6 +164,9 @@ pub struct Sender {
     delta: Option<delta::Delta>,
     /// Block FEC ([`SenderConfig::fec`]).
     fec: Option<fec::FecSender>,
+    /// Bytes of the object the source holds so far ([`Sender::set_available`]):
+    /// the whole object unless a driver streams it in (a relay).
+    available: u64,
 }
 
 impl Sender {
@@ -188,6 +191,7 @@ impl Sender {
         }
         let mut timers = Timers::default();
         timers.set(Timer::Control, Some(now));
+        let object_size = object.size;
         let Shaped {
             payload_size,
             packets,
@@ -221,6 +225,7 @@ impl Sender {
             seal: Seal::sender(config.group_key.as_ref(), session, config.session_nonce),
             signature: None,
             delta,
+            available: object_size,
             config,
         };
         sender.arm_timers();
@@ -272,6 +277,44 @@ impl Sender {
         self.config = config;
         self.events.push_back(SenderEvent::Chose(Box::new(choice)));
         Ok(())
+    }
+
+    /// Streams the object in: only its first `bytes` are in the source
+    /// yet (a relay forwarding what it receives, as it receives it). Data
+    /// packets go out as far as the bytes reach, whole packets only but
+    /// the last; the rest waits for the next call, which the driver makes
+    /// as more arrives (then polls again). A sender starts with the whole
+    /// object available; a driver that streams sets 0 before the first
+    /// poll. Bytes once available stay so: a smaller value is ignored.
+    /// Everything else (admission, repair, `Close` once the hash is given)
+    /// runs as usual, so the session's tail waits for the source as it
+    /// waits for a hash still being computed.
+    pub fn set_available(&mut self, bytes: u64) {
+        let bytes = bytes.min(self.object.size);
+        if matches!(self.phase, Phase::Joining | Phase::Offering) && bytes < self.available {
+            // Before anything was sent, the driver may start from less.
+            self.available = bytes;
+        } else {
+            self.available = self.available.max(bytes);
+        }
+        self.arm_timers();
+    }
+
+    /// Bytes of the object the source holds ([`Sender::set_available`]).
+    #[must_use]
+    pub fn available(&self) -> u64 {
+        self.available
+    }
+
+    /// Packets whose bytes are all in the source: the whole object's
+    /// packets once every byte is.
+    pub(super) fn readable_packets(&self) -> u32 {
+        if self.available >= self.object.size {
+            self.packets
+        } else {
+            // Fewer than `packets`, which fits in u32.
+            (self.available / self.payload_size as u64) as u32
+        }
     }
 
     /// The configuration in effect: as given, or, once `--protocol auto`
@@ -477,6 +520,9 @@ impl Sender {
                 }
             }
             Phase::Sending => {
+                if self.source_keepalive_at().is_some_and(|at| now >= at) {
+                    self.control_due = true;
+                }
                 self.on_window_timeout(now);
             }
             Phase::Farewell { .. } => {
@@ -642,6 +688,9 @@ impl Sender {
             self.control_due = false;
             if self.phase == Phase::Closing && self.object.hash.is_none() {
                 return self.keepalive(now, header, source, buf);
+            }
+            if self.phase == Phase::Sending {
+                return self.source_keepalive(now, header, source, buf);
             }
             return self.multicast_control(now, header, buf);
         }

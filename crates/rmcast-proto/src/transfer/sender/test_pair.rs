@@ -232,3 +232,80 @@ mod auto_tests {
         assert!(p.sender.stats().parity_packets > 0);
     }
 }
+
+#[cfg(test)]
+mod streaming_tests {
+    //! A source that fills as the sender runs ([`crate::Sender::set_available`]):
+    //! nothing beyond it goes out, nobody times out while it waits, and
+    //! the session completes once the rest and the hash arrive.
+
+    use super::{HASH, Pair, SIZE};
+    use crate::{Kind, SenderConfig, SenderEvent};
+    use rmcast_wire::FecShape;
+
+    fn data_sent(p: &Pair) -> usize {
+        p.sent.iter().filter(|k| **k == Kind::Data).count()
+    }
+
+    fn streams(config: SenderConfig) {
+        let mut p = Pair::with_config(SIZE, None, config);
+        p.sender.set_available(0);
+        let payload = p.sender.payload_size() as u64;
+        // Registration and the offer run; no data packet can go. Well past
+        // peer_timeout and the receiver's sender_timeout: run_until also
+        // checks that no deadline lies in the past (nothing spins).
+        let until = p.at(15);
+        p.run_until(until);
+        assert_eq!(data_sent(&p), 0, "{:?}", p.sent);
+        assert!(!p.sender.is_finished());
+        // Kept alive by the Offer, one every rto_max (800 ms): a handful.
+        let keepalives = p.sender.stats().keepalives;
+        assert!((10..=20).contains(&keepalives), "{keepalives} keepalives");
+        assert!(
+            !p.sender_events
+                .iter()
+                .any(|e| matches!(e, SenderEvent::MemberFailed { .. })),
+            "{:?}",
+            p.sender_events
+        );
+
+        // Two and a half packets arrive: two whole packets go.
+        p.sender.set_available(2 * payload + payload / 2);
+        let until = p.at(16);
+        p.run_until(until);
+        assert_eq!(p.receiver.received_bytes(), 2 * payload);
+        assert!(!p.sent.contains(&Kind::Close));
+        // A smaller value once data went is ignored.
+        p.sender.set_available(1);
+        assert_eq!(p.sender.available(), 2 * payload + payload / 2);
+
+        // The rest, then the hash: the session completes.
+        p.sender.set_available(SIZE as u64);
+        let until = p.at(18);
+        p.run_until(until);
+        assert_eq!(p.receiver.received_bytes(), SIZE as u64);
+        assert!(!p.sender.is_finished(), "no Close without the hash");
+        p.sender.set_object_hash(HASH);
+        let until = p.at(25);
+        p.run_until(until);
+        let outcome = p.sender.outcome().expect("finished");
+        assert!(outcome.ok, "{outcome:?}");
+    }
+
+    #[test]
+    fn a_streamed_source_sends_what_it_holds_and_completes() {
+        streams(SenderConfig {
+            receivers: 1,
+            ..SenderConfig::default()
+        });
+    }
+
+    #[test]
+    fn a_streamed_source_completes_with_fec() {
+        streams(SenderConfig {
+            receivers: 1,
+            fec: Some(FecShape::new(4, 1)),
+            ..SenderConfig::default()
+        });
+    }
+}

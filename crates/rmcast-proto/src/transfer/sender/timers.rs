@@ -132,6 +132,11 @@ impl Sender {
         self.timers.set(Timer::Pacer, pacer);
         self.timers.set(Timer::Hunt, hunt);
         self.timers.set(Timer::Have, self.have_deadline());
+        if sending {
+            // No control packet while sending but the keepalive of a
+            // streamed source that is behind.
+            self.timers.set(Timer::Control, self.source_keepalive_at());
+        }
     }
 }
 

@@ -49,6 +49,13 @@ impl Sender {
             if !behind.is_empty() {
                 let _ = write!(msg, "; holding the window back: {}", behind.join(", "));
             }
+            if self.available < self.object.size {
+                let _ = write!(
+                    msg,
+                    "; the streamed source holds {} of {} bytes",
+                    self.available, self.object.size
+                );
+            }
         } else {
             msg.push_str("while closing: waiting for ");
             let waiting: Vec<String> = self

@@ -560,7 +560,7 @@ impl Sender {
     }
 
     pub(super) fn can_send_data(&self) -> bool {
-        self.window.next < self.packets
+        self.window.next < self.readable_packets()
             && self.window.next < self.window.base.saturating_add(self.config.window)
     }
 
