@@ -72,6 +72,11 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run a sender and N receivers on loopback in one process and report.
     Demo(DemoArgs),
+    /// Forward a session from one group to another (another LAN segment):
+    /// a receiver upstream, a sender downstream, forwarding as data
+    /// arrives; exit 0 only when its copy and every receiver behind it
+    /// verified. Relays cascade.
+    Relay(crate::relay::RelayArgs),
     /// Stream stdin to the stdout of every receiver (PRMP, TCP-like reliable multicast).
     Pipe(crate::pipe::PipeArgs),
     /// Under a cluster's launcher (mpirun, srun, torchrun): rank 0 sends

@@ -5,6 +5,7 @@ mod bcast;
 mod events;
 mod man;
 mod pipe;
+mod relay;
 mod report;
 mod serve;
 
@@ -35,6 +36,7 @@ where
     let common = match &mut cli.command {
         Command::Send(a) => Some(&mut a.common),
         Command::Demo(a) => Some(&mut a.common),
+        Command::Relay(a) => Some(&mut a.common),
         _ => None,
     };
     if let (Some(common), Some((name, sub))) = (common, matches.subcommand())
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => serve::run(a, cancel.clone()).map(Outcome::from),
         Command::Demo(a) => demo(a, cancel.clone()).map(Outcome::from),
         Command::Bcast(a) => bcast::run(a, cancel.clone()).map(Outcome::from),
+        Command::Relay(a) => relay::run(a, cancel.clone()).map(Outcome::from),
         Command::Lab(_) | Command::Pipe(_) | Command::Completions(_) | Command::Man(_) => {
             unreachable!("handled above")
         }
@@ -163,7 +166,7 @@ fn init_tracing(verbose: u8) {
 }
 
 /// A progress bar on a terminal; nothing under `--json` or when piped.
-fn progress_bar(json: bool, what: &str) -> Option<ProgressBar> {
+pub fn progress_bar(json: bool, what: &str) -> Option<ProgressBar> {
     if json || !std::io::stderr().is_terminal() {
         return None;
     }
@@ -179,7 +182,7 @@ fn progress_bar(json: bool, what: &str) -> Option<ProgressBar> {
     Some(bar)
 }
 
-fn progress_fn(bar: &Option<ProgressBar>) -> impl FnMut(rmcast::Progress) + '_ {
+pub fn progress_fn(bar: &Option<ProgressBar>) -> impl FnMut(rmcast::Progress) + '_ {
     move |p: rmcast::Progress| {
         if let Some(bar) = &bar {
             bar.set_length(p.total_bytes);
@@ -271,7 +274,7 @@ fn demo_key(keys: &KeyArgs) -> Result<Option<Arc<rmcast::GroupKey>>> {
     }
 }
 
-fn send_config(common: &CommonArgs, cancel: Arc<AtomicBool>) -> Result<rmcast::SendConfig> {
+pub fn send_config(common: &CommonArgs, cancel: Arc<AtomicBool>) -> Result<rmcast::SendConfig> {
     let mut cfg = rmcast::SendConfig {
         group: common.group,
         iface: common.iface,
@@ -286,7 +289,7 @@ fn send_config(common: &CommonArgs, cancel: Arc<AtomicBool>) -> Result<rmcast::S
 
 /// What the sender tells as it happens: `--json-events` lines, and
 /// `--explain`'s account of auto's choice on stderr.
-fn event_hook(events: Option<Arc<events::Events>>, explain: bool) -> Option<rmcast::EventHook> {
+pub fn event_hook(events: Option<Arc<events::Events>>, explain: bool) -> Option<rmcast::EventHook> {
     if events.is_none() && !explain {
         return None;
     }

@@ -54,6 +54,7 @@ mod net;
 pub mod overlay;
 mod parse;
 mod receiver;
+mod relay;
 mod sender;
 mod storage;
 pub mod stream;
@@ -72,6 +73,7 @@ pub use parse::{HumanDuration, parse_duration, parse_rate, parse_size};
 pub use receiver::{
     Received, recv_sessions_to_dir, recv_to_dir, recv_to_memory, recv_to_vec, serve_to_dir,
 };
+pub use relay::{RelayConfig, RelayReport, relay};
 pub use rmcast_proto::auto;
 pub use rmcast_proto::security::{AuthStats, GroupKey, KeyFileError, KeyId};
 pub use rmcast_proto::{

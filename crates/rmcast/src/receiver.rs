@@ -2,6 +2,7 @@
 //! one `rmcast_proto::Receiver`, and the object's storage.
 
 use crate::net::{self, Clock, MAX_WAIT, Outgoing, Port, Ticker};
+use crate::relay::Upstream;
 use crate::storage::{Placement, Sink, Target, prepare};
 use crate::{Error, Progress, RecvConfig, RecvReport, check_group, check_loss, goodput_mbps};
 use mio::{Events, Poll, Token};
@@ -21,6 +22,10 @@ use std::time::Duration;
 /// How long a finished receiver keeps answering (a repeated Offer or Close)
 /// so that its last words reach the sender.
 const LINGER: Duration = Duration::from_millis(200);
+
+/// How often a relay whose own copy verified looks for the downstream
+/// verdict.
+const RELAY_LOOK: Duration = Duration::from_millis(1);
 
 /// Receives the next object announced on `cfg.group` into `cfg.out_dir`.
 ///
@@ -98,6 +103,7 @@ pub fn serve_to_dir(
         max_concurrent.max(2),
         progress,
         Some(&mut each),
+        None,
     )
     .map(|_| ())
 }
@@ -217,6 +223,14 @@ struct Driver<'a> {
     name_refused: bool,
     /// Continuous service: its result was handed on.
     reported: bool,
+    /// A relay's upstream half: the bytes go on to the downstream half,
+    /// and the verdict waits for it.
+    relay: Option<&'a Upstream>,
+    /// A relay's own copy verified against this hash: the `Complete`
+    /// waits for the group behind the relay.
+    relay_hash: Option<[u8; rmcast_proto::HASH_LEN]>,
+    /// The downstream half's verdict was passed on.
+    relay_done: bool,
 }
 
 impl Driver<'_> {
@@ -243,6 +257,13 @@ impl Driver<'_> {
             .write(chunk.offset, chunk.bytes)
             .and_then(|()| self.sink.hash_ahead(machine.received_bytes()))
             .and_then(|()| self.poll_held(machine).map(|_| ()))
+            .and_then(|()| match self.relay {
+                Some(r) => {
+                    r.publish(self.sink.stored_prefix(machine.received_bytes())?);
+                    Ok(())
+                }
+                None => Ok(()),
+            })
         {
             let name = self
                 .offer
@@ -300,6 +321,9 @@ impl Driver<'_> {
                 if !self.verified {
                     self.sink.discard();
                 }
+                if let Some(r) = self.relay {
+                    r.failed(format!("the relay's upstream session failed: {reason}"));
+                }
                 tracing::warn!("transfer failed: {reason}");
                 self.end.get_or_insert(End::Failed(reason));
             }
@@ -341,6 +365,16 @@ impl Driver<'_> {
         ) {
             Ok(sink) => {
                 self.sink = sink;
+                if let Some(r) = self.relay
+                    && let Err(text) = r.offered(&info, &self.sink)
+                {
+                    tracing::warn!("refusing {:?}: {text}", info.name);
+                    self.sink.discard();
+                    self.offer = Some(info);
+                    self.end = Some(End::Refused(text.clone()));
+                    machine.refuse_offer(Status::Other, &text);
+                    return;
+                }
                 self.accepted_at = Some(self.clock.now());
                 let tree = info.name.ends_with(crate::tree::TREE_SUFFIX);
                 self.offer = Some(info);
@@ -391,7 +425,20 @@ impl Driver<'_> {
                         tracing::info!("verified and stored {}", p.display());
                     }
                     self.path = path;
-                    machine.confirm(Status::Ok, hash, "");
+                    match self.relay {
+                        Some(r) => {
+                            // The Complete waits for the group behind us
+                            // (`poll_relay`); our Close acks keep the
+                            // sender from timing us out meanwhile.
+                            tracing::info!(
+                                "own copy verified; forwarding the hash to the group behind \
+                                 this relay and waiting for its verdict"
+                            );
+                            r.verified(hash, machine.expected_signature());
+                            self.relay_hash = Some(hash);
+                        }
+                        None => machine.confirm(Status::Ok, hash, ""),
+                    }
                 }
                 Err(e) => {
                     self.sink.discard();
@@ -436,6 +483,36 @@ impl Driver<'_> {
         )
     }
 
+    /// A relay: passes the downstream half's verdict on once it came. Our
+    /// copy verified: it is our `Complete`'s; before that (the downstream
+    /// group failed early) we leave, saying why. True when it came.
+    fn poll_relay(&mut self, machine: &mut Receiver) -> bool {
+        let Some(r) = self.relay else {
+            return false;
+        };
+        if self.relay_done || self.end.is_some() {
+            return false;
+        }
+        let Some(verdict) = r.verdict() else {
+            return false;
+        };
+        self.relay_done = true;
+        match (verdict, self.relay_hash) {
+            (Ok(()), Some(hash)) => machine.confirm(Status::Ok, hash, ""),
+            (Err(text), Some(hash)) => machine.confirm(Status::Other, hash, &text),
+            (Err(text), None) => {
+                tracing::warn!("leaving the upstream session: {text}");
+                self.sink.discard();
+                self.end.get_or_insert(End::Failed(text.clone()));
+                machine.leave(&text);
+            }
+            (Ok(()), None) => {
+                debug_assert!(false, "the group behind verified before our hash");
+            }
+        }
+        true
+    }
+
     fn progress(&self, machine: &Receiver) -> Progress {
         let phase = if self.verified {
             "done"
@@ -477,6 +554,7 @@ impl<'a> Driver<'a> {
         cfg: &'a RecvConfig,
         target: Target,
         names: Option<Rc<RefCell<HashSet<String>>>>,
+        relay: Option<&'a Upstream>,
     ) -> Self {
         Self {
             cfg,
@@ -499,6 +577,9 @@ impl<'a> Driver<'a> {
             held_bytes: 0,
             name_refused: false,
             reported: false,
+            relay,
+            relay_hash: None,
+            relay_done: false,
         }
     }
 
@@ -564,7 +645,13 @@ impl<'a> Sessions<'a> {
     /// One machine listening for the first of `sessions` sessions (for
     /// `cfg.session` only, when it receives one); `own` is the feedback
     /// socket's address.
-    fn new(cfg: &'a RecvConfig, target: Target, sessions: usize, own: Option<SocketAddr>) -> Self {
+    fn new(
+        cfg: &'a RecvConfig,
+        target: Target,
+        sessions: usize,
+        own: Option<SocketAddr>,
+        relay: Option<&'a Upstream>,
+    ) -> Self {
         let names = (sessions > 1).then(|| Rc::new(RefCell::new(HashSet::new())));
         let endpoint = Endpoint::new(
             EndpointConfig {
@@ -589,7 +676,7 @@ impl<'a> Sessions<'a> {
             cfg,
             target: target.clone(),
             endpoint,
-            drivers: vec![Driver::listening(cfg, target, names.clone())],
+            drivers: vec![Driver::listening(cfg, target, names.clone(), relay)],
             names,
             seen_logged: 0,
             auth_warned: Vec::new(),
@@ -718,7 +805,7 @@ impl<'a> Sessions<'a> {
         }
         for h in self.endpoint.take_restarted() {
             self.drivers[h.0] =
-                Driver::listening(self.cfg, self.target.clone(), self.names.clone());
+                Driver::listening(self.cfg, self.target.clone(), self.names.clone(), None);
             any = true;
         }
         if *stopping && let Some(h) = self.endpoint.listener() {
@@ -726,6 +813,22 @@ impl<'a> Sessions<'a> {
             any = true;
         }
         any
+    }
+
+    /// A relay: passes on the downstream half's verdict; true if it came.
+    fn poll_relay(&mut self) -> bool {
+        let mut any = false;
+        for (h, machine) in self.endpoint.iter_mut() {
+            any |= self.drivers[h.0].poll_relay(machine);
+        }
+        any
+    }
+
+    /// A relay whose own copy verified waits for the downstream verdict.
+    fn relay_waiting(&self) -> bool {
+        self.drivers
+            .iter()
+            .any(|d| d.relay_hash.is_some() && !d.relay_done)
     }
 
     /// Verifies every session holding all its bytes (then reacts to what
@@ -787,7 +890,7 @@ impl<'a> Sessions<'a> {
                 self.drivers.len(),
                 self.endpoint.max_sessions()
             );
-            let next = Driver::listening(self.cfg, self.target.clone(), self.names.clone());
+            let next = Driver::listening(self.cfg, self.target.clone(), self.names.clone(), None);
             self.drivers.push(next);
         }
         self.on_events();
@@ -862,7 +965,22 @@ fn run_many(
     sessions: usize,
     progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<Vec<SessionResult>, Error> {
-    run_sessions(cfg, target, sessions, progress, None)
+    run_sessions(cfg, target, sessions, progress, None, None)
+}
+
+/// A relay's upstream half: receives the next session on `cfg.group` into
+/// `target` as [`recv_to_dir`] does, handing the bytes on through `relay`
+/// as they are stored and confirming only with the downstream verdict.
+pub(crate) fn recv_relayed(
+    cfg: &RecvConfig,
+    target: Target,
+    relay: &Upstream,
+    progress: Option<&mut dyn FnMut(Progress)>,
+) -> Result<RecvReport, Error> {
+    run_sessions(cfg, target, 1, progress, None, Some(relay))?
+        .pop()
+        .expect("one session, one result")
+        .map(|(report, _)| report)
 }
 
 /// A session's result, handed on as it ends (continuous service).
@@ -879,6 +997,7 @@ fn run_sessions(
     sessions: usize,
     mut progress: Option<&mut dyn FnMut(Progress)>,
     mut serve: Option<OnSession<'_>>,
+    relay: Option<&Upstream>,
 ) -> Result<Vec<SessionResult>, Error> {
     check_group(cfg.group)?;
     check_loss(cfg.loss)?;
@@ -900,7 +1019,7 @@ fn run_sessions(
     let group = SocketAddr::V4(cfg.group);
 
     let clock = Clock;
-    let mut d = Sessions::new(cfg, target, sessions, own);
+    let mut d = Sessions::new(cfg, target, sessions, own, relay);
     if sessions == 1 {
         tracing::info!("{:?} listening on {group} via {}", cfg.name, cfg.iface);
     } else {
@@ -970,6 +1089,10 @@ fn run_sessions(
         if d.poll_held() {
             tx_more = true;
         }
+        if d.poll_relay() {
+            let _ = d.on_events();
+            tx_more = true;
+        }
         if let Some(cb) = serve.as_deref_mut() {
             stopping |= cancel_seen;
             if d.serve_step(now, cb, &mut stopping) {
@@ -1006,6 +1129,10 @@ fn run_sessions(
             .min(MAX_WAIT);
         if let Some(until) = linger_until {
             wait = wait.min(until.saturating_since(now));
+        }
+        if d.relay_waiting() {
+            // The verdict comes on a channel, not a socket: look often.
+            wait = wait.min(RELAY_LOOK);
         }
         if rx_backlog || tx_more {
             wait = Duration::ZERO;
@@ -1077,7 +1204,7 @@ mod tests {
         data: &[u8],
         announced: [u8; 32],
     ) -> (Driver<'a>, Sender) {
-        let mut d = Sessions::new(cfg, Target::Dir(dir.to_owned()), 1, None);
+        let mut d = Sessions::new(cfg, Target::Dir(dir.to_owned()), 1, None, None);
         let clock = Clock;
         let object = ObjectInfo {
             size: data.len() as u64,

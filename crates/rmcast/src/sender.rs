@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -27,6 +27,19 @@ const HASH_CHUNK: usize = 16 << 20;
 pub(crate) struct Hashed {
     pub(crate) hash: [u8; HASH_LEN],
     pub(crate) took: Duration,
+    /// A relay forwards its sender's signature over the object.
+    pub(crate) signature: Option<[u8; rmcast_wire::SIGNATURE_LEN]>,
+}
+
+/// A source that fills while the session runs (a relay's downstream
+/// half): the bytes stored so far, and why to give up if the upstream
+/// half failed. The filler wakes the loop under [`HASH_TOKEN`] after
+/// each change, and sends the hash (with the upstream's signature) as
+/// the hashing thread would.
+#[derive(Default)]
+pub(crate) struct Feed {
+    pub(crate) available: AtomicU64,
+    pub(crate) abort: std::sync::Mutex<Option<String>>,
 }
 
 /// Hashes `data` on the calling thread; `None` if `stop` was raised first.
@@ -43,6 +56,7 @@ pub(crate) fn hash_object(data: &[u8], stop: &AtomicBool) -> Option<Hashed> {
     Some(Hashed {
         hash: *hasher.finalize().as_bytes(),
         took: start.elapsed(),
+        signature: None,
     })
 }
 
@@ -253,18 +267,11 @@ fn run(
     cfg: &SendConfig,
     progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<SendReport, Error> {
-    check_group(cfg.group)?;
-    check_loss(cfg.loss)?;
-    let mut proto = cfg.proto.clone();
     // A tree (a name ending in `/`) starts with its manifest: receivers
     // report what they hold once it is in (resume, delta), and its hash is
     // the object's (below).
     let manifest = crate::tree::manifest_extent_of(name, data);
-    proto.have_after = manifest;
-    if cfg.loss > 0.0 {
-        proto.test_loss_ppm = (cfg.loss * 1e6).round() as u32;
-    }
-    proto.validate()?;
+    let proto = session_config(cfg, manifest)?;
 
     let poll = Poll::new().map_err(|source| Error::Io {
         context: "cannot create an event loop".into(),
@@ -301,15 +308,52 @@ fn run(
                 context: "cannot start the hashing thread".into(),
                 source,
             })?;
-        let result = drive(name, data, cfg, progress, proto, poll, &hashed);
+        let result = drive(name, data, cfg, progress, proto, poll, &hashed, None);
         // Ended early (error, cancel): the hash is not needed any more.
         stop.store(true, Ordering::Relaxed);
         result
     })
 }
 
+/// The machine's configuration for a session of `cfg`: checked, with the
+/// test loss and a tree's manifest extent (`have_after`) in.
+pub(crate) fn session_config(
+    cfg: &SendConfig,
+    have_after: Option<u64>,
+) -> Result<rmcast_proto::SenderConfig, Error> {
+    check_group(cfg.group)?;
+    check_loss(cfg.loss)?;
+    let mut proto = cfg.proto.clone();
+    proto.have_after = have_after;
+    if cfg.loss > 0.0 {
+        proto.test_loss_ppm = (cfg.loss * 1e6).round() as u32;
+    }
+    proto.validate()?;
+    Ok(proto)
+}
+
+/// Sends `size` bytes under `name` from a source that fills while the
+/// session runs (`data` is the whole object's extent, readable up to
+/// `feed.available`): a relay's downstream half. `poll` is woken under
+/// [`HASH_TOKEN`] when the feed changes; `hashed` brings the hash.
+pub(crate) fn send_streamed(
+    name: &str,
+    data: &[u8],
+    cfg: &SendConfig,
+    poll: Poll,
+    hashed: &mpsc::Receiver<Hashed>,
+    feed: &Feed,
+) -> Result<SendReport, Error> {
+    // No resume or delta downstream: the receivers' reports of what they
+    // hold would have to wait for the manifest the relay is still getting.
+    let proto = session_config(cfg, None)?;
+    drive(name, data, cfg, None, proto, poll, hashed, Some(feed))
+}
+
 /// The event loop of [`run`]: `hashed` brings the object's hash when the
-/// hashing thread has it (it also wakes `poll` under [`HASH_TOKEN`]).
+/// hashing thread has it (it also wakes `poll` under [`HASH_TOKEN`]);
+/// `feed`, for a source that fills while the session runs.
+#[allow(clippy::too_many_arguments)]
 fn drive(
     name: &str,
     data: &[u8],
@@ -318,6 +362,7 @@ fn drive(
     proto: rmcast_proto::SenderConfig,
     mut poll: Poll,
     hashed: &mpsc::Receiver<Hashed>,
+    feed: Option<&Feed>,
 ) -> Result<SendReport, Error> {
     let protocol = if proto.auto.is_some() {
         "auto"
@@ -384,6 +429,9 @@ fn drive(
         ),
     }
     let mut sender = Sender::new(proto, session, isn, object, started)?;
+    if feed.is_some() {
+        sender.set_available(0);
+    }
     let pace_slack = pace_slack(rate, packet_size, sender.pacer_bucket_bytes());
     tracing::info!(
         "session {session}: offering {name:?} ({size} bytes) on {group} from {}, \
@@ -411,6 +459,13 @@ fn drive(
         if cancelled_at.is_some_and(|t| now.saturating_since(t) > FAREWELL_MAX) {
             break;
         }
+        if let Some(f) = feed {
+            sender.set_available(f.available.load(Ordering::Acquire));
+            if let Some(reason) = f.abort.lock().ok().and_then(|mut a| a.take()) {
+                tracing::warn!("session {session}: {reason}; ending the session");
+                sender.abort(now, &reason);
+            }
+        }
         if sender.object_hash().is_none()
             && let Ok(h) = hashed.try_recv()
         {
@@ -423,12 +478,13 @@ fn drive(
                 sender.acked_bytes()
             );
             // The Close, if every byte is acknowledged, goes out below.
-            match &cfg.signing_key {
-                Some(key) => {
+            match (&h.signature, &cfg.signing_key) {
+                (Some(sig), _) => sender.set_signed_object_hash(h.hash, *sig),
+                (None, Some(key)) => {
                     let sig = crate::keys::sign_object(key, &h.hash, size, name);
                     sender.set_signed_object_hash(h.hash, sig);
                 }
-                None => sender.set_object_hash(h.hash),
+                (None, None) => sender.set_object_hash(h.hash),
             }
         }
 

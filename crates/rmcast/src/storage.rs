@@ -781,6 +781,41 @@ impl Sink {
         }
     }
 
+    /// A relay forwards what is stored: of the first `in_order` bytes
+    /// (all received), how many are written to the file, where another
+    /// reader finds them (bytes still staged are not, yet). Once every
+    /// byte is in, the stage is written out so the tail need not wait for
+    /// the verification.
+    pub(crate) fn stored_prefix(&mut self, in_order: u64) -> io::Result<u64> {
+        match self {
+            Sink::File(p) => {
+                if in_order >= p.size {
+                    p.flush()?;
+                }
+                Ok(if p.stage.is_empty() {
+                    in_order
+                } else {
+                    in_order.min(p.stage_offset)
+                })
+            }
+            _ => Ok(0),
+        }
+    }
+
+    /// A second handle on the file the object is stored into (a part file
+    /// or an in-memory file), for a reader beside the receiver (a relay's
+    /// downstream half); it stays readable after a commit renames or
+    /// removes the part file.
+    pub(crate) fn reader(&self) -> io::Result<File> {
+        match self {
+            Sink::File(p) => p.file.try_clone(),
+            _ => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the object is not stored in a file",
+            )),
+        }
+    }
+
     /// BLAKE3 of the stored object (writes out any staged bytes first).
     pub(crate) fn hash(&mut self) -> io::Result<[u8; HASH_LEN]> {
         if let Sink::File(p) = self {
