@@ -42,9 +42,11 @@ fn recv(group: &str, out: &Path, name: &str, extra: &[&str]) -> Proc {
 
 fn relay(from: &str, to: &str, receivers: &str, extra: &[&str]) -> Proc {
     let mut cmd = rmcast();
-    cmd.args(["relay", "--json", "--name", "relay-b", "--from", from, "--to", to])
-        .args(["--receivers", receivers, "--timeout", "20s"])
-        .args(extra);
+    cmd.args([
+        "relay", "--json", "--name", "relay-b", "--from", from, "--to", to,
+    ])
+    .args(["--receivers", receivers, "--timeout", "20s"])
+    .args(extra);
     Proc::spawn("relay", &mut cmd)
 }
 
@@ -81,7 +83,9 @@ fn a_relay_forwards_into_its_group_and_counts_once_upstream() {
     assert_eq!(r["downstream"]["verified"], 2, "{r}");
     assert_eq!(r["to"], b.as_str());
     assert!(
-        r["downstream"]["retransmitted_packets"].as_u64().unwrap_or(0)
+        r["downstream"]["retransmitted_packets"]
+            .as_u64()
+            .unwrap_or(0)
             + r["downstream"]["parity_packets"].as_u64().unwrap_or(0)
             > 0,
         "the relay repaired its group's 1 % loss itself: {r}"

@@ -365,6 +365,9 @@ impl Driver<'_> {
         ) {
             Ok(sink) => {
                 self.sink = sink;
+                if self.relay.is_some() {
+                    self.sink.keep_every_byte();
+                }
                 if let Some(r) = self.relay
                     && let Err(text) = r.offered(&info, &self.sink)
                 {
@@ -386,6 +389,14 @@ impl Driver<'_> {
                 }
             }
             Err((status, text)) => {
+                let text = match self.relay {
+                    Some(_) if info.name.ends_with(crate::tree::TREE_SUFFIX) => format!(
+                        "{:?} is a directory tree: a relay forwards a tree from a copy on \
+                         disk (rmcast relay --out DIR)",
+                        info.name
+                    ),
+                    _ => text,
+                };
                 tracing::warn!("refusing {:?}: {text}", info.name);
                 self.offer = Some(info);
                 self.end = Some(End::Refused(text.clone()));

@@ -59,6 +59,10 @@ pub(crate) struct Part {
     hashed: u64,
     /// A tree: looking for the chunks this disk holds already.
     held: HeldSearch,
+    /// Every byte of the object arrives into the file and stays there (a
+    /// relay reads it back): no chunk is taken from the disk instead, no
+    /// copied range is released.
+    whole: bool,
 }
 
 /// A tree's search for the chunks this disk holds (resume, delta): it
@@ -112,7 +116,9 @@ impl Part {
                     }
                     self.catch_up(in_order)?;
                     let tree = self.tree.as_ref().expect("checked above");
-                    let Some(manifest) = tree.manifest().filter(|_| !tree.failed()) else {
+                    let Some(manifest) = tree.manifest().filter(|_| !tree.failed() && !self.whole)
+                    else {
+                        // Or a relay, which must receive every byte.
                         // A manifest that does not read: the tree fails at
                         // the end; nothing is held meanwhile.
                         self.held = HeldSearch::Done;
@@ -672,6 +678,7 @@ pub(crate) fn prepare(
                 hasher: Box::new(blake3::Hasher::new()),
                 hashed: 0,
                 held: HeldSearch::default(),
+                whole: false,
             };
             part.file.set_len(offer.size).map_err(|e| {
                 let status = if e.raw_os_error() == Some(libc::ENOSPC) {
@@ -709,6 +716,7 @@ pub(crate) fn prepare(
                 hasher: Box::new(blake3::Hasher::new()),
                 hashed: 0,
                 held: HeldSearch::default(),
+                whole: false,
             }))
         }
     }
@@ -799,6 +807,19 @@ impl Sink {
                 })
             }
             _ => Ok(0),
+        }
+    }
+
+    /// A relay: every byte of the object arrives into the file and stays
+    /// there to be read back (a tree's chunks already on this disk are not
+    /// taken from it, its copied ranges are not released). Call before the
+    /// first byte.
+    pub(crate) fn keep_every_byte(&mut self) {
+        if let Sink::File(p) = self {
+            p.whole = true;
+            if let Some(t) = &mut p.tree {
+                t.keep_part();
+            }
         }
     }
 

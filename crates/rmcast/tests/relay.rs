@@ -217,3 +217,52 @@ fn a_relay_stopped_half_way_is_named_and_its_receivers_fail_cleanly() {
         assert!(text.contains("upstream"), "{text}");
     }
 }
+
+#[test]
+fn a_directory_tree_crosses_a_relay_that_keeps_a_copy_and_is_refused_by_one_that_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("a.txt"), b"hello").unwrap();
+    std::fs::write(src.join("sub/b.bin"), object(300_000)).unwrap();
+    let root = dir.path().to_owned();
+    for keep in [true, false] {
+        let root_t = root.clone();
+        let (sent, received) = bounded(Duration::from_secs(60), move || {
+            let root = root_t;
+            let a = random_group();
+            let b = group_besides(&[a]);
+            let out = root.join(format!("behind-{keep}"));
+            let mut rc = recv_config(b, "b1", &out);
+            if !keep {
+                // Nothing will be announced behind a relay that refused.
+                rc.listen_timeout = Some(Duration::from_secs(3));
+            }
+            let received = std::thread::spawn(move || recv_to_dir(&rc, None));
+            let mut cfg = relay_config(a, b, "relay-b", 1);
+            cfg.keep = keep;
+            cfg.upstream.out_dir = root.join("relay-copy");
+            let relayed = std::thread::spawn(move || relay(&cfg, None));
+            let sc = send_config(a, 1, 0.0);
+            let sent = rmcast::send_path(&root.join("src"), &sc, None).expect("send runs");
+            let _ = relayed.join().unwrap();
+            (sent, received.join().unwrap())
+        });
+        if keep {
+            assert!(sent.ok, "{sent:#?}");
+            received.expect("the tree arrived behind the relay");
+            for rel in ["a.txt", "sub/b.bin"] {
+                let want = std::fs::read(src.join(rel)).unwrap();
+                let behind = root.join("behind-true/src").join(rel);
+                assert!(std::fs::read(&behind).unwrap() == want, "{rel}");
+                let kept = root.join("relay-copy/src").join(rel);
+                assert!(std::fs::read(&kept).unwrap() == want, "{rel}");
+            }
+        } else {
+            assert!(!sent.ok);
+            let reason = sent.members[0].reason.as_deref().unwrap_or("");
+            assert!(reason.contains("--out DIR"), "{reason}");
+            assert!(received.is_err());
+        }
+    }
+}

@@ -410,6 +410,9 @@ pub(crate) struct Extractor {
     verified: std::collections::HashMap<u64, Source>,
     /// The last source file opened (chunks of one file come in a row).
     source: Option<(std::sync::Arc<PathBuf>, File)>,
+    /// Release each copied range of the part file (off for a relay, which
+    /// reads the whole object back from it).
+    punch: bool,
 }
 
 impl Extractor {
@@ -431,7 +434,13 @@ impl Extractor {
             leftovers: Vec::new(),
             verified: std::collections::HashMap::new(),
             source: None,
+            punch: true,
         }
+    }
+
+    /// Leaves the part file whole (a relay sends it on from there).
+    pub(crate) fn keep_part(&mut self) {
+        self.punch = false;
     }
 
     /// Chunks found on this disk, checked already, by object offset.
@@ -559,7 +568,9 @@ impl Extractor {
                         )
                         .map_err(named)?;
                     }
-                    punch_hole(part, offset + start, end - start);
+                    if self.punch {
+                        punch_hole(part, offset + start, end - start);
+                    }
                     open.done += 1;
                 }
                 let file = self.open.take().expect("opened above").file;
