@@ -14,7 +14,15 @@
 //! kind = "rmcast"
 //! protocol = "nak-poll"
 //! ```
+//!
+//! `segments = [10, 10, 10]` (receivers per segment, the sender's first)
+//! makes the scenario segmented: `kind = "cascade"` tools run on a LAN of
+//! that many bridges joined by relay hosts (`testbed/segments.rs`), every
+//! other tool on one flat LAN of the same total, in the same run;
+//! `receivers` may then be left out (it is the total). `[[claims]]` state
+//! goodputs against the link rate (`claims.rs`).
 
+pub mod claims;
 pub(crate) mod files;
 mod judge;
 pub mod metrics;
@@ -77,8 +85,13 @@ pub struct Scenario {
     /// Testbed kind.
     #[serde(default = "default_testbed")]
     pub testbed: TestbedKind,
-    /// Receiver counts.
+    /// Receiver counts (with `segments`: their total, or left out).
+    #[serde(default)]
     pub receivers: Vec<u16>,
+    /// Receivers per segment, the sender's segment first: `cascade` tools
+    /// run on that many bridges joined by relays, the others flat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Vec<u16>>,
     /// Object sizes (`4MiB`, `20MB`).
     pub sizes: Vec<String>,
     /// Per-host egress rates (`100mbit`, `1gbit`, `none`).
@@ -113,6 +126,9 @@ pub struct Scenario {
     pub inject: Inject,
     /// The tools.
     pub tools: Vec<Tool>,
+    /// Claims judged after the run (G against the link rate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<claims::Claim>,
 }
 
 fn default_testbed() -> TestbedKind {
@@ -158,8 +174,37 @@ impl Scenario {
         Ok(s)
     }
 
+    /// The segments, checked (None: a flat scenario).
+    pub fn segment_layout(&self) -> Result<Option<crate::testbed::Segments>> {
+        self.segments
+            .as_deref()
+            .map(crate::testbed::Segments::new)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("segments: {e}"))
+    }
+
+    /// The receiver counts swept: `receivers`, or the segments' total.
+    pub fn receiver_counts(&self) -> Vec<u16> {
+        match (&self.segments, self.receivers.is_empty()) {
+            (Some(seg), true) => vec![seg.iter().sum()],
+            _ => self.receivers.clone(),
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.receivers.is_empty() || self.receivers.iter().any(|&n| n == 0 || n > 250) {
+        let layout = self.segment_layout()?;
+        if let Some(seg) = &layout {
+            if self.receiver_counts() != [seg.total() as u16] {
+                bail!(
+                    "with segments {:?}, receivers must be left out or be [{}] (their total)",
+                    seg.per_segment(),
+                    seg.total()
+                );
+            }
+            if seg.total() > 250 && self.tools.iter().any(|t| t.kind != ToolKind::Cascade) {
+                bail!("the flat LAN beside the segments holds at most 250 receivers");
+            }
+        } else if self.receivers.is_empty() || self.receivers.iter().any(|&n| n == 0 || n > 250) {
             bail!("receivers must list counts in 1..=250");
         }
         for s in &self.sizes {
@@ -186,16 +231,49 @@ impl Scenario {
         if names.windows(2).any(|w| w[0] == w[1]) {
             bail!("tool names must be unique");
         }
+        for c in &self.claims {
+            if !self.tools.iter().any(|t| t.name == c.tool) {
+                bail!("claim {:?}: no tool named {}", c.text, c.tool);
+            }
+            if !(0.0..=1.0).contains(&c.min_fraction_of_rate) {
+                bail!("claim {:?}: min_fraction_of_rate must be in 0..=1", c.text);
+            }
+        }
         for t in &self.tools {
+            if t.kind == ToolKind::Cascade {
+                if layout.is_none() {
+                    bail!(
+                        "tool {}: kind = \"cascade\" needs `segments` (receivers per segment)",
+                        t.name
+                    );
+                }
+                if let Some(p) = t.protocol.as_deref()
+                    && !crate::tools::cascade::PROTOCOLS.contains(&p)
+                {
+                    bail!(
+                        "tool {}: a cascade runs a multicast protocol ({}), not {p}",
+                        t.name,
+                        crate::tools::cascade::PROTOCOLS.join(", ")
+                    );
+                }
+                if t.senders.is_some_and(|k| k > 1) {
+                    bail!("tool {}: a cascade has one sender", t.name);
+                }
+            } else if !t.relay_args.is_empty() {
+                bail!(
+                    "tool {}: `relay_args` applies to kind = \"cascade\" only",
+                    t.name
+                );
+            }
             if t.kind == ToolKind::Rmcast {
                 if let Some(p) = t.protocol.as_deref()
                     && !crate::tools::rmcast::PROTOCOLS.contains(&p)
                 {
                     bail!("tool {}: unknown rmcast protocol {p}", t.name);
                 }
-            } else if t.protocol.is_some() {
+            } else if t.protocol.is_some() && t.kind != ToolKind::Cascade {
                 bail!(
-                    "tool {}: `protocol` applies to kind = \"rmcast\" only",
+                    "tool {}: `protocol` applies to kind = \"rmcast\" or \"cascade\" only",
                     t.name
                 );
             }
