@@ -328,6 +328,8 @@ mod tests {
             "fastpath.toml",
             "fastpath-1g.toml",
             "fastpath-small.toml",
+            "cascade-100mbit.toml",
+            "cascade-quick.toml",
         ] {
             assert!(
                 parsed.iter().any(|p| p == f),
@@ -357,5 +359,72 @@ mod tests {
         assert!(format!("{e:#}").contains("--rate-control hunt"));
         let sc = Scenario::parse(&format!("{two}args=['--rate-control', 'hunt']\n")).unwrap();
         assert_eq!(sc.tools[0].sender_count(), 2);
+    }
+
+    #[test]
+    fn segments_set_the_total_and_cascades_need_them() {
+        let tools = "[[tools]]\nname='flat'\nkind='rmcast'\n[[tools]]\nname='c'\nkind='cascade'\nprotocol='ring'\nrelay_args=['--window','32']\n";
+        let sc = Scenario::parse(&format!(
+            "name='x'\nsegments=[10,10,10]\nsizes=['1MiB']\n{tools}"
+        ))
+        .unwrap();
+        assert_eq!(sc.receiver_counts(), vec![30]);
+        assert_eq!(sc.segment_layout().unwrap().unwrap().relays(), 2);
+        // receivers, when given, must be the total.
+        assert!(
+            Scenario::parse(&format!(
+                "name='x'\nsegments=[1,2]\nreceivers=[3]\nsizes=['1MiB']\n{tools}"
+            ))
+            .is_ok()
+        );
+        let e = Scenario::parse(&format!(
+            "name='x'\nsegments=[1,2]\nreceivers=[4]\nsizes=['1MiB']\n{tools}"
+        ))
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("their total"), "{e:#}");
+        // No segments: no cascade.
+        let e = Scenario::parse(&format!("name='x'\nreceivers=[3]\nsizes=['1MiB']\n{tools}"))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("needs `segments`"), "{e:#}");
+        // Relays forward multicast: no TCP overlay; relay_args are the cascade's.
+        let e = Scenario::parse(
+            "name='x'\nsegments=[1,1]\nsizes=['1MiB']\n[[tools]]\nname='c'\nkind='cascade'\nprotocol='tcp-chain'\n",
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("multicast protocol"), "{e:#}");
+        assert!(
+            Scenario::parse(
+                "name='x'\nreceivers=[1]\nsizes=['1MiB']\n[[tools]]\nname='r'\nkind='rmcast'\nrelay_args=['-v']\n",
+            )
+            .is_err()
+        );
+        assert!(
+            Scenario::parse(
+                "name='x'\nsegments=[1,0]\nsizes=['1MiB']\n[[tools]]\nname='c'\nkind='cascade'\n"
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn claims_name_a_tool_and_a_fraction() {
+        let base = "name='x'\nreceivers=[1]\nsizes=['1MiB']\n[[tools]]\nname='a'\nkind='rmcast'\n";
+        let ok = format!("{base}[[claims]]\ntext='t'\ntool='a'\nmin_fraction_of_rate=0.9\n");
+        assert_eq!(Scenario::parse(&ok).unwrap().claims.len(), 1);
+        assert!(
+            Scenario::parse(&format!(
+                "{base}[[claims]]\ntext='t'\ntool='b'\nmin_fraction_of_rate=0.9\n"
+            ))
+            .is_err()
+        );
+        assert!(
+            Scenario::parse(&format!(
+                "{base}[[claims]]\ntext='t'\ntool='a'\nmin_fraction_of_rate=1.5\n"
+            ))
+            .is_err()
+        );
+        // The scenario as the runner writes it (scenario.toml) reads back.
+        let again = Scenario::parse(&toml::to_string(&Scenario::parse(&ok).unwrap()).unwrap());
+        assert!(again.is_ok());
     }
 }

@@ -419,7 +419,7 @@ fn record_wire(
 ) {
     let delta: Vec<_> = after.iter().zip(before).map(|(a, b)| a.since(b)).collect();
     record_traffic(rec, &delta);
-    rec.receivers_tx_packets = delta[1..hosts].iter().map(|d| d.tx_packets).sum();
+    rec.receivers_tx_packets = delta.iter().take(hosts).skip(1).map(|d| d.tx_packets).sum();
     rec.overhead_bytes = rec.tx_bytes_total as i64 - total_bytes as i64;
     rec.cost = (rec.tx_bytes_total + rec.rx_bytes_total) as f64 / total_bytes as f64;
     if tb.is_netns() && rec.sender_tx_packets > 0 {
