@@ -434,6 +434,13 @@ fn assert_cascade_ok(r: &serde_json::Value, receivers: u64, relays: usize) {
     assert_eq!(r["kind"], "cascade");
     assert_eq!(r["receivers"], receivers);
     assert!(r["goodput_mbps"].as_f64().is_some_and(|g| g > 0.0), "{r:#}");
+    // The sender's exit is the cascade's end: nobody finished much later.
+    assert!(
+        r["reasons"].as_array().unwrap().is_empty(),
+        "warnings: {:#}",
+        r["reasons"]
+    );
+    assert!(r["last_exit_seconds"].as_f64().is_some(), "{r:#}");
     let rel = r["relays"].as_array().expect("relays recorded");
     assert_eq!(rel.len(), relays, "{r:#}");
     for (k, x) in rel.iter().enumerate() {

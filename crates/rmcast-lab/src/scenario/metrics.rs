@@ -159,6 +159,10 @@ pub struct RunRecord {
     /// Receivers per segment (cascade runs on a segmented testbed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub segments: Vec<u16>,
+    /// Cascade runs: seconds from the sender's start until the last of all
+    /// processes (receivers and relays too) ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_exit_seconds: Option<f64>,
     /// The relays of a cascade run, r1 first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub relays: Vec<RelayRecord>,

@@ -268,6 +268,10 @@ fn run_one(
     }
     let secs = transfer_seconds(&set, sender_idx, plan.completion);
     record_goodput(sc, pt, &run_dir, total_bytes, secs, &mut rec, &mut reasons);
+    if !plan.relays.is_empty() {
+        // After the goodput: its warning must not hide G.
+        check_cascade_end(&set, sender_idx, secs, &mut rec, &mut reasons);
+    }
     record_wire(tb, hosts, total_bytes, &before, &after, &mut rec);
     let n_receivers = plan.receivers.len();
     record_cpu(
@@ -365,6 +369,33 @@ fn record_goodput(
     if let Some(secs) = secs.filter(|_| reasons.is_empty() && !blast) {
         rec.seconds = Some(secs);
         rec.goodput_mbps = Some(total_bytes as f64 * 8.0 / secs / 1e6);
+    }
+}
+
+/// A cascade is timed by its sender, whose exit 0 must mean that every
+/// relay's subtree verified: record when the last process ended, and warn
+/// when a receiver or relay ended well after the sender (a relay that
+/// confirmed upstream before its own receivers would make G look better
+/// than it is).
+fn check_cascade_end(
+    set: &ProcSet,
+    sender_idx: usize,
+    secs: Option<f64>,
+    rec: &mut RunRecord,
+    reasons: &mut Vec<String>,
+) {
+    rec.last_exit_seconds = transfer_seconds(set, sender_idx, tools::Completion::AllExit);
+    // Receivers exit right after their confirmation; 1 s + 10 % is slack
+    // for a loaded box, far below a second transfer through a relay.
+    if let (Some(sender), Some(last)) = (secs, rec.last_exit_seconds)
+        && last > sender * 1.1 + 1.0
+    {
+        reasons.push(format!(
+            "warning: the last receiver or relay ended {:.2} s after the sender ({:.2} s vs {sender:.2} s): \
+             did a relay confirm upstream before its downstream group verified?",
+            last - sender,
+            last
+        ));
     }
 }
 
