@@ -109,6 +109,10 @@ pub struct UpArgs {
     /// replaces --receivers): one bridge each, relay rK on segments K-1 and K.
     #[arg(long, value_delimiter = ',')]
     pub segments: Vec<u16>,
+    /// With --segments: the segment each relay 1.. receives from (`0,0`:
+    /// both off segment 0); default the chain 0,1,…
+    #[arg(long, value_delimiter = ',')]
+    pub relay_from: Vec<usize>,
 }
 
 /// `lab chaos`.
@@ -220,7 +224,12 @@ pub fn run(args: LabArgs) -> Result<i32> {
             let segments = if a.segments.is_empty() {
                 None
             } else {
-                Some(testbed::Segments::new(&a.segments).map_err(anyhow::Error::msg)?)
+                let seg = if a.relay_from.is_empty() {
+                    testbed::Segments::new(&a.segments)
+                } else {
+                    testbed::Segments::with_relays(&a.segments, &a.relay_from)
+                };
+                Some(seg.map_err(anyhow::Error::msg)?)
             };
             let spec = testbed::NetnsSpec {
                 receivers: segments.as_ref().map_or(a.receivers, |s| s.total() as u16),

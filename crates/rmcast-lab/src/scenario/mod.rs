@@ -19,7 +19,8 @@
 //! makes the scenario segmented: `kind = "cascade"` tools run on a LAN of
 //! that many bridges joined by relay hosts (`testbed/segments.rs`), every
 //! other tool on one flat LAN of the same total, in the same run;
-//! `receivers` may then be left out (it is the total). `[[claims]]` state
+//! `receivers` may then be left out (it is the total); `relay_from =
+//! [0, 0]` says which segment each relay receives from (default a chain). `[[claims]]` state
 //! goodputs against the link rate (`claims.rs`).
 
 pub mod claims;
@@ -92,6 +93,10 @@ pub struct Scenario {
     /// run on that many bridges joined by relays, the others flat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<Vec<u16>>,
+    /// With `segments`: the segment each relay 1.. receives from (relay k
+    /// feeds segment k); default the chain `[0, 1, …]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay_from: Option<Vec<usize>>,
     /// Object sizes (`4MiB`, `20MB`).
     pub sizes: Vec<String>,
     /// Per-host egress rates (`100mbit`, `1gbit`, `none`).
@@ -176,9 +181,15 @@ impl Scenario {
 
     /// The segments, checked (None: a flat scenario).
     pub fn segment_layout(&self) -> Result<Option<crate::testbed::Segments>> {
+        if self.relay_from.is_some() && self.segments.is_none() {
+            bail!("relay_from needs segments");
+        }
         self.segments
             .as_deref()
-            .map(crate::testbed::Segments::new)
+            .map(|seg| match &self.relay_from {
+                None => crate::testbed::Segments::new(seg),
+                Some(from) => crate::testbed::Segments::with_relays(seg, from),
+            })
             .transpose()
             .map_err(|e| anyhow::anyhow!("segments: {e}"))
     }
@@ -401,6 +412,24 @@ mod tests {
         assert!(
             Scenario::parse(
                 "name='x'\nsegments=[1,0]\nsizes=['1MiB']\n[[tools]]\nname='c'\nkind='cascade'\n"
+            )
+            .is_err()
+        );
+        // A tree: both relays off segment 0.
+        let tree = Scenario::parse(&format!(
+            "name='x'\nsegments=[2,2,2]\nrelay_from=[0,0]\nsizes=['1MiB']\n{tools}"
+        ))
+        .unwrap();
+        assert_eq!(tree.segment_layout().unwrap().unwrap().members_of(0), 4);
+        assert!(
+            Scenario::parse(&format!(
+                "name='x'\nsegments=[2,2,2]\nrelay_from=[0,2]\nsizes=['1MiB']\n{tools}"
+            ))
+            .is_err()
+        );
+        assert!(
+            Scenario::parse(
+                "name='x'\nreceivers=[2]\nrelay_from=[0]\nsizes=['1MiB']\n[[tools]]\nname='a'\nkind='rmcast'\n"
             )
             .is_err()
         );

@@ -212,6 +212,7 @@ fn lab_scenario(suite: &Suite, e: &Experiment, tools: Vec<Tool>) -> Scenario {
         inject: Inject::default(),
         tools,
         segments: None,
+        relay_from: None,
         claims: Vec::new(),
     }
 }

@@ -10,8 +10,9 @@
 //!
 //! With [`NetnsSpec::segments`] the switch namespace holds one bridge per
 //! segment (`br0`, `br1`, …), each host's port is enslaved to its segment's
-//! bridge, and relay k is a namespace `<id>-rK` with `eth0` on bridge
-//! k − 1 (switch port `uK`) and `eth1` on bridge k (port `dK`), IP
+//! bridge, and relay k is a namespace `<id>-rK` with `eth0` on the bridge
+//! of the segment it receives from (switch port `uK`; k − 1 in a chain)
+//! and `eth1` on bridge k (port `dK`), IP
 //! forwarding off (set and read back): the bridges are joined by nothing
 //! else, so a datagram crosses a segment only if a relay process sends it
 //! again (`segments.rs` has the addresses).
@@ -475,8 +476,8 @@ impl Netns {
     fn describe_segments(&self, seg: &Segments) -> String {
         let mut s = format!(
             "netns testbed {}: {} segments {:?} (receivers each; h0 = sender on segment 0), one bridge each (br0..br{}) \
-             in namespace {} (IGMP snooping: off), segment s = 10.77.s.0/24; {} relay host(s) r1..r{} with eth0 on segment k-1 \
-             and eth1 on segment k, IP forwarding off; egress tbf {} on every host interface and both relay interfaces \
+             in namespace {} (IGMP snooping: off), segment s = 10.77.s.0/24; {} relay host(s) r1..r{} with eth0 on the segment each receives from \
+             ({:?}) and eth1 on segment k, IP forwarding off; egress tbf {} on every host interface and both relay interfaces \
              (burst {TBF_BURST}, limit {TBF_LIMIT}), MTU {}; loss is set per point on receivers' and relays' UDP+TCP input",
             self.id,
             seg.count(),
@@ -485,6 +486,7 @@ impl Netns {
             self.switch_ns,
             self.relays.len(),
             self.relays.len(),
+            seg.upstreams(),
             crate::units::fmt_rate(self.spec.rate_bits_per_s),
             self.spec.mtu,
         );

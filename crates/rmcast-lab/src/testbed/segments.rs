@@ -3,30 +3,36 @@
 //! routing between them, so a session reaches another segment only through
 //! `rmcast relay`.
 //!
-//! The layout is a chain, as a scenario's `segments = [10, 10, 10]` says:
-//! segment 0 holds the sender h0 and the first 10 receivers; relay k
-//! (k ≥ 1) has `eth0` on segment k − 1 and `eth1` on segment k; the
-//! receivers of segment k follow those of segment k − 1 in host order
-//! (h1..h10 on segment 0, h11..h20 on 1, h21..h30 on 2). Everything here
-//! is arithmetic (no root), so the plan can be tested anywhere.
+//! A scenario's `segments = [10, 10, 10]` gives the receivers per segment:
+//! segment 0 holds the sender h0 and the first 10 receivers, and the
+//! receivers of segment s follow those of segment s − 1 in host order
+//! (h1..h10 on segment 0, h11..h20 on 1, h21..h30 on 2). Relay k (k ≥ 1)
+//! feeds segment k: it has `eth0` on the segment it receives from and
+//! `eth1` on segment k. By default that is segment k − 1 (a chain);
+//! `relay_from = [0, 0]` hangs both relays off segment 0 instead (a tree:
+//! each relay's upstream segment must come before its own). Everything
+//! here is arithmetic (no root), so the plan can be tested anywhere.
 //!
 //! Addresses: segment s is 10.77.s.0/24. Its upstream host (h0 on segment
 //! 0, relay s's `eth1` on the others) is 10.77.s.1, its j-th receiver
-//! (j = 0, 1, …) 10.77.s.(j + 2), and the relay that leaves it (relay s + 1's
-//! `eth0`) 10.77.s.254.
+//! (j = 0, 1, …) 10.77.s.(j + 2), and relay k's `eth0` on the segment it
+//! leaves 10.77.from.(255 − k).
 
 use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
 
 /// Most segments a testbed may have.
 pub const MAX_SEGMENTS: usize = 16;
-/// Most receivers on one segment (addresses .2 ..= .241 of its /24).
-pub const MAX_PER_SEGMENT: u16 = 240;
+/// Most receivers on one segment (addresses .2 ..= .231 of its /24; relays'
+/// upstream ends take .239 ..= .254).
+pub const MAX_PER_SEGMENT: u16 = 230;
 
 /// Receivers per segment, segment 0 (the sender's) first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segments {
     receivers: Vec<u16>,
+    /// The segment relay k receives from, at index k − 1.
+    from: Vec<usize>,
 }
 
 /// A relay host of a testbed: `eth0` on its upstream segment, `eth1` on its
@@ -46,10 +52,17 @@ pub struct RelayHost {
 }
 
 impl Segments {
-    /// Checks a scenario's `segments`: 1..=16 segments, each with at most
-    /// 240 receivers, and the last one with at least one (a segment without
-    /// receivers is only a transit for the relay to the next).
+    /// A chain: relay k from segment k − 1 ([`Segments::with_relays`]).
     pub fn new(receivers: &[u16]) -> Result<Segments, String> {
+        let chain: Vec<usize> = (0..receivers.len().saturating_sub(1)).collect();
+        Segments::with_relays(receivers, &chain)
+    }
+
+    /// Checks a scenario's `segments` and `relay_from`: 1..=16 segments,
+    /// each with at most 230 receivers; one upstream segment per relay
+    /// (relay k feeds segment k), each before k; and every segment with a
+    /// member (a segment without receivers is only a transit for relays).
+    pub fn with_relays(receivers: &[u16], from: &[usize]) -> Result<Segments, String> {
         if receivers.is_empty() || receivers.len() > MAX_SEGMENTS {
             return Err(format!(
                 "segments must list 1..={MAX_SEGMENTS} receiver counts, not {}",
@@ -61,17 +74,44 @@ impl Segments {
                 "a segment holds at most {MAX_PER_SEGMENT} receivers, not {n}"
             ));
         }
-        if receivers.last() == Some(&0) {
-            return Err("the last segment must hold at least one receiver".into());
+        if from.len() + 1 != receivers.len() {
+            return Err(format!(
+                "relay_from names the upstream segment of each relay 1..{}: {} values, not {}",
+                receivers.len(),
+                receivers.len() - 1,
+                from.len()
+            ));
         }
-        Ok(Segments {
+        if let Some((k, f)) = from.iter().enumerate().find(|&(k, &f)| f > k) {
+            return Err(format!(
+                "relay {} feeds segment {} and must receive from an earlier segment, not {f}",
+                k + 1,
+                k + 1
+            ));
+        }
+        let seg = Segments {
             receivers: receivers.to_vec(),
-        })
+            from: from.to_vec(),
+        };
+        if let Some(s) = (0..seg.count()).find(|&s| seg.members_of(s) == 0) {
+            return Err(format!("segment {s} holds no receiver and feeds no relay"));
+        }
+        Ok(seg)
     }
 
     /// Receivers per segment, as given.
     pub fn per_segment(&self) -> &[u16] {
         &self.receivers
+    }
+
+    /// The segment each relay 1.. receives from (`relay_from`).
+    pub fn upstreams(&self) -> &[usize] {
+        &self.from
+    }
+
+    /// Whether the relays form the default chain (relay k from k − 1).
+    pub fn is_chain(&self) -> bool {
+        self.from.iter().enumerate().all(|(k, &f)| f == k)
     }
 
     /// How many segments (bridges).
@@ -112,10 +152,10 @@ impl Segments {
 
     /// The segment relay `k` (1..count) receives from.
     pub fn relay_from(&self, k: usize) -> usize {
-        k - 1
+        self.from[k - 1]
     }
 
-    /// The relays that receive from segment `s` (the chain: relay s + 1, if any).
+    /// The relays that receive from segment `s`.
     pub fn relays_from(&self, s: usize) -> Vec<usize> {
         (1..self.count())
             .filter(|&k| self.relay_from(k) == s)
@@ -139,11 +179,12 @@ impl Segments {
         Ipv4Addr::new(10, 77, s as u8, (j + 2) as u8)
     }
 
-    /// Relay `k`'s addresses: (`eth0` on segment k − 1, `eth1` on segment k).
+    /// Relay `k`'s addresses: (`eth0` on the segment it receives from,
+    /// `eth1` on segment k).
     pub fn relay_addrs(&self, k: usize) -> (Ipv4Addr, Ipv4Addr) {
         let from = self.relay_from(k);
         (
-            Ipv4Addr::new(10, 77, from as u8, 254),
+            Ipv4Addr::new(10, 77, from as u8, (255 - k) as u8),
             Ipv4Addr::new(10, 77, k as u8, 1),
         )
     }
@@ -200,7 +241,7 @@ mod tests {
         );
         assert_eq!(
             s.relay_addrs(2),
-            (Ipv4Addr::new(10, 77, 1, 254), Ipv4Addr::new(10, 77, 2, 1))
+            (Ipv4Addr::new(10, 77, 1, 253), Ipv4Addr::new(10, 77, 2, 1))
         );
         let mut all: Vec<Ipv4Addr> = (0..=30).map(|i| s.host_addr(i)).collect();
         for k in 1..=2 {
@@ -241,8 +282,28 @@ mod tests {
     fn bad_layouts_are_refused() {
         assert!(Segments::new(&[]).is_err());
         assert!(Segments::new(&[3, 0]).is_err());
-        assert!(Segments::new(&[241]).is_err());
+        assert!(Segments::new(&[231]).is_err());
+        assert!(Segments::with_relays(&[1, 1, 1], &[0]).is_err());
+        assert!(Segments::with_relays(&[1, 1, 1], &[0, 2]).is_err());
+        // A transit segment must feed a relay.
+        assert!(Segments::with_relays(&[1, 0, 1], &[0, 0]).is_err());
+        assert!(Segments::with_relays(&[1, 0, 1], &[0, 1]).is_ok());
         assert!(Segments::new(&[1; 17]).is_err());
         assert!(Segments::new(&[0, 1]).is_ok());
+    }
+
+    #[test]
+    fn a_tree_of_relays_hangs_two_segments_off_the_first() {
+        let s = Segments::with_relays(&[4, 3, 2], &[0, 0]).unwrap();
+        assert!(!s.is_chain() && ten3().is_chain());
+        assert_eq!(s.relays_from(0), vec![1, 2]);
+        assert_eq!(s.members_of(0), 6, "4 receivers + r1 + r2");
+        assert_eq!(s.members_of(1), 3);
+        assert_eq!(s.members_of(2), 2);
+        // Both relays' upstream ends are on segment 0, at distinct addresses.
+        assert_eq!(s.relay_addrs(1).0, Ipv4Addr::new(10, 77, 0, 254));
+        assert_eq!(s.relay_addrs(2).0, Ipv4Addr::new(10, 77, 0, 253));
+        assert_eq!(s.relay_addrs(2).1, Ipv4Addr::new(10, 77, 2, 1));
+        assert_eq!(s.hosts_on(2), 8..=9);
     }
 }

@@ -261,6 +261,22 @@ mod tests {
     }
 
     #[test]
+    fn a_tree_of_relays_feeds_two_segments_from_the_first() {
+        let seg = Segments::with_relays(&[2, 3, 1], &[0, 0]).unwrap();
+        let tb = Testbed::Local(Local::segmented(seg));
+        let outs: Vec<PathBuf> = (0..=6).map(|i| PathBuf::from(format!("/o/{i}"))).collect();
+        let exe = std::env::current_exe().unwrap();
+        let p = plan(&tool(), &ctx(&tb, &outs, &exe)).unwrap();
+        assert_eq!(arg(&p.sender.args, "--receivers"), "4", "h1, h2, r1, r2");
+        let (r2, r1) = (&p.relays[0], &p.relays[1]);
+        assert_eq!(arg(&r1.args, "--from"), "239.77.9.1:20000");
+        assert_eq!(arg(&r2.args, "--from"), "239.77.9.1:20000");
+        assert_eq!(arg(&r1.args, "--receivers"), "3");
+        assert_eq!(arg(&r2.args, "--to"), "239.77.9.3:20004");
+        assert_eq!(arg(&r2.args, "--receivers"), "1");
+    }
+
+    #[test]
     fn a_flat_testbed_cannot_run_a_cascade() {
         let tb = Testbed::Local(Local::new(2));
         let outs: Vec<PathBuf> = (0..=2).map(|i| PathBuf::from(format!("/o/{i}"))).collect();
