@@ -105,6 +105,14 @@ pub struct UpArgs {
     /// Interface MTU (9000 for jumbo frames).
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
+    /// Segments joined by relay hosts, receivers per segment (`10,10,10`;
+    /// replaces --receivers): one bridge each, relay rK on segments K-1 and K.
+    #[arg(long, value_delimiter = ',')]
+    pub segments: Vec<u16>,
+    /// With --segments: the segment each relay 1.. receives from (`0,0`:
+    /// both off segment 0); default the chain 0,1,…
+    #[arg(long, value_delimiter = ',')]
+    pub relay_from: Vec<usize>,
 }
 
 /// `lab chaos`.
@@ -213,10 +221,21 @@ pub fn main_with_args(args: Vec<String>) -> Result<i32> {
 pub fn run(args: LabArgs) -> Result<i32> {
     match args.command {
         LabCommand::Up(a) => {
+            let segments = if a.segments.is_empty() {
+                None
+            } else {
+                let seg = if a.relay_from.is_empty() {
+                    testbed::Segments::new(&a.segments)
+                } else {
+                    testbed::Segments::with_relays(&a.segments, &a.relay_from)
+                };
+                Some(seg.map_err(anyhow::Error::msg)?)
+            };
             let spec = testbed::NetnsSpec {
-                receivers: a.receivers,
+                receivers: segments.as_ref().map_or(a.receivers, |s| s.total() as u16),
                 rate_bits_per_s: units::parse_rate_opt(&a.rate).map_err(anyhow::Error::msg)?,
                 mtu: a.mtu,
+                segments,
             };
             let mut tb = testbed::Netns::create(&spec)?;
             tb.set_loss(a.loss)?;

@@ -66,6 +66,7 @@ impl Lan {
             receivers: setup.receivers,
             rate_bits_per_s: Some(setup.rate_bits_per_s),
             mtu: 1500,
+            segments: None,
         })?;
         let id = netns.id.clone();
         let mut lan = Lan {

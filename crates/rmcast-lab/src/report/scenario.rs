@@ -98,6 +98,39 @@ pub fn write_report(dir: &Path) -> Result<PathBuf> {
             notes
         );
     }
+    if let Ok(sc) = toml::from_str::<crate::scenario::Scenario>(&scenario)
+        && !sc.claims.is_empty()
+    {
+        md.push_str("\n## Claims\n\n");
+        for v in crate::scenario::claims::judge(&sc.claims, &pts) {
+            let _ = writeln!(md, "- {}", crate::scenario::claims::line(&v));
+        }
+    }
+    let relayed: Vec<_> = runs.iter().filter(|r| !r.relays.is_empty()).collect();
+    if !relayed.is_empty() {
+        md.push_str("\n## Relays\n\n| run | tool | segments | relay | from → to | members | exit | CPU s |\n|---|---|---|---|---|---|---|---|\n");
+        for r in relayed {
+            for x in &r.relays {
+                let exit = match x.exit {
+                    Some(crate::procs::Exit::Code(c)) => format!("{c}"),
+                    Some(crate::procs::Exit::Signal(s)) => format!("signal {s}"),
+                    None => "-".into(),
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {:?} | {} | {} → {} | {} | {exit} | {} |",
+                    r.seq,
+                    r.tool,
+                    r.segments,
+                    x.name,
+                    x.from,
+                    x.to,
+                    x.receivers,
+                    x.cpu_s.map_or("-".into(), |c| format!("{c:.2}")),
+                );
+            }
+        }
+    }
     md.push_str("\n## Plots\n\n");
     // Versus receivers, one plot per (size, rate, loss).
     let mut by_case: BTreeMap<(u64, String, String), Vec<&PointRecord>> = BTreeMap::new();

@@ -38,6 +38,28 @@ pub struct ProcRecord {
     pub stderr_tail: String,
 }
 
+/// One relay of a cascade run: what it did and what it said.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RelayRecord {
+    /// `r1`, `r2`, …
+    pub name: String,
+    /// The group it received from (`--from`).
+    pub from: String,
+    /// The group it sent to (`--to`).
+    pub to: String,
+    /// Members it waited for downstream (`--receivers`).
+    pub receivers: usize,
+    /// How it ended.
+    pub exit: Option<Exit>,
+    /// Why the runner killed it, if it did.
+    #[serde(default)]
+    pub killed_by_us: Option<String>,
+    /// User + system CPU seconds.
+    pub cpu_s: Option<f64>,
+    /// Its own `--json` report (the last JSON line of its stdout).
+    pub report: Option<serde_json::Value>,
+}
+
 /// One run (a point × one repeat).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -134,6 +156,16 @@ pub struct RunRecord {
     pub offered_pps: Option<f64>,
     /// Every process.
     pub procs: Vec<ProcRecord>,
+    /// Receivers per segment (cascade runs on a segmented testbed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<u16>,
+    /// Cascade runs: seconds from the sender's start until the last of all
+    /// processes (receivers and relays too) ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_exit_seconds: Option<f64>,
+    /// The relays of a cascade run, r1 first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relays: Vec<RelayRecord>,
     /// Its directory (logs), relative to the output directory.
     pub dir: String,
 }

@@ -14,7 +14,16 @@
 //! kind = "rmcast"
 //! protocol = "nak-poll"
 //! ```
+//!
+//! `segments = [10, 10, 10]` (receivers per segment, the sender's first)
+//! makes the scenario segmented: `kind = "cascade"` tools run on a LAN of
+//! that many bridges joined by relay hosts (`testbed/segments.rs`), every
+//! other tool on one flat LAN of the same total, in the same run;
+//! `receivers` may then be left out (it is the total); `relay_from =
+//! [0, 0]` says which segment each relay receives from (default a chain). `[[claims]]` state
+//! goodputs against the link rate (`claims.rs`).
 
+pub mod claims;
 pub(crate) mod files;
 mod judge;
 pub mod metrics;
@@ -77,8 +86,17 @@ pub struct Scenario {
     /// Testbed kind.
     #[serde(default = "default_testbed")]
     pub testbed: TestbedKind,
-    /// Receiver counts.
+    /// Receiver counts (with `segments`: their total, or left out).
+    #[serde(default)]
     pub receivers: Vec<u16>,
+    /// Receivers per segment, the sender's segment first: `cascade` tools
+    /// run on that many bridges joined by relays, the others flat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Vec<u16>>,
+    /// With `segments`: the segment each relay 1.. receives from (relay k
+    /// feeds segment k); default the chain `[0, 1, …]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay_from: Option<Vec<usize>>,
     /// Object sizes (`4MiB`, `20MB`).
     pub sizes: Vec<String>,
     /// Per-host egress rates (`100mbit`, `1gbit`, `none`).
@@ -113,6 +131,9 @@ pub struct Scenario {
     pub inject: Inject,
     /// The tools.
     pub tools: Vec<Tool>,
+    /// Claims judged after the run (G against the link rate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<claims::Claim>,
 }
 
 fn default_testbed() -> TestbedKind {
@@ -158,8 +179,43 @@ impl Scenario {
         Ok(s)
     }
 
+    /// The segments, checked (None: a flat scenario).
+    pub fn segment_layout(&self) -> Result<Option<crate::testbed::Segments>> {
+        if self.relay_from.is_some() && self.segments.is_none() {
+            bail!("relay_from needs segments");
+        }
+        self.segments
+            .as_deref()
+            .map(|seg| match &self.relay_from {
+                None => crate::testbed::Segments::new(seg),
+                Some(from) => crate::testbed::Segments::with_relays(seg, from),
+            })
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("segments: {e}"))
+    }
+
+    /// The receiver counts swept: `receivers`, or the segments' total.
+    pub fn receiver_counts(&self) -> Vec<u16> {
+        match (&self.segments, self.receivers.is_empty()) {
+            (Some(seg), true) => vec![seg.iter().sum()],
+            _ => self.receivers.clone(),
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.receivers.is_empty() || self.receivers.iter().any(|&n| n == 0 || n > 250) {
+        let layout = self.segment_layout()?;
+        if let Some(seg) = &layout {
+            if self.receiver_counts() != [seg.total() as u16] {
+                bail!(
+                    "with segments {:?}, receivers must be left out or be [{}] (their total)",
+                    seg.per_segment(),
+                    seg.total()
+                );
+            }
+            if seg.total() > 250 && self.tools.iter().any(|t| t.kind != ToolKind::Cascade) {
+                bail!("the flat LAN beside the segments holds at most 250 receivers");
+            }
+        } else if self.receivers.is_empty() || self.receivers.iter().any(|&n| n == 0 || n > 250) {
             bail!("receivers must list counts in 1..=250");
         }
         for s in &self.sizes {
@@ -186,16 +242,49 @@ impl Scenario {
         if names.windows(2).any(|w| w[0] == w[1]) {
             bail!("tool names must be unique");
         }
+        for c in &self.claims {
+            if !self.tools.iter().any(|t| t.name == c.tool) {
+                bail!("claim {:?}: no tool named {}", c.text, c.tool);
+            }
+            if !(0.0..=1.0).contains(&c.min_fraction_of_rate) {
+                bail!("claim {:?}: min_fraction_of_rate must be in 0..=1", c.text);
+            }
+        }
         for t in &self.tools {
+            if t.kind == ToolKind::Cascade {
+                if layout.is_none() {
+                    bail!(
+                        "tool {}: kind = \"cascade\" needs `segments` (receivers per segment)",
+                        t.name
+                    );
+                }
+                if let Some(p) = t.protocol.as_deref()
+                    && !crate::tools::cascade::PROTOCOLS.contains(&p)
+                {
+                    bail!(
+                        "tool {}: a cascade runs a multicast protocol ({}), not {p}",
+                        t.name,
+                        crate::tools::cascade::PROTOCOLS.join(", ")
+                    );
+                }
+                if t.senders.is_some_and(|k| k > 1) {
+                    bail!("tool {}: a cascade has one sender", t.name);
+                }
+            } else if !t.relay_args.is_empty() {
+                bail!(
+                    "tool {}: `relay_args` applies to kind = \"cascade\" only",
+                    t.name
+                );
+            }
             if t.kind == ToolKind::Rmcast {
                 if let Some(p) = t.protocol.as_deref()
                     && !crate::tools::rmcast::PROTOCOLS.contains(&p)
                 {
                     bail!("tool {}: unknown rmcast protocol {p}", t.name);
                 }
-            } else if t.protocol.is_some() {
+            } else if t.protocol.is_some() && t.kind != ToolKind::Cascade {
                 bail!(
-                    "tool {}: `protocol` applies to kind = \"rmcast\" only",
+                    "tool {}: `protocol` applies to kind = \"rmcast\" or \"cascade\" only",
                     t.name
                 );
             }
@@ -250,6 +339,8 @@ mod tests {
             "fastpath.toml",
             "fastpath-1g.toml",
             "fastpath-small.toml",
+            "cascade-100mbit.toml",
+            "cascade-quick.toml",
         ] {
             assert!(
                 parsed.iter().any(|p| p == f),
@@ -279,5 +370,90 @@ mod tests {
         assert!(format!("{e:#}").contains("--rate-control hunt"));
         let sc = Scenario::parse(&format!("{two}args=['--rate-control', 'hunt']\n")).unwrap();
         assert_eq!(sc.tools[0].sender_count(), 2);
+    }
+
+    #[test]
+    fn segments_set_the_total_and_cascades_need_them() {
+        let tools = "[[tools]]\nname='flat'\nkind='rmcast'\n[[tools]]\nname='c'\nkind='cascade'\nprotocol='ring'\nrelay_args=['--window','32']\n";
+        let sc = Scenario::parse(&format!(
+            "name='x'\nsegments=[10,10,10]\nsizes=['1MiB']\n{tools}"
+        ))
+        .unwrap();
+        assert_eq!(sc.receiver_counts(), vec![30]);
+        assert_eq!(sc.segment_layout().unwrap().unwrap().relays(), 2);
+        // receivers, when given, must be the total.
+        assert!(
+            Scenario::parse(&format!(
+                "name='x'\nsegments=[1,2]\nreceivers=[3]\nsizes=['1MiB']\n{tools}"
+            ))
+            .is_ok()
+        );
+        let e = Scenario::parse(&format!(
+            "name='x'\nsegments=[1,2]\nreceivers=[4]\nsizes=['1MiB']\n{tools}"
+        ))
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("their total"), "{e:#}");
+        // No segments: no cascade.
+        let e = Scenario::parse(&format!("name='x'\nreceivers=[3]\nsizes=['1MiB']\n{tools}"))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("needs `segments`"), "{e:#}");
+        // Relays forward multicast: no TCP overlay; relay_args are the cascade's.
+        let e = Scenario::parse(
+            "name='x'\nsegments=[1,1]\nsizes=['1MiB']\n[[tools]]\nname='c'\nkind='cascade'\nprotocol='tcp-chain'\n",
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("multicast protocol"), "{e:#}");
+        assert!(
+            Scenario::parse(
+                "name='x'\nreceivers=[1]\nsizes=['1MiB']\n[[tools]]\nname='r'\nkind='rmcast'\nrelay_args=['-v']\n",
+            )
+            .is_err()
+        );
+        assert!(
+            Scenario::parse(
+                "name='x'\nsegments=[1,0]\nsizes=['1MiB']\n[[tools]]\nname='c'\nkind='cascade'\n"
+            )
+            .is_err()
+        );
+        // A tree: both relays off segment 0.
+        let tree = Scenario::parse(&format!(
+            "name='x'\nsegments=[2,2,2]\nrelay_from=[0,0]\nsizes=['1MiB']\n{tools}"
+        ))
+        .unwrap();
+        assert_eq!(tree.segment_layout().unwrap().unwrap().members_of(0), 4);
+        assert!(
+            Scenario::parse(&format!(
+                "name='x'\nsegments=[2,2,2]\nrelay_from=[0,2]\nsizes=['1MiB']\n{tools}"
+            ))
+            .is_err()
+        );
+        assert!(
+            Scenario::parse(
+                "name='x'\nreceivers=[2]\nrelay_from=[0]\nsizes=['1MiB']\n[[tools]]\nname='a'\nkind='rmcast'\n"
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn claims_name_a_tool_and_a_fraction() {
+        let base = "name='x'\nreceivers=[1]\nsizes=['1MiB']\n[[tools]]\nname='a'\nkind='rmcast'\n";
+        let ok = format!("{base}[[claims]]\ntext='t'\ntool='a'\nmin_fraction_of_rate=0.9\n");
+        assert_eq!(Scenario::parse(&ok).unwrap().claims.len(), 1);
+        assert!(
+            Scenario::parse(&format!(
+                "{base}[[claims]]\ntext='t'\ntool='b'\nmin_fraction_of_rate=0.9\n"
+            ))
+            .is_err()
+        );
+        assert!(
+            Scenario::parse(&format!(
+                "{base}[[claims]]\ntext='t'\ntool='a'\nmin_fraction_of_rate=1.5\n"
+            ))
+            .is_err()
+        );
+        // The scenario as the runner writes it (scenario.toml) reads back.
+        let again = Scenario::parse(&toml::to_string(&Scenario::parse(&ok).unwrap()).unwrap());
+        assert!(again.is_ok());
     }
 }

@@ -16,13 +16,13 @@ use super::judge::{
     judge_daemons, judge_exits, parse_iperf3_json, parse_rmcast_json, read_blast_reports,
     transfer_seconds, verify_copies,
 };
-use super::metrics::{self, RunRecord};
+use super::metrics::{self, RelayRecord, RunRecord};
 use super::record::{Point, finish_record, record_traffic, start_record};
 use super::watch::{Watch, watch_run};
 use super::{Scenario, TestbedKind, Tool, ToolKind};
 use crate::procs::{Proc, ProcSet};
 use crate::signals;
-use crate::testbed::{IfCounters, Local, Netns, NetnsSpec, Testbed};
+use crate::testbed::{IfCounters, Local, Netns, NetnsSpec, Segments, Testbed};
 use crate::tools;
 use crate::units;
 use anyhow::{Context, Result};
@@ -61,11 +61,21 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
     if tools.is_empty() {
         anyhow::bail!("no tool of the scenario matches --only {:?}", opts.only);
     }
+    let layout = sc.segment_layout()?;
     let receivers = if opts.receivers.is_empty() {
-        sc.receivers.clone()
+        sc.receiver_counts()
     } else {
         opts.receivers.clone()
     };
+    if let Some(seg) = &layout
+        && receivers.iter().any(|&n| usize::from(n) != seg.total())
+    {
+        anyhow::bail!(
+            "the scenario's segments {:?} fix N = {}; --receivers cannot change it",
+            seg.per_segment(),
+            seg.total()
+        );
+    }
     let repeats = opts.repeats.unwrap_or(sc.repeats);
     let mut records = metrics::load_runs(&opts.out).unwrap_or_default();
     let mut seq = records.len();
@@ -73,55 +83,85 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
     for rate in &sc.rates {
         let rate_bits_per_s = units::parse_rate_opt(rate).map_err(anyhow::Error::msg)?;
         for &n in &receivers {
-            signals::check()?;
-            let mut tb = match sc.testbed {
-                TestbedKind::Local => Testbed::Local(Local::new(n)),
-                TestbedKind::Netns => Testbed::Netns(Netns::create(&NetnsSpec {
-                    receivers: n,
-                    rate_bits_per_s,
-                    mtu: sc.mtu,
-                })?),
-            };
-            writeln!(log, "{}", tb.describe())?;
-            eprintln!(
-                "rmcast-lab: {}",
-                tb.describe().lines().next().unwrap_or_default()
-            );
-            for size_text in &sc.sizes {
-                let size = units::parse_size(size_text).map_err(anyhow::Error::msg)?;
-                let object = make_object(&opts.out.join("objects"), size)?;
-                for &loss in &sc.loss {
-                    tb.set_loss(loss)?;
-                    for tool in &tools {
-                        for repeat in 0..repeats {
-                            signals::check()?;
-                            let point = Point {
-                                tool,
-                                n: n as usize,
-                                size,
-                                rate_bits_per_s,
-                                loss,
-                                repeat,
-                                seq,
-                            };
-                            let rec = run_one(sc, opts, &tb, &point, &object)?;
-                            seq += 1;
-                            runs += 1;
-                            ok += usize::from(rec.status == "ok");
-                            eprintln!("rmcast-lab: {}", rec.one_line());
-                            writeln!(jsonl, "{}", serde_json::to_string(&rec)?)?;
-                            records.push(rec);
-                            metrics::write_all(&opts.out, &records)?;
+            // A segmented scenario runs its cascades on the segmented LAN
+            // and every other tool on one flat LAN of the same N: flat first.
+            for segmented in [false, true] {
+                let here: Vec<&Tool> = tools
+                    .iter()
+                    .copied()
+                    .filter(|t| (t.kind == ToolKind::Cascade) == segmented)
+                    .collect();
+                if here.is_empty() {
+                    continue;
+                }
+                signals::check()?;
+                let segments = if segmented { layout.clone() } else { None };
+                let mut tb = build_testbed(sc, n, rate_bits_per_s, segments)?;
+                writeln!(log, "{}", tb.describe())?;
+                eprintln!(
+                    "rmcast-lab: {}",
+                    tb.describe().lines().next().unwrap_or_default()
+                );
+                for size_text in &sc.sizes {
+                    let size = units::parse_size(size_text).map_err(anyhow::Error::msg)?;
+                    let object = make_object(&opts.out.join("objects"), size)?;
+                    for &loss in &sc.loss {
+                        tb.set_loss(loss)?;
+                        for tool in &here {
+                            for repeat in 0..repeats {
+                                signals::check()?;
+                                let point = Point {
+                                    tool,
+                                    n: n as usize,
+                                    size,
+                                    rate_bits_per_s,
+                                    loss,
+                                    repeat,
+                                    seq,
+                                };
+                                let rec = run_one(sc, opts, &tb, &point, &object)?;
+                                seq += 1;
+                                runs += 1;
+                                ok += usize::from(rec.status == "ok");
+                                eprintln!("rmcast-lab: {}", rec.one_line());
+                                writeln!(jsonl, "{}", serde_json::to_string(&rec)?)?;
+                                records.push(rec);
+                                metrics::write_all(&opts.out, &records)?;
+                            }
                         }
                     }
                 }
+                tb.teardown().context("removing the testbed")?;
             }
-            tb.teardown().context("removing the testbed")?;
         }
+    }
+    let verdicts = super::claims::judge(&sc.claims, &metrics::points(&records));
+    super::claims::write(&opts.out, &verdicts)?;
+    for v in &verdicts {
+        eprintln!("rmcast-lab: claim: {}", super::claims::line(v));
     }
     Ok(Summary {
         runs,
         succeeded: ok,
+    })
+}
+
+/// The testbed for `n` receivers at a rate: flat, or segmented.
+fn build_testbed(
+    sc: &Scenario,
+    n: u16,
+    rate_bits_per_s: Option<u64>,
+    segments: Option<Segments>,
+) -> Result<Testbed> {
+    Ok(match (sc.testbed, segments) {
+        (TestbedKind::Local, None) => Testbed::Local(Local::new(n)),
+        (TestbedKind::Local, Some(seg)) => Testbed::Local(Local::segmented(seg)),
+        (TestbedKind::Netns, segments) => Testbed::Netns(Netns::create(&NetnsSpec {
+            receivers: n,
+            rate_bits_per_s,
+            mtu: sc.mtu,
+            segments,
+        })?),
     })
 }
 
@@ -172,7 +212,15 @@ fn run_one(
     let objects = sender_objects(object, pt.size, n_senders)?;
     let extra = tools::more_senders(&plan, &objects[1..]);
     let hosts = pt.n + 1;
-    let before = tb.counters(hosts)?;
+    // Relays' interfaces count in the traffic totals (C, N) too.
+    let counters = || -> Result<Vec<IfCounters>> {
+        let mut c = tb.counters(hosts)?;
+        if !plan.relays.is_empty() {
+            c.extend(tb.relay_counters()?);
+        }
+        Ok(c)
+    };
+    let before = counters()?;
     let shaper_before = tb.shaper_drops()?;
     let loss_before = tb.loss_drops()?;
     let mut set = ProcSet::default();
@@ -193,7 +241,7 @@ fn run_one(
         }
     };
     set.kill_all("run over");
-    let after = tb.counters(hosts)?;
+    let after = counters()?;
     rec.shaper_drops = tb.shaper_drops()?.saturating_sub(shaper_before);
     rec.loss_drops = tb.loss_drops()?.saturating_sub(loss_before);
     let mut reasons = watch.reasons;
@@ -220,8 +268,22 @@ fn run_one(
     }
     let secs = transfer_seconds(&set, sender_idx, plan.completion);
     record_goodput(sc, pt, &run_dir, total_bytes, secs, &mut rec, &mut reasons);
-    record_wire(tb, total_bytes, &before, &after, &mut rec);
-    record_cpu(pt, &set, sender_idx, total_bytes, &reasons, &mut rec);
+    if !plan.relays.is_empty() {
+        // After the goodput: its warning must not hide G.
+        check_cascade_end(&set, sender_idx, secs, &mut rec, &mut reasons);
+    }
+    record_wire(tb, hosts, total_bytes, &before, &after, &mut rec);
+    let n_receivers = plan.receivers.len();
+    record_cpu(
+        pt,
+        &set,
+        sender_idx,
+        n_receivers,
+        total_bytes,
+        &reasons,
+        &mut rec,
+    );
+    record_relays(tb, &plan, &set, &mut rec);
     if rec.shaper_drops > 0 {
         reasons.push(format!(
             "warning: the tbf shaper dropped {} packets (its limit is too small for this tool's socket buffer)",
@@ -310,10 +372,77 @@ fn record_goodput(
     }
 }
 
+/// A cascade is timed by its sender, whose exit 0 must mean that every
+/// relay's subtree verified: record when the last process ended, and warn
+/// when a receiver or relay ended well after the sender (a relay that
+/// confirmed upstream before its own receivers would make G look better
+/// than it is).
+fn check_cascade_end(
+    set: &ProcSet,
+    sender_idx: usize,
+    secs: Option<f64>,
+    rec: &mut RunRecord,
+    reasons: &mut Vec<String>,
+) {
+    rec.last_exit_seconds = transfer_seconds(set, sender_idx, tools::Completion::AllExit);
+    // Receivers exit right after their confirmation; 1 s + 10 % is slack
+    // for a loaded box, far below a second transfer through a relay.
+    if let (Some(sender), Some(last)) = (secs, rec.last_exit_seconds)
+        && last > sender * 1.1 + 1.0
+    {
+        reasons.push(format!(
+            "warning: the last receiver or relay ended {:.2} s after the sender ({:.2} s vs {sender:.2} s): \
+             did a relay confirm upstream before its downstream group verified?",
+            last - sender,
+            last
+        ));
+    }
+}
+
+/// What each relay of a cascade did (processes `n_receivers..` in the set,
+/// as [`super::watch`] started them) and its own `--json` report.
+fn record_relays(tb: &Testbed, plan: &tools::Plan, set: &ProcSet, rec: &mut RunRecord) {
+    if let Some(seg) = tb.segments() {
+        rec.segments = seg.per_segment().to_vec();
+    }
+    let first = plan.receivers.len();
+    let arg = |args: &[String], flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut relays: Vec<RelayRecord> = plan
+        .relays
+        .iter()
+        .zip(set.procs.iter().skip(first))
+        .map(|(spec, p)| RelayRecord {
+            name: tb.node_name(spec.host),
+            from: arg(&spec.args, "--from"),
+            to: arg(&spec.args, "--to"),
+            receivers: arg(&spec.args, "--receivers").parse().unwrap_or(0),
+            exit: p.ended.map(|e| e.exit),
+            killed_by_us: p.killed_by_us.clone(),
+            cpu_s: p.cpu_s(),
+            report: std::fs::read_to_string(&p.stdout).ok().and_then(|t| {
+                t.lines()
+                    .rev()
+                    .find_map(|l| serde_json::from_str(l.trim()).ok())
+            }),
+        })
+        .collect();
+    relays.sort_by(|a, b| a.name.cmp(&b.name));
+    rec.relays = relays;
+}
+
 /// Traffic on the wire: totals, the sender's share, overhead, cost, and
 /// feedback packets per data packet (netns only: loopback mixes them).
+/// `before`/`after` hold hosts h0..h(hosts−1), then any relay interfaces:
+/// those count in the totals but not as receivers' feedback.
 fn record_wire(
     tb: &Testbed,
+    hosts: usize,
     total_bytes: u64,
     before: &[IfCounters],
     after: &[IfCounters],
@@ -321,7 +450,7 @@ fn record_wire(
 ) {
     let delta: Vec<_> = after.iter().zip(before).map(|(a, b)| a.since(b)).collect();
     record_traffic(rec, &delta);
-    rec.receivers_tx_packets = delta.iter().skip(1).map(|d| d.tx_packets).sum();
+    rec.receivers_tx_packets = delta.iter().take(hosts).skip(1).map(|d| d.tx_packets).sum();
     rec.overhead_bytes = rec.tx_bytes_total as i64 - total_bytes as i64;
     rec.cost = (rec.tx_bytes_total + rec.rx_bytes_total) as f64 / total_bytes as f64;
     if tb.is_netns() && rec.sender_tx_packets > 0 {
@@ -336,6 +465,7 @@ fn record_cpu(
     pt: &Point,
     set: &ProcSet,
     sender_idx: usize,
+    n_receivers: usize,
     total_bytes: u64,
     reasons: &[String],
     rec: &mut RunRecord,
@@ -346,7 +476,7 @@ fn record_cpu(
         rec.cpu_sender_s = senders.iter().map(Proc::cpu_s).sum();
         rec.cpu_sender_s_per_gb = rec.cpu_sender_s.map(|c| c / gb);
         match pt.tool.kind {
-            ToolKind::Rmcast => {
+            ToolKind::Rmcast | ToolKind::Cascade => {
                 for p in senders {
                     parse_rmcast_json(rec, &p.stdout);
                 }
@@ -363,7 +493,7 @@ fn record_cpu(
             _ => {}
         }
     }
-    let recv_cpu: Vec<f64> = set.procs[..sender_idx.min(set.procs.len())]
+    let recv_cpu: Vec<f64> = set.procs[..n_receivers.min(sender_idx).min(set.procs.len())]
         .iter()
         .filter_map(Proc::cpu_s)
         .collect();

@@ -40,8 +40,11 @@ pub(crate) fn watch_run(
     settle(plan.settle_s)?;
     set.poll_all();
     if set.procs.iter().any(|p| p.ended.is_some()) {
-        w.reasons
-            .push("a receiver ended before the sender started".into());
+        w.reasons.push(if plan.relays.is_empty() {
+            "a receiver ended before the sender started".into()
+        } else {
+            "a receiver or relay ended before the sender started".into()
+        });
         return Ok(w);
     }
     start_senders(tb, plan, extra, run_dir, set)?;
@@ -50,14 +53,14 @@ pub(crate) fn watch_run(
     Ok(w)
 }
 
-/// Starts every receiver of the plan.
+/// Starts every receiver of the plan, then its relays (cascades).
 fn start_receivers(tb: &Testbed, plan: &Plan, run_dir: &Path, set: &mut ProcSet) -> Result<()> {
-    for r in &plan.receivers {
+    for r in plan.receivers.iter().chain(&plan.relays) {
         let mut cmd = tb.command(r.host, &r.program, &r.args);
         cmd.envs(r.env.iter().map(|(k, v)| (k, v)));
         set.procs.push(Proc::spawn(
             cmd,
-            format!("h{} {}", r.host, base(&r.program, &r.args)),
+            format!("{} {}", tb.node_name(r.host), base(&r.program, &r.args)),
             r.host,
             run_dir,
         )?);
@@ -93,7 +96,11 @@ fn start_senders(
         };
         set.procs.push(Proc::spawn(
             cmd,
-            format!("h{} {} ({which})", s.host, base(&s.program, &s.args)),
+            format!(
+                "{} {} ({which})",
+                tb.node_name(s.host),
+                base(&s.program, &s.args)
+            ),
             s.host,
             run_dir,
         )?);
@@ -101,8 +108,8 @@ fn start_senders(
     Ok(())
 }
 
-/// Watches the running processes (receivers first, `n_recv` of them, then
-/// the senders) until all ended or a failure is detected; adds the
+/// Watches the running processes (receivers and relays first, `n_recv` of
+/// them, then the senders) until all ended or a failure is detected; adds the
 /// failures to `reasons` and kills what still runs.
 fn watch_until_done(
     sc: &Scenario,
@@ -258,6 +265,7 @@ fn base(program: &str, args: &[String]) -> String {
                 a.as_str(),
                 "send"
                     | "recv"
+                    | "relay"
                     | "norm-send"
                     | "norm-recv"
                     | "tcp-send"

@@ -32,6 +32,7 @@ fn lab_tool(s: &Series, name: String, x: Option<&XValue>) -> Result<Tool, String
         rate_fraction: s.rate_fraction,
         args: lab_sender_args(&substitute(&s.args, x))?,
         recv_args: substitute(&s.recv_args, x),
+        relay_args: Vec::new(),
         senders: s.senders,
         env: Default::default(),
     })
@@ -210,6 +211,9 @@ fn lab_scenario(suite: &Suite, e: &Experiment, tools: Vec<Tool>) -> Scenario {
         copies: Copies::default(),
         inject: Inject::default(),
         tools,
+        segments: None,
+        relay_from: None,
+        claims: Vec::new(),
     }
 }
 

@@ -116,6 +116,11 @@ pub(super) fn validate(label: &str, e: &Experiment) -> Result<()> {
             (_, Some(_)) => bail!("{sl}: `protocol` applies to kind = \"rmcast\" only"),
             (_, None) => {}
         }
+        if s.kind == SeriesKind::Cascade {
+            bail!(
+                "{sl}: kind = \"cascade\" needs a segmented testbed, which only scenarios have (`segments`, docs/lab.md)"
+            );
+        }
         if s.model
             && (s.kind != SeriesKind::Rmcast
                 || !s.protocol.as_deref().is_some_and(|p| p.starts_with("tcp-"))

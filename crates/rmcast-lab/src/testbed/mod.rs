@@ -5,10 +5,12 @@
 mod host;
 mod netns;
 mod registry;
+pub mod segments;
 
 pub use host::{Host, IfCounters, is_root, run_cmd};
 pub use netns::{Netns, NetnsSpec};
 pub use registry::{is_lab_namespace, list_namespaces, remove_all, remove_testbed, status};
+pub use segments::{RelayHost, Segments};
 
 use anyhow::Result;
 use host::read_counters;
@@ -32,6 +34,42 @@ impl Testbed {
             Testbed::Netns(n) => &n.hosts,
         }
     }
+    /// Relay hosts r1..rK, between the segments (empty unless segmented).
+    pub fn relays(&self) -> &[RelayHost] {
+        match self {
+            Testbed::Local(l) => &l.relays,
+            Testbed::Netns(n) => &n.relays,
+        }
+    }
+    /// The segments, when the testbed has several.
+    pub fn segments(&self) -> Option<&Segments> {
+        match self {
+            Testbed::Local(l) => l.segments.as_ref(),
+            Testbed::Netns(n) => n.segments(),
+        }
+    }
+    /// The node index of relay `k` (1..): nodes are the hosts h0..hN, then
+    /// the relays, so a [`crate::tools::ProcSpec`] can name either.
+    pub fn relay_node(&self, k: usize) -> usize {
+        self.hosts().len() + k - 1
+    }
+    /// A node's name: `hI` for a host, `rK` for a relay.
+    pub fn node_name(&self, node: usize) -> String {
+        let hosts = self.hosts().len();
+        if node < hosts {
+            format!("h{node}")
+        } else {
+            format!("r{}", node - hosts + 1)
+        }
+    }
+    /// A node's namespace (None on loopback).
+    fn node_ns(&self, node: usize) -> Option<&str> {
+        let hosts = self.hosts();
+        match hosts.get(node) {
+            Some(h) => h.ns.as_deref(),
+            None => self.relays()[node - hosts.len()].ns.as_deref(),
+        }
+    }
     /// The interface name every host uses.
     pub fn iface(&self) -> &'static str {
         match self {
@@ -51,11 +89,12 @@ impl Testbed {
         }
     }
 
-    /// A command that runs `program args` on host `i`, with the testbed's
-    /// group key in `RMCAST_KEY_FILE` (rmcast's `send`, `recv` and `pipe`
-    /// read it; the peer tools ignore it; `--insecure` in `args` wins).
+    /// A command that runs `program args` on node `i` (host hI, or a relay:
+    /// [`Testbed::relay_node`]), with the testbed's group key in
+    /// `RMCAST_KEY_FILE` (rmcast's `send`, `recv`, `relay` and `pipe` read
+    /// it; the peer tools ignore it; `--insecure` in `args` wins).
     pub fn command(&self, i: usize, program: &str, args: &[String]) -> Command {
-        let mut c = match &self.hosts()[i].ns {
+        let mut c = match self.node_ns(i) {
             None => {
                 let mut c = Command::new(program);
                 c.args(args);
@@ -79,6 +118,14 @@ impl Testbed {
                 .iter()
                 .map(|h| read_counters(h.ns.as_deref(), "eth0"))
                 .collect(),
+        }
+    }
+    /// Counters of every relay interface (`eth0`, `eth1` of r1, then r2, …;
+    /// loopback: none, `lo` counts everything already).
+    pub fn relay_counters(&self) -> Result<Vec<IfCounters>> {
+        match self {
+            Testbed::Local(_) => Ok(Vec::new()),
+            Testbed::Netns(t) => t.relay_counters(),
         }
     }
     /// Packets the tbf shapers dropped so far, summed over hosts.
@@ -105,10 +152,20 @@ impl Testbed {
     /// One paragraph on what was built.
     pub fn describe(&self) -> String {
         match self {
-            Testbed::Local(l) => format!(
-                "local loopback testbed, {} hosts at 127.0.0.1",
-                l.hosts.len()
-            ),
+            Testbed::Local(l) => {
+                let mut s = format!(
+                    "local loopback testbed, {} hosts at 127.0.0.1",
+                    l.hosts.len()
+                );
+                if let Some(seg) = &l.segments {
+                    s.push_str(&format!(
+                        ", segments {:?} joined by {} relay(s) (one group and port per segment)",
+                        seg.per_segment(),
+                        l.relays.len()
+                    ));
+                }
+                s
+            }
             Testbed::Netns(t) => t.describe(),
         }
     }
@@ -124,6 +181,8 @@ impl Testbed {
 /// The loopback testbed.
 pub struct Local {
     hosts: Vec<Host>,
+    relays: Vec<RelayHost>,
+    segments: Option<Segments>,
     key: LabKey,
 }
 
@@ -162,6 +221,29 @@ impl Local {
             })
             .collect();
         let key = LabKey::new().expect("cannot write a temporary key file");
-        Local { hosts, key }
+        Local {
+            hosts,
+            relays: Vec::new(),
+            segments: None,
+            key,
+        }
+    }
+
+    /// A segmented loopback testbed: the segments' hosts and relays, all
+    /// 127.0.0.1 in this namespace, so only the groups keep the segments
+    /// apart (the plan gives every segment its own group and port).
+    pub fn segmented(segments: Segments) -> Local {
+        let mut l = Local::new(segments.total() as u16);
+        l.relays = (1..=segments.relays())
+            .map(|k| RelayHost {
+                ns: None,
+                up_addr: Ipv4Addr::LOCALHOST,
+                down_addr: Ipv4Addr::LOCALHOST,
+                from: segments.relay_from(k),
+                to: k,
+            })
+            .collect();
+        l.segments = Some(segments);
+        l
     }
 }

@@ -7,9 +7,19 @@
 //! and every veth, so cleanup is "kill our processes in them, delete them".
 //! Ids are `rml` + 5 characters from the PID and the clock, so two runs never
 //! collide, and every interface name stays far below 15 characters.
+//!
+//! With [`NetnsSpec::segments`] the switch namespace holds one bridge per
+//! segment (`br0`, `br1`, …), each host's port is enslaved to its segment's
+//! bridge, and relay k is a namespace `<id>-rK` with `eth0` on the bridge
+//! of the segment it receives from (switch port `uK`; k − 1 in a chain)
+//! and `eth1` on bridge k (port `dK`), IP
+//! forwarding off (set and read back): the bridges are joined by nothing
+//! else, so a datagram crosses a segment only if a relay process sends it
+//! again (`segments.rs` has the addresses).
 
-use super::host::{Host, ip, is_root, run_cmd};
+use super::host::{Host, IfCounters, ip, is_root, read_counters, run_cmd};
 use super::registry::{STATE_DIR, remove_namespaces, state_path, sweep_stale};
+use super::segments::{RelayHost, Segments};
 use anyhow::{Context, Result, bail};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -31,6 +41,9 @@ pub struct NetnsSpec {
     pub rate_bits_per_s: Option<u64>,
     /// MTU of every veth (1500, or 9000 for jumbo frames).
     pub mtu: u32,
+    /// Several segments joined by relay hosts (None: one flat bridge).
+    /// `receivers` must then be their total.
+    pub segments: Option<Segments>,
 }
 
 /// A namespace LAN; removed on drop unless [`Netns::keep`] was called.
@@ -39,6 +52,8 @@ pub struct Netns {
     pub id: String,
     /// Hosts h0..hN.
     pub hosts: Vec<Host>,
+    /// Relay hosts r1..rK (segmented testbeds; empty otherwise).
+    pub relays: Vec<RelayHost>,
     switch_ns: String,
     spec: NetnsSpec,
     /// IGMP snooping on the bridge, as read back from the kernel.
@@ -74,24 +89,54 @@ impl Netns {
                  run as root, or use testbed = \"local\" for a loopback run"
             );
         }
-        if spec.receivers == 0 || spec.receivers > 250 {
+        if spec.receivers == 0 || (spec.receivers > 250 && spec.segments.is_none()) {
             bail!("receivers must be 1..=250, not {}", spec.receivers);
         }
         if !(576..=65000).contains(&spec.mtu) {
             bail!("mtu {} is out of range", spec.mtu);
         }
+        if let Some(seg) = &spec.segments
+            && seg.total() != usize::from(spec.receivers)
+        {
+            bail!(
+                "segments {:?} hold {} receivers, not {}",
+                seg.per_segment(),
+                seg.total(),
+                spec.receivers
+            );
+        }
         sweep_stale();
         let id = new_id();
-        let hosts = (0..=spec.receivers)
+        let hosts = (0..=usize::from(spec.receivers))
             .map(|i| Host {
                 ns: Some(format!("{id}-h{i}")),
-                addr: Ipv4Addr::new(10, 77, 0, (i + 1) as u8),
+                addr: match &spec.segments {
+                    Some(seg) => seg.host_addr(i),
+                    None => Ipv4Addr::new(10, 77, 0, (i + 1) as u8),
+                },
+            })
+            .collect();
+        let relays = spec
+            .segments
+            .iter()
+            .flat_map(|seg| {
+                (1..=seg.relays()).map(|k| {
+                    let (up_addr, down_addr) = seg.relay_addrs(k);
+                    RelayHost {
+                        ns: Some(format!("{id}-r{k}")),
+                        up_addr,
+                        down_addr,
+                        from: seg.relay_from(k),
+                        to: k,
+                    }
+                })
             })
             .collect();
         let mut tb = Netns {
             switch_ns: format!("{id}-sw"),
             id,
             hosts,
+            relays,
             spec: spec.clone(),
             multicast_snooping: None,
             loss: 0.0,
@@ -111,6 +156,7 @@ impl Netns {
             "pid": std::process::id(),
             "namespaces": self.namespaces(),
             "receivers": self.spec.receivers,
+            "segments": self.spec.segments.as_ref().map(|s| s.per_segment().to_vec()),
             "rate": crate::units::fmt_rate(self.spec.rate_bits_per_s),
             "mtu": self.spec.mtu,
             "kept": kept,
@@ -121,6 +167,7 @@ impl Netns {
 
     fn namespaces(&self) -> Vec<String> {
         let mut v: Vec<String> = self.hosts.iter().filter_map(|h| h.ns.clone()).collect();
+        v.extend(self.relays.iter().filter_map(|r| r.ns.clone()));
         v.push(self.switch_ns.clone());
         v
     }
@@ -136,6 +183,11 @@ impl Netns {
         for (i, h) in self.hosts.iter().enumerate() {
             let _ = writeln!(hosts, "{} h{i} {}", h.addr, h.ns.as_deref().unwrap_or(""));
         }
+        for (k, r) in self.relays.iter().enumerate() {
+            let ns = r.ns.as_deref().unwrap_or("");
+            let _ = writeln!(hosts, "{} r{} {ns}", r.up_addr, k + 1);
+            let _ = writeln!(hosts, "{} r{}-down", r.down_addr, k + 1);
+        }
         std::fs::write(dir.join("hosts"), hosts)?;
         std::fs::write(
             dir.join("resolv.conf"),
@@ -144,77 +196,184 @@ impl Netns {
         Ok(())
     }
 
+    /// The bridges: `br0` only, or one per segment.
+    fn bridges(&self) -> usize {
+        self.spec.segments.as_ref().map_or(1, Segments::count)
+    }
+
+    /// Host `i`'s segment (0 on a flat LAN).
+    fn segment_of(&self, i: usize) -> usize {
+        self.spec.segments.as_ref().map_or(0, |s| s.segment_of(i))
+    }
+
     fn build(&mut self) -> Result<()> {
         let sw = self.switch_ns.clone();
-        let mtu = self.spec.mtu.to_string();
         ip(&["netns", "add", &sw])?;
+        ip(&["-n", &sw, "link", "set", "lo", "up"])?;
         // IGMP snooping off, explicitly: the bridge floods multicast to every
         // port like a plain switch, which is what the experiments assume.
-        ip(&["-n", &sw, "link", "set", "lo", "up"])?;
-        ip(&[
-            "-n",
-            &sw,
-            "link",
-            "add",
-            "br0",
-            "type",
-            "bridge",
-            "mcast_snooping",
-            "0",
-            "stp_state",
-            "0",
-        ])?;
-        ip(&["-n", &sw, "link", "set", "br0", "up"])?;
+        for b in 0..self.bridges() {
+            let br = format!("br{b}");
+            ip(&[
+                "-n",
+                &sw,
+                "link",
+                "add",
+                &br,
+                "type",
+                "bridge",
+                "mcast_snooping",
+                "0",
+                "stp_state",
+                "0",
+            ])?;
+            ip(&["-n", &sw, "link", "set", &br, "up"])?;
+        }
         for (i, h) in self.hosts.clone().iter().enumerate() {
             crate::signals::check()?;
             let ns = h.ns.as_deref().expect("netns hosts have a namespace");
-            let port = format!("p{i}");
-            ip(&["netns", "add", ns])?;
-            self.write_etc(ns)?;
-            // No IPv6: no router solicitations or DAD in the counters.
+            self.add_node(ns)?;
+            let br = format!("br{}", self.segment_of(i));
+            self.plug(ns, &format!("p{i}"), "eth0", &br, h.addr)?;
+            ip(&["-n", ns, "route", "add", "default", "dev", "eth0"])?;
+            ip(&["-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth0"])?;
+        }
+        for (k, r) in self.relays.clone().iter().enumerate() {
+            crate::signals::check()?;
+            let k = k + 1;
+            let ns = r.ns.as_deref().expect("netns relays have a namespace");
+            self.add_node(ns)?;
+            self.plug(
+                ns,
+                &format!("u{k}"),
+                "eth0",
+                &format!("br{}", r.from),
+                r.up_addr,
+            )?;
+            self.plug(
+                ns,
+                &format!("d{k}"),
+                "eth1",
+                &format!("br{}", r.to),
+                r.down_addr,
+            )?;
+            // Only the connected /24s: no default route, and multicast the
+            // relay sends without naming an interface goes downstream.
+            ip(&["-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth1"])?;
+            // No forwarding between the segments: the relay process is the
+            // only way across. Set, then read back from the kernel.
             ip(&[
                 "netns",
                 "exec",
                 ns,
                 "sh",
                 "-c",
-                "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
+                "echo 0 > /proc/sys/net/ipv4/ip_forward",
             ])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            ip(&[
-                "-n", &sw, "link", "add", &port, "mtu", &mtu, "type", "veth", "peer", "name",
-                "eth0", "mtu", &mtu, "netns", ns,
-            ])?;
-            ip(&["-n", &sw, "link", "set", &port, "master", "br0", "up"])?;
-            let cidr = format!("{}/24", h.addr);
-            ip(&["-n", ns, "addr", "add", &cidr, "brd", "+", "dev", "eth0"])?;
-            ip(&["-n", ns, "link", "set", "eth0", "up"])?;
-            ip(&["-n", ns, "route", "add", "default", "dev", "eth0"])?;
-            ip(&["-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth0"])?;
-            if let Some(rate) = self.spec.rate_bits_per_s {
-                let rate = format!("{rate}bit");
-                run_cmd(
-                    "tc",
-                    &[
-                        "-n", ns, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate,
-                        "burst", TBF_BURST, "limit", TBF_LIMIT,
-                    ],
-                    None,
-                )?;
+            let fwd = ip(&["netns", "exec", ns, "cat", "/proc/sys/net/ipv4/ip_forward"])?;
+            if fwd.trim() != "0" {
+                bail!(
+                    "could not turn IP forwarding off in relay namespace {ns} (read back {fwd:?})"
+                );
             }
         }
-        let info = ip(&["-n", &sw, "-d", "-j", "link", "show", "br0"])?;
-        let v: serde_json::Value = serde_json::from_str(&info).context("ip -j link show br0")?;
-        self.multicast_snooping = v[0]["linkinfo"]["info_data"]["mcast_snooping"]
-            .as_u64()
-            .map(|x| x != 0);
-        if self.multicast_snooping != Some(false) {
-            bail!(
-                "could not turn IGMP snooping off on the lab bridge (read back {:?})",
-                self.multicast_snooping
-            );
+        for b in 0..self.bridges() {
+            let br = format!("br{b}");
+            let info = ip(&["-n", &sw, "-d", "-j", "link", "show", &br])?;
+            let v: serde_json::Value =
+                serde_json::from_str(&info).with_context(|| format!("ip -j link show {br}"))?;
+            self.multicast_snooping = v[0]["linkinfo"]["info_data"]["mcast_snooping"]
+                .as_u64()
+                .map(|x| x != 0);
+            if self.multicast_snooping != Some(false) {
+                bail!(
+                    "could not turn IGMP snooping off on the lab bridge {br} (read back {:?})",
+                    self.multicast_snooping
+                );
+            }
         }
         Ok(())
+    }
+
+    /// A new host or relay namespace: its /etc files, IPv6 off (no router
+    /// solicitations or DAD in the counters), `lo` up.
+    fn add_node(&self, ns: &str) -> Result<()> {
+        ip(&["netns", "add", ns])?;
+        self.write_etc(ns)?;
+        ip(&[
+            "netns",
+            "exec",
+            ns,
+            "sh",
+            "-c",
+            "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
+        ])?;
+        ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        Ok(())
+    }
+
+    /// A veth pair made directly in the switch (`port`, on bridge `br`) and
+    /// in namespace `ns` (`dev`, with `addr`/24 and its broadcast address),
+    /// both up, `dev` shaped when the spec says a rate.
+    fn plug(&self, ns: &str, port: &str, dev: &str, br: &str, addr: Ipv4Addr) -> Result<()> {
+        let sw = &self.switch_ns;
+        let mtu = self.spec.mtu.to_string();
+        ip(&[
+            "-n", sw, "link", "add", port, "mtu", &mtu, "type", "veth", "peer", "name", dev, "mtu",
+            &mtu, "netns", ns,
+        ])?;
+        ip(&["-n", sw, "link", "set", port, "master", br, "up"])?;
+        let cidr = format!("{addr}/24");
+        ip(&["-n", ns, "addr", "add", &cidr, "brd", "+", "dev", dev])?;
+        ip(&["-n", ns, "link", "set", dev, "up"])?;
+        if let Some(rate) = self.spec.rate_bits_per_s {
+            let rate = format!("{rate}bit");
+            run_cmd(
+                "tc",
+                &[
+                    "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", &rate,
+                    "burst", TBF_BURST, "limit", TBF_LIMIT,
+                ],
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Every namespace that receives (receivers and relays): where the loss
+    /// rule goes.
+    fn receiving_namespaces(&self) -> Vec<&str> {
+        self.hosts[1..]
+            .iter()
+            .filter_map(|h| h.ns.as_deref())
+            .chain(self.relays.iter().filter_map(|r| r.ns.as_deref()))
+            .collect()
+    }
+
+    /// Every shaped interface: (namespace, device).
+    fn shaped_interfaces(&self) -> Vec<(&str, &'static str)> {
+        self.hosts
+            .iter()
+            .filter_map(|h| h.ns.as_deref())
+            .map(|ns| (ns, "eth0"))
+            .chain(
+                self.relays
+                    .iter()
+                    .filter_map(|r| r.ns.as_deref())
+                    .flat_map(|ns| [(ns, "eth0"), (ns, "eth1")]),
+            )
+            .collect()
+    }
+
+    /// Counters of every relay interface (`eth0`, `eth1` of r1, then r2, …).
+    pub fn relay_counters(&self) -> Result<Vec<IfCounters>> {
+        let mut v = Vec::new();
+        for r in &self.relays {
+            for dev in ["eth0", "eth1"] {
+                v.push(read_counters(r.ns.as_deref(), dev)?);
+            }
+        }
+        Ok(v)
     }
 
     /// Sets random loss with probability `p` on every receiver's UDP and TCP
@@ -232,8 +391,7 @@ impl Netns {
                  meta l4proto {{ udp, tcp }} numgen random mod 100000 < {per_100k} counter drop\n  }}\n}}"
             )?;
         }
-        for h in &self.hosts[1..] {
-            let ns = h.ns.as_deref().expect("netns host");
+        for ns in self.receiving_namespaces() {
             run_cmd(
                 "ip",
                 &["netns", "exec", ns, "nft", "-f", "-"],
@@ -250,8 +408,7 @@ impl Netns {
             return Ok(0);
         }
         let mut total = 0;
-        for h in &self.hosts[1..] {
-            let ns = h.ns.as_deref().expect("netns host");
+        for ns in self.receiving_namespaces() {
             let text = ip(&["netns", "exec", ns, "nft", "list", "table", "inet", "rml"])?;
             if let Some(rest) = text.split("counter packets ").nth(1) {
                 total += rest
@@ -269,11 +426,10 @@ impl Netns {
             return Ok(0);
         }
         let mut total = 0;
-        for h in &self.hosts {
-            let ns = h.ns.as_deref().expect("netns host");
+        for (ns, dev) in self.shaped_interfaces() {
             let text = run_cmd(
                 "tc",
-                &["-n", ns, "-s", "-j", "qdisc", "show", "dev", "eth0"],
+                &["-n", ns, "-s", "-j", "qdisc", "show", "dev", dev],
                 None,
             )?;
             let v: serde_json::Value = serde_json::from_str(&text).context("tc -j qdisc")?;
@@ -288,6 +444,9 @@ impl Netns {
 
     /// What was built, for the log and `lab up`.
     pub fn describe(&self) -> String {
+        if let Some(seg) = &self.spec.segments {
+            return self.describe_segments(seg);
+        }
         let mut s = format!(
             "netns testbed {}: {} hosts h0..h{} (h0 = sender) at 10.77.0.1..{} /24 on bridge br0 in namespace {} \
              (IGMP snooping: {}), egress tbf {} (burst {TBF_BURST}, limit {TBF_LIMIT}; counts Ethernet headers, not preamble/FCS/gap), \
@@ -310,6 +469,61 @@ impl Netns {
             let _ = write!(s, " {}={}", h.ns.as_deref().unwrap_or("-"), h.addr);
         }
         s
+    }
+
+    /// [`Netns::describe`] for a segmented testbed (same first words, so
+    /// `testbeds.txt` is read the same way).
+    fn describe_segments(&self, seg: &Segments) -> String {
+        let mut s = format!(
+            "netns testbed {}: {} segments {:?} (receivers each; h0 = sender on segment 0), one bridge each (br0..br{}) \
+             in namespace {} (IGMP snooping: off), segment s = 10.77.s.0/24; {} relay host(s) r1..r{} with eth0 on the segment each receives from \
+             ({:?}) and eth1 on segment k, IP forwarding off; egress tbf {} on every host interface and both relay interfaces \
+             (burst {TBF_BURST}, limit {TBF_LIMIT}), MTU {}; loss is set per point on receivers' and relays' UDP+TCP input",
+            self.id,
+            seg.count(),
+            seg.per_segment(),
+            seg.count() - 1,
+            self.switch_ns,
+            self.relays.len(),
+            self.relays.len(),
+            seg.upstreams(),
+            crate::units::fmt_rate(self.spec.rate_bits_per_s),
+            self.spec.mtu,
+        );
+        for sgm in 0..seg.count() {
+            let _ = write!(s, "\nsegment {sgm} (br{sgm}):");
+            if sgm == 0 {
+                let h = &self.hosts[0];
+                let _ = write!(s, " {}={} (sender)", h.ns.as_deref().unwrap_or("-"), h.addr);
+            } else {
+                let r = &self.relays[sgm - 1];
+                let _ = write!(
+                    s,
+                    " {}={} (relay eth1)",
+                    r.ns.as_deref().unwrap_or("-"),
+                    r.down_addr
+                );
+            }
+            for i in seg.hosts_on(sgm) {
+                let h = &self.hosts[i];
+                let _ = write!(s, " {}={}", h.ns.as_deref().unwrap_or("-"), h.addr);
+            }
+            for k in seg.relays_from(sgm) {
+                let r = &self.relays[k - 1];
+                let _ = write!(
+                    s,
+                    " {}={} (relay eth0)",
+                    r.ns.as_deref().unwrap_or("-"),
+                    r.up_addr
+                );
+            }
+        }
+        s
+    }
+
+    /// The segments, when it has several.
+    pub fn segments(&self) -> Option<&Segments> {
+        self.spec.segments.as_ref()
     }
 
     /// Leaves the testbed up after this process ends (`lab up`).

@@ -81,7 +81,8 @@ pub fn list_namespaces() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Whether a namespace name is one this lab makes: `rml` + 5 id chars + `-hN` or `-sw`.
+/// Whether a namespace name is one this lab makes: `rml` + 5 id chars +
+/// `-hN` (a host), `-rN` (a relay between segments) or `-sw` (the bridges).
 pub fn is_lab_namespace(name: &str) -> bool {
     let Some(rest) = name.strip_prefix("rml") else {
         return false;
@@ -95,7 +96,7 @@ pub fn is_lab_namespace(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         && (suffix == "sw"
             || suffix
-                .strip_prefix('h')
+                .strip_prefix(['h', 'r'])
                 .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
 }
 
@@ -194,4 +195,33 @@ pub fn status() -> Result<String> {
         let _ = writeln!(s, "{id}: {n} namespaces, {owner}");
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_relays_and_switches_are_lab_namespaces_and_nothing_else_is() {
+        for n in [
+            "rmlabc12-h0",
+            "rmlabc12-h30",
+            "rmlabc12-r1",
+            "rmlabc12-r15",
+            "rmlabc12-sw",
+        ] {
+            assert!(is_lab_namespace(n), "{n}");
+        }
+        for n in [
+            "rmlabc12-r",
+            "rmlabc12-x1",
+            "rmlab12-h0",
+            "rmlABc12-h0",
+            "other-h0",
+            "rmlabc12-sw1",
+            "rmlabc12-h1x",
+        ] {
+            assert!(!is_lab_namespace(n), "{n}");
+        }
+    }
 }

@@ -106,6 +106,11 @@ pub enum Completion {
 pub struct Plan {
     /// Receivers, started first.
     pub receivers: Vec<ProcSpec>,
+    /// Relays between segments (`kind = "cascade"`), started after the
+    /// receivers and before the sender; judged like receivers (they must
+    /// exit 0 within the grace time after the sender), but neither
+    /// verified nor counted in the receivers' CPU.
+    pub relays: Vec<ProcSpec>,
     /// The sender.
     pub sender: ProcSpec,
     /// Daemons (uftpd) do not exit: a status file line marks each one done.
@@ -178,6 +183,10 @@ pub enum ToolKind {
     Iperf3,
     /// Raw UDP multicast, no flow control: per-receiver loss (unverified).
     Blast,
+    /// rmcast across segments: `send` on h0, one `relay` per further
+    /// segment, `recv` on every receiver in its segment's group (the
+    /// scenario's `segments`).
+    Cascade,
     /// The PRMP paper's closed group: `receivers` = N nodes, each running
     /// `rmcast lab rounds` (args: `--proto prmp|ff|multitcp --round S …`).
     Symmetric,
@@ -203,7 +212,11 @@ pub struct Tool {
     /// Extra receiver arguments.
     #[serde(default)]
     pub recv_args: Vec<String>,
-    /// rmcast: environment variables for its sender and receivers (e.g.
+    /// cascade: extra `rmcast relay` arguments (each relay also gets the
+    /// tool's protocol and paced rate; `args` are the sender's only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relay_args: Vec<String>,
+    /// rmcast, cascade: environment variables for its sender, relays and receivers (e.g.
     /// `RMCAST_NO_GSO = "1"`, so that the loss rules drop datagrams, not
     /// whole GSO batches).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

@@ -18,6 +18,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     ];
     args.extend(tool.args.iter().cloned());
     Ok(Plan {
+        relays: Vec::new(),
         receivers: vec![ProcSpec {
             host: 1,
             program: s("iperf3"),

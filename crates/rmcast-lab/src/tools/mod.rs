@@ -9,6 +9,7 @@
 //! /work/shared/notes/peers.md; docs/lab.md says why.
 
 pub mod blast;
+pub mod cascade;
 pub mod iperf;
 pub mod multitcp;
 pub mod norm;
@@ -30,6 +31,7 @@ pub use driver::{
 pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     match tool.kind {
         ToolKind::Rmcast => rmcast::plan(tool, c),
+        ToolKind::Cascade => cascade::plan(tool, c),
         ToolKind::Udpcast => udpcast::plan(tool, c),
         ToolKind::Uftp => uftp::plan(tool, c),
         ToolKind::Norm => norm::plan(tool, c),

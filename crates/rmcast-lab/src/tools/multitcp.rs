@@ -40,6 +40,7 @@ pub fn plan(_tool: &Tool, c: &Ctx) -> std::result::Result<Plan, String> {
     ];
     Ok(Plan {
         receivers: recv,
+        relays: Vec::new(),
         sender: c.hidden(0, args),
         daemon_status: None,
         completion: Completion::SenderExit,

@@ -61,6 +61,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> std::result::Result<Plan, String> {
     ];
     args.extend(tool.args.iter().cloned());
     Ok(Plan {
+        relays: Vec::new(),
         receivers: recv,
         sender: c.hidden(0, args),
         daemon_status: None,

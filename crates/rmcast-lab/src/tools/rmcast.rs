@@ -101,6 +101,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     }
     Ok(Plan {
         receivers: recv,
+        relays: Vec::new(),
         sender: ProcSpec {
             host: 0,
             program: rm,

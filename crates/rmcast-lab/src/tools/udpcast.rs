@@ -57,6 +57,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     }
     args.extend(tool.args.iter().cloned());
     Ok(Plan {
+        relays: Vec::new(),
         receivers: recv,
         sender: ProcSpec {
             host: 0,

@@ -72,6 +72,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     args.push(c.object_arg());
     Ok(Plan {
         receivers: recv,
+        relays: Vec::new(),
         sender: ProcSpec {
             host: 0,
             program: s("uftp"),

@@ -153,6 +153,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     }
     args.extend(strip_flag(&tool.args, "--size"));
     Ok(Plan {
+        relays: Vec::new(),
         receivers: recv,
         sender: c.hidden(0, args),
         daemon_status: None,
