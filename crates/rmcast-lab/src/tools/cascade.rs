@@ -87,7 +87,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
             format!("r{k}"),
             s("--wait"),
             s("30s"),
-            s("--listen-timeout"),
+            s("--timeout"),
             c.limit_arg(),
             s("--json"),
             s("--protocol"),
