@@ -20,7 +20,7 @@ use rmcast_wire::stream::{
     PollEntry, PollRequest, ResetReason, Response, StreamBody, StreamData, StreamPacket,
 };
 use rmcast_wire::{
-    Body, Bye, Close, Complete, Data, FecShape, Feedback, Have, Header, Hello, Join, Leave,
+    Behind, Body, Bye, Close, Complete, Data, FecShape, Feedback, Have, Header, Hello, Join, Leave,
     MAX_DATAGRAM, Offer, OfferReply, POLL_ALL, Packet, Parity, ProtocolId, RANK_SENDER,
     RANK_UNASSIGNED, RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp, Seq,
     SessionId, Status, Welcome, encode_have_ranges, oracle,
@@ -317,6 +317,13 @@ fn transfer_valid() -> Vec<Vec<u8>> {
             }),
         ),
         (r, Body::Leave(Leave { text: "bye" })),
+        (
+            r,
+            Body::Behind(Behind {
+                receivers: 3,
+                names: "b1,b2,b3",
+            }),
+        ),
         (
             r,
             Body::RateNak(RateNak {

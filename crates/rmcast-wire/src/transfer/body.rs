@@ -295,6 +295,18 @@ pub struct Leave<'a> {
     pub text: &'a str,
 }
 
+/// `Behind`: a relay tells its sender who receives through it (`rmcast
+/// relay`), so that if the relay dies the sender's report names them too.
+/// Best effort, sent once the relay's own group has registered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Behind<'a> {
+    /// Receivers behind the relay (its group's members).
+    pub receivers: u16,
+    /// Their names, comma-separated, cut to what a text field holds (255
+    /// bytes); `receivers` says how many there are in all.
+    pub names: &'a str,
+}
+
 /// `Have`: one part of a receiver's report of the packets it holds already
 /// (chunks of a tree it found on its disk, verified by their hashes), so the
 /// sender sends only what some receiver lacks. Ranges are packet indexes
@@ -414,6 +426,8 @@ pub enum Body<'a> {
     RateSync(RateSync),
     /// See [`Parity`].
     Parity(Parity<'a>),
+    /// See [`Behind`].
+    Behind(Behind<'a>),
 }
 
 impl Body<'_> {
@@ -438,6 +452,7 @@ impl Body<'_> {
             Body::RateReport(_) => Kind::RateReport,
             Body::RateSync(_) => Kind::RateSync,
             Body::Parity(_) => Kind::Parity,
+            Body::Behind(_) => Kind::Behind,
         }
     }
 }

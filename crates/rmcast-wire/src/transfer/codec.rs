@@ -147,6 +147,10 @@ impl<'a> Packet<'a> {
                 text: r.text()?,
             }),
             Kind::Leave => Body::Leave(Leave { text: r.text()? }),
+            Kind::Behind => Body::Behind(Behind {
+                receivers: r.u16()?,
+                names: r.text()?,
+            }),
             Kind::Have => {
                 let part = r.u16()?;
                 let parts = r.u16()?;
@@ -299,6 +303,10 @@ impl<'a> Packet<'a> {
                 w.text(b.text)?;
             }
             Body::Leave(l) => w.text(l.text)?,
+            Body::Behind(b) => {
+                w.u16(b.receivers)?;
+                w.text(b.names)?;
+            }
             Body::Have(h) => {
                 let ranges = h.ranges.len() / HAVE_RANGE_LEN;
                 if !have_part_valid(h.part, h.parts, ranges) || !have_ranges_valid(h.ranges) {

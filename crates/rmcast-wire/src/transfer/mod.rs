@@ -13,7 +13,7 @@ mod codec;
 mod rate;
 
 pub use body::{
-    Body, Bye, Close, Complete, Data, FEC_MAX_BLOCK, FecShape, Feedback, HAVE_MAX_RANGES,
+    Behind, Body, Bye, Close, Complete, Data, FEC_MAX_BLOCK, FecShape, Feedback, HAVE_MAX_RANGES,
     HAVE_RANGE_LEN, Have, Hello, Join, Leave, Offer, OfferReply, Packet, Parity, SIGNATURE_LEN,
     Welcome, encode_have_ranges, signed_object_message,
 };
@@ -105,6 +105,8 @@ wire_enum! {
         Have = 0x0D,
         /// Sender → group: a FEC parity packet of one block.
         Parity = 0x0E,
+        /// Relay → its sender: the receivers behind it.
+        Behind = 0x0F,
         /// Member → group: Hunt's multicast NACK (EXP or LAST) about one
         /// sender's stream; every sender of the group backs off.
         RateNak = 0x40,

@@ -45,6 +45,7 @@ fn every_kind_matches_its_fixed_bytes() {
             Kind::RateReport,
             Kind::RateSync,
             Kind::Parity,
+            Kind::Behind,
         ]
     );
     for (bytes, packet) in &samples {
@@ -75,6 +76,7 @@ fn body_lengths_match_the_documented_layout() {
             Body::RateReport(_) => 21,
             Body::RateSync(_) => 15,
             Body::Parity(p) => 12 + p.payload.len(),
+            Body::Behind(b) => 3 + b.names.len(),
         }
     };
     for (bytes, packet) in samples() {
@@ -161,7 +163,7 @@ fn a_version_1_offer_is_refused_not_misparsed() {
 #[test]
 fn unknown_type_is_unknown_kind() {
     let (bytes, _) = &samples()[0];
-    for t in [0x00u8, 0x0F, 0x10, 0x7F, 0x80, 0xFF] {
+    for t in [0x00u8, 0x10, 0x11, 0x7F, 0x80, 0xFF] {
         let mut bad = bytes.clone();
         bad[3] = t;
         assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownKind(t)));

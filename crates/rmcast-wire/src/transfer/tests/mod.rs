@@ -317,6 +317,17 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 }),
             },
         ),
+        (
+            // 12 receivers behind, two names given.
+            cat(&[&head(0x0F, 3), &[0x00, 0x0C, 0x05], b"b1,b2"]),
+            Packet {
+                header: rank3,
+                body: Body::Behind(Behind {
+                    receivers: 12,
+                    names: "b1,b2",
+                }),
+            },
+        ),
     ]
 }
 

@@ -30,6 +30,7 @@ enum OwnedBody {
     Complete(Status, [u8; HASH_LEN], String),
     Bye(bool, String),
     Leave(String),
+    Behind(u16, String),
     Have(u16, u16, Vec<u8>),
     Parity(Seq, u32, u16, u16, Vec<u8>),
     Rate(Body<'static>),
@@ -83,6 +84,10 @@ impl OwnedPacket {
                 text,
             }),
             OwnedBody::Leave(text) => Body::Leave(Leave { text }),
+            OwnedBody::Behind(receivers, names) => Body::Behind(Behind {
+                receivers: *receivers,
+                names,
+            }),
             OwnedBody::Have(part, parts, ranges) => Body::Have(Have {
                 part: *part,
                 parts: *parts,
@@ -239,6 +244,7 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
             .prop_map(|(s, h, t)| OwnedBody::Complete(s, h, t)),
         (any::<bool>(), arb_text()).prop_map(|(a, t)| OwnedBody::Bye(a, t)),
         arb_text().prop_map(OwnedBody::Leave),
+        (any::<u16>(), arb_text()).prop_map(|(n, t)| OwnedBody::Behind(n, t)),
         (
             (1..=u16::MAX).prop_flat_map(|parts| (0..parts, Just(parts))),
             prop::collection::vec((0..1000u32, 1..1000u32), 0..HAVE_MAX_RANGES)
