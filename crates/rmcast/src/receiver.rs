@@ -504,8 +504,15 @@ impl Driver<'_> {
         if self.relay_done || self.end.is_some() {
             return false;
         }
+        let mut any = false;
+        if let Some(names) = r.behind() {
+            let all = u16::try_from(names.len()).unwrap_or(u16::MAX);
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            machine.report_behind(all, &names);
+            any = true;
+        }
         let Some(verdict) = r.verdict() else {
-            return false;
+            return any;
         };
         self.relay_done = true;
         match (verdict, self.relay_hash) {

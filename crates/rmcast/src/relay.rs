@@ -90,6 +90,7 @@ pub(crate) struct Upstream {
     waker: Arc<Waker>,
     hash: mpsc::Sender<Hashed>,
     verdict: mpsc::Receiver<Result<(), String>>,
+    behind: mpsc::Receiver<Vec<String>>,
     published: Cell<u64>,
 }
 
@@ -141,6 +142,12 @@ impl Upstream {
             a.get_or_insert(reason);
         }
         let _ = self.waker.wake();
+    }
+
+    /// The names of the receivers behind the relay, once they all
+    /// registered.
+    pub(crate) fn behind(&self) -> Option<Vec<String>> {
+        self.behind.try_recv().ok()
     }
 
     /// The downstream verdict, once it came.
@@ -197,12 +204,17 @@ pub fn relay(
     let (offer_tx, offer_rx) = mpsc::channel::<Offered>();
     let (hash_tx, hash_rx) = mpsc::channel();
     let (verdict_tx, verdict_rx) = mpsc::channel();
+    let (behind_tx, behind_rx) = mpsc::channel();
+    let mut down = down.clone();
+    down.on_event = Some(behind_hook(down.on_event.take(), behind_tx));
+    let down = &down;
     let upstream = Upstream {
         offer: RefCell::new(Some(offer_tx)),
         feed: feed.clone(),
         waker: waker.clone(),
         hash: hash_tx,
         verdict: verdict_rx,
+        behind: behind_rx,
         published: Cell::new(0),
     };
 
@@ -250,6 +262,35 @@ pub fn relay(
             error,
         })
     })
+}
+
+/// The downstream sender's event hook: `user`'s, and the names of the
+/// receivers that joined, handed up once all are in (the relay tells its
+/// sender, which names them if the relay dies).
+fn behind_hook(
+    user: Option<crate::EventHook>,
+    to_upstream: mpsc::Sender<Vec<String>>,
+) -> crate::EventHook {
+    let names = std::sync::Mutex::new(Vec::new());
+    let to_upstream = std::sync::Mutex::new(to_upstream);
+    crate::EventHook(Arc::new(move |e| {
+        match e {
+            rmcast_proto::SenderEvent::Joined { name, .. } => {
+                if let Ok(mut n) = names.lock() {
+                    n.push(name.clone());
+                }
+            }
+            rmcast_proto::SenderEvent::AllJoined => {
+                if let (Ok(n), Ok(tx)) = (names.lock(), to_upstream.lock()) {
+                    let _ = tx.send(n.clone());
+                }
+            }
+            _ => {}
+        }
+        if let Some(hook) = &user {
+            (hook.0)(e);
+        }
+    }))
 }
 
 /// The downstream half: the stored object, mapped, sent as it fills.

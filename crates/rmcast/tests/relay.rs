@@ -204,6 +204,11 @@ fn a_relay_stopped_half_way_is_named_and_its_receivers_fail_cleanly() {
     assert!(!sent.ok);
     let relay = sent.members.iter().find(|m| m.name == "relay-b").unwrap();
     assert!(!relay.verified, "{sent:#?}");
+    let reason = relay.reason.as_deref().unwrap_or("");
+    assert!(
+        reason.contains("2 receivers behind it, unserved: b"),
+        "{reason}"
+    );
     let direct = sent.members.iter().find(|m| m.name == "direct").unwrap();
     assert!(direct.verified, "the others complete: {sent:#?}");
     assert!(

@@ -38,7 +38,7 @@ use crate::{Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
 use data::{Transfer, echo_copy};
 use feedback::FeedbackState;
 use rmcast_wire::{
-    Body, Complete, HASH_LEN, Header, Join, Leave, OfferReply, Packet, RANK_SENDER,
+    Behind, Body, Complete, HASH_LEN, Header, Join, Leave, OfferReply, Packet, RANK_SENDER,
     RANK_UNASSIGNED, SessionId, Status,
 };
 use std::collections::VecDeque;
@@ -94,6 +94,9 @@ pub struct Receiver {
     reply_owed: bool,
     complete_owed: bool,
     leave_owed: Option<String>,
+    /// A relay's word about the receivers behind it, owed to the sender
+    /// ([`Receiver::report_behind`]).
+    behind_owed: Option<(u16, String)>,
     events: VecDeque<ReceiverEvent>,
     stats: ReceiverStats,
     /// The keys of the sessions heard, when sealing, and who sent packets
@@ -134,6 +137,7 @@ impl Receiver {
             reply_owed: false,
             complete_owed: false,
             leave_owed: None,
+            behind_owed: None,
             events: VecDeque::new(),
             stats: ReceiverStats::default(),
             seal: Seal::receiver(config.group_key.as_ref()),
@@ -228,6 +232,28 @@ impl Receiver {
             self.leave_owed = Some(truncate(text));
         }
         self.fail(format!("left the session: {text}"));
+    }
+
+    /// A relay (`rmcast relay`) tells the sender who receives through it:
+    /// `receivers` in all, `names` as many as fit (cut to 255 bytes at a
+    /// name's end). The sender names them if the relay fails. Sent once,
+    /// best effort, while the session runs.
+    pub fn report_behind(&mut self, receivers: u16, names: &[&str]) {
+        if matches!(self.phase, Phase::Done | Phase::Listening) {
+            return;
+        }
+        let mut list = String::new();
+        for name in names {
+            let more = usize::from(!list.is_empty()) + name.len();
+            if list.len() + more > 255 {
+                break;
+            }
+            if !list.is_empty() {
+                list.push(',');
+            }
+            list.push_str(name);
+        }
+        self.behind_owed = Some((receivers, list));
     }
 
     /// When the machine next needs [`Receiver::handle_timeout`].
@@ -401,6 +427,15 @@ impl Receiver {
         let header = Header::new(self.session, self.rank);
         if let Some(text) = self.leave_owed.take() {
             return emit(to, header, Body::Leave(Leave { text: &text }), buf);
+        }
+        if self.phase != Phase::Joining
+            && let Some((receivers, names)) = self.behind_owed.take()
+        {
+            let body = Body::Behind(Behind {
+                receivers,
+                names: &names,
+            });
+            return emit(to, header, body, buf);
         }
         if self.phase == Phase::Joining {
             if self.join_at > now {

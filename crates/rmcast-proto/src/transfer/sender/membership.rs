@@ -6,7 +6,7 @@ use super::pacing::Mode;
 use super::{Phase, Sender};
 use crate::transfer::policy::SenderPolicy;
 use crate::{Instant, SenderEvent, SessionId};
-use rmcast_wire::{OfferReply, RANK_UNASSIGNED, Status};
+use rmcast_wire::{Behind, OfferReply, RANK_UNASSIGNED, Status};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::net::{SocketAddr, SocketAddrV4};
@@ -40,6 +40,9 @@ pub(super) struct Member {
     /// it only below what it had acknowledged `rto_max` ago (see
     /// [`AckHistory`]).
     pub(super) history: AckHistory,
+    /// A relay's receivers, as it reported them (`Behind`): named in its
+    /// failure.
+    pub(super) behind: Option<String>,
 }
 
 /// A member's cumulative point at a few moments (at most one sample per
@@ -145,6 +148,7 @@ impl Sender {
             reason: None,
             overclaims: 0,
             history: AckHistory::default(),
+            behind: None,
         });
         self.queue_welcome(from, receiver_id, rank);
         self.events.push_back(SenderEvent::Joined {
@@ -322,12 +326,43 @@ impl Sender {
         if self.members.byes_owed.len() < CTRL_QUEUE_MAX {
             self.members.byes_owed.push_back(i as u16);
         }
+        // A relay's receivers fail with it: say who they are (unless its
+        // own verdict, which names those that failed behind it, is the
+        // reason).
+        let reason = match &m.behind {
+            Some(behind) if !reason.contains("behind it") => format!("{reason}; {behind}"),
+            _ => reason,
+        };
         self.events.push_back(SenderEvent::MemberFailed {
             rank: i as u16,
             name: m.name.clone(),
             reason: reason.clone(),
         });
         m.reason = Some(reason);
+    }
+
+    /// A relay's report of the receivers behind it.
+    pub(super) fn on_behind(&mut self, now: Instant, rank: u16, from: SocketAddr, b: &Behind<'_>) {
+        let Some(i) = self.member_index(rank, from) else {
+            return;
+        };
+        let m = &mut self.members.list[i];
+        m.last_heard = now;
+        let names = crate::truncate_utf8(b.names, 255);
+        let listed = if names.is_empty() {
+            0
+        } else {
+            names.split(',').count()
+        };
+        let more = usize::from(b.receivers).saturating_sub(listed);
+        m.behind = Some(if more > 0 {
+            format!(
+                "{} receivers behind it, unserved: {names} and {more} more",
+                b.receivers
+            )
+        } else {
+            format!("{} receivers behind it, unserved: {names}", b.receivers)
+        });
     }
 
     /// Removes receivers that owe feedback and have been silent too long.

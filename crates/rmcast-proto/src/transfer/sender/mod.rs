@@ -597,6 +597,7 @@ impl Sender {
             }
             Body::Complete(c) => self.on_complete(now, rank, from, &c),
             Body::Leave(l) => self.on_leave(now, rank, from, l.text),
+            Body::Behind(b) => self.on_behind(now, rank, from, &b),
             Body::Have(h) => {
                 if let Some(i) = self.member_index(rank, from) {
                     self.on_have(now, i, &h);

@@ -309,3 +309,34 @@ mod streaming_tests {
         });
     }
 }
+
+#[cfg(test)]
+mod behind_tests {
+    //! A relay's `Behind`: the receivers behind it are named when it fails.
+
+    use super::Pair;
+
+    #[test]
+    fn a_relay_that_leaves_has_the_receivers_behind_it_named() {
+        // No hash yet: the session waits in Closing, the relay in it.
+        let mut p = Pair::new(None);
+        p.exchange();
+        let long = "n".repeat(245);
+        p.receiver
+            .report_behind(4, &["b1", "b2", &long, "never-fits"]);
+        p.exchange();
+        p.receiver.leave("interrupted");
+        let until = p.now + std::time::Duration::from_secs(5);
+        p.run_until(until);
+        let outcome = p.sender.outcome().expect("the only receiver left");
+        let reason = outcome.members[0].reason.clone().unwrap_or_default();
+        assert!(reason.contains("interrupted"), "{reason}");
+        // Cut at a name's end within 255 bytes: one name did not fit.
+        assert!(
+            reason.ends_with(&format!(
+                "4 receivers behind it, unserved: b1,b2,{long} and 1 more"
+            )),
+            "{reason}"
+        );
+    }
+}
