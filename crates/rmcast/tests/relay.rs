@@ -9,21 +9,10 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Runs `f` on a thread and fails the test if it takes longer than `limit`.
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {limit:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("test thread panicked"),
-    }
-}
+mod common;
+use common::bounded;
 
 fn object(size: usize) -> Vec<u8> {
     (0..size as u64)

@@ -43,23 +43,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     let env: Vec<(String, String)> = tool.env.clone().into_iter().collect();
     let mut receivers = Vec::new();
     for i in c.receivers() {
-        let mut args = vec![
-            s("recv"),
-            s("--group"),
-            segment_group(c, seg, seg.segment_of(i)),
-            s("--iface"),
-            s(c.addr(i)),
-            s("--out"),
-            c.out(i),
-            s("--json"),
-            s("--timeout"),
-            c.limit_arg(),
-            s("--name"),
-            format!("h{i}"),
-        ];
-        if c.tool_loss > 0.0 {
-            args.extend([s("--loss"), s(c.tool_loss), s("--seed"), s(i)]);
-        }
+        let mut args = super::rmcast::recv_args(c, i, segment_group(c, seg, seg.segment_of(i)));
         args.extend(tool.recv_args.iter().cloned());
         receivers.push(ProcSpec {
             host: i,

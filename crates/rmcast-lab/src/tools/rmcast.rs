@@ -18,6 +18,29 @@ pub const PROTOCOLS: [&str; 10] = [
 ];
 
 /// The rmcast plan.
+/// `rmcast recv` on host `i` for `group`: its copy under the run's
+/// directory, its own name, bounded by the run's limit, with the test loss.
+pub fn recv_args(c: &Ctx, i: usize, group: String) -> Vec<String> {
+    let mut args = vec![
+        s("recv"),
+        s("--group"),
+        group,
+        s("--iface"),
+        s(c.addr(i)),
+        s("--out"),
+        c.out(i),
+        s("--json"),
+        s("--timeout"),
+        c.limit_arg(),
+        s("--name"),
+        format!("h{i}"),
+    ];
+    if c.tool_loss > 0.0 {
+        args.extend([s("--loss"), s(c.tool_loss), s("--seed"), s(i)]);
+    }
+    args
+}
+
 pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     let paced = paced_rate(tool, c.rate_bits_per_s);
     if !c.rmcast.is_file() {
@@ -35,23 +58,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     let recv = c
         .receivers()
         .map(|i| {
-            let mut args = vec![
-                s("recv"),
-                s("--group"),
-                c.group_port(),
-                s("--iface"),
-                s(c.addr(i)),
-                s("--out"),
-                c.out(i),
-                s("--json"),
-                s("--timeout"),
-                c.limit_arg(),
-                s("--name"),
-                format!("h{i}"),
-            ];
-            if c.tool_loss > 0.0 {
-                args.extend([s("--loss"), s(c.tool_loss), s("--seed"), s(i)]);
-            }
+            let mut args = recv_args(c, i, c.group_port());
             if let Some(ctl) = &overlay_control {
                 // TCP overlay: register with the sender, accept data on any port.
                 args.extend([
