@@ -46,7 +46,16 @@ const EXIT_STATUS: &str = "EXIT STATUS:
 /// the help of rmcast and of every subcommand, for the parser, the manual
 /// pages and the completion scripts alike.
 pub fn command() -> clap::Command {
-    with_exit_status(Cli::command())
+    // `relay` takes send's flags for its downstream session but names its
+    // groups --from/--to: send's --group and --iface (refused there), and
+    // the tcp-* overlays' flags (no overlay crosses a relay), stay out of
+    // its help.
+    let hidden = ["group", "iface", "control", "segment_size", "fanout"];
+    with_exit_status(Cli::command()).mut_subcommand("relay", |c| {
+        hidden
+            .iter()
+            .fold(c, |c, id| c.mut_arg(*id, |a| a.hide(true)))
+    })
 }
 
 fn with_exit_status(cmd: clap::Command) -> clap::Command {
