@@ -27,6 +27,11 @@ pub(crate) enum Target {
 /// Contiguous received bytes are gathered up to this much per `pwrite`.
 const STAGE_BYTES: usize = 256 << 10;
 
+/// A relay's stage: what it forwards waits for its write, so it gathers
+/// less (2.6 ms at 100 Mbit/s, where 256 KiB held every relay of a
+/// cascade back 21 ms).
+const RELAY_STAGE_BYTES: usize = 32 << 10;
+
 /// Out-of-order bytes are read back for hashing once this much of them has
 /// become contiguous (after a repair filled the gap before them).
 const CATCH_UP_BYTES: u64 = 4 << 20;
@@ -63,6 +68,8 @@ pub(crate) struct Part {
     /// relay reads it back): no chunk is taken from the disk instead, no
     /// copied range is released.
     whole: bool,
+    /// In-order bytes gathered per write at most.
+    stage_max: usize,
 }
 
 /// A tree's search for the chunks this disk holds (resume, delta): it
@@ -192,13 +199,13 @@ impl Part {
         let stage_end = self.stage_offset + self.stage.len() as u64;
         if !self.stage.is_empty()
             && offset == stage_end
-            && self.stage.len() + bytes.len() <= STAGE_BYTES
+            && self.stage.len() + bytes.len() <= self.stage_max
         {
             self.stage.extend_from_slice(bytes);
             return Ok(());
         }
         self.flush()?;
-        if bytes.len() >= STAGE_BYTES {
+        if bytes.len() >= self.stage_max {
             self.file.write_all_at(bytes, offset)?;
             if offset == self.hashed {
                 self.absorb(bytes);
@@ -679,6 +686,7 @@ pub(crate) fn prepare(
                 hashed: 0,
                 held: HeldSearch::default(),
                 whole: false,
+                stage_max: STAGE_BYTES,
             };
             part.file.set_len(offer.size).map_err(|e| {
                 let status = if e.raw_os_error() == Some(libc::ENOSPC) {
@@ -717,6 +725,7 @@ pub(crate) fn prepare(
                 hashed: 0,
                 held: HeldSearch::default(),
                 whole: false,
+                stage_max: STAGE_BYTES,
             }))
         }
     }
@@ -817,6 +826,7 @@ impl Sink {
     pub(crate) fn keep_every_byte(&mut self) {
         if let Sink::File(p) = self {
             p.whole = true;
+            p.stage_max = RELAY_STAGE_BYTES;
             if let Some(t) = &mut p.tree {
                 t.keep_part();
             }
