@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, entries, rmcast};
+use common::{Proc, entries, rmcast, wait_for_part_file};
 
 /// The binary with the test binary's group key in its environment, as an
 /// operator's shell would have `RMCAST_KEY_FILE` (or pass `--key`).
@@ -270,14 +270,7 @@ fn send_fails_naming_a_receiver_killed_mid_transfer() {
             .args(["--rate", "20mbit", "--peer-timeout", "1500ms"]),
     );
     // Kill r1 once its part file exists, i.e. data is flowing.
-    let start = Instant::now();
-    while !entries(&outs[1]).iter().any(|n| n.contains("rmcast-part")) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "r1 never started receiving"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_part_file(&outs[1], "r1 never started receiving");
     std::thread::sleep(Duration::from_millis(300));
     drop(receivers[1].take()); // SIGKILL by PID
     let killed_at = Instant::now();
@@ -326,14 +319,7 @@ fn a_receiver_whose_sender_dies_leaves_no_file_behind() {
             "10mbit",
         ]),
     );
-    let start = Instant::now();
-    while !entries(&out).iter().any(|n| n.contains("rmcast-part")) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "receiving never started"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_part_file(&out, "receiving never started");
     drop(sender); // SIGKILL: no Bye, just silence
     let (code, out_json, _) = receiver.wait(Duration::from_secs(15));
     assert_eq!(code, 1);
@@ -723,14 +709,7 @@ fn a_tcp_chain_names_a_receiver_process_killed_mid_transfer() {
             ])
             .args(["--peer-timeout", "2s", "--json"]),
     );
-    let start = Instant::now();
-    while !entries(&outs[1]).iter().any(|n| n.contains("rmcast-part")) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "t1 never started receiving"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_part_file(&outs[1], "t1 never started receiving");
     drop(receivers[1].take()); // SIGKILL by PID
     let (code, out, err) = sender.wait(Duration::from_secs(20));
     assert_eq!(code, 1, "{err}");

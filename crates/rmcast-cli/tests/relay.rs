@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, entries, rmcast};
+use common::{Proc, entries, rmcast, wait_for_part_file};
 
 fn json(out: &str) -> Value {
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
@@ -97,7 +97,6 @@ fn a_relay_forwards_into_its_group_and_counts_once_upstream() {
         assert_eq!(json(&out)["verified"], true);
         assert!(std::fs::read(outs[k].join("obj.bin")).unwrap() == sent);
     }
-    // Without --out the relay keeps no copy: nothing in its directory.
 }
 
 #[test]
@@ -124,14 +123,7 @@ fn a_relay_killed_mid_transfer_is_named_and_the_receivers_behind_it_fail_cleanly
             .args(["--rate", "20mbit", "--peer-timeout", "1500ms"]),
     );
     // Kill the relay once its group stores data (a part file behind it).
-    let start = Instant::now();
-    while !entries(&outs[1]).iter().any(|n| n.contains("rmcast-part")) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "nothing reached the group behind the relay"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_part_file(&outs[1], "nothing reached the group behind the relay");
     std::thread::sleep(Duration::from_millis(300));
     drop(relay.take()); // SIGKILL by PID
     let killed_at = Instant::now();

@@ -94,6 +94,17 @@ pub fn entries(dir: &std::path::Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Waits (at most 20 s, else panics saying `what`) until a receiver
+/// stores into `dir`: its hidden part file is there, so data is flowing.
+#[allow(dead_code)]
+pub fn wait_for_part_file(dir: &std::path::Path, what: &str) {
+    let start = Instant::now();
+    while !entries(dir).iter().any(|n| n.contains("rmcast-part")) {
+        assert!(start.elapsed() < Duration::from_secs(20), "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// The `rmcast` binary under test, sealed under the test key, its output
 /// piped.
 #[allow(dead_code)]
