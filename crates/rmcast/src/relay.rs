@@ -31,19 +31,16 @@
 //!   so every receiver behind it fails cleanly and says why.
 
 use crate::receiver::recv_relayed;
-use crate::sender::{Feed, Hashed, send_streamed};
+use crate::sender::{Feed, HASH_TOKEN, Hashed, send_streamed};
 use crate::storage::{Sink, Target};
 use crate::{Error, Progress, RecvConfig, RecvReport, SendConfig, SendReport};
-use mio::{Poll, Token, Waker};
+use mio::{Poll, Waker};
 use rmcast_proto::{HASH_LEN, OfferInfo};
 use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
-
-/// The downstream loop's wake-up (the sending driver's hash token).
-const FEED_TOKEN: Token = Token(3);
 
 /// What `rmcast relay` runs.
 #[derive(Clone, Debug)]
@@ -195,7 +192,7 @@ pub fn relay(
         source,
     })?;
     let waker = Arc::new(
-        Waker::new(poll.registry(), FEED_TOKEN).map_err(|source| Error::Io {
+        Waker::new(poll.registry(), HASH_TOKEN).map_err(|source| Error::Io {
             context: "cannot create the event loop's waker".into(),
             source,
         })?,

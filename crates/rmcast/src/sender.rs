@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// The event loop's wake-up when the background hash is ready.
-const HASH_TOKEN: Token = Token(3);
+pub(crate) const HASH_TOKEN: Token = Token(3);
 /// Bytes hashed between two looks at the stop flag (about 10 ms of BLAKE3
 /// on one core), so an ended session does not wait for a whole object.
 const HASH_CHUNK: usize = 16 << 20;

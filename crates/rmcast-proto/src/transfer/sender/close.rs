@@ -58,6 +58,9 @@ impl Sender {
             // verified against it. The receiver answers the Close.
             (Status::Ok, None) => return,
             _ => {
+                // A relay's verdict speaks for the receivers behind it: its
+                // report of them (`Behind`) is not added.
+                self.members.list[i].behind = None;
                 self.fail_member(
                     now,
                     i,

@@ -326,12 +326,10 @@ impl Sender {
         if self.members.byes_owed.len() < CTRL_QUEUE_MAX {
             self.members.byes_owed.push_back(i as u16);
         }
-        // A relay's receivers fail with it: say who they are (unless its
-        // own verdict, which names those that failed behind it, is the
-        // reason).
+        // A relay's receivers fail with it: say who they are.
         let reason = match &m.behind {
-            Some(behind) if !reason.contains("behind it") => format!("{reason}; {behind}"),
-            _ => reason,
+            Some(behind) => format!("{reason}; {behind}"),
+            None => reason,
         };
         self.events.push_back(SenderEvent::MemberFailed {
             rank: i as u16,
@@ -354,15 +352,14 @@ impl Sender {
         } else {
             names.split(',').count()
         };
-        let more = usize::from(b.receivers).saturating_sub(listed);
-        m.behind = Some(if more > 0 {
-            format!(
-                "{} receivers behind it, unserved: {names} and {more} more",
-                b.receivers
-            )
-        } else {
-            format!("{} receivers behind it, unserved: {names}", b.receivers)
-        });
+        let more = match usize::from(b.receivers).saturating_sub(listed) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        m.behind = Some(format!(
+            "{} receivers behind it, unserved: {names}{more}",
+            b.receivers
+        ));
     }
 
     /// Removes receivers that owe feedback and have been silent too long.
