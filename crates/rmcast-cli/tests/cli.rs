@@ -4,12 +4,12 @@
 
 use serde_json::Value;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, entries, rmcast, wait_for_part_file};
+use common::{Proc, entries, recv, rmcast, wait_for_part_file, write_file};
 
 /// The binary with the test binary's group key in its environment, as an
 /// operator's shell would have `RMCAST_KEY_FILE` (or pass `--key`).
@@ -25,22 +25,6 @@ fn json(out: &str) -> Value {
 
 fn group() -> String {
     rmcast::random_group().to_string()
-}
-
-fn write_file(dir: &Path, name: &str, size: usize) -> PathBuf {
-    let path = dir.join(name);
-    let data: Vec<u8> = (0..size).map(|i| (i * 31 + i / 4099) as u8).collect();
-    std::fs::write(&path, data).unwrap();
-    path
-}
-
-fn recv(group: &str, out: &Path, name: &str, extra: &[&str]) -> Proc {
-    let mut cmd = rmcast();
-    cmd.args(["recv", "--json", "--group", group, "--name", name, "--out"])
-        .arg(out)
-        .args(["--timeout", "20s"])
-        .args(extra);
-    Proc::spawn(name, &mut cmd)
 }
 
 /// `demo` of 4 MiB to 4 receivers under 5 % loss with `protocol` and

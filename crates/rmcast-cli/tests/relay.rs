@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, entries, rmcast, wait_for_part_file};
+use common::{Proc, entries, recv, rmcast, wait_for_part_file, write_file};
 
 fn json(out: &str) -> Value {
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
@@ -24,22 +24,6 @@ fn groups() -> (String, String) {
     }
 }
 
-fn write_file(dir: &Path, name: &str, size: usize) -> PathBuf {
-    let path = dir.join(name);
-    let data: Vec<u8> = (0..size).map(|i| (i * 31 + i / 4099) as u8).collect();
-    std::fs::write(&path, data).unwrap();
-    path
-}
-
-fn recv(group: &str, out: &Path, name: &str, extra: &[&str]) -> Proc {
-    let mut cmd = rmcast();
-    cmd.args(["recv", "--json", "--group", group, "--name", name, "--out"])
-        .arg(out)
-        .args(["--timeout", "20s"])
-        .args(extra);
-    Proc::spawn(name, &mut cmd)
-}
-
 fn relay(from: &str, to: &str, receivers: &str, extra: &[&str]) -> Proc {
     let mut cmd = rmcast();
     cmd.args([
@@ -50,19 +34,27 @@ fn relay(from: &str, to: &str, receivers: &str, extra: &[&str]) -> Proc {
     Proc::spawn("relay", &mut cmd)
 }
 
+/// Receiver a1 in group `a`, b1 and b2 (with `behind_extra`) in group
+/// `b`, each storing under `dir`: their directories, a1, and b1 and b2.
+fn receivers(
+    dir: &Path,
+    (a, b): (&str, &str),
+    behind_extra: &[&str],
+) -> (Vec<PathBuf>, Proc, Vec<Proc>) {
+    let outs: Vec<PathBuf> = ["a1", "b1", "b2"].iter().map(|n| dir.join(n)).collect();
+    let direct = recv(a, &outs[0], "a1", &[]);
+    let behind = (1..3)
+        .map(|k| recv(b, &outs[k], &format!("b{k}"), behind_extra))
+        .collect();
+    (outs, direct, behind)
+}
+
 #[test]
 fn a_relay_forwards_into_its_group_and_counts_once_upstream() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "obj.bin", 6 << 20);
     let (a, b) = groups();
-    let outs: Vec<PathBuf> = ["a1", "b1", "b2"]
-        .iter()
-        .map(|n| dir.path().join(n))
-        .collect();
-    let direct = recv(&a, &outs[0], "a1", &[]);
-    let behind: Vec<Proc> = (1..3)
-        .map(|k| recv(&b, &outs[k], &format!("b{k}"), &[]))
-        .collect();
+    let (outs, direct, behind) = receivers(dir.path(), (&a, &b), &[]);
     let relay = relay(&a, &b, "2", &["--loss", "0.01"]);
     let (code, out, err) = Proc::spawn(
         "sender",
@@ -104,14 +96,7 @@ fn a_relay_killed_mid_transfer_is_named_and_the_receivers_behind_it_fail_cleanly
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "big.bin", 8 << 20);
     let (a, b) = groups();
-    let outs: Vec<PathBuf> = ["a1", "b1", "b2"]
-        .iter()
-        .map(|n| dir.path().join(n))
-        .collect();
-    let direct = recv(&a, &outs[0], "a1", &[]);
-    let behind: Vec<Proc> = (1..3)
-        .map(|k| recv(&b, &outs[k], &format!("b{k}"), &["--sender-timeout", "2s"]))
-        .collect();
+    let (outs, direct, behind) = receivers(dir.path(), (&a, &b), &["--sender-timeout", "2s"]);
     let mut relay = Some(relay(&a, &b, "2", &[]));
     let sender = Proc::spawn(
         "sender",

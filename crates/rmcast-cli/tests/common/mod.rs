@@ -94,6 +94,27 @@ pub fn entries(dir: &std::path::Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A file of `size` bytes of a fixed pattern, `dir/name`.
+#[allow(dead_code)]
+pub fn write_file(dir: &std::path::Path, name: &str, size: usize) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let data: Vec<u8> = (0..size).map(|i| (i * 31 + i / 4099) as u8).collect();
+    std::fs::write(&path, data).unwrap();
+    path
+}
+
+/// `rmcast recv --json` on `group` into `out` as `name`, giving up after
+/// 20 s without a session.
+#[allow(dead_code)]
+pub fn recv(group: &str, out: &std::path::Path, name: &str, extra: &[&str]) -> Proc {
+    let mut cmd = rmcast();
+    cmd.args(["recv", "--json", "--group", group, "--name", name, "--out"])
+        .arg(out)
+        .args(["--timeout", "20s"])
+        .args(extra);
+    Proc::spawn(name, &mut cmd)
+}
+
 /// Waits (at most 20 s, else panics saying `what`) until a receiver
 /// stores into `dir`: its hidden part file is there, so data is flowing.
 #[allow(dead_code)]
