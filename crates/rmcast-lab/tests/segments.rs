@@ -54,8 +54,16 @@ fn netns_ready() -> Result<PathBuf, String> {
     rmcast_bin().ok_or_else(|| "no rmcast binary (build rmcast-cli or set RMCAST_BIN)".into())
 }
 
-/// Whether this rmcast's relay answers (`rmcast relay --help` succeeds).
-fn relay_ready(rmcast: &Path) -> Result<(), String> {
+/// Fails the test unless this rmcast's relay answers (`rmcast relay
+/// --help` succeeds): the relay is part of the product, so its absence is
+/// a failure, not a skip.
+fn assert_relay(rmcast: &Path) {
+    if let Err(why) = relay_answers(rmcast) {
+        panic!("{why}");
+    }
+}
+
+fn relay_answers(rmcast: &Path) -> Result<(), String> {
     let mut child = Command::new(rmcast)
         .args(["relay", "--help"])
         .stdout(Stdio::null())
@@ -458,8 +466,7 @@ fn netns_cascade_three_segments_of_ten_at_100mbit_all_thirty_copies_byte_exact()
         Ok(p) => p,
         Err(why) => return skip(&why),
     };
-    // The relay is part of the product: its absence is a failure, not a skip.
-    relay_ready(&rmcast).unwrap_or_else(|why| panic!("{why}"));
+    assert_relay(&rmcast);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let sc = dir.path().join("scenario.toml");
@@ -491,8 +498,7 @@ fn netns_the_quick_cascade_scenario_passes_beside_its_flat_group_with_verdicts()
         Ok(p) => p,
         Err(why) => return skip(&why),
     };
-    // The relay is part of the product: its absence is a failure, not a skip.
-    relay_ready(&rmcast).unwrap_or_else(|why| panic!("{why}"));
+    assert_relay(&rmcast);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let sc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lab/scenarios/cascade-quick.toml");
@@ -533,8 +539,7 @@ fn cascade_on_loopback_every_copy_is_verified_without_root() {
     let Some(rmcast) = rmcast_bin() else {
         return skip("no rmcast binary (build rmcast-cli or set RMCAST_BIN)");
     };
-    // The relay is part of the product: its absence is a failure, not a skip.
-    relay_ready(&rmcast).unwrap_or_else(|why| panic!("{why}"));
+    assert_relay(&rmcast);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let sc = dir.path().join("scenario.toml");
