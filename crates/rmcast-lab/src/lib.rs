@@ -172,6 +172,14 @@ pub struct RunArgs {
     /// Override the scenario's repeats.
     #[arg(long)]
     pub repeats: Option<u32>,
+    /// Run on this testbed instead of the scenario's (or the suite's
+    /// experiments'): `ssh` runs on the hosts of --inventory.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub testbed: Option<scenario::TestbedKind>,
+    /// The ssh testbed's hosts: a TOML inventory (address, interface, user,
+    /// key, work directory per host; the sender first). See docs/lab.md.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
     /// Write report.md after the run.
     #[arg(long)]
     pub report: bool,
@@ -278,12 +286,15 @@ pub fn run(args: LabArgs) -> Result<i32> {
                 .with_context(|| format!("scenario {}", a.scenario.display()))?;
             let rmcast = resolve_rmcast(a.rmcast.as_deref())?;
             let opts = scenario::runner::RunOptions {
-                out: a.out.clone(),
+                // Absolute: the ssh testbed maps the paths under it.
+                out: std::path::absolute(&a.out)?,
                 rmcast,
                 self_cmd: self_command()?,
                 only: a.only,
                 receivers: a.receivers,
                 repeats: a.repeats,
+                testbed: a.testbed,
+                inventory: a.inventory,
             };
             let summary = scenario::runner::run_scenario(&scenario, &opts)?;
             if a.report {
@@ -366,7 +377,7 @@ fn run_suite_command(a: RunArgs) -> Result<i32> {
         None
     };
     let opts = suite::run::SuiteOptions {
-        out: a.out.clone(),
+        out: std::path::absolute(&a.out)?,
         backends,
         only_experiments: a.only_experiment,
         only_series: a.only,
@@ -376,6 +387,8 @@ fn run_suite_command(a: RunArgs) -> Result<i32> {
         seeds: a.seeds,
         quick: a.quick,
         command: command_line(),
+        testbed: a.testbed,
+        inventory: a.inventory,
     };
     let summary = suite::run::run_suite(&suite, &opts)?;
     if a.report {

@@ -1,6 +1,9 @@
 //! Processes the runner starts: spawned into their own process group with
 //! a parent-death signal, reaped with `wait4` (exit status and CPU time),
-//! and only ever killed by their own PID.
+//! and only ever killed by their own PID. A process on a remote host (the
+//! ssh testbed) is the local `ssh` client plus the remote PID that the
+//! remote shell printed before it exec'd the tool: signals go to that PID
+//! over ssh ([`Remote`]).
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -48,6 +51,33 @@ pub struct Proc {
     pub stdout: PathBuf,
     /// Its stderr file.
     pub stderr: PathBuf,
+    /// Where it runs when that is not this host (the ssh testbed).
+    pub remote: Option<Remote>,
+}
+
+/// The remote half of a process started over ssh.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    /// The inventory's name of the host.
+    pub node: String,
+    /// The `ssh … DESTINATION` argv that runs a command there.
+    pub ssh: Vec<String>,
+}
+
+/// The line a remote shell writes first on stderr, before it execs the tool.
+pub const REMOTE_PID_PREFIX: &str = "rmcast-lab-pid=";
+
+/// The remote PID from the first line of a remote process's stderr file.
+pub fn remote_pid_in(stderr: &Path) -> Option<i32> {
+    use std::io::BufRead;
+    let f = std::fs::File::open(stderr).ok()?;
+    let mut line = String::new();
+    std::io::BufReader::new(f).read_line(&mut line).ok()?;
+    line.trim()
+        .strip_prefix(REMOTE_PID_PREFIX)?
+        .parse()
+        .ok()
+        .filter(|&p| p > 1)
 }
 
 impl Proc {
@@ -85,7 +115,80 @@ impl Proc {
             killed_by_us: None,
             stdout,
             stderr,
+            remote: None,
         })
+    }
+
+    /// The PID on the remote host (ssh testbed), once its shell said it.
+    pub fn remote_pid(&self) -> Option<i32> {
+        self.remote.as_ref()?;
+        remote_pid_in(&self.stderr)
+    }
+
+    /// Sends `sig` to the remote PID over ssh (bounded). Before the remote
+    /// shell printed its PID there is nothing to signal but the local
+    /// client: it is waited for up to 2 s.
+    fn signal_remote(&self, sig: libc::c_int) -> bool {
+        let Some(r) = &self.remote else {
+            return false;
+        };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let pid = loop {
+            if let Some(pid) = self.remote_pid() {
+                break pid;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut c = Command::new(&r.ssh[0]);
+        c.args(&r.ssh[1..])
+            .arg(format!("kill -{sig} {pid} 2>/dev/null"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let Ok(mut child) = c.spawn() else {
+            return false;
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match child.try_wait() {
+                Ok(Some(st)) => return st.success(),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// [`Proc::spawn`] for the ssh client of a tool on a remote host.
+    pub fn spawn_remote(
+        cmd: Command,
+        label: String,
+        host: usize,
+        dir: &Path,
+        remote: Remote,
+    ) -> Result<Proc> {
+        let mut p = Proc::spawn(cmd, label, host, dir)?;
+        p.remote = Some(remote);
+        // The tool starts when the remote shell says its PID, not when ssh
+        // starts here: a run's time then leaves out the session's set-up
+        // (which the controller's clock alone measures; the hosts' clocks
+        // are never compared).
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while p.remote_pid().is_none() && Instant::now() < deadline && !p.poll() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if p.remote_pid().is_some() {
+            p.started = Instant::now();
+        }
+        Ok(p)
     }
 
     /// Reaps the process if it ended; true once it has.
@@ -134,13 +237,18 @@ impl Proc {
         if self.killed_by_us.is_none() {
             self.killed_by_us = Some(why.to_string());
         }
+        // A remote tool is signalled where it runs; its ssh client then
+        // ends by itself. The client is only killed when that failed.
+        if self.signal_remote(sig) {
+            return;
+        }
         // SAFETY: the PID is our unreaped child, so it cannot have been reused.
         unsafe { libc::kill(self.pid, sig) };
     }
 
     /// Sends a signal without marking the process as killed (fault injection: SIGSTOP).
     pub fn signal(&self, sig: libc::c_int) {
-        if self.ended.is_none() {
+        if self.ended.is_none() && !self.signal_remote(sig) {
             // SAFETY: as in `kill`.
             unsafe { libc::kill(self.pid, sig) };
         }
@@ -152,6 +260,15 @@ impl Proc {
         let deadline = Instant::now() + Duration::from_secs(5);
         while !self.poll() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
+        }
+        if self.remote.is_some() && !self.poll() {
+            // The remote tool is gone but its client hangs on: end the client.
+            // SAFETY: as in `kill`.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !self.poll() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
     }
 
@@ -174,14 +291,26 @@ impl Proc {
             .unwrap_or(0)
     }
 
-    /// CPU seconds (user + system), once ended.
+    /// CPU seconds (user + system), once ended; none for a remote tool
+    /// (what `wait4` reports is its ssh client's).
     pub fn cpu_s(&self) -> Option<f64> {
-        self.ended.map(|e| e.user_s + e.sys_s)
+        self.ended
+            .filter(|_| self.remote.is_none())
+            .map(|e| e.user_s + e.sys_s)
     }
 
-    /// The last `n` bytes of stderr, lossily decoded.
+    /// The last `n` bytes of stderr, lossily decoded (without a remote
+    /// shell's PID line).
     pub fn stderr_tail(&self, n: usize) -> String {
-        tail(&self.stderr, n)
+        let t = tail(&self.stderr, n);
+        match t.strip_prefix(REMOTE_PID_PREFIX) {
+            Some(rest) if self.remote.is_some() => rest
+                .split_once('\n')
+                .map_or("", |(_, r)| r)
+                .trim()
+                .to_string(),
+            _ => t,
+        }
     }
 }
 

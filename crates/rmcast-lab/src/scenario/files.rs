@@ -114,6 +114,11 @@ pub(crate) fn corrupt(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// This process's directory for copies on tmpfs.
+pub(crate) fn tmpfs_root() -> PathBuf {
+    PathBuf::from(format!("/dev/shm/rmcast-lab-{}", std::process::id()))
+}
+
 /// The receivers' copies on tmpfs (scenario `copies = "tmpfs"`): one
 /// directory per run under `/dev/shm`, removed when the run ends however it
 /// ends, so that 30 copies of a large object never outlive their run.
@@ -129,8 +134,7 @@ impl CopiesDir {
                 let run = run_dir
                     .file_name()
                     .map_or_else(|| "run".into(), |n| n.to_string_lossy().into_owned());
-                let d =
-                    PathBuf::from(format!("/dev/shm/rmcast-lab-{}", std::process::id())).join(run);
+                let d = tmpfs_root().join(run);
                 std::fs::create_dir_all(&d)
                     .with_context(|| format!("cannot create {} for the copies", d.display()))?;
                 Some(d)

@@ -24,8 +24,14 @@ pub struct ProcRecord {
     pub label: String,
     /// Host index.
     pub host: usize,
-    /// PID.
+    /// PID (on the ssh testbed: of its local ssh client).
     pub pid: i32,
+    /// The inventory host it ran on (ssh testbed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Its PID on that host (ssh testbed), by which it was stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_pid: Option<i32>,
     /// How it ended.
     pub exit: Option<Exit>,
     /// Why the runner killed it, if it did.

@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! name = "smoke"
-//! testbed = "netns"          # or "local" (loopback, no root)
+//! testbed = "netns"          # or "local" (loopback, no root), or "ssh" (--inventory)
 //! receivers = [3]
 //! sizes = ["4MiB"]
 //! rates = ["100mbit"]        # per-host egress (tc tbf); "none" = unshaped
@@ -38,13 +38,15 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Which testbed a scenario runs on.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum TestbedKind {
     /// Network namespaces on a bridge (root).
     Netns,
     /// Loopback (no root; rmcast and MultiTCP only).
     Local,
+    /// Real hosts named in an inventory file, over OpenSSH (`--inventory`).
+    Ssh,
 }
 
 /// Where receivers write their copies.

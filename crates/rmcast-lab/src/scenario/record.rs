@@ -26,6 +26,10 @@ pub struct RunOptions {
     pub receivers: Vec<u16>,
     /// Override the repeats.
     pub repeats: Option<u32>,
+    /// Override the scenario's testbed (`--testbed`).
+    pub testbed: Option<super::TestbedKind>,
+    /// The ssh testbed's inventory file (`--inventory`).
+    pub inventory: Option<PathBuf>,
 }
 
 /// The expected goodput when the link is unshaped (loopback or `none`).
@@ -76,11 +80,7 @@ pub(crate) fn start_record(
         seq: pt.seq,
         tool: pt.tool.name.clone(),
         kind: format!("{:?}", pt.tool.kind).to_lowercase(),
-        testbed: if tb.is_netns() {
-            "netns".into()
-        } else {
-            "local".into()
-        },
+        testbed: tb.kind_name().into(),
         receivers: pt.n,
         served_receivers: pt.n,
         size_bytes: pt.size,
@@ -115,6 +115,8 @@ pub(crate) fn finish_record(rec: &mut RunRecord, set: &ProcSet, reasons: Vec<Str
             label: p.label.clone(),
             host: p.host,
             pid: p.pid,
+            node: p.remote.as_ref().map(|r| r.node.clone()),
+            remote_pid: p.remote_pid(),
             exit: p.ended.map(|e| e.exit),
             killed_by_us: p.killed_by_us.clone(),
             cpu_user_s: p.ended.map_or(0.0, |e| e.user_s),

@@ -11,7 +11,7 @@
 //! watches the processes, `judge.rs` judges the outcome, `files.rs`
 //! makes the objects and finds the copies, and [`super::record`] holds what every kind of run records the same way.
 
-use super::files::{CopiesDir, corrupt, find_output, make_object, make_object_k};
+use super::files::{CopiesDir, corrupt, find_output, make_object, make_object_k, tmpfs_root};
 use super::judge::{
     judge_daemons, judge_exits, parse_iperf3_json, parse_rmcast_json, read_blast_reports,
     transfer_seconds, verify_copies,
@@ -22,7 +22,9 @@ use super::watch::{Watch, watch_run};
 use super::{Scenario, TestbedKind, Tool, ToolKind};
 use crate::procs::{Proc, ProcSet};
 use crate::signals;
-use crate::testbed::{IfCounters, Local, Netns, NetnsSpec, Segments, Testbed};
+use crate::testbed::{
+    IfCounters, Inventory, Local, Netns, NetnsSpec, Segments, Ssh, SshHost, Testbed,
+};
 use crate::tools;
 use crate::units;
 use anyhow::{Context, Result};
@@ -77,6 +79,20 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
         );
     }
     let repeats = opts.repeats.unwrap_or(sc.repeats);
+    let kind = opts.testbed.unwrap_or(sc.testbed);
+    let inventory = match (kind, &opts.inventory) {
+        (TestbedKind::Ssh, Some(path)) => Some(Inventory::load(path)?),
+        (TestbedKind::Ssh, None) => {
+            anyhow::bail!("the ssh testbed needs --inventory FILE (the hosts; docs/lab.md)")
+        }
+        (_, Some(_)) => anyhow::bail!("--inventory applies to the ssh testbed (--testbed ssh)"),
+        _ => None,
+    };
+    if kind == TestbedKind::Ssh && layout.is_some() {
+        anyhow::bail!(
+            "segments (cascade tools) run on the netns and local testbeds; the ssh testbed is one LAN"
+        );
+    }
     let mut records = metrics::load_runs(&opts.out).unwrap_or_default();
     let mut seq = records.len();
     let (mut runs, mut ok) = (0, 0);
@@ -96,7 +112,15 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
                 }
                 signals::check()?;
                 let segments = if segmented { layout.clone() } else { None };
-                let mut tb = build_testbed(sc, n, rate_bits_per_s, segments)?;
+                let mut tb = build_testbed(
+                    sc,
+                    kind,
+                    inventory.as_deref(),
+                    &opts.out,
+                    n,
+                    rate_bits_per_s,
+                    segments,
+                )?;
                 writeln!(log, "{}", tb.describe())?;
                 eprintln!(
                     "rmcast-lab: {}",
@@ -149,11 +173,26 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
 /// The testbed for `n` receivers at a rate: flat, or segmented.
 fn build_testbed(
     sc: &Scenario,
+    kind: TestbedKind,
+    inventory: Option<&[SshHost]>,
+    out: &Path,
     n: u16,
     rate_bits_per_s: Option<u64>,
     segments: Option<Segments>,
 ) -> Result<Testbed> {
-    Ok(match (sc.testbed, segments) {
+    Ok(match (kind, segments) {
+        (TestbedKind::Ssh, _) => {
+            // Paths under these have the same path below each host's session.
+            let roots = vec![std::path::absolute(out)?, tmpfs_root()];
+            // No remote tool outlives a run's longest possible life (+10 s).
+            let life = (sc.startup_s + sc.max_run_s + sc.grace_s + 10.0).ceil() as u64;
+            Testbed::Ssh(Ssh::connect(
+                inventory.expect("the inventory is loaded for the ssh testbed"),
+                n,
+                roots,
+                life,
+            )?)
+        }
         (TestbedKind::Local, None) => Testbed::Local(Local::new(n)),
         (TestbedKind::Local, Some(seg)) => Testbed::Local(Local::segmented(seg)),
         (TestbedKind::Netns, segments) => Testbed::Netns(Netns::create(&NetnsSpec {
@@ -194,7 +233,7 @@ fn run_one(
         group: run_group(pt.seq),
         port: run_port(pt.seq),
         rate_bits_per_s: pt.rate_bits_per_s,
-        tool_loss: if tb.is_netns() { 0.0 } else { pt.loss },
+        tool_loss: if tb.is_loopback() { pt.loss } else { 0.0 },
         rmcast: &opts.rmcast,
         self_cmd: &opts.self_cmd,
         limit_s,
@@ -212,6 +251,21 @@ fn run_one(
     let objects = sender_objects(object, pt.size, n_senders)?;
     let extra = tools::more_senders(&plan, &objects[1..]);
     let hosts = pt.n + 1;
+    // Over ssh: copy what the processes read now, not while counting.
+    let staged = tb.stage(
+        plan.receivers
+            .iter()
+            .chain(&plan.relays)
+            .chain(std::iter::once(&plan.sender))
+            .chain(&extra)
+            .map(|p| (p.host, p.program.as_str(), p.args.as_slice())),
+    );
+    if let Err(e) = staged {
+        rec.status = "failed".into();
+        rec.reasons
+            .push(format!("staging the run on the hosts: {e:#}"));
+        return Ok(rec);
+    }
     // Relays' interfaces count in the traffic totals (C, N) too.
     let counters = || -> Result<Vec<IfCounters>> {
         let mut c = tb.counters(hosts)?;
@@ -242,9 +296,14 @@ fn run_one(
     };
     set.kill_all("run over");
     let after = counters()?;
+    // Over ssh: bring back what the hosts wrote (copies, status files).
+    let fetched = tb.fetch(&out_dirs, &run_dir);
     rec.shaper_drops = tb.shaper_drops()?.saturating_sub(shaper_before);
     rec.loss_drops = tb.loss_drops()?.saturating_sub(loss_before);
     let mut reasons = watch.reasons;
+    if let Err(e) = fetched {
+        reasons.push(format!("fetching the hosts' files: {e:#}"));
+    }
 
     // Judge every process. The senders are the last `n_senders` processes.
     let sender_idx = if watch.sender_started {
@@ -453,7 +512,7 @@ fn record_wire(
     rec.receivers_tx_packets = delta.iter().take(hosts).skip(1).map(|d| d.tx_packets).sum();
     rec.overhead_bytes = rec.tx_bytes_total as i64 - total_bytes as i64;
     rec.cost = (rec.tx_bytes_total + rec.rx_bytes_total) as f64 / total_bytes as f64;
-    if tb.is_netns() && rec.sender_tx_packets > 0 {
+    if !tb.is_loopback() && rec.sender_tx_packets > 0 {
         rec.feedback_per_data_packet =
             Some(rec.receivers_tx_packets as f64 / rec.sender_tx_packets as f64);
     }

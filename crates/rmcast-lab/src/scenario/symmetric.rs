@@ -41,6 +41,14 @@ pub(crate) fn run_one(
 ) -> Result<RunRecord> {
     let n = pt.n;
     let (run_dir, mut rec) = start_record(sc, opts, tb, pt)?;
+    if matches!(tb, Testbed::Ssh(_)) {
+        rec.status = "unavailable".into();
+        rec.reasons.push(
+            "unavailable: symmetric groups run on the netns and local testbeds, not yet over ssh"
+                .into(),
+        );
+        return Ok(rec);
+    }
     if n < 2 || n > tb.hosts().len() {
         rec.status = "unavailable".into();
         rec.reasons.push(format!(

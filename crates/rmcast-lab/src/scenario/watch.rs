@@ -4,7 +4,6 @@
 //! outlive the sender by the grace time).
 
 use super::Scenario;
-use super::files::allocated_bytes;
 use super::record::wait_reaped;
 use crate::procs::{Exit, Proc, ProcSet};
 use crate::signals;
@@ -49,19 +48,19 @@ pub(crate) fn watch_run(
     }
     start_senders(tb, plan, extra, run_dir, set)?;
     w.sender_started = true;
-    watch_until_done(sc, plan, out_dirs, set, n_recv, limit_s, &mut w.reasons)?;
+    watch_until_done(sc, tb, plan, out_dirs, set, n_recv, limit_s, &mut w.reasons)?;
     Ok(w)
 }
 
 /// Starts every receiver of the plan, then its relays (cascades).
 fn start_receivers(tb: &Testbed, plan: &Plan, run_dir: &Path, set: &mut ProcSet) -> Result<()> {
     for r in plan.receivers.iter().chain(&plan.relays) {
-        let mut cmd = tb.command(r.host, &r.program, &r.args);
-        cmd.envs(r.env.iter().map(|(k, v)| (k, v)));
-        set.procs.push(Proc::spawn(
-            cmd,
-            format!("{} {}", tb.node_name(r.host), base(&r.program, &r.args)),
+        set.procs.push(tb.spawn(
             r.host,
+            &r.program,
+            &r.args,
+            &r.env,
+            format!("{} {}", tb.node_name(r.host), base(&r.program, &r.args)),
             run_dir,
         )?);
     }
@@ -87,21 +86,21 @@ fn start_senders(
     set: &mut ProcSet,
 ) -> Result<()> {
     for (k, s) in std::iter::once(&plan.sender).chain(extra).enumerate() {
-        let mut cmd = tb.command(s.host, &s.program, &s.args);
-        cmd.envs(s.env.iter().map(|(k, v)| (k, v)));
         let which = if extra.is_empty() {
             "sender".to_string()
         } else {
             format!("sender {}", k + 1)
         };
-        set.procs.push(Proc::spawn(
-            cmd,
+        set.procs.push(tb.spawn(
+            s.host,
+            &s.program,
+            &s.args,
+            &s.env,
             format!(
                 "{} {} ({which})",
                 tb.node_name(s.host),
                 base(&s.program, &s.args)
             ),
-            s.host,
             run_dir,
         )?);
     }
@@ -111,8 +110,10 @@ fn start_senders(
 /// Watches the running processes (receivers and relays first, `n_recv` of
 /// them, then the senders) until all ended or a failure is detected; adds the
 /// failures to `reasons` and kills what still runs.
+#[allow(clippy::too_many_arguments)]
 fn watch_until_done(
     sc: &Scenario,
+    tb: &Testbed,
     plan: &Plan,
     out_dirs: &[PathBuf],
     set: &mut ProcSet,
@@ -147,10 +148,9 @@ fn watch_until_done(
         }
         if now >= next_probe {
             next_probe = now + Duration::from_millis(250);
-            let p: u64 = out_dirs[1..]
-                .iter()
-                .map(|d| allocated_bytes(d))
-                .sum::<u64>()
+            let status = plan.daemon_status.as_ref().map(|(f, _)| f.as_slice());
+            let seen = tb.probe(out_dirs, status);
+            let p: u64 = seen.iter().map(|(b, _)| b).sum::<u64>()
                 + set
                     .procs
                     .iter()
@@ -161,12 +161,10 @@ fn watch_until_done(
                 progress = p;
                 last_progress = now;
             }
-            if let Some((status, needle)) = &plan.daemon_status {
-                for (i, f) in status.iter().enumerate() {
-                    if !daemons_done[i]
-                        && std::fs::read_to_string(f).is_ok_and(|t| t.contains(needle))
-                    {
-                        daemons_done[i] = true;
+            if let Some((_, needle)) = &plan.daemon_status {
+                for (i, (_, text)) in seen.iter().enumerate().skip(1) {
+                    if text.as_deref().is_some_and(|t| t.contains(needle)) {
+                        daemons_done[i - 1] = true;
                     }
                 }
             }

@@ -120,6 +120,8 @@ pub(super) fn run_lab(
                 only: Vec::new(),
                 receivers: Vec::new(),
                 repeats: opts.repeats,
+                testbed: opts.testbed,
+                inventory: opts.inventory.clone(),
             },
         )
     });

@@ -463,6 +463,10 @@ pub struct SuiteOptions {
     pub quick: bool,
     /// The command line, for the report's header.
     pub command: String,
+    /// Run the lab experiments on this testbed instead (`--testbed`).
+    pub testbed: Option<TestbedKind>,
+    /// The ssh testbed's inventory (`--inventory`).
+    pub inventory: Option<PathBuf>,
 }
 
 /// A claim kind's name in suite files.

@@ -89,6 +89,11 @@ pub(crate) fn read_counters(ns: Option<&str>, iface: &str) -> Result<IfCounters>
             ip(&args)?
         }
     };
+    parse_counters(&text)
+}
+
+/// The four counters `tx_bytes tx_packets rx_bytes rx_packets`, as `cat` prints them.
+pub(crate) fn parse_counters(text: &str) -> Result<IfCounters> {
     let v: Vec<u64> = text
         .split_whitespace()
         .map(|x| x.parse().context("interface counter"))

@@ -1,21 +1,24 @@
-//! Testbeds: a LAN of network namespaces (root, `netns.rs`), or loopback
-//! (no root). `registry.rs` finds and removes the namespaces of any lab
-//! testbed, including those a crashed run left behind.
+//! Testbeds: a LAN of network namespaces (root, `netns.rs`), real hosts
+//! over OpenSSH (`ssh.rs`), or loopback (no root). `registry.rs` finds and
+//! removes the namespaces of any lab testbed, including those a crashed
+//! run left behind.
 
 mod host;
 mod netns;
 mod registry;
 pub mod segments;
+pub mod ssh;
 
 pub use host::{Host, IfCounters, is_root, run_cmd};
 pub use netns::{Netns, NetnsSpec};
 pub use registry::{is_lab_namespace, list_namespaces, remove_all, remove_testbed, status};
 pub use segments::{RelayHost, Segments};
+pub use ssh::{Inventory, Ssh, SshHost};
 
 use anyhow::Result;
 use host::read_counters;
 use std::net::Ipv4Addr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A testbed the runner drives.
@@ -24,6 +27,8 @@ pub enum Testbed {
     Local(Local),
     /// A namespace LAN.
     Netns(Netns),
+    /// Real hosts of an inventory, over OpenSSH.
+    Ssh(Ssh),
 }
 
 impl Testbed {
@@ -32,6 +37,7 @@ impl Testbed {
         match self {
             Testbed::Local(l) => &l.hosts,
             Testbed::Netns(n) => &n.hosts,
+            Testbed::Ssh(s) => &s.hosts,
         }
     }
     /// Relay hosts r1..rK, between the segments (empty unless segmented).
@@ -39,6 +45,7 @@ impl Testbed {
         match self {
             Testbed::Local(l) => &l.relays,
             Testbed::Netns(n) => &n.relays,
+            Testbed::Ssh(_) => &[],
         }
     }
     /// The segments, when the testbed has several.
@@ -46,6 +53,7 @@ impl Testbed {
         match self {
             Testbed::Local(l) => l.segments.as_ref(),
             Testbed::Netns(n) => n.segments(),
+            Testbed::Ssh(_) => None,
         }
     }
     /// The node index of relay `k` (1..): nodes are the hosts h0..hN, then
@@ -70,30 +78,132 @@ impl Testbed {
             None => self.relays()[node - hosts.len()].ns.as_deref(),
         }
     }
-    /// The interface name every host uses.
-    pub fn iface(&self) -> &'static str {
+    /// The interface name host `i` uses.
+    pub fn iface(&self, i: usize) -> &str {
         match self {
             Testbed::Local(_) => "lo",
             Testbed::Netns(_) => "eth0",
+            Testbed::Ssh(s) => s.iface(i),
         }
     }
     /// Whether this is the namespace LAN.
     pub fn is_netns(&self) -> bool {
         matches!(self, Testbed::Netns(_))
     }
+    /// Whether every host is 127.0.0.1 (loopback: no LAN, no per-host counters).
+    pub fn is_loopback(&self) -> bool {
+        matches!(self, Testbed::Local(_))
+    }
+    /// `local`, `netns` or `ssh` (the records' `testbed`).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Testbed::Local(_) => "local",
+            Testbed::Netns(_) => "netns",
+            Testbed::Ssh(_) => "ssh",
+        }
+    }
+    /// Where node `i` runs: the inventory's host name on the ssh testbed.
+    pub fn node_host(&self, i: usize) -> Option<&str> {
+        match self {
+            Testbed::Ssh(s) => Some(s.name(i)),
+            _ => None,
+        }
+    }
     /// The group key file every rmcast process of this testbed runs under.
     pub fn key(&self) -> &Path {
         match self {
             Testbed::Local(l) => l.key.path(),
             Testbed::Netns(n) => n.key.path(),
+            Testbed::Ssh(s) => s.key.path(),
         }
     }
 
-    /// A command that runs `program args` on node `i` (host hI, or a relay:
-    /// [`Testbed::relay_node`]), with the testbed's group key in
-    /// `RMCAST_KEY_FILE` (rmcast's `send`, `recv`, `relay` and `pipe` read
-    /// it; the peer tools ignore it; `--insecure` in `args` wins).
+    /// Starts `program args` with `env` on node `i` (host hI, or a relay:
+    /// [`Testbed::relay_node`]), stdout and stderr into `dir`, with the
+    /// testbed's group key in `RMCAST_KEY_FILE` (rmcast's `send`, `recv`,
+    /// `relay` and `pipe` read it; the peer tools ignore it; `--insecure`
+    /// in `args` wins). On the ssh testbed the process runs on the host,
+    /// its inputs copied there first.
+    pub fn spawn(
+        &self,
+        i: usize,
+        program: &str,
+        args: &[String],
+        env: &[(String, String)],
+        label: String,
+        dir: &Path,
+    ) -> Result<crate::procs::Proc> {
+        if let Testbed::Ssh(s) = self {
+            return s.spawn(i, program, args, env, label, dir);
+        }
+        let mut cmd = self.command(i, program, args);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        crate::procs::Proc::spawn(cmd, label, i, dir)
+    }
+
+    /// Copies to each host what the given processes will read (ssh
+    /// testbed; nothing to do elsewhere), so that it is not done, and
+    /// counted, during the run.
+    pub fn stage<'a>(
+        &self,
+        procs: impl IntoIterator<Item = (usize, &'a str, &'a [String])>,
+    ) -> Result<()> {
+        if let Testbed::Ssh(s) = self {
+            for (i, program, args) in procs {
+                s.stage(i, program, args)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Brings back into `dirs[i]` what host `i` wrote there (ssh testbed;
+    /// elsewhere the files are here already). `dirs` are per host, h0 first;
+    /// `also` is fetched from every host.
+    pub fn fetch(&self, dirs: &[PathBuf], also: &Path) -> Result<()> {
+        if let Testbed::Ssh(s) = self {
+            s.stop_probes();
+            for (i, d) in dirs.iter().enumerate().skip(1) {
+                s.fetch(i, d)?;
+            }
+            for i in 0..dirs.len() {
+                s.fetch(i, also)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Progress of receivers 1..: bytes allocated under each `dirs[k]` and
+    /// the text of its `status[k - 1]` file, if any. Read here; on the ssh
+    /// testbed as last probed (about once a second).
+    pub fn probe(
+        &self,
+        dirs: &[PathBuf],
+        status: Option<&[PathBuf]>,
+    ) -> Vec<(u64, Option<String>)> {
+        if let Testbed::Ssh(s) = self {
+            return s.probe(dirs, status);
+        }
+        dirs.iter()
+            .enumerate()
+            .map(|(k, d)| {
+                if k == 0 {
+                    return (0, None);
+                }
+                let st = status
+                    .and_then(|s| s.get(k - 1))
+                    .and_then(|f| std::fs::read_to_string(f).ok());
+                (crate::scenario::files::allocated_bytes(d), st)
+            })
+            .collect()
+    }
+
+    /// A command that runs `program args` on node `i` of a local or
+    /// namespace testbed (the ssh testbed starts processes with
+    /// [`Testbed::spawn`]), with the testbed's group key in `RMCAST_KEY_FILE`.
     pub fn command(&self, i: usize, program: &str, args: &[String]) -> Command {
+        if let Testbed::Ssh(s) = self {
+            return s.command(i, program, args, &[]);
+        }
         let mut c = match self.node_ns(i) {
             None => {
                 let mut c = Command::new(program);
@@ -118,20 +228,21 @@ impl Testbed {
                 .iter()
                 .map(|h| read_counters(h.ns.as_deref(), "eth0"))
                 .collect(),
+            Testbed::Ssh(s) => s.counters(n),
         }
     }
     /// Counters of every relay interface (`eth0`, `eth1` of r1, then r2, …;
     /// loopback: none, `lo` counts everything already).
     pub fn relay_counters(&self) -> Result<Vec<IfCounters>> {
         match self {
-            Testbed::Local(_) => Ok(Vec::new()),
+            Testbed::Local(_) | Testbed::Ssh(_) => Ok(Vec::new()),
             Testbed::Netns(t) => t.relay_counters(),
         }
     }
     /// Packets the tbf shapers dropped so far, summed over hosts.
     pub fn shaper_drops(&self) -> Result<u64> {
         match self {
-            Testbed::Local(_) => Ok(0),
+            Testbed::Local(_) | Testbed::Ssh(_) => Ok(0),
             Testbed::Netns(t) => t.shaper_drops(),
         }
     }
@@ -140,13 +251,16 @@ impl Testbed {
         match self {
             Testbed::Local(_) => Ok(0),
             Testbed::Netns(t) => t.loss_drops(),
+            Testbed::Ssh(s) => s.loss_drops(),
         }
     }
-    /// Sets the random loss on every receiver's input (netns only).
+    /// Sets the random loss on every receiver's input (netns and ssh;
+    /// on loopback the tools emulate it).
     pub fn set_loss(&mut self, p: f64) -> Result<()> {
         match self {
             Testbed::Local(_) => Ok(()),
             Testbed::Netns(t) => t.set_loss(p),
+            Testbed::Ssh(s) => s.set_loss(p),
         }
     }
     /// One paragraph on what was built.
@@ -167,6 +281,7 @@ impl Testbed {
                 s
             }
             Testbed::Netns(t) => t.describe(),
+            Testbed::Ssh(s) => s.describe(),
         }
     }
     /// Removes everything (the Drop guard does this too).
@@ -174,6 +289,7 @@ impl Testbed {
         match self {
             Testbed::Local(_) => Ok(()),
             Testbed::Netns(t) => t.teardown(),
+            Testbed::Ssh(s) => s.teardown(),
         }
     }
 }

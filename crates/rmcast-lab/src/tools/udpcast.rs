@@ -6,9 +6,9 @@ use super::driver::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, require, 
 /// The udpcast plan.
 pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     let paced = paced_rate(tool, c.rate_bits_per_s);
-    if !c.tb.is_netns() {
+    if c.tb.is_loopback() {
         return Err(s(
-            "unavailable: udpcast needs the netns testbed (broadcast rendezvous)",
+            "unavailable: udpcast needs a LAN, the netns or ssh testbed (broadcast rendezvous)",
         ));
     }
     require(&["udp-sender", "udp-receiver"], "udpcast")?;
@@ -17,7 +17,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
         .map(|i| {
             let mut args = vec![
                 s("--interface"),
-                s(c.tb.iface()),
+                s(c.tb.iface(i)),
                 s("--nokbd"),
                 s("--start-timeout"),
                 s(60),
@@ -39,7 +39,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
         .collect();
     let mut args = vec![
         s("--interface"),
-        s(c.tb.iface()),
+        s(c.tb.iface(0)),
         s("--file"),
         c.object_arg(),
         s("--min-receivers"),

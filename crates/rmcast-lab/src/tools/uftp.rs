@@ -7,9 +7,9 @@ use std::path::PathBuf;
 /// The uftp plan.
 pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     let paced = paced_rate(tool, c.rate_bits_per_s);
-    if !c.tb.is_netns() {
+    if c.tb.is_loopback() {
         return Err(s(
-            "unavailable: uftp needs the netns testbed (one address per receiver id)",
+            "unavailable: uftp needs a LAN, the netns or ssh testbed (one address per receiver id)",
         ));
     }
     require(&["uftp", "uftpd"], "uftp")?;
@@ -24,7 +24,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
             let mut args = vec![
                 s("-d"),
                 s("-I"),
-                s(c.tb.iface()),
+                s(c.tb.iface(i)),
                 s("-D"),
                 c.out(i),
                 s("-F"),
@@ -54,7 +54,7 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
     let kbit = paced.unwrap_or(1_000_000_000) / 1000;
     let mut args = vec![
         s("-I"),
-        s(c.tb.iface()),
+        s(c.tb.iface(0)),
         s("-R"),
         s(kbit),
         s("-H"),

@@ -1,0 +1,1018 @@
+//! The ssh testbed: the same scenarios on real hosts named in an inventory
+//! file, driven over OpenSSH (the tool every cluster already has, not a
+//! daemon of rmcast's own).
+//!
+//! - **Connections.** One master connection per host (`ssh -M -N -f`,
+//!   `ControlPersist` bounding its idle life), which every later command
+//!   multiplexes, so a probe costs a round trip and not a handshake. The
+//!   masters are told to exit (`ssh -O exit`) at teardown.
+//! - **Files.** Each host gets a session directory `WORKDIR/rmcast-lab-ID`,
+//!   removed at teardown. A local path under the run's roots (the output
+//!   directory, the tmpfs copies) is the same path below `SESSION/fs` there;
+//!   a program given by path is copied to `SESSION/bin`. What a command
+//!   reads is copied before the run starts ([`Ssh::stage`]), with `ssh …
+//!   'cat > FILE'`; what the receivers wrote comes back afterwards with
+//!   `tar` over ssh ([`Ssh::fetch`]), so the netns testbed's judges verify
+//!   the copies unchanged.
+//! - **Processes.** A tool runs as `echo rmcast-lab-pid=$$ >&2; exec …`: the
+//!   remote shell's PID becomes the tool's, and the runner stops it by that
+//!   PID over ssh ([`crate::procs::Remote`]). A watchdog beside it ends it
+//!   by the same PID (checked by start time) if the runner never does, so
+//!   nothing outlives the scenario's time cap by more than 10 s.
+//! - **Clocks.** Never compared across hosts: a run's time is a duration on
+//!   the controller (from starting the sender's ssh to its end), and
+//!   rmcast's own figures are the sender host's.
+//! - **The network is the network.** Rates are what the tools are paced
+//!   to; nothing is shaped. A scenario's loss is injected with the same
+//!   nftables rule as the netns testbed's (root on the receivers, a table
+//!   of the lab's own, removed at teardown).
+
+use super::host::parse_counters;
+use super::{Host, IfCounters, LabKey};
+use crate::procs::{Proc, REMOTE_PID_PREFIX, Remote};
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// An inventory file: `[defaults]` for every host, then `[[hosts]]`, the
+/// sender first. See docs/lab.md.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    /// Settings every host takes unless it gives its own.
+    #[serde(default)]
+    pub defaults: HostSettings,
+    /// The hosts, h0 (the sender) first.
+    #[serde(default)]
+    pub hosts: Vec<InventoryHost>,
+}
+
+/// Settings a host may give or take from `[defaults]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSettings {
+    /// Login user (default: ssh's own choice).
+    pub user: Option<String>,
+    /// sshd's port (default 22).
+    pub port: Option<u16>,
+    /// Private key file (default: ssh's own keys and agent).
+    pub key: Option<PathBuf>,
+    /// The directory the lab may write under (absolute).
+    pub workdir: Option<PathBuf>,
+    /// The interface the tools use (`eth0`).
+    pub iface: Option<String>,
+    /// More `ssh` options (`["-o", "UserKnownHostsFile=…"]`).
+    pub ssh_options: Option<Vec<String>>,
+}
+
+/// One host of the inventory.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryHost {
+    /// Its name in the report.
+    pub name: String,
+    /// What ssh connects to: a name or an address.
+    pub address: String,
+    /// Its IPv4 address on the tools' interface (default: `address`, which
+    /// must then be one).
+    pub data_address: Option<Ipv4Addr>,
+    /// Anything of `[defaults]`, for this host.
+    #[serde(flatten)]
+    pub settings: HostSettings,
+}
+
+/// A host as the testbed uses it: the inventory's settings resolved.
+#[derive(Clone, Debug)]
+pub struct SshHost {
+    /// The inventory's name.
+    pub name: String,
+    /// What ssh connects to.
+    pub address: String,
+    /// Address on the tools' interface.
+    pub data_address: Ipv4Addr,
+    /// Interface name.
+    pub iface: String,
+    /// Login user.
+    pub user: Option<String>,
+    /// Port.
+    pub port: u16,
+    /// Key file.
+    pub key: Option<PathBuf>,
+    /// Work directory.
+    pub workdir: PathBuf,
+    /// More ssh options.
+    pub options: Vec<String>,
+}
+
+impl Inventory {
+    /// Reads and checks an inventory file.
+    pub fn load(path: &Path) -> Result<Vec<SshHost>> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the inventory {}", path.display()))?;
+        let inv: Inventory =
+            toml::from_str(&text).with_context(|| format!("inventory {}", path.display()))?;
+        inv.resolve()
+            .with_context(|| format!("inventory {}", path.display()))
+    }
+
+    /// Every host with its defaults applied, checked.
+    pub fn resolve(&self) -> Result<Vec<SshHost>> {
+        if self.hosts.is_empty() {
+            bail!("no [[hosts]]: give the sender first, then one host per receiver");
+        }
+        let mut names = HashSet::new();
+        let mut out = Vec::new();
+        for (i, h) in self.hosts.iter().enumerate() {
+            let what = format!("host {i} ({:?})", h.name);
+            if h.name.is_empty() || !h.name.chars().all(|c| c.is_ascii_graphic()) {
+                bail!("{what}: a name is one word of printable characters");
+            }
+            if !names.insert(h.name.as_str()) {
+                bail!("{what}: the name is given twice");
+            }
+            if h.address.is_empty()
+                || h.address.starts_with('-')
+                || h.address.contains(char::is_whitespace)
+            {
+                bail!(
+                    "{what}: address {:?} is not a host name or address",
+                    h.address
+                );
+            }
+            let s = &h.settings;
+            let d = &self.defaults;
+            let data_address = match h.data_address {
+                Some(a) => a,
+                None => h.address.parse().map_err(|_| {
+                    anyhow::anyhow!(
+                        "{what}: address {:?} is a name, so give data_address (its IPv4 address on the tools' interface)",
+                        h.address
+                    )
+                })?,
+            };
+            let iface: String = pick(&s.iface, &d.iface).ok_or_else(|| {
+                anyhow::anyhow!("{what}: no iface (the interface the tools use, e.g. \"eth0\"; in [defaults] or the host)")
+            })?;
+            let workdir: PathBuf = pick(&s.workdir, &d.workdir).ok_or_else(|| {
+                anyhow::anyhow!("{what}: no workdir (an absolute directory the lab may write under; in [defaults] or the host)")
+            })?;
+            if !workdir.is_absolute() || workdir.parent().is_none() {
+                bail!(
+                    "{what}: workdir {} must be an absolute directory below /",
+                    workdir.display()
+                );
+            }
+            let user: Option<String> = pick(&s.user, &d.user);
+            if user
+                .as_deref()
+                .is_some_and(|u| u.is_empty() || u.starts_with('-') || u.contains(['@', ' ']))
+            {
+                bail!("{what}: user {user:?} is not a login name");
+            }
+            let key: Option<PathBuf> = pick(&s.key, &d.key);
+            if let Some(k) = &key
+                && std::fs::File::open(k).is_err()
+            {
+                bail!("{what}: cannot read the key {}", k.display());
+            }
+            out.push(SshHost {
+                name: h.name.clone(),
+                address: h.address.clone(),
+                data_address,
+                iface,
+                user,
+                port: pick(&s.port, &d.port).unwrap_or(22),
+                key,
+                workdir,
+                options: pick(&s.ssh_options, &d.ssh_options).unwrap_or_default(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// A host's own setting, else the default's.
+fn pick<T: Clone>(own: &Option<T>, default: &Option<T>) -> Option<T> {
+    own.clone().or_else(|| default.clone())
+}
+
+/// Quotes a word for a POSIX shell.
+pub fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// The nftables table the ssh testbed's loss lives in.
+const LOSS_TABLE: &str = "rmcast_lab_loss";
+
+/// How long one control command over ssh may take.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The ssh testbed: hosts h0..hN of an inventory.
+pub struct Ssh {
+    /// This testbed's id (in the remote session directories' names).
+    pub id: String,
+    pub(super) hosts: Vec<Host>,
+    remote: Vec<SshHost>,
+    /// Per host: `WORKDIR/rmcast-lab-ID`.
+    session: Vec<String>,
+    /// The control sockets.
+    control: tempfile::TempDir,
+    pub(super) key: LabKey,
+    /// Local directories whose files have the same path below `SESSION/fs`.
+    roots: Vec<PathBuf>,
+    /// (host, local path) already copied or created there.
+    staged: RefCell<HashSet<(usize, PathBuf)>>,
+    loss: f64,
+    probes: RefCell<Probes>,
+    torn_down: bool,
+    /// Seconds after which a remote tool's watchdog ends it.
+    max_life_s: u64,
+    /// Hosts whose master connection is up (teardown visits only these).
+    connected: Vec<bool>,
+}
+
+/// What the progress probes last saw, and the probes in flight.
+#[derive(Default)]
+struct Probes {
+    /// Per host: bytes allocated under its copies, and its status file.
+    seen: Vec<(u64, Option<String>)>,
+    in_flight: Vec<(usize, Child)>,
+    next: Option<Instant>,
+}
+
+impl Ssh {
+    /// Connects to hosts 0..=`receivers` of the inventory (a master
+    /// connection each), makes their session directories, and checks that
+    /// each has the tools' interface with its `data_address`.
+    /// `max_life_s` bounds every remote process (a watchdog there ends it).
+    pub fn connect(
+        inventory: &[SshHost],
+        receivers: u16,
+        roots: Vec<PathBuf>,
+        max_life_s: u64,
+    ) -> Result<Ssh> {
+        let want = usize::from(receivers) + 1;
+        if inventory.len() < want {
+            bail!(
+                "the inventory has {} host(s); {receivers} receivers need {want} (h0 sends)",
+                inventory.len()
+            );
+        }
+        let remote = inventory[..want].to_vec();
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() % 1_000_000)
+        );
+        let session = remote
+            .iter()
+            .map(|h| format!("{}/rmcast-lab-{id}", h.workdir.display()))
+            .collect();
+        let control = tempfile::Builder::new()
+            .prefix("rmcast-lab-ssh-")
+            .tempdir()?;
+        let hosts = remote
+            .iter()
+            .map(|h| Host {
+                ns: None,
+                addr: h.data_address,
+            })
+            .collect();
+        let mut tb = Ssh {
+            id,
+            hosts,
+            remote,
+            session,
+            control,
+            key: LabKey::new()?,
+            roots,
+            staged: RefCell::default(),
+            loss: 0.0,
+            probes: RefCell::default(),
+            torn_down: false,
+            max_life_s,
+            connected: vec![false; want],
+        };
+        for i in 0..want {
+            tb.start_master(i)?;
+            tb.connected[i] = true;
+        }
+        for i in 0..want {
+            let h = &tb.remote[i];
+            let script = format!(
+                "mkdir -p {s}/fs {s}/bin && cat /sys/class/net/{ifc}/address >/dev/null && \
+                 (ip -4 -o addr show dev {ifc} 2>/dev/null || echo no-ip-command) && uname -n",
+                s = shell_quote(&tb.session[i]),
+                ifc = shell_quote(&h.iface)
+            );
+            let out = tb
+                .run(i, &script, None)
+                .with_context(|| format!("{}: preparing {}", h.name, tb.session[i]))?;
+            let want_addr = format!("inet {}/", h.data_address);
+            if !out.contains("no-ip-command") && !out.contains(&want_addr) {
+                bail!(
+                    "{}: interface {} does not have data_address {} ({})",
+                    h.name,
+                    h.iface,
+                    h.data_address,
+                    out.lines().next().unwrap_or_default().trim()
+                );
+            }
+        }
+        let key_remote: Vec<String> = (0..want).map(|i| tb.key_path(i)).collect();
+        for (i, path) in key_remote.iter().enumerate() {
+            tb.upload(i, tb.key.path(), path, "600")?;
+        }
+        Ok(tb)
+    }
+
+    /// The `ssh … DESTINATION` argv for host `i` through its master.
+    pub fn ssh_argv(&self, i: usize) -> Vec<String> {
+        let mut v = vec!["ssh".to_string()];
+        v.extend(self.base_options(i));
+        v.extend([
+            "-o".into(),
+            "ControlMaster=no".into(),
+            "-o".into(),
+            format!("ControlPath={}", self.control_path(i).display()),
+        ]);
+        v.push(self.remote[i].address.clone());
+        v
+    }
+
+    fn base_options(&self, i: usize) -> Vec<String> {
+        let h = &self.remote[i];
+        let mut v = vec![
+            "-p".to_string(),
+            h.port.to_string(),
+            "-o".into(),
+            "BatchMode=yes".into(),
+            "-o".into(),
+            "ConnectTimeout=10".into(),
+            "-o".into(),
+            "ServerAliveInterval=5".into(),
+            "-o".into(),
+            "ServerAliveCountMax=6".into(),
+        ];
+        if let Some(u) = &h.user {
+            v.extend(["-l".into(), u.clone()]);
+        }
+        if let Some(k) = &h.key {
+            v.extend(["-i".into(), k.display().to_string()]);
+        }
+        v.extend(h.options.iter().cloned());
+        v
+    }
+
+    fn control_path(&self, i: usize) -> PathBuf {
+        self.control.path().join(format!("h{i}"))
+    }
+
+    /// Opens host `i`'s master connection (it forks into the background
+    /// once authenticated; `ControlPersist` ends it after 5 idle minutes
+    /// should teardown never come).
+    fn start_master(&self, i: usize) -> Result<()> {
+        let log = std::fs::File::create(self.control.path().join(format!("h{i}.log")))?;
+        let mut c = Command::new("ssh");
+        c.args(self.base_options(i))
+            .args(["-M", "-N", "-f", "-o", "ControlPersist=300", "-o"])
+            .arg(format!("ControlPath={}", self.control_path(i).display()))
+            .arg(&self.remote[i].address)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        let status = wait_bounded(
+            c.spawn()
+                .context("cannot run ssh (apt-get install openssh-client)")?,
+            CONTROL_TIMEOUT,
+        )?;
+        if !status.success() {
+            let log = std::fs::read_to_string(self.control.path().join(format!("h{i}.log")))
+                .unwrap_or_default();
+            bail!(
+                "{}: cannot connect over ssh to {} ({status}): {}",
+                self.remote[i].name,
+                self.remote[i].address,
+                log.trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs a shell command on host `i`, bounded; fails with its stderr.
+    pub fn run(&self, i: usize, script: &str, stdin: Option<&[u8]>) -> Result<String> {
+        let argv = self.ssh_argv(i);
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..])
+            .arg(script)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().context("cannot run ssh")?;
+        let feeder = stdin.map(|data| {
+            let mut pipe = child.stdin.take().expect("stdin is piped");
+            let data = data.to_vec();
+            std::thread::spawn(move || pipe.write_all(&data))
+        });
+        let mut out = child.stdout.take().expect("stdout is piped");
+        let mut err = child.stderr.take().expect("stderr is piped");
+        let reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = out.read_to_end(&mut v);
+            v
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = err.read_to_end(&mut v);
+            v
+        });
+        let status = wait_bounded(child, CONTROL_TIMEOUT);
+        if let Some(f) = feeder {
+            let _ = f.join();
+        }
+        let out = reader.join().unwrap_or_default();
+        let err = err_reader.join().unwrap_or_default();
+        let status = status?;
+        if !status.success() {
+            bail!(
+                "{}: `{script}` failed ({status}): {}",
+                self.remote[i].name,
+                String::from_utf8_lossy(&err).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// Copies a local file to `remote` on host `i` (`ssh … 'cat > FILE'`),
+    /// with the given mode.
+    fn upload(&self, i: usize, local: &Path, remote: &str, mode: &str) -> Result<()> {
+        let data = std::fs::read(local).with_context(|| format!("reading {}", local.display()))?;
+        let dir = Path::new(remote)
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "/".into());
+        let part = format!("{remote}.part");
+        let script = format!(
+            "mkdir -p {d} && cat > {p} && chmod {mode} {p} && mv -f {p} {r}",
+            d = shell_quote(&dir),
+            p = shell_quote(&part),
+            r = shell_quote(remote)
+        );
+        self.run(i, &script, Some(&data))
+            .with_context(|| format!("copying {} to {}", local.display(), self.remote[i].name))?;
+        Ok(())
+    }
+
+    /// Host `i`'s copy of the testbed's key.
+    fn key_path(&self, i: usize) -> String {
+        format!("{}/lab.key", self.session[i])
+    }
+
+    /// Where a local path under the roots lives on host `i` (None: not under them).
+    pub fn map(&self, i: usize, local: &Path) -> Option<String> {
+        if !local.is_absolute() || !self.roots.iter().any(|r| local.starts_with(r)) {
+            return None;
+        }
+        Some(format!("{}/fs{}", self.session[i], local.display()))
+    }
+
+    /// Where a program given by path runs from on host `i`.
+    fn program_path(&self, i: usize, program: &str) -> String {
+        let p = Path::new(program);
+        if p.is_absolute() {
+            let name = p
+                .file_name()
+                .map_or_else(|| "program".into(), |n| n.to_string_lossy().into_owned());
+            format!("{}/bin/{name}", self.session[i])
+        } else {
+            program.to_string()
+        }
+    }
+
+    /// Copies what a command on host `i` reads (its program when given by
+    /// path, files named in its arguments) and makes the directories it
+    /// writes into, once per host.
+    pub fn stage(&self, i: usize, program: &str, args: &[String]) -> Result<()> {
+        let mut dirs = Vec::new();
+        let p = Path::new(program);
+        if p.is_absolute() && self.staged.borrow_mut().insert((i, p.to_path_buf())) {
+            let meta = std::fs::metadata(p).with_context(|| format!("program {program}"))?;
+            if !meta.is_file() {
+                bail!("program {program} is not a file");
+            }
+            self.upload(i, p, &self.program_path(i, program), "755")?;
+        }
+        for a in args {
+            let local = Path::new(a);
+            let Some(remote) = self.map(i, local) else {
+                continue;
+            };
+            if !self.staged.borrow_mut().insert((i, local.to_path_buf())) {
+                continue;
+            }
+            match std::fs::metadata(local) {
+                Ok(m) if m.is_file() => self.upload(i, local, &remote, "644")?,
+                Ok(m) if m.is_dir() => dirs.push(remote),
+                _ => {
+                    if let Some(parent) = Path::new(&remote).parent() {
+                        dirs.push(parent.display().to_string());
+                    }
+                }
+            }
+        }
+        if !dirs.is_empty() {
+            let quoted: Vec<String> = dirs.iter().map(|d| shell_quote(d)).collect();
+            self.run(i, &format!("mkdir -p {}", quoted.join(" ")), None)?;
+        }
+        Ok(())
+    }
+
+    /// The ssh client that runs `program args` on host `i` with `env` and
+    /// the testbed's key: the remote shell says its PID, then execs the
+    /// tool, so the PID is the tool's.
+    pub fn command(
+        &self,
+        i: usize,
+        program: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Command {
+        let mut words = vec![
+            "env".to_string(),
+            format!("{}={}", rmcast::KEY_FILE_ENV, self.key_path(i)),
+        ];
+        words.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+        words.push(self.program_path(i, program));
+        words.extend(
+            args.iter()
+                .map(|a| self.map(i, Path::new(a)).unwrap_or_else(|| a.clone())),
+        );
+        let quoted: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
+        // A watchdog ends the tool by its PID after the testbed's longest
+        // life, should the runner never come back to do it (the runner died,
+        // the network went); it checks each second that the PID is still
+        // the tool (its start time), and leaves within a second of the
+        // tool's end. It holds none of the session's descriptors, so ssh
+        // ends with the tool.
+        let script = format!(
+            "st=$(cut -d' ' -f22 /proc/$$/stat); \
+             (n=0; while [ $n -lt {life} ]; do sleep 1; \
+             [ \"$(cut -d' ' -f22 /proc/$$/stat 2>/dev/null)\" = \"$st\" ] || exit 0; n=$((n+1)); done; \
+             kill -9 $$) </dev/null >/dev/null 2>&1 & \
+             echo {REMOTE_PID_PREFIX}$$ >&2; cd {} && exec {}",
+            shell_quote(&self.session[i]),
+            quoted.join(" "),
+            life = self.max_life_s,
+        );
+        let argv = self.ssh_argv(i);
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]).arg(script);
+        c
+    }
+
+    /// Stages and starts `program args` on host `i` (see [`Ssh::command`]).
+    pub fn spawn(
+        &self,
+        i: usize,
+        program: &str,
+        args: &[String],
+        env: &[(String, String)],
+        label: String,
+        dir: &Path,
+    ) -> Result<Proc> {
+        self.stage(i, program, args)?;
+        let cmd = self.command(i, program, args, env);
+        Proc::spawn_remote(
+            cmd,
+            label,
+            i,
+            dir,
+            Remote {
+                node: self.remote[i].name.clone(),
+                ssh: self.ssh_argv(i),
+            },
+        )
+    }
+
+    /// Brings back what host `i` wrote under `local` (a directory under the
+    /// roots), merged into it: `tar` over ssh.
+    pub fn fetch(&self, i: usize, local: &Path) -> Result<()> {
+        let Some(remote) = self.map(i, local) else {
+            bail!("{} is not under the lab's directories", local.display());
+        };
+        std::fs::create_dir_all(local)?;
+        let argv = self.ssh_argv(i);
+        let q = shell_quote(&remote);
+        // Always an archive (of an empty directory when nothing was written),
+        // streamed straight into tar here.
+        let mut ssh = Command::new(&argv[0])
+            .args(&argv[1..])
+            .arg(format!("mkdir -p {q} && cd {q} && tar -cf - ."))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot run ssh")?;
+        let pipe = ssh.stdout.take().expect("stdout is piped");
+        let tar = Command::new("tar")
+            .args(["-xf", "-", "-C"])
+            .arg(local)
+            .stdin(Stdio::from(pipe))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("cannot run tar")?;
+        let status = wait_bounded(ssh, CONTROL_TIMEOUT)?;
+        let out = tar.wait_with_output()?;
+        if !status.success() {
+            bail!(
+                "{}: fetching {remote} failed ({status})",
+                self.remote[i].name
+            );
+        }
+        if !out.status.success() {
+            bail!(
+                "unpacking {}'s {remote}: {}",
+                self.remote[i].name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// Progress of hosts 1..: bytes allocated under each `dirs[k]` (host
+    /// k) and the text of its status file, as last seen. Probes run in the
+    /// background, one `du` per host a second, so the watcher never waits
+    /// on the network.
+    pub fn probe(
+        &self,
+        dirs: &[PathBuf],
+        status: Option<&[PathBuf]>,
+    ) -> Vec<(u64, Option<String>)> {
+        let mut p = self.probes.borrow_mut();
+        if p.seen.len() != dirs.len() {
+            p.seen = vec![(0, None); dirs.len()];
+        }
+        // Collect the probes that answered.
+        let mut still = Vec::new();
+        for (k, mut child) in std::mem::take(&mut p.in_flight) {
+            match child.try_wait() {
+                Ok(Some(_)) => {
+                    let mut text = String::new();
+                    if let Some(mut o) = child.stdout.take() {
+                        let _ = o.read_to_string(&mut text);
+                    }
+                    let mut lines = text.splitn(2, '\n');
+                    let bytes = lines
+                        .next()
+                        .and_then(|l| l.split_whitespace().next()?.parse().ok());
+                    let st = lines.next().map(str::to_string).filter(|t| !t.is_empty());
+                    if let Some(b) = bytes {
+                        p.seen[k] = (b, st);
+                    }
+                }
+                Ok(None) => still.push((k, child)),
+                Err(_) => {}
+            }
+        }
+        p.in_flight = still;
+        let now = Instant::now();
+        if p.in_flight.is_empty() && p.next.is_none_or(|t| now >= t) {
+            p.next = Some(now + Duration::from_secs(1));
+            for (k, d) in dirs.iter().enumerate().skip(1) {
+                let Some(remote) = self.map(k, d) else {
+                    continue;
+                };
+                let mut script = format!("du -sB1 {} 2>/dev/null || echo 0", shell_quote(&remote));
+                if let Some(f) = status.and_then(|s| s.get(k - 1))
+                    && let Some(rf) = self.map(k, f)
+                {
+                    let _ = write!(script, "; cat {} 2>/dev/null", shell_quote(&rf));
+                }
+                let argv = self.ssh_argv(k);
+                if let Ok(child) = Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .arg(script)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                {
+                    p.in_flight.push((k, child));
+                }
+            }
+        }
+        p.seen.clone()
+    }
+
+    /// Ends the probes still in flight (their ssh clients, by PID).
+    pub fn stop_probes(&self) {
+        let mut p = self.probes.borrow_mut();
+        for (_, mut c) in std::mem::take(&mut p.in_flight) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        p.seen.clear();
+        p.next = None;
+    }
+
+    /// Counters of the tools' interface on hosts 0..n.
+    pub fn counters(&self, n: usize) -> Result<Vec<IfCounters>> {
+        (0..n)
+            .map(|i| {
+                let ifc = shell_quote(&self.remote[i].iface);
+                let script = ["tx_bytes", "tx_packets", "rx_bytes", "rx_packets"]
+                    .map(|f| format!("/sys/class/net/{ifc}/statistics/{f}"))
+                    .join(" ");
+                parse_counters(&self.run(i, &format!("cat {script}"), None)?)
+            })
+            .collect()
+    }
+
+    /// Random loss with probability `p` on the receivers' UDP and TCP input
+    /// (the netns testbed's nftables rule, in a table of the lab's own);
+    /// 0 removes it. Needs root and `nft` on the receivers.
+    pub fn set_loss(&mut self, p: f64) -> Result<()> {
+        if !(0.0..1.0).contains(&p) {
+            bail!("loss {p} is outside 0..1");
+        }
+        if p == 0.0 && self.loss == 0.0 {
+            return Ok(());
+        }
+        let per_100k = (p * 100_000.0).round() as u64;
+        let mut script = format!("add table inet {LOSS_TABLE}\ndelete table inet {LOSS_TABLE}\n");
+        if per_100k > 0 {
+            writeln!(
+                script,
+                "table inet {LOSS_TABLE} {{\n  chain input {{\n    type filter hook input priority 0; policy accept;\n    \
+                 iifname \"IFACE\" meta l4proto udp numgen random mod 100000 < {per_100k} counter drop\n    \
+                 iifname \"IFACE\" tcp dport != SSHPORT numgen random mod 100000 < {per_100k} counter drop\n  }}\n}}"
+            )?;
+        }
+        for i in 1..self.remote.len() {
+            // The lab's own ssh connections (to sshd's port) are spared.
+            let s = script
+                .replace("IFACE", &self.remote[i].iface)
+                .replace("SSHPORT", &self.remote[i].port.to_string());
+            self.run(i, "nft -f -", Some(s.as_bytes()))
+                .with_context(|| {
+                    format!(
+                        "{}: setting loss with nftables (needs root and nft there)",
+                        self.remote[i].name
+                    )
+                })?;
+        }
+        self.loss = p;
+        Ok(())
+    }
+
+    /// Packets the loss rules dropped so far, summed over receivers.
+    pub fn loss_drops(&self) -> Result<u64> {
+        if self.loss == 0.0 {
+            return Ok(0);
+        }
+        let mut total = 0;
+        for i in 1..self.remote.len() {
+            let text = self.run(i, &format!("nft list table inet {LOSS_TABLE}"), None)?;
+            for rest in text.split("counter packets ").skip(1) {
+                total += rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+        Ok(total)
+    }
+
+    /// The inventory's name of host `i`.
+    pub fn name(&self, i: usize) -> &str {
+        &self.remote[i].name
+    }
+
+    /// Host `i`'s interface.
+    pub fn iface(&self, i: usize) -> &str {
+        &self.remote[i].iface
+    }
+
+    /// What was built: which inventory host is which lab host.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "ssh testbed {}: {} hosts from the inventory, not shaped (tools paced to the scenario's rate)",
+            self.id,
+            self.remote.len()
+        );
+        for (i, h) in self.remote.iter().enumerate() {
+            let _ = write!(
+                s,
+                "\n  h{i} = {} ({}{}, {} {}, session {})",
+                h.name,
+                h.user
+                    .as_deref()
+                    .map(|u| format!("{u}@"))
+                    .unwrap_or_default(),
+                h.address,
+                h.iface,
+                h.data_address,
+                self.session[i]
+            );
+        }
+        s
+    }
+
+    /// Removes the loss rules and the session directories, and ends the
+    /// master connections. Every step is tried on every host.
+    pub fn teardown(&mut self) -> Result<()> {
+        if self.torn_down {
+            return Ok(());
+        }
+        self.torn_down = true;
+        self.stop_probes();
+        let mut errors = Vec::new();
+        for i in (0..self.remote.len()).filter(|&i| self.connected[i]) {
+            let mut script = format!("rm -rf {}", shell_quote(&self.session[i]));
+            if self.loss != 0.0 && i > 0 {
+                let _ = write!(
+                    script,
+                    "; nft delete table inet {LOSS_TABLE} 2>/dev/null; true"
+                );
+            }
+            if let Err(e) = self.run(i, &script, None) {
+                errors.push(format!("{e:#}"));
+            }
+            let mut c = Command::new("ssh");
+            c.args(self.base_options(i))
+                .args(["-O", "exit", "-o"])
+                .arg(format!("ControlPath={}", self.control_path(i).display()))
+                .arg(&self.remote[i].address)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if let Ok(child) = c.spawn() {
+                let _ = wait_bounded(child, Duration::from_secs(10));
+            }
+        }
+        if !errors.is_empty() {
+            bail!("ssh testbed teardown: {}", errors.join("; "));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Ssh {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("rmcast-lab: {e:#}");
+        }
+    }
+}
+
+/// Waits for a child up to `limit`, then kills it (by its PID) and fails.
+fn wait_bounded(mut child: Child, limit: Duration) -> Result<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("ssh did not finish within {} s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(text: &str) -> Result<Vec<SshHost>> {
+        toml::from_str::<Inventory>(text)
+            .map_err(anyhow::Error::from)
+            .and_then(|i| i.resolve())
+    }
+
+    #[test]
+    fn defaults_apply_and_hosts_override() {
+        let h = inv(r#"
+            [defaults]
+            user = "lab"
+            workdir = "/var/tmp/lab"
+            iface = "eth0"
+            [[hosts]]
+            name = "a"
+            address = "10.0.0.1"
+            [[hosts]]
+            name = "b"
+            address = "node-b"
+            data_address = "10.0.0.2"
+            iface = "ens5"
+            port = 2222
+        "#)
+        .unwrap();
+        assert_eq!(h.len(), 2);
+        assert_eq!(h[0].user.as_deref(), Some("lab"));
+        assert_eq!(h[0].data_address, Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(h[0].port, 22);
+        assert_eq!(h[1].iface, "ens5");
+        assert_eq!(h[1].port, 2222);
+        assert_eq!(h[1].data_address, Ipv4Addr::new(10, 0, 0, 2));
+    }
+
+    #[test]
+    fn bad_inventories_say_what_is_wrong() {
+        let base = "[defaults]\nworkdir = \"/w\"\niface = \"eth0\"\n";
+        let cases = [
+            ("", "no [[hosts]]"),
+            (
+                "[[hosts]]\nname = \"a\"\naddress = \"n\"\n",
+                "give data_address",
+            ),
+            (
+                "[[hosts]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[hosts]]\nname = \"a\"\naddress = \"10.0.0.2\"\n",
+                "given twice",
+            ),
+            (
+                "[[hosts]]\nname = \"a\"\naddress = \"10.0.0.1\"\nworkdir = \"rel\"\n",
+                "absolute",
+            ),
+            (
+                "[[hosts]]\nname = \"a\"\naddress = \"-oProxyCommand=x\"\n",
+                "not a host name",
+            ),
+            (
+                "[[hosts]]\nname = \"a\"\naddress = \"10.0.0.1\"\nkey = \"/nonexistent/key\"\n",
+                "cannot read the key",
+            ),
+            (
+                "[[hosts]]\nname = \"a\"\naddress = \"10.0.0.1\"\nsurprise = 1\n",
+                "unknown field",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = format!("{:#}", inv(&format!("{base}{text}")).unwrap_err());
+            assert!(err.contains(want), "{text:?}: {err}");
+        }
+        let err = format!(
+            "{:#}",
+            inv("[[hosts]]\nname = \"a\"\naddress = \"10.0.0.1\"\n").unwrap_err()
+        );
+        assert!(err.contains("no iface"), "{err}");
+    }
+
+    #[test]
+    fn the_example_inventory_reads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lab/inventory.example.toml");
+        let mut inv: Inventory = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        // Its key is the user's, not this machine's.
+        inv.defaults.key = None;
+        let h = inv.resolve().unwrap();
+        assert_eq!(h.len(), 3);
+        assert_eq!(h[1].data_address, Ipv4Addr::new(10, 1, 0, 11));
+        assert_eq!(h[1].address, "node1.cluster");
+        assert_eq!(h[2].iface, "ens5");
+        assert_eq!(h[0].workdir, Path::new("/var/tmp/rmcast-lab"));
+    }
+
+    #[test]
+    fn quoting_survives_a_shell() {
+        for w in [
+            "plain",
+            "",
+            "two words",
+            "it's",
+            "$HOME",
+            "a\"b",
+            "x;rm -rf /",
+            "\\",
+        ] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_quote(w)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&out.stdout), w, "{w:?}");
+        }
+    }
+}
