@@ -62,22 +62,70 @@ pub struct Remote {
     pub node: String,
     /// The `ssh … DESTINATION` argv that runs a command there.
     pub ssh: Vec<String>,
+    /// The tool's user and system CPU seconds, once it ended and its shell
+    /// said them.
+    pub cpu: Option<(f64, f64)>,
 }
 
-/// The line a remote shell writes first on stderr, before it execs the tool.
+/// What a remote shell writes on stderr before the tool's PID (once the
+/// tool runs, so it may follow the tool's first output).
 pub const REMOTE_PID_PREFIX: &str = "rmcast-lab-pid=";
 
-/// The remote PID from the first line of a remote process's stderr file.
+/// The line before the remote shell's `times` (its children's CPU, the
+/// tool's), last on stderr once the tool ended.
+pub const REMOTE_TIMES_MARK: &str = "rmcast-lab-times";
+
+/// The remote PID a remote process's stderr file names.
 pub fn remote_pid_in(stderr: &Path) -> Option<i32> {
-    use std::io::BufRead;
-    let f = std::fs::File::open(stderr).ok()?;
-    let mut line = String::new();
-    std::io::BufReader::new(f).read_line(&mut line).ok()?;
-    line.trim()
-        .strip_prefix(REMOTE_PID_PREFIX)?
-        .parse()
-        .ok()
-        .filter(|&p| p > 1)
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(stderr)
+        .ok()?
+        .take(64 * 1024)
+        .read_to_end(&mut head)
+        .ok()?;
+    let text = String::from_utf8_lossy(&head);
+    let at = text.find(REMOTE_PID_PREFIX)? + REMOTE_PID_PREFIX.len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok().filter(|&p| p > 1)
+}
+
+/// The tool's user and system CPU seconds from the remote shell's `times`
+/// at the end of its stderr (`0m0.152000s 0m0.040000s`, the children's line).
+pub fn remote_times_in(stderr: &Path) -> Option<(f64, f64)> {
+    let text = tail(stderr, 4096);
+    let after = &text[text.rfind(REMOTE_TIMES_MARK)? + REMOTE_TIMES_MARK.len()..];
+    let children = after
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .nth(1)?;
+    let mut t = children.split_whitespace().map(parse_times_field);
+    Some((t.next()??, t.next()??))
+}
+
+/// `1m2.500s` → 62.5.
+fn parse_times_field(f: &str) -> Option<f64> {
+    let (m, s) = f.strip_suffix('s')?.split_once('m')?;
+    Some(m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+}
+
+/// A remote process's stderr without the lab's own lines (the PID, the
+/// closing `times`).
+fn strip_remote_lines(text: &str) -> String {
+    let body = match text.rfind(REMOTE_TIMES_MARK) {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    body.lines()
+        .filter(|l| !l.contains(REMOTE_PID_PREFIX))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string()
 }
 
 impl Proc {
@@ -177,7 +225,7 @@ impl Proc {
     ) -> Result<Proc> {
         let mut p = Proc::spawn(cmd, label, host, dir)?;
         p.remote = Some(remote);
-        // The tool starts when the remote shell says its PID, not when ssh
+        // The tool started when the remote shell says its PID, not when ssh
         // starts here: a run's time then leaves out the session's set-up
         // (which the controller's clock alone measures; the hosts' clocks
         // are never compared).
@@ -208,11 +256,17 @@ impl Proc {
                 Exit::Code(libc::WEXITSTATUS(status))
             };
             let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            let (mut user_s, mut sys_s) = (secs(ru.ru_utime), secs(ru.ru_stime));
+            if let Some(r) = &mut self.remote {
+                // The tool's own, as the remote shell measured it.
+                r.cpu = remote_times_in(&self.stderr);
+                (user_s, sys_s) = r.cpu.unwrap_or((0.0, 0.0));
+            }
             self.ended = Some(Ended {
                 at: Instant::now(),
                 exit,
-                user_s: secs(ru.ru_utime),
-                sys_s: secs(ru.ru_stime),
+                user_s,
+                sys_s,
             });
             true
         } else if r < 0 {
@@ -291,26 +345,26 @@ impl Proc {
             .unwrap_or(0)
     }
 
-    /// CPU seconds (user + system), once ended; none for a remote tool
-    /// (what `wait4` reports is its ssh client's).
+    /// CPU seconds (user + system), once ended; a remote tool's as its
+    /// host's shell measured it (none if it did not say).
     pub fn cpu_s(&self) -> Option<f64> {
         self.ended
-            .filter(|_| self.remote.is_none())
+            .filter(|_| self.remote.as_ref().is_none_or(|r| r.cpu.is_some()))
             .map(|e| e.user_s + e.sys_s)
     }
 
     /// The last `n` bytes of stderr, lossily decoded (without a remote
-    /// shell's PID line).
+    /// shell's own lines).
     pub fn stderr_tail(&self, n: usize) -> String {
-        let t = tail(&self.stderr, n);
-        match t.strip_prefix(REMOTE_PID_PREFIX) {
-            Some(rest) if self.remote.is_some() => rest
-                .split_once('\n')
-                .map_or("", |(_, r)| r)
-                .trim()
-                .to_string(),
-            _ => t,
+        if self.remote.is_none() {
+            return tail(&self.stderr, n);
         }
+        let t = strip_remote_lines(&tail(&self.stderr, n + 512));
+        let start = t.len().saturating_sub(n);
+        let start = (start..=t.len())
+            .find(|&i| t.is_char_boundary(i))
+            .unwrap_or(t.len());
+        t[start..].trim().to_string()
     }
 }
 
@@ -352,5 +406,68 @@ impl ProcSet {
 impl Drop for ProcSet {
     fn drop(&mut self) {
         self.kill_all("runner stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn a_remote_shell_s_lines_are_read_and_left_out_of_the_tail() {
+        // The tool wrote first, without a newline; the shell's PID line
+        // landed after it; dash's `times` closes the file.
+        let f = file(
+            "starting...rmcast-lab-pid=4242\nwarning: late\nerror: gave up\n\
+             rmcast-lab-times\n0m0.004000s 0m0.000000s\n1m2.500000s 0m0.250000s\n",
+        );
+        assert_eq!(remote_pid_in(f.path()), Some(4242));
+        assert_eq!(remote_times_in(f.path()), Some((62.5, 0.25)));
+        let mut p = Proc {
+            label: "h1 tool".into(),
+            host: 1,
+            pid: 0,
+            started: Instant::now(),
+            ended: None,
+            killed_by_us: None,
+            stdout: f.path().into(),
+            stderr: f.path().into(),
+            remote: Some(Remote {
+                node: "n1".into(),
+                ssh: vec!["ssh".into()],
+                cpu: None,
+            }),
+        };
+        assert_eq!(p.stderr_tail(400), "warning: late\nerror: gave up");
+        assert_eq!(p.stderr_tail(8), "gave up");
+        // bash's `times` has milliseconds; no times at all: no CPU.
+        let g = file("rmcast-lab-pid=7\nrmcast-lab-times\n0m0.001s 0m0.000s\n0m0.152s 0m0.040s\n");
+        assert_eq!(remote_times_in(g.path()), Some((0.152, 0.04)));
+        let h = file("rmcast-lab-pid=1\n");
+        assert_eq!(remote_pid_in(h.path()), None, "never PID 1");
+        assert_eq!(remote_times_in(h.path()), None);
+        p.ended = Some(Ended {
+            at: Instant::now(),
+            exit: Exit::Code(0),
+            user_s: 0.0,
+            sys_s: 0.0,
+        });
+        assert_eq!(
+            p.cpu_s(),
+            None,
+            "a remote tool whose CPU was not said has none"
+        );
+        p.remote.as_mut().unwrap().cpu = Some((1.0, 0.5));
+        assert_eq!(
+            p.cpu_s(),
+            Some(0.0),
+            "the Ended record carries it once polled"
+        );
     }
 }

@@ -14,11 +14,12 @@
 //!   'cat > FILE'`; what the receivers wrote comes back afterwards with
 //!   `tar` over ssh ([`Ssh::fetch`]), so the netns testbed's judges verify
 //!   the copies unchanged.
-//! - **Processes.** A tool runs as `echo rmcast-lab-pid=$$ >&2; exec …`: the
-//!   remote shell's PID becomes the tool's, and the runner stops it by that
-//!   PID over ssh ([`crate::procs::Remote`]). A watchdog beside it ends it
-//!   by the same PID (checked by start time) if the runner never does, so
-//!   nothing outlives the scenario's time cap by more than 10 s.
+//! - **Processes.** A tool runs as the child of a remote shell that says
+//!   its PID (`rmcast-lab-pid=…` on stderr), waits for it and then says
+//!   its CPU time (`times`); the runner stops it by that PID over ssh
+//!   ([`crate::procs::Remote`]). A watchdog beside it ends it by the same
+//!   PID (checked by start time) if the runner never does, so nothing
+//!   outlives the scenario's time cap by more than 10 s.
 //! - **Clocks.** Never compared across hosts: a run's time is a duration on
 //!   the controller (from starting the sender's ssh to its end), and
 //!   rmcast's own figures are the sender host's.
@@ -29,7 +30,7 @@
 
 use super::host::parse_counters;
 use super::{Host, IfCounters, LabKey};
-use crate::procs::{Proc, REMOTE_PID_PREFIX, Remote};
+use crate::procs::{Proc, REMOTE_PID_PREFIX, REMOTE_TIMES_MARK, Remote};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::cell::RefCell;
@@ -568,20 +569,24 @@ impl Ssh {
                 .map(|a| self.map(i, Path::new(a)).unwrap_or_else(|| a.clone())),
         );
         let quoted: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
-        // A watchdog ends the tool by its PID after the testbed's longest
-        // life, should the runner never come back to do it (the runner died,
-        // the network went); it checks each second that the PID is still
-        // the tool (its start time), and leaves within a second of the
-        // tool's end. It holds none of the session's descriptors, so ssh
-        // ends with the tool.
+        // The shell starts the tool as its child and says its PID; a
+        // watchdog ends the tool by that PID after the testbed's longest
+        // life, should the runner never come back to do it (the runner
+        // died, the network went): it checks each second that the PID is
+        // still the tool (its start time), leaves within a second of the
+        // tool's end, and holds none of the session's descriptors. When
+        // the tool ends, the shell says its CPU time (`times`, children's
+        // line) and exits with its status.
         let script = format!(
-            "st=$(cut -d' ' -f22 /proc/$$/stat); \
+            "cd {dir} || exit 126; {tool} & p=$!; \
+             st=$(cut -d' ' -f22 /proc/$p/stat 2>/dev/null); \
              (n=0; while [ $n -lt {life} ]; do sleep 1; \
-             [ \"$(cut -d' ' -f22 /proc/$$/stat 2>/dev/null)\" = \"$st\" ] || exit 0; n=$((n+1)); done; \
-             kill -9 $$) </dev/null >/dev/null 2>&1 & \
-             echo {REMOTE_PID_PREFIX}$$ >&2; cd {} && exec {}",
-            shell_quote(&self.session[i]),
-            quoted.join(" "),
+             [ \"$(cut -d' ' -f22 /proc/$p/stat 2>/dev/null)\" = \"$st\" ] || exit 0; n=$((n+1)); done; \
+             kill -9 $p) </dev/null >/dev/null 2>&1 & \
+             echo {REMOTE_PID_PREFIX}$p >&2; wait $p; rc=$?; \
+             echo {REMOTE_TIMES_MARK} >&2; times >&2; exit $rc",
+            dir = shell_quote(&self.session[i]),
+            tool = quoted.join(" "),
             life = self.max_life_s,
         );
         let argv = self.ssh_argv(i);
@@ -610,6 +615,7 @@ impl Ssh {
             Remote {
                 node: self.remote[i].name.clone(),
                 ssh: self.ssh_argv(i),
+                cpu: None,
             },
         )
     }
