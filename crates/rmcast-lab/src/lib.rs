@@ -88,6 +88,13 @@ pub enum LabCommand {
     /// Internal: one node of the PRMP paper's symmetric rounds experiment.
     #[command(hide = true)]
     Rounds(tools::rounds::RoundsArgs),
+    /// Internal: the files under a receiver's directory with their sizes
+    /// and BLAKE3s, as JSON (the ssh testbed verifies copies where they are).
+    #[command(hide = true)]
+    ListCopies {
+        /// The receiver's directory.
+        dir: PathBuf,
+    },
 }
 
 /// `lab up`.
@@ -348,6 +355,13 @@ pub fn run(args: LabArgs) -> Result<i32> {
         LabCommand::BlastSend(a) => tools::blast::blast_send(&a),
         LabCommand::BlastRecv(a) => tools::blast::blast_recv(&a),
         LabCommand::Rounds(a) => tools::rounds::rounds(&a),
+        LabCommand::ListCopies { dir } => {
+            println!(
+                "{}",
+                serde_json::to_string(&scenario::files::list_copies(&dir)?)?
+            );
+            Ok(0)
+        }
     }
 }
 

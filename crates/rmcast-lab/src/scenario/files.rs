@@ -60,21 +60,6 @@ pub(crate) fn allocated_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-/// The received file named `name` anywhere under `dir`.
-pub(crate) fn find_named(dir: &Path, name: &std::ffi::OsStr) -> Option<PathBuf> {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            match e.metadata() {
-                Ok(m) if m.is_dir() => stack.push(e.path()),
-                Ok(m) if m.is_file() && e.file_name() == name => return Some(e.path()),
-                _ => {}
-            }
-        }
-    }
-    None
-}
-
 /// The received file: the largest visible regular file under `dir`.
 pub(crate) fn find_output(dir: &Path) -> Option<PathBuf> {
     let mut best: Option<(u64, PathBuf)> = None;
@@ -97,6 +82,63 @@ pub(crate) fn find_output(dir: &Path) -> Option<PathBuf> {
         }
     }
     best.map(|(_, p)| p)
+}
+
+/// One file a receiver wrote, as the judges see it: its path under the
+/// receiver's directory, its size and (visible files only) its BLAKE3.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CopyFile {
+    /// Relative to the receiver's directory, `/`-separated.
+    pub path: String,
+    /// Bytes.
+    pub size: u64,
+    /// Hex BLAKE3 of the content; none for hidden files (a dot name:
+    /// part files and state), which are never a copy.
+    pub blake3: Option<String>,
+}
+
+impl CopyFile {
+    /// Its file name (the last component).
+    pub fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+}
+
+/// Every regular file under `dir` (none when it does not exist), visible
+/// ones hashed, sorted by path. On the ssh testbed the hosts compute this
+/// (`rmcast-lab list-copies DIR`) and only the listing comes back.
+pub fn list_copies(dir: &Path) -> Result<Vec<CopyFile>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                stack.push(p);
+            } else if m.is_file() {
+                let rel = p.strip_prefix(dir).unwrap_or(&p);
+                let path = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                let hidden = e.file_name().to_string_lossy().starts_with('.');
+                let blake3 = if hidden {
+                    None
+                } else {
+                    Some(hash_file(&p)?.to_hex().to_string())
+                };
+                out.push(CopyFile {
+                    path,
+                    size: m.len(),
+                    blake3,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
 }
 
 /// Flips the byte in the middle of `path` (fault injection).

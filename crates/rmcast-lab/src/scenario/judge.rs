@@ -4,7 +4,7 @@
 //! tools report about themselves (rmcast's and iperf3's JSON, blast's
 //! reports).
 
-use super::files::{find_named, find_output, hash_file};
+use super::files::{CopyFile, hash_file, list_copies};
 use super::metrics::RunRecord;
 use crate::procs::{Exit, ProcSet};
 use crate::tools::Completion;
@@ -76,48 +76,63 @@ pub(crate) fn judge_daemons(status: &[PathBuf], needle: &str, reasons: &mut Vec<
 
 /// Integrity: every receiver (`out_dirs[1..]`) must hold a byte-identical
 /// copy of each of the senders' `objects` of `size` bytes: found by its
-/// name when there are several, else the largest file it wrote.
+/// name when there are several, else the largest visible file it wrote.
 pub(crate) fn verify_copies(
     out_dirs: &[PathBuf],
     objects: &[PathBuf],
     size: u64,
     reasons: &mut Vec<String>,
 ) -> Result<()> {
-    if objects.len() > 1 {
-        for (i, d) in out_dirs.iter().enumerate().skip(1) {
-            for o in objects {
-                let name = o.file_name().unwrap_or_default();
-                let shown = name.to_string_lossy();
-                match find_named(d, name) {
-                    None => reasons.push(format!("h{i}: no copy of {shown}")),
-                    Some(f) => {
-                        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-                        if len != size {
-                            reasons.push(format!("h{i}: {shown}: wrong size {len} (want {size})"));
-                        } else if hash_file(&f)? != hash_file(o)? {
-                            reasons.push(format!(
-                                "h{i}: {shown}: content differs from the original (BLAKE3 mismatch)"
-                            ));
-                        }
+    let mut listings = vec![Vec::new()];
+    for d in &out_dirs[1..] {
+        listings.push(list_copies(d)?);
+    }
+    verify_listings(&listings, objects, size, reasons)
+}
+
+/// [`verify_copies`] on what each receiver's listing says (index 0, the
+/// sender's, unused): the same rules wherever the files were hashed.
+pub(crate) fn verify_listings(
+    listings: &[Vec<CopyFile>],
+    objects: &[PathBuf],
+    size: u64,
+    reasons: &mut Vec<String>,
+) -> Result<()> {
+    let hashes = objects
+        .iter()
+        .map(|o| Ok(hash_file(o)?.to_hex().to_string()))
+        .collect::<Result<Vec<_>>>()?;
+    for (i, files) in listings.iter().enumerate().skip(1) {
+        let visible = || files.iter().filter(|f| f.blake3.is_some());
+        if objects.len() > 1 {
+            for (o, want) in objects.iter().zip(&hashes) {
+                let name = o.file_name().unwrap_or_default().to_string_lossy();
+                match visible().find(|f| f.name() == name) {
+                    None => reasons.push(format!("h{i}: no copy of {name}")),
+                    Some(f) if f.size != size => {
+                        reasons.push(format!("h{i}: {name}: wrong size {} (want {size})", f.size))
                     }
+                    Some(f) if f.blake3.as_deref() != Some(want) => reasons.push(format!(
+                        "h{i}: {name}: content differs from the original (BLAKE3 mismatch)"
+                    )),
+                    Some(_) => {}
                 }
             }
-        }
-    } else {
-        let want = hash_file(&objects[0])?;
-        for (i, d) in out_dirs.iter().enumerate().skip(1) {
-            match find_output(d) {
+        } else {
+            // The largest visible file; the first in path order among equals.
+            let best = visible().fold(None::<&CopyFile>, |b, f| match b {
+                Some(b) if b.size >= f.size => Some(b),
+                _ => Some(f),
+            });
+            match best {
                 None => reasons.push(format!("h{i}: no output file")),
-                Some(f) => {
-                    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-                    if len != size {
-                        reasons.push(format!("h{i}: wrong size {len} (want {size})"));
-                    } else if hash_file(&f)? != want {
-                        reasons.push(format!(
-                            "h{i}: content differs from the original (BLAKE3 mismatch)"
-                        ));
-                    }
+                Some(f) if f.size != size => {
+                    reasons.push(format!("h{i}: wrong size {} (want {size})", f.size))
                 }
+                Some(f) if f.blake3.as_deref() != Some(hashes[0].as_str()) => reasons.push(
+                    format!("h{i}: content differs from the original (BLAKE3 mismatch)"),
+                ),
+                Some(_) => {}
             }
         }
     }
@@ -250,4 +265,58 @@ pub(crate) fn parse_rmcast_json(rec: &mut RunRecord, stdout: &Path) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => b.or(a),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_are_judged_from_listings_wherever_they_were_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let obj = dir.path().join("object-8.bin");
+        std::fs::write(&obj, b"12345678").unwrap();
+        let good = list_copies(dir.path()).unwrap();
+        assert_eq!(good.len(), 1);
+        // The receivers' directories: a good copy beside a bigger hidden
+        // part file; a short one; a corrupt one; none at all.
+        let recv = dir.path().join("r");
+        std::fs::create_dir_all(recv.join("h1/sub")).unwrap();
+        std::fs::write(recv.join("h1/sub/object-8.bin"), b"12345678").unwrap();
+        std::fs::write(recv.join("h1/.object-8.bin.part"), b"123456789").unwrap();
+        std::fs::create_dir_all(recv.join("h2")).unwrap();
+        std::fs::write(recv.join("h2/object-8.bin"), b"1234").unwrap();
+        std::fs::create_dir_all(recv.join("h3")).unwrap();
+        std::fs::write(recv.join("h3/object-8.bin"), b"12345679").unwrap();
+        std::fs::create_dir_all(recv.join("h4")).unwrap();
+        let dirs: Vec<PathBuf> = (0..=4).map(|i| recv.join(format!("h{i}"))).collect();
+        let l1 = list_copies(&dirs[1]).unwrap();
+        assert_eq!(l1[0].path, ".object-8.bin.part");
+        assert_eq!(l1[0].blake3, None, "hidden files are not hashed");
+        assert_eq!(l1[1].path, "sub/object-8.bin");
+        let mut reasons = Vec::new();
+        verify_copies(&dirs, std::slice::from_ref(&obj), 8, &mut reasons).unwrap();
+        assert_eq!(
+            reasons,
+            [
+                "h2: wrong size 4 (want 8)",
+                "h3: content differs from the original (BLAKE3 mismatch)",
+                "h4: no output file"
+            ]
+        );
+        // Several senders: found by name.
+        let obj2 = dir.path().join("object-8-s1.bin");
+        std::fs::write(&obj2, b"abcdefgh").unwrap();
+        std::fs::write(recv.join("h1/object-8-s1.bin"), b"abcdefgh").unwrap();
+        let listings = vec![Vec::new(), list_copies(&dirs[1]).unwrap(), Vec::new()];
+        let mut reasons = Vec::new();
+        verify_listings(&listings, &[obj, obj2], 8, &mut reasons).unwrap();
+        assert_eq!(
+            reasons,
+            [
+                "h2: no copy of object-8.bin",
+                "h2: no copy of object-8-s1.bin"
+            ]
+        );
+    }
 }

@@ -24,8 +24,8 @@
 //! goodputs against the link rate (`claims.rs`).
 
 pub mod claims;
-pub(crate) mod files;
-mod judge;
+pub mod files;
+pub(crate) mod judge;
 pub mod metrics;
 pub mod record;
 pub mod runner;

@@ -14,7 +14,7 @@
 use super::files::{CopiesDir, corrupt, find_output, make_object, make_object_k, tmpfs_root};
 use super::judge::{
     judge_daemons, judge_exits, parse_iperf3_json, parse_rmcast_json, read_blast_reports,
-    transfer_seconds, verify_copies,
+    transfer_seconds,
 };
 use super::metrics::{self, RelayRecord, RunRecord};
 use super::record::{Point, finish_record, record_traffic, start_record};
@@ -88,6 +88,9 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
         (_, Some(_)) => anyhow::bail!("--inventory applies to the ssh testbed (--testbed ssh)"),
         _ => None,
     };
+    if kind == TestbedKind::Ssh && sc.inject.corrupt_receiver.is_some() {
+        anyhow::bail!("inject.corrupt_receiver runs on the netns and local testbeds, not over ssh");
+    }
     if kind == TestbedKind::Ssh && layout.is_some() {
         anyhow::bail!(
             "segments (cascade tools) run on the netns and local testbeds; the ssh testbed is one LAN"
@@ -296,8 +299,9 @@ fn run_one(
     };
     set.kill_all("run over");
     let after = counters()?;
-    // Over ssh: bring back what the hosts wrote (copies, status files).
-    let fetched = tb.fetch(&out_dirs, &run_dir);
+    // Over ssh: bring back what the hosts wrote beside their copies
+    // (status files, reports).
+    let fetched = tb.fetch_run_dir(&run_dir);
     rec.shaper_drops = tb.shaper_drops()?.saturating_sub(shaper_before);
     rec.loss_drops = tb.loss_drops()?.saturating_sub(loss_before);
     let mut reasons = watch.reasons;
@@ -323,7 +327,7 @@ fn run_one(
         corrupt(&f)?;
     }
     if plan.verify {
-        verify_copies(&out_dirs, &objects, pt.size, &mut reasons)?;
+        tb.verify_copies(&out_dirs, &objects, pt.size, &opts.self_cmd, &mut reasons)?;
     }
     let secs = transfer_seconds(&set, sender_idx, plan.completion);
     record_goodput(sc, pt, &run_dir, total_bytes, secs, &mut rec, &mut reasons);
@@ -351,9 +355,7 @@ fn run_one(
     }
     finish_record(&mut rec, &set, reasons);
     // Received copies are verified; keep only logs (30 × 20 MB per run adds up).
-    for d in &out_dirs[1..] {
-        let _ = std::fs::remove_dir_all(d);
-    }
+    tb.remove_copies(&out_dirs);
     Ok(rec)
 }
 

@@ -156,20 +156,57 @@ impl Testbed {
         Ok(())
     }
 
-    /// Brings back into `dirs[i]` what host `i` wrote there (ssh testbed;
-    /// elsewhere the files are here already). `dirs` are per host, h0 first;
-    /// `also` is fetched from every host.
-    pub fn fetch(&self, dirs: &[PathBuf], also: &Path) -> Result<()> {
+    /// Brings back what every host wrote under the run's directory (ssh
+    /// testbed: uftpd's status files, blast's reports; elsewhere they are
+    /// here already). The receivers' copies stay where they are: see
+    /// [`Testbed::verify_copies`].
+    pub fn fetch_run_dir(&self, run_dir: &Path) -> Result<()> {
         if let Testbed::Ssh(s) = self {
             s.stop_probes();
-            for (i, d) in dirs.iter().enumerate().skip(1) {
-                s.fetch(i, d)?;
-            }
-            for i in 0..dirs.len() {
-                s.fetch(i, also)?;
+            for i in 0..self.hosts().len() {
+                s.fetch(i, run_dir)?;
             }
         }
         Ok(())
+    }
+
+    /// Integrity of every receiver's copies (`out_dirs[1..]`) against the
+    /// senders' `objects`: hashed here, or on the ssh testbed by each host
+    /// (`SELF list-copies DIR`, `self_cmd` being how to call this program)
+    /// with only the listing brought back.
+    pub fn verify_copies(
+        &self,
+        out_dirs: &[PathBuf],
+        objects: &[PathBuf],
+        size: u64,
+        self_cmd: &[String],
+        reasons: &mut Vec<String>,
+    ) -> Result<()> {
+        match self {
+            Testbed::Ssh(s) => {
+                let mut listings = vec![Vec::new()];
+                for (i, d) in out_dirs.iter().enumerate().skip(1) {
+                    listings.push(s.list_copies(i, d, self_cmd)?);
+                }
+                crate::scenario::judge::verify_listings(&listings, objects, size, reasons)
+            }
+            _ => crate::scenario::judge::verify_copies(out_dirs, objects, size, reasons),
+        }
+    }
+
+    /// Removes the receivers' copies of a finished run (ssh testbed: on
+    /// the hosts too).
+    pub fn remove_copies(&self, out_dirs: &[PathBuf]) {
+        if let Testbed::Ssh(s) = self {
+            for (i, d) in out_dirs.iter().enumerate().skip(1) {
+                if let Err(e) = s.remove(i, d) {
+                    eprintln!("rmcast-lab: {e:#}");
+                }
+            }
+        }
+        for d in &out_dirs[1..] {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
 
     /// Progress of receivers 1..: bytes allocated under each `dirs[k]` and

@@ -11,9 +11,10 @@
 //!   directory, the tmpfs copies) is the same path below `SESSION/fs` there;
 //!   a program given by path is copied to `SESSION/bin`. What a command
 //!   reads is copied before the run starts ([`Ssh::stage`]), with `ssh …
-//!   'cat > FILE'`; what the receivers wrote comes back afterwards with
-//!   `tar` over ssh ([`Ssh::fetch`]), so the netns testbed's judges verify
-//!   the copies unchanged.
+//!   'cat > FILE'`. The receivers' copies are hashed where they are (this
+//!   program's `list-copies`, [`Ssh::list_copies`]) and judged from the
+//!   listing by the netns testbed's rules; the run directory (status
+//!   files, reports) comes back with `tar` over ssh ([`Ssh::fetch`]).
 //! - **Processes.** A tool runs as the child of a remote shell that says
 //!   its PID (`rmcast-lab-pid=…` on stderr), waits for it and then says
 //!   its CPU time (`times`); the runner stops it by that PID over ssh
@@ -31,6 +32,7 @@
 use super::host::parse_counters;
 use super::{Host, IfCounters, LabKey};
 use crate::procs::{Proc, REMOTE_PID_PREFIX, REMOTE_TIMES_MARK, Remote};
+use crate::scenario::files::CopyFile;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::cell::RefCell;
@@ -663,6 +665,40 @@ impl Ssh {
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
+        Ok(())
+    }
+
+    /// The files under `local`'s place on host `i`, hashed there by this
+    /// program (`self_cmd`, copied to the host) and listed back as JSON.
+    pub fn list_copies(
+        &self,
+        i: usize,
+        local: &Path,
+        self_cmd: &[String],
+    ) -> Result<Vec<CopyFile>> {
+        let Some(remote) = self.map(i, local) else {
+            bail!("{} is not under the lab's directories", local.display());
+        };
+        self.stage(i, &self_cmd[0], &[])?;
+        let mut words = vec![self.program_path(i, &self_cmd[0])];
+        words.extend(self_cmd[1..].iter().cloned());
+        words.extend(["list-copies".to_string(), remote]);
+        let quoted: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
+        let text = self
+            .run(i, &quoted.join(" "), None)
+            .with_context(|| format!("{}: listing the copies", self.remote[i].name))?;
+        serde_json::from_str(text.trim())
+            .with_context(|| format!("{}: the copies' listing", self.remote[i].name))
+    }
+
+    /// Removes `local`'s place on host `i` (a run's copies).
+    pub fn remove(&self, i: usize, local: &Path) -> Result<()> {
+        let Some(remote) = self.map(i, local) else {
+            bail!("{} is not under the lab's directories", local.display());
+        };
+        self.run(i, &format!("rm -rf {}", shell_quote(&remote)), None)?;
+        // Staged again if a later command names it.
+        self.staged.borrow_mut().remove(&(i, local.to_path_buf()));
         Ok(())
     }
 
