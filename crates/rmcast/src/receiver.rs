@@ -23,10 +23,6 @@ use std::time::Duration;
 /// so that its last words reach the sender.
 const LINGER: Duration = Duration::from_millis(200);
 
-/// How often a relay whose own copy verified looks for the downstream
-/// verdict.
-const RELAY_LOOK: Duration = Duration::from_millis(1);
-
 /// Receives the next object announced on `cfg.group` into `cfg.out_dir`.
 ///
 /// The object is written to a hidden partial file (`.{name}.rmcast-part-{session}-{id}`, the id unique to the receiver)
@@ -842,13 +838,6 @@ impl<'a> Sessions<'a> {
         any
     }
 
-    /// A relay whose own copy verified waits for the downstream verdict.
-    fn relay_waiting(&self) -> bool {
-        self.drivers
-            .iter()
-            .any(|d| d.relay_hash.is_some() && !d.relay_done)
-    }
-
     /// Verifies every session holding all its bytes (then reacts to what
     /// that caused); true if any did.
     fn verify(&mut self) -> bool {
@@ -1034,6 +1023,10 @@ fn run_sessions(
     let own = feedback.local_addr().ok();
     // Control packets and the odd unicast repair.
     let mut unicast = Port::new(&poll, feedback, Token(1), "feedback socket", 8)?;
+    if let Some(r) = relay {
+        // A relay's downstream half wakes this loop with its verdict.
+        r.wake_upstream(poll.registry(), Token(2))?;
+    }
     let group = SocketAddr::V4(cfg.group);
 
     let clock = Clock;
@@ -1147,10 +1140,6 @@ fn run_sessions(
             .min(MAX_WAIT);
         if let Some(until) = linger_until {
             wait = wait.min(until.saturating_since(now));
-        }
-        if d.relay_waiting() {
-            // The verdict comes on a channel, not a socket: look often.
-            wait = wait.min(RELAY_LOOK);
         }
         if rx_backlog || tx_more {
             wait = Duration::ZERO;

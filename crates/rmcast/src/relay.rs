@@ -89,6 +89,21 @@ pub(crate) struct Upstream {
     verdict: mpsc::Receiver<Result<(), String>>,
     behind: mpsc::Receiver<Vec<String>>,
     published: Cell<u64>,
+    /// Wakes the upstream half's event loop when the downstream half sends
+    /// it something (its receivers' names, the verdict).
+    up_waker: Arc<UpWaker>,
+}
+
+/// The upstream event loop's waker, installed once that loop exists.
+#[derive(Default)]
+struct UpWaker(std::sync::OnceLock<Waker>);
+
+impl UpWaker {
+    fn wake(&self) {
+        if let Some(w) = self.0.get() {
+            let _ = w.wake();
+        }
+    }
 }
 
 impl Upstream {
@@ -151,6 +166,23 @@ impl Upstream {
     pub(crate) fn verdict(&self) -> Option<Result<(), String>> {
         self.verdict.try_recv().ok()
     }
+
+    /// The upstream half's event loop: the downstream half wakes it under
+    /// `token` when it has something for [`Upstream::behind`] or
+    /// [`Upstream::verdict`] (a channel, not a socket). What came before
+    /// is found on the loop's next pass.
+    pub(crate) fn wake_upstream(
+        &self,
+        registry: &mio::Registry,
+        token: mio::Token,
+    ) -> Result<(), Error> {
+        let w = Waker::new(registry, token).map_err(|source| Error::Io {
+            context: "cannot create the relay's upstream waker".into(),
+            source,
+        })?;
+        let _ = self.up_waker.0.set(w);
+        Ok(())
+    }
 }
 
 /// Relays the next object announced on `cfg.upstream.group` to
@@ -202,8 +234,13 @@ pub fn relay(
     let (hash_tx, hash_rx) = mpsc::channel();
     let (verdict_tx, verdict_rx) = mpsc::channel();
     let (behind_tx, behind_rx) = mpsc::channel();
+    let up_waker = Arc::new(UpWaker::default());
     let mut down = down.clone();
-    down.on_event = Some(behind_hook(down.on_event.take(), behind_tx));
+    down.on_event = Some(behind_hook(
+        down.on_event.take(),
+        behind_tx,
+        up_waker.clone(),
+    ));
     let down = &down;
     let upstream = Upstream {
         offer: RefCell::new(Some(offer_tx)),
@@ -213,6 +250,7 @@ pub fn relay(
         verdict: verdict_rx,
         behind: behind_rx,
         published: Cell::new(0),
+        up_waker: up_waker.clone(),
     };
 
     std::thread::scope(|scope| {
@@ -228,6 +266,7 @@ pub fn relay(
                     Ok(r) => Err(failure_text(&up.name, r)),
                     Err(e) => Err(format!("relay {:?}: {e}", up.name)),
                 });
+                up_waker.wake();
                 Some(result)
             })
             .map_err(|source| Error::Io {
@@ -267,6 +306,7 @@ pub fn relay(
 fn behind_hook(
     user: Option<crate::EventHook>,
     to_upstream: mpsc::Sender<Vec<String>>,
+    wake: Arc<UpWaker>,
 ) -> crate::EventHook {
     let names = std::sync::Mutex::new(Vec::new());
     let to_upstream = std::sync::Mutex::new(to_upstream);
@@ -280,6 +320,7 @@ fn behind_hook(
             rmcast_proto::SenderEvent::AllJoined => {
                 if let (Ok(n), Ok(tx)) = (names.lock(), to_upstream.lock()) {
                     let _ = tx.send(n.clone());
+                    wake.wake();
                 }
             }
             _ => {}
