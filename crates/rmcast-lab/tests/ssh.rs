@@ -399,6 +399,10 @@ fn ssh_testbed_runs_the_smoke_scenario_on_sshd_hosts() {
     }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("rmcast-nak-poll"), "{report}");
+    assert!(
+        report.contains("\n  - h3 = node3 ("),
+        "which host ran what: {report}"
+    );
     assert_hosts_clean(d, hosts, &r);
 }
 
@@ -495,12 +499,12 @@ fn a_killed_runner_leaves_no_tool_running_past_its_time_cap() {
     let _one = NETNS.lock().unwrap_or_else(|e| e.into_inner());
     let Some(s) = Setup::new() else { return };
     let d = s.d();
-    // 64 MiB at 10 Mbit/s would take 54 s; the cap says 8.
+    // 64 MiB at 10 Mbit/s would take 54 s; the cap says 4.
     let scenario = d.join("long.toml");
     std::fs::write(
         &scenario,
         "name = \"long\"\ntestbed = \"ssh\"\nreceivers = [2]\nsizes = [\"64MiB\"]\n\
-         rates = [\"10mbit\"]\nloss = [0.0]\nrepeats = 1\nstartup_s = 1\nmax_run_s = 8\n\
+         rates = [\"10mbit\"]\nloss = [0.0]\nrepeats = 1\nstartup_s = 1\nmax_run_s = 4\n\
          grace_s = 1\nstall_s = 60\n\n[[tools]]\nname = \"rmcast\"\nkind = \"rmcast\"\n\
          protocol = \"nak-poll\"\n",
     )
@@ -534,7 +538,7 @@ fn a_killed_runner_leaves_no_tool_running_past_its_time_cap() {
         pids.iter().any(alive),
         "the tools should outlive their ssh clients for now: {pids:?}"
     );
-    // Life = startup 1 + cap 8 + grace 1 + 10 s from each tool's start.
+    // Life = startup 1 + cap 4 + grace 1 + 10 s from each tool's start.
     while pids.iter().any(alive) {
         assert!(
             killed_at.elapsed() < Duration::from_secs(30),

@@ -52,7 +52,15 @@ pub fn write_report(dir: &Path) -> Result<PathBuf> {
     if let Ok(tb) = std::fs::read_to_string(dir.join("testbeds.txt")) {
         md.push_str("## Testbeds\n\n");
         for l in tb.lines().filter(|l| !l.starts_with("namespaces:")) {
-            let _ = writeln!(md, "- {l}");
+            // An indented line (the ssh testbed's hosts) nests under its testbed.
+            match l.strip_prefix("  ") {
+                Some(inner) => {
+                    let _ = writeln!(md, "  - {}", inner.trim_start());
+                }
+                None => {
+                    let _ = writeln!(md, "- {l}");
+                }
+            }
         }
         md.push('\n');
     }
