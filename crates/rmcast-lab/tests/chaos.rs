@@ -8,22 +8,14 @@
 //! Needs the rmcast binary ($RMCAST_BIN, or `rmcast` next to rmcast-lab
 //! in the target directory) and says SKIPPED otherwise.
 
+mod common;
+
+use common::rmcast_bin;
 use rmcast_lab::chaos::{self, Row};
-use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// One scenario at a time (two cores), and the rows so far.
 static ROWS: Mutex<Vec<Row>> = Mutex::new(Vec::new());
-
-const LAB: &str = env!("CARGO_BIN_EXE_rmcast-lab");
-
-fn rmcast_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("RMCAST_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(LAB).with_file_name("rmcast");
-    p.is_file().then_some(p)
-}
 
 fn on_path(p: &str) -> bool {
     std::env::var_os("PATH")

@@ -6,6 +6,9 @@
 //! Every test needs the rmcast binary ($RMCAST_BIN, or `rmcast` next to
 //! rmcast-lab in the target directory) and prints why it skips otherwise.
 
+mod common;
+
+use common::{LAB, is_root, rmcast_bin};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -14,23 +17,8 @@ use std::time::{Duration, Instant};
 /// All these tests share two cores: one at a time keeps timings sane.
 static NETNS: Mutex<()> = Mutex::new(());
 
-const LAB: &str = env!("CARGO_BIN_EXE_rmcast-lab");
-
-fn rmcast_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("RMCAST_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(LAB).with_file_name("rmcast");
-    p.is_file().then_some(p)
-}
-
 fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn netns_enabled() -> Result<(), String> {

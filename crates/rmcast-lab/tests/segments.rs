@@ -17,6 +17,9 @@
 //! Every process is started here or by the lab, killed by PID only; every
 //! wait is bounded.
 
+mod common;
+
+use common::{LAB, is_root, rmcast_bin};
 use rmcast_lab::testbed::{Netns, NetnsSpec, Segments, Testbed, list_namespaces};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,21 +28,6 @@ use std::time::{Duration, Instant};
 
 /// The namespace tests share two cores: one at a time.
 static NETNS: Mutex<()> = Mutex::new(());
-
-const LAB: &str = env!("CARGO_BIN_EXE_rmcast-lab");
-
-fn rmcast_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("RMCAST_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(LAB).with_file_name("rmcast");
-    p.is_file().then_some(p)
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// The rmcast binary, when the namespace tests may run here.
 fn netns_ready() -> Result<PathBuf, String> {

@@ -5,22 +5,15 @@
 //! Needs the rmcast binary ($RMCAST_BIN, or `rmcast` next to rmcast-lab in
 //! the target directory) and prints why it skips otherwise.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{LAB, rmcast_bin};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 /// One at a time: the machine has two cores.
 static ONE: Mutex<()> = Mutex::new(());
-
-const LAB: &str = env!("CARGO_BIN_EXE_rmcast-lab");
-
-fn rmcast_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("RMCAST_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(LAB).with_file_name("rmcast");
-    p.is_file().then_some(p)
-}
 
 fn run(dir: &Path, text: &str, rmcast: &Path) -> (Option<i32>, Vec<serde_json::Value>) {
     let sc = dir.join("scenario.toml");

@@ -12,6 +12,9 @@
 //! Every process is started here or by the lab and stopped by PID; every
 //! wait is bounded.
 
+mod common;
+
+use common::{LAB, is_root, rmcast_bin};
 use rmcast_lab::testbed::{Netns, NetnsSpec};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,21 +24,7 @@ use std::time::{Duration, Instant};
 /// The namespace tests share two cores: one at a time.
 static NETNS: Mutex<()> = Mutex::new(());
 
-const LAB: &str = env!("CARGO_BIN_EXE_rmcast-lab");
 const SSHD: &str = "/usr/sbin/sshd";
-
-fn rmcast_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("RMCAST_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(LAB).with_file_name("rmcast");
-    p.is_file().then_some(p)
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// The sshds: stopped by PID when the test ends, however it ends.
 struct Daemons(Vec<Child>);

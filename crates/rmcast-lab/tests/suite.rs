@@ -2,10 +2,11 @@
 //! simulator (always; no root, no rmcast binary), and — as root with
 //! RMCAST_LAB_NETNS=1 — its quick variant on the namespace testbed.
 
+mod common;
+
+use common::{LAB, rmcast_bin};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const LAB: &str = env!("CARGO_BIN_EXE_rmcast-lab");
 
 /// Two experiments: goodput vs receivers (x = receivers) and time vs
 /// window (x = a parameter), with claims that must hold, must fail, and
@@ -296,14 +297,6 @@ args = ["--window", "2"]
 }
 
 // ------------------------------------------------------------ namespace testbed
-
-fn rmcast_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("RMCAST_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(LAB).with_file_name("rmcast");
-    p.is_file().then_some(p)
-}
 
 fn netns_ready() -> Result<PathBuf, String> {
     if std::env::var_os("RMCAST_LAB_NETNS").is_none() {

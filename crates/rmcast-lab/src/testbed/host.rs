@@ -109,6 +109,16 @@ pub(crate) fn parse_counters(text: &str) -> Result<IfCounters> {
     })
 }
 
+/// Packets dropped by the `counter` rules of an `nft list table` listing
+/// (the loss rules), summed.
+pub(crate) fn nft_counted_packets(listing: &str) -> u64 {
+    listing
+        .split("counter packets ")
+        .skip(1)
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// Whether this process runs as root (the netns testbed needs CAP_NET_ADMIN).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

@@ -17,7 +17,7 @@
 //! else, so a datagram crosses a segment only if a relay process sends it
 //! again (`segments.rs` has the addresses).
 
-use super::host::{Host, IfCounters, ip, is_root, read_counters, run_cmd};
+use super::host::{Host, IfCounters, ip, is_root, nft_counted_packets, read_counters, run_cmd};
 use super::registry::{STATE_DIR, remove_namespaces, state_path, sweep_stale};
 use super::segments::{RelayHost, Segments};
 use anyhow::{Context, Result, bail};
@@ -410,13 +410,7 @@ impl Netns {
         let mut total = 0;
         for ns in self.receiving_namespaces() {
             let text = ip(&["netns", "exec", ns, "nft", "list", "table", "inet", "rml"])?;
-            if let Some(rest) = text.split("counter packets ").nth(1) {
-                total += rest
-                    .split_whitespace()
-                    .next()
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
+            total += nft_counted_packets(&text);
         }
         Ok(total)
     }

@@ -29,7 +29,7 @@
 //!   nftables rule as the netns testbed's (root on the receivers, a table
 //!   of the lab's own, removed at teardown).
 
-use super::host::parse_counters;
+use super::host::{nft_counted_packets, parse_counters};
 use super::{Host, IfCounters, LabKey};
 use crate::procs::{Proc, REMOTE_PID_PREFIX, REMOTE_TIMES_MARK, Remote};
 use crate::scenario::files::CopyFile;
@@ -836,13 +836,7 @@ impl Ssh {
         let mut total = 0;
         for i in 1..self.remote.len() {
             let text = self.run(i, &format!("nft list table inet {LOSS_TABLE}"), None)?;
-            for rest in text.split("counter packets ").skip(1) {
-                total += rest
-                    .split_whitespace()
-                    .next()
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
+            total += nft_counted_packets(&text);
         }
         Ok(total)
     }
