@@ -129,6 +129,7 @@ fn a_relay_killed_mid_transfer_is_named_and_the_receivers_behind_it_fail_cleanly
         "{v}"
     );
     assert!(took < Duration::from_secs(12), "failure took {took:?}");
+    eprintln!("the sender named the dead relay and its receivers {took:?} after the kill");
     let (code, _, err) = direct.wait(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");
     for (k, p) in behind.into_iter().enumerate() {

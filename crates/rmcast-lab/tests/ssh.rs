@@ -15,7 +15,7 @@
 mod common;
 
 use common::{LAB, is_root, rmcast_bin};
-use rmcast_lab::testbed::{Netns, NetnsSpec};
+use rmcast_lab::testbed::{Netns, NetnsSpec, Segments};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -125,8 +125,14 @@ fn start_sshds(d: &Path, hosts: &[(String, String)]) -> Daemons {
     daemons
 }
 
-/// The inventory of the namespace hosts: sender first, one work directory each.
-fn inventory(d: &Path, hosts: &[(String, String)]) -> PathBuf {
+/// The inventory of the namespace hosts: sender first, one work
+/// directory each; on a segmented LAN each host's segment, and the relays.
+fn inventory(
+    d: &Path,
+    hosts: &[(String, String)],
+    segments: Option<&Segments>,
+    relays: &[(String, String, String)],
+) -> PathBuf {
     let mut text = format!(
         "[defaults]\nuser = \"root\"\nkey = \"{key}\"\niface = \"eth0\"\n\
          ssh_options = [\"-o\", \"UserKnownHostsFile={kh}\", \"-o\", \"StrictHostKeyChecking=accept-new\"]\n",
@@ -134,9 +140,18 @@ fn inventory(d: &Path, hosts: &[(String, String)]) -> PathBuf {
         kh = d.join("known_hosts").display(),
     );
     for (i, (_, addr)) in hosts.iter().enumerate() {
+        let segment = segments.map_or(0, |s| s.segment_of(i));
         text.push_str(&format!(
-            "\n[[hosts]]\nname = \"node{i}\"\naddress = \"{addr}\"\nworkdir = \"{}\"\n",
+            "\n[[hosts]]\nname = \"node{i}\"\naddress = \"{addr}\"\nsegment = {segment}\nworkdir = \"{}\"\n",
             d.join(format!("work/node{i}")).display()
+        ));
+    }
+    for (k, (_, up, down)) in relays.iter().enumerate() {
+        text.push_str(&format!(
+            "\n[[relays]]\nname = \"relay{n}\"\naddress = \"{up}\"\ndown_address = \"{down}\"\n\
+             down_iface = \"eth1\"\nto_segment = {n}\nworkdir = \"{}\"\n",
+            d.join(format!("work/relay{}", k + 1)).display(),
+            n = k + 1,
         ));
     }
     let path = d.join("hosts.toml");
@@ -152,15 +167,17 @@ fn runs(out: &Path) -> Vec<serde_json::Value> {
 /// Nothing of the lab remains on the hosts: no session directory, no loss
 /// table, no process it started.
 fn assert_hosts_clean(d: &Path, hosts: &[(String, String)], records: &[serde_json::Value]) {
-    for i in 0..hosts.len() {
-        let work = d.join(format!("work/node{i}"));
+    let works: Vec<PathBuf> = std::fs::read_dir(d.join("work"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(works.len() >= hosts.len(), "{works:?}");
+    for work in works {
         let left: Vec<_> = std::fs::read_dir(&work)
             .map(|r| r.flatten().map(|e| e.file_name()).collect())
             .unwrap_or_default();
-        assert!(
-            left.is_empty(),
-            "node{i}'s work directory still holds {left:?}"
-        );
+        assert!(left.is_empty(), "{} still holds {left:?}", work.display());
     }
     for (ns, _) in &hosts[1..] {
         let o = Command::new("ip")
@@ -190,7 +207,13 @@ fn assert_hosts_clean(d: &Path, hosts: &[(String, String)], records: &[serde_jso
 /// (sshds by PID, then the namespaces) when dropped.
 struct Setup {
     dir: tempfile::TempDir,
+    /// (namespace, address) of h0..hN.
     hosts: Vec<(String, String)>,
+    /// (namespace, upstream address, downstream address) of r1..rK.
+    relays: Vec<(String, String, String)>,
+    /// Where the lab runs: h0, or on a segmented LAN relay r1 (the one
+    /// host that reaches both segments of `[2, 2]`).
+    controller: String,
     inventory: PathBuf,
     rmcast: PathBuf,
     daemons: Option<Daemons>,
@@ -199,7 +222,8 @@ struct Setup {
 
 impl Setup {
     /// None (with the reason printed) where the test cannot run here.
-    fn new() -> Option<Setup> {
+    /// Four hosts on one bridge, or the given segments joined by relays.
+    fn new(segments: Option<&[u16]>) -> Option<Setup> {
         if std::env::var_os("RMCAST_LAB_NETNS").is_none() || !is_root() {
             eprintln!("skipped: the ssh testbed tests run as root with RMCAST_LAB_NETNS=1");
             return None;
@@ -233,13 +257,14 @@ impl Setup {
             );
         }
         std::fs::copy(d.join("user_key.pub"), d.join("authorized_keys")).unwrap();
-        // Four hosts on one bridge, unshaped: the scenarios pace their
-        // tools, and the ssh testbed shapes nothing.
+        // Unshaped: the scenarios pace their tools, and the ssh testbed
+        // shapes nothing.
+        let segments = segments.map(|s| Segments::new(s).unwrap());
         let lan = Netns::create(&NetnsSpec {
-            receivers: 3,
+            receivers: segments.as_ref().map_or(3, |s| s.total() as u16),
             rate_bits_per_s: None,
             mtu: 1500,
-            segments: None,
+            segments: segments.clone(),
         })
         .expect("namespace LAN");
         let hosts: Vec<(String, String)> = lan
@@ -247,11 +272,30 @@ impl Setup {
             .iter()
             .map(|h| (h.ns.clone().unwrap(), h.addr.to_string()))
             .collect();
-        let daemons = Some(start_sshds(d, &hosts));
-        let inventory = inventory(d, &hosts);
+        let relays: Vec<(String, String, String)> = lan
+            .relays
+            .iter()
+            .map(|r| {
+                (
+                    r.ns.clone().unwrap(),
+                    r.up_addr.to_string(),
+                    r.down_addr.to_string(),
+                )
+            })
+            .collect();
+        let listen: Vec<(String, String)> = hosts
+            .iter()
+            .cloned()
+            .chain(relays.iter().map(|(ns, up, _)| (ns.clone(), up.clone())))
+            .collect();
+        let daemons = Some(start_sshds(d, &listen));
+        let inventory = inventory(d, &hosts, segments.as_ref(), &relays);
+        let controller = relays.first().map_or(&hosts[0].0, |r| &r.0).clone();
         Some(Setup {
             dir,
             hosts,
+            relays,
+            controller,
             inventory,
             rmcast,
             daemons,
@@ -264,10 +308,10 @@ impl Setup {
     }
 
     /// `rmcast-lab ARGS --testbed ssh --inventory … --rmcast …`, started in
-    /// h0's namespace (the head node).
+    /// the controller's namespace (the head node).
     fn lab(&self, args: &[&str]) -> Child {
         Command::new("ip")
-            .args(["netns", "exec", &self.hosts[0].0, LAB])
+            .args(["netns", "exec", &self.controller, LAB])
             .args(args)
             .args(["--testbed", "ssh", "--inventory"])
             .arg(&self.inventory)
@@ -295,7 +339,7 @@ impl Drop for Setup {
 #[test]
 fn ssh_testbed_runs_the_smoke_scenario_on_sshd_hosts() {
     let _one = NETNS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(s) = Setup::new() else { return };
+    let Some(s) = Setup::new(None) else { return };
     let (d, hosts) = (s.d(), &s.hosts);
     let out = d.join("out");
     let smoke = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lab/scenarios/smoke.toml");
@@ -460,6 +504,68 @@ fn bad_ssh_setups_are_refused_with_the_reason() {
     }
 }
 
+/// A cascade on the ssh testbed: segments `[2, 2]` on hosts that say their
+/// segment in the inventory, joined by a relay host named in `[[relays]]`;
+/// the lab runs on the relay host, the one that reaches both segments.
+#[test]
+fn a_cascade_crosses_segments_on_ssh_hosts_through_a_relay_host() {
+    let _one = NETNS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = Setup::new(Some(&[2, 2])) else {
+        return;
+    };
+    let d = s.d();
+    let scenario = d.join("cascade.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"ssh-cascade\"\ntestbed = \"ssh\"\nsegments = [2, 2]\nsizes = [\"4MiB\"]\n\
+         rates = [\"100mbit\"]\nloss = [0.01]\nrepeats = 1\nstall_s = 15\nmax_run_s = 60\n\n\
+         [[tools]]\nname = \"cascade\"\nkind = \"cascade\"\nprotocol = \"nak-poll\"\n",
+    )
+    .unwrap();
+    let out = d.join("out");
+    let (status, stderr) = s.lab_done(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    eprintln!("{stderr}");
+    let r = runs(&out);
+    assert_eq!(r.len(), 1, "{stderr}");
+    let run = &r[0];
+    assert_eq!(run["status"], "ok", "{run}");
+    assert!(status.success(), "{stderr}");
+    assert_eq!(run["testbed"], "ssh");
+    assert_eq!(run["segments"], serde_json::json!([2, 2]), "{run}");
+    // The relay ran on the relay host, exited 0 with its own report, and
+    // its two interfaces count in the traffic.
+    let relays = run["relays"].as_array().unwrap();
+    assert_eq!(relays.len(), 1, "{run}");
+    assert_eq!(relays[0]["name"], "r1");
+    assert_eq!(relays[0]["report"]["ok"], true, "{run}");
+    let procs = run["procs"].as_array().unwrap();
+    assert!(
+        procs
+            .iter()
+            .any(|p| p["node"] == "relay1" && p["remote_pid"].as_i64() > Some(1)),
+        "{run}"
+    );
+    // h3 and h4 sit on segment 1: nodes 3 and 4 of the inventory.
+    for p in procs.iter().filter(|p| p["host"].as_u64().unwrap() <= 4) {
+        assert_eq!(p["node"], format!("node{}", p["host"]), "{p}");
+    }
+    assert!(run["loss_drops"].as_u64().unwrap() > 0, "{run}");
+    let testbeds = std::fs::read_to_string(out.join("testbeds.txt")).unwrap();
+    assert!(
+        testbeds.contains("segments [2, 2] joined by 1 relay(s)"),
+        "{testbeds}"
+    );
+    assert!(testbeds.contains("r1 = relay1"), "{testbeds}");
+    let mut all = s.hosts.clone();
+    all.extend(s.relays.iter().map(|(ns, up, _)| (ns.clone(), up.clone())));
+    assert_hosts_clean(d, &all, &r);
+}
+
 /// The remote PIDs a run's processes said, from their stderr files.
 fn remote_pids(out: &Path) -> Vec<i32> {
     let mut pids = Vec::new();
@@ -486,7 +592,7 @@ fn remote_pids(out: &Path) -> Vec<i32> {
 #[test]
 fn a_killed_runner_leaves_no_tool_running_past_its_time_cap() {
     let _one = NETNS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(s) = Setup::new() else { return };
+    let Some(s) = Setup::new(None) else { return };
     let d = s.d();
     // 64 MiB at 10 Mbit/s would take 54 s; the cap says 4.
     let scenario = d.join("long.toml");

@@ -23,7 +23,7 @@ use super::{Scenario, TestbedKind, Tool, ToolKind};
 use crate::procs::{Proc, ProcSet};
 use crate::signals;
 use crate::testbed::{
-    IfCounters, Inventory, Local, Netns, NetnsSpec, Segments, Ssh, SshHost, Testbed,
+    Hosts, IfCounters, Inventory, Local, Netns, NetnsSpec, Segments, Ssh, Testbed,
 };
 use crate::tools;
 use crate::units;
@@ -91,11 +91,6 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
     if kind == TestbedKind::Ssh && sc.inject.corrupt_receiver.is_some() {
         anyhow::bail!("inject.corrupt_receiver runs on the netns and local testbeds, not over ssh");
     }
-    if kind == TestbedKind::Ssh && layout.is_some() {
-        anyhow::bail!(
-            "segments (cascade tools) run on the netns and local testbeds; the ssh testbed is one LAN"
-        );
-    }
     let mut records = metrics::load_runs(&opts.out).unwrap_or_default();
     let mut seq = records.len();
     let (mut runs, mut ok) = (0, 0);
@@ -118,7 +113,7 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
                 let mut tb = build_testbed(
                     sc,
                     kind,
-                    inventory.as_deref(),
+                    inventory.as_ref(),
                     &opts.out,
                     n,
                     rate_bits_per_s,
@@ -177,14 +172,14 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<Summary> {
 fn build_testbed(
     sc: &Scenario,
     kind: TestbedKind,
-    inventory: Option<&[SshHost]>,
+    inventory: Option<&Hosts>,
     out: &Path,
     n: u16,
     rate_bits_per_s: Option<u64>,
     segments: Option<Segments>,
 ) -> Result<Testbed> {
     Ok(match (kind, segments) {
-        (TestbedKind::Ssh, _) => {
+        (TestbedKind::Ssh, segments) => {
             // Paths under these have the same path below each host's session.
             let roots = vec![std::path::absolute(out)?, tmpfs_root()];
             // No remote tool outlives a run's longest possible life (+10 s).
@@ -192,6 +187,7 @@ fn build_testbed(
             Testbed::Ssh(Ssh::connect(
                 inventory.expect("the inventory is loaded for the ssh testbed"),
                 n,
+                segments,
                 roots,
                 life,
             )?)

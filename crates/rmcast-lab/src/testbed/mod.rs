@@ -13,7 +13,7 @@ pub use host::{Host, IfCounters, is_root, run_cmd};
 pub use netns::{Netns, NetnsSpec};
 pub use registry::{is_lab_namespace, list_namespaces, remove_all, remove_testbed, status};
 pub use segments::{RelayHost, Segments};
-pub use ssh::{Inventory, Ssh, SshHost};
+pub use ssh::{Hosts, Inventory, Ssh, SshHost};
 
 use anyhow::Result;
 use host::read_counters;
@@ -45,7 +45,7 @@ impl Testbed {
         match self {
             Testbed::Local(l) => &l.relays,
             Testbed::Netns(n) => &n.relays,
-            Testbed::Ssh(_) => &[],
+            Testbed::Ssh(s) => &s.relays,
         }
     }
     /// The segments, when the testbed has several.
@@ -53,7 +53,7 @@ impl Testbed {
         match self {
             Testbed::Local(l) => l.segments.as_ref(),
             Testbed::Netns(n) => n.segments(),
-            Testbed::Ssh(_) => None,
+            Testbed::Ssh(s) => s.segments.as_ref(),
         }
     }
     /// The node index of relay `k` (1..): nodes are the hosts h0..hN, then
@@ -272,8 +272,9 @@ impl Testbed {
     /// loopback: none, `lo` counts everything already).
     pub fn relay_counters(&self) -> Result<Vec<IfCounters>> {
         match self {
-            Testbed::Local(_) | Testbed::Ssh(_) => Ok(Vec::new()),
+            Testbed::Local(_) => Ok(Vec::new()),
             Testbed::Netns(t) => t.relay_counters(),
+            Testbed::Ssh(s) => s.relay_counters(),
         }
     }
     /// Packets the tbf shapers dropped so far, summed over hosts.

@@ -30,7 +30,7 @@
 //!   of the lab's own, removed at teardown).
 
 use super::host::{nft_counted_packets, parse_counters};
-use super::{Host, IfCounters, LabKey};
+use super::{Host, IfCounters, LabKey, RelayHost, Segments};
 use crate::procs::{Proc, REMOTE_PID_PREFIX, REMOTE_TIMES_MARK, Remote};
 use crate::scenario::files::CopyFile;
 use anyhow::{Context, Result, bail};
@@ -55,6 +55,35 @@ pub struct Inventory {
     /// The hosts, h0 (the sender) first.
     #[serde(default)]
     pub hosts: Vec<InventoryHost>,
+    /// Relay hosts between segments (segmented scenarios only).
+    #[serde(default)]
+    pub relays: Vec<InventoryRelay>,
+}
+
+/// A relay host of the inventory: one interface on the segment it
+/// receives from (`iface`, `up_address`), one on the segment it feeds.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryRelay {
+    /// Its name in the report.
+    pub name: String,
+    /// What ssh connects to.
+    pub address: String,
+    /// Its IPv4 address on the segment it receives from, on `iface`
+    /// (default: `address`, which must then be one).
+    pub up_address: Option<Ipv4Addr>,
+    /// Its IPv4 address on the segment it feeds.
+    pub down_address: Ipv4Addr,
+    /// The interface that address is on.
+    pub down_iface: String,
+    /// The segment it feeds: relay k of the scenario feeds segment k (≥ 1).
+    pub to_segment: usize,
+    /// The segment it receives from, if the inventory says (checked
+    /// against the scenario's `relay_from`).
+    pub from_segment: Option<usize>,
+    /// Anything of `[defaults]`, for this relay (`iface` is its upstream one).
+    #[serde(flatten)]
+    pub settings: HostSettings,
 }
 
 /// Settings a host may give or take from `[defaults]`.
@@ -86,6 +115,10 @@ pub struct InventoryHost {
     /// Its IPv4 address on the tools' interface (default: `address`, which
     /// must then be one).
     pub data_address: Option<Ipv4Addr>,
+    /// The segment it sits on, for segmented scenarios (default 0, the
+    /// sender's).
+    #[serde(default)]
+    pub segment: usize,
     /// Anything of `[defaults]`, for this host.
     #[serde(flatten)]
     pub settings: HostSettings,
@@ -112,11 +145,37 @@ pub struct SshHost {
     pub workdir: PathBuf,
     /// More ssh options.
     pub options: Vec<String>,
+    /// Its segment (a relay: the one it feeds).
+    pub segment: usize,
+    /// A relay's interface and address on the segment it feeds.
+    pub down: Option<(String, Ipv4Addr)>,
+    /// A relay's upstream segment, if the inventory gave it.
+    pub from_segment: Option<usize>,
+}
+
+impl SshHost {
+    /// Its interfaces and the address each must hold.
+    fn interfaces(&self) -> Vec<(&str, Ipv4Addr)> {
+        let mut v = vec![(self.iface.as_str(), self.data_address)];
+        if let Some((i, a)) = &self.down {
+            v.push((i.as_str(), *a));
+        }
+        v
+    }
+}
+
+/// An inventory with its defaults applied and checked.
+#[derive(Clone, Debug)]
+pub struct Hosts {
+    /// The hosts, in the inventory's order.
+    pub hosts: Vec<SshHost>,
+    /// The relay hosts.
+    pub relays: Vec<SshHost>,
 }
 
 impl Inventory {
     /// Reads and checks an inventory file.
-    pub fn load(path: &Path) -> Result<Vec<SshHost>> {
+    pub fn load(path: &Path) -> Result<Hosts> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the inventory {}", path.display()))?;
         let inv: Inventory =
@@ -125,79 +184,137 @@ impl Inventory {
             .with_context(|| format!("inventory {}", path.display()))
     }
 
-    /// Every host with its defaults applied, checked.
-    pub fn resolve(&self) -> Result<Vec<SshHost>> {
+    /// Every host and relay with its defaults applied, checked.
+    pub fn resolve(&self) -> Result<Hosts> {
         if self.hosts.is_empty() {
             bail!("no [[hosts]]: give the sender first, then one host per receiver");
         }
         let mut names = HashSet::new();
-        let mut out = Vec::new();
+        let mut hosts = Vec::new();
         for (i, h) in self.hosts.iter().enumerate() {
             let what = format!("host {i} ({:?})", h.name);
-            if h.name.is_empty() || !h.name.chars().all(|c| c.is_ascii_graphic()) {
-                bail!("{what}: a name is one word of printable characters");
-            }
-            if !names.insert(h.name.as_str()) {
-                bail!("{what}: the name is given twice");
-            }
-            if h.address.is_empty()
-                || h.address.starts_with('-')
-                || h.address.contains(char::is_whitespace)
-            {
-                bail!(
-                    "{what}: address {:?} is not a host name or address",
-                    h.address
-                );
-            }
-            let s = &h.settings;
-            let d = &self.defaults;
-            let data_address = match h.data_address {
-                Some(a) => a,
-                None => h.address.parse().map_err(|_| {
-                    anyhow::anyhow!(
-                        "{what}: address {:?} is a name, so give data_address (its IPv4 address on the tools' interface)",
-                        h.address
-                    )
-                })?,
-            };
-            let iface: String = pick(&s.iface, &d.iface).ok_or_else(|| {
-                anyhow::anyhow!("{what}: no iface (the interface the tools use, e.g. \"eth0\"; in [defaults] or the host)")
-            })?;
-            let workdir: PathBuf = pick(&s.workdir, &d.workdir).ok_or_else(|| {
-                anyhow::anyhow!("{what}: no workdir (an absolute directory the lab may write under; in [defaults] or the host)")
-            })?;
-            if !workdir.is_absolute() || workdir.parent().is_none() {
-                bail!(
-                    "{what}: workdir {} must be an absolute directory below /",
-                    workdir.display()
-                );
-            }
-            let user: Option<String> = pick(&s.user, &d.user);
-            if user
-                .as_deref()
-                .is_some_and(|u| u.is_empty() || u.starts_with('-') || u.contains(['@', ' ']))
-            {
-                bail!("{what}: user {user:?} is not a login name");
-            }
-            let key: Option<PathBuf> = pick(&s.key, &d.key);
-            if let Some(k) = &key
-                && std::fs::File::open(k).is_err()
-            {
-                bail!("{what}: cannot read the key {}", k.display());
-            }
-            out.push(SshHost {
-                name: h.name.clone(),
-                address: h.address.clone(),
-                data_address,
-                iface,
-                user,
-                port: pick(&s.port, &d.port).unwrap_or(22),
-                key,
-                workdir,
-                options: pick(&s.ssh_options, &d.ssh_options).unwrap_or_default(),
-            });
+            let mut r = self.resolve_one(
+                &what,
+                &h.name,
+                &h.address,
+                h.data_address,
+                &h.settings,
+                &mut names,
+            )?;
+            r.segment = h.segment;
+            hosts.push(r);
         }
-        Ok(out)
+        if hosts[0].segment != 0 {
+            bail!(
+                "host 0 ({:?}) sends, so it sits on segment 0",
+                hosts[0].name
+            );
+        }
+        let mut relays: Vec<SshHost> = Vec::new();
+        for (k, r) in self.relays.iter().enumerate() {
+            let what = format!("relay {k} ({:?})", r.name);
+            let mut h = self.resolve_one(
+                &what,
+                &r.name,
+                &r.address,
+                r.up_address,
+                &r.settings,
+                &mut names,
+            )?;
+            if r.to_segment == 0 {
+                bail!("{what}: to_segment is the segment it feeds, 1 or more");
+            }
+            if let Some(other) = relays.iter().find(|o| o.segment == r.to_segment) {
+                bail!(
+                    "{what}: {:?} already feeds segment {}",
+                    other.name,
+                    r.to_segment
+                );
+            }
+            if r.from_segment.is_some_and(|f| f >= r.to_segment) {
+                bail!("{what}: from_segment must come before to_segment");
+            }
+            if r.down_iface.is_empty() || r.down_iface.contains(['/', ' ']) {
+                bail!(
+                    "{what}: down_iface {:?} is not an interface name",
+                    r.down_iface
+                );
+            }
+            h.segment = r.to_segment;
+            h.down = Some((r.down_iface.clone(), r.down_address));
+            h.from_segment = r.from_segment;
+            relays.push(h);
+        }
+        Ok(Hosts { hosts, relays })
+    }
+
+    /// One entry with its defaults applied, checked.
+    fn resolve_one(
+        &self,
+        what: &str,
+        name: &str,
+        address: &str,
+        data_address: Option<Ipv4Addr>,
+        s: &HostSettings,
+        names: &mut HashSet<String>,
+    ) -> Result<SshHost> {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_graphic()) {
+            bail!("{what}: a name is one word of printable characters");
+        }
+        if !names.insert(name.to_string()) {
+            bail!("{what}: the name is given twice");
+        }
+        if address.is_empty() || address.starts_with('-') || address.contains(char::is_whitespace) {
+            bail!("{what}: address {address:?} is not a host name or address");
+        }
+        let d = &self.defaults;
+        let data_address = match data_address {
+            Some(a) => a,
+            None => address.parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "{what}: address {address:?} is a name, so give data_address (its IPv4 address on the tools' interface; up_address for a relay)"
+                )
+            })?,
+        };
+        let iface: String = pick(&s.iface, &d.iface).ok_or_else(|| {
+            anyhow::anyhow!("{what}: no iface (the interface the tools use, e.g. \"eth0\"; in [defaults] or the host)")
+        })?;
+        let workdir: PathBuf = pick(&s.workdir, &d.workdir).ok_or_else(|| {
+            anyhow::anyhow!("{what}: no workdir (an absolute directory the lab may write under; in [defaults] or the host)")
+        })?;
+        if !workdir.is_absolute() || workdir.parent().is_none() {
+            bail!(
+                "{what}: workdir {} must be an absolute directory below /",
+                workdir.display()
+            );
+        }
+        let user: Option<String> = pick(&s.user, &d.user);
+        if user
+            .as_deref()
+            .is_some_and(|u| u.is_empty() || u.starts_with('-') || u.contains(['@', ' ']))
+        {
+            bail!("{what}: user {user:?} is not a login name");
+        }
+        let key: Option<PathBuf> = pick(&s.key, &d.key);
+        if let Some(k) = &key
+            && std::fs::File::open(k).is_err()
+        {
+            bail!("{what}: cannot read the key {}", k.display());
+        }
+        Ok(SshHost {
+            name: name.to_string(),
+            address: address.to_string(),
+            data_address,
+            iface,
+            user,
+            port: pick(&s.port, &d.port).unwrap_or(22),
+            key,
+            workdir,
+            options: pick(&s.ssh_options, &d.ssh_options).unwrap_or_default(),
+            segment: 0,
+            down: None,
+            from_segment: None,
+        })
     }
 }
 
@@ -229,6 +346,11 @@ pub struct Ssh {
     /// This testbed's id (in the remote session directories' names).
     pub id: String,
     pub(super) hosts: Vec<Host>,
+    /// Relays between segments (empty unless segmented).
+    pub(super) relays: Vec<RelayHost>,
+    /// The segments, when the testbed has several.
+    pub(super) segments: Option<Segments>,
+    /// Hosts h0..hN, then relays r1..rK: a node index is an index here.
     remote: Vec<SshHost>,
     /// Per host: `WORKDIR/rmcast-lab-ID`.
     session: Vec<String>,
@@ -258,24 +380,24 @@ struct Probes {
 }
 
 impl Ssh {
-    /// Connects to hosts 0..=`receivers` of the inventory (a master
-    /// connection each), makes their session directories, and checks that
-    /// each has the tools' interface with its `data_address`.
-    /// `max_life_s` bounds every remote process (a watchdog there ends it).
+    /// Connects to hosts 0..=`receivers` of the inventory (segmented: the
+    /// sender, then each segment's receivers from the hosts on it, and the
+    /// relay feeding each segment), a master connection each; makes their
+    /// session directories and checks that each has its interfaces with
+    /// their addresses. `max_life_s` bounds every remote process (a
+    /// watchdog there ends it).
     pub fn connect(
-        inventory: &[SshHost],
+        inventory: &Hosts,
         receivers: u16,
+        segments: Option<Segments>,
         roots: Vec<PathBuf>,
         max_life_s: u64,
     ) -> Result<Ssh> {
-        let want = usize::from(receivers) + 1;
-        if inventory.len() < want {
-            bail!(
-                "the inventory has {} host(s); {receivers} receivers need {want} (h0 sends)",
-                inventory.len()
-            );
-        }
-        let remote = inventory[..want].to_vec();
+        let (remote, relays) = match &segments {
+            None => (Self::flat(inventory, receivers)?, Vec::new()),
+            Some(seg) => Self::segmented(inventory, seg)?,
+        };
+        let want = remote.len();
         let id = format!(
             "{}-{}",
             std::process::id(),
@@ -290,7 +412,7 @@ impl Ssh {
         let control = tempfile::Builder::new()
             .prefix("rmcast-lab-ssh-")
             .tempdir()?;
-        let hosts = remote
+        let hosts = remote[..remote.len() - relays.len()]
             .iter()
             .map(|h| Host {
                 ns: None,
@@ -300,6 +422,8 @@ impl Ssh {
         let mut tb = Ssh {
             id,
             hosts,
+            relays,
+            segments,
             remote,
             session,
             control,
@@ -318,24 +442,26 @@ impl Ssh {
         }
         for i in 0..want {
             let h = &tb.remote[i];
-            let script = format!(
-                "mkdir -p {s}/fs {s}/bin && cat /sys/class/net/{ifc}/address >/dev/null && \
-                 (ip -4 -o addr show dev {ifc} 2>/dev/null || echo no-ip-command) && uname -n",
-                s = shell_quote(&tb.session[i]),
-                ifc = shell_quote(&h.iface)
-            );
+            let mut script = format!("mkdir -p {s}/fs {s}/bin", s = shell_quote(&tb.session[i]));
+            for (ifc, _) in h.interfaces() {
+                let ifc = shell_quote(ifc);
+                let _ = write!(
+                    script,
+                    " && cat /sys/class/net/{ifc}/address >/dev/null && \
+                     (ip -4 -o addr show dev {ifc} 2>/dev/null || echo no-ip-command)"
+                );
+            }
             let out = tb
                 .run(i, &script, None)
                 .with_context(|| format!("{}: preparing {}", h.name, tb.session[i]))?;
-            let want_addr = format!("inet {}/", h.data_address);
-            if !out.contains("no-ip-command") && !out.contains(&want_addr) {
-                bail!(
-                    "{}: interface {} does not have data_address {} ({})",
-                    h.name,
-                    h.iface,
-                    h.data_address,
-                    out.lines().next().unwrap_or_default().trim()
-                );
+            for (ifc, addr) in h.interfaces() {
+                let want_addr = format!("inet {addr}/");
+                if !out.contains("no-ip-command") && !out.contains(&want_addr) {
+                    bail!(
+                        "{}: interface {ifc} does not have the address {addr}",
+                        h.name
+                    );
+                }
             }
         }
         let key_remote: Vec<String> = (0..want).map(|i| tb.key_path(i)).collect();
@@ -343,6 +469,68 @@ impl Ssh {
             tb.upload(i, tb.key.path(), path, "600")?;
         }
         Ok(tb)
+    }
+
+    /// Hosts h0..hN of a flat testbed: the inventory's first N + 1.
+    fn flat(inventory: &Hosts, receivers: u16) -> Result<Vec<SshHost>> {
+        let want = usize::from(receivers) + 1;
+        if inventory.hosts.len() < want {
+            bail!(
+                "the inventory has {} host(s); {receivers} receivers need {want} (h0 sends)",
+                inventory.hosts.len()
+            );
+        }
+        Ok(inventory.hosts[..want].to_vec())
+    }
+
+    /// Hosts h0..hN in the layout's order (each segment's receivers from
+    /// the inventory's hosts on it), then relays r1..rK, and the relays'
+    /// places on the segments.
+    fn segmented(inventory: &Hosts, seg: &Segments) -> Result<(Vec<SshHost>, Vec<RelayHost>)> {
+        let mut remote = vec![inventory.hosts[0].clone()];
+        for s in 0..seg.count() {
+            let want = seg.hosts_on(s).count();
+            let on: Vec<&SshHost> = inventory
+                .hosts
+                .iter()
+                .skip(1)
+                .filter(|h| h.segment == s)
+                .collect();
+            if on.len() < want {
+                bail!(
+                    "segment {s} needs {want} receivers; the inventory has {} host(s) with segment = {s} (besides h0)",
+                    on.len()
+                );
+            }
+            remote.extend(on[..want].iter().map(|h| (*h).clone()));
+        }
+        let mut relays = Vec::new();
+        let mut relay_hosts = Vec::new();
+        for k in 1..=seg.relays() {
+            let from = seg.relay_from(k);
+            let Some(r) = inventory.relays.iter().find(|r| r.segment == k) else {
+                bail!(
+                    "the scenario's relay {k} feeds segment {k}: the inventory has no [[relays]] entry with to_segment = {k}"
+                );
+            };
+            if r.from_segment.is_some_and(|f| f != from) {
+                bail!(
+                    "relay {:?} receives from segment {} in the inventory, from segment {from} in the scenario",
+                    r.name,
+                    r.from_segment.unwrap_or_default()
+                );
+            }
+            relays.push(RelayHost {
+                ns: None,
+                up_addr: r.data_address,
+                down_addr: r.down.as_ref().map_or(r.data_address, |d| d.1),
+                from,
+                to: k,
+            });
+            relay_hosts.push(r.clone());
+        }
+        remote.extend(relay_hosts);
+        Ok((remote, relays))
     }
 
     /// The `ssh … DESTINATION` argv for host `i` through its master.
@@ -781,14 +969,28 @@ impl Ssh {
     /// Counters of the tools' interface on hosts 0..n.
     pub fn counters(&self, n: usize) -> Result<Vec<IfCounters>> {
         (0..n)
-            .map(|i| {
-                let ifc = shell_quote(&self.remote[i].iface);
-                let script = ["tx_bytes", "tx_packets", "rx_bytes", "rx_packets"]
-                    .map(|f| format!("/sys/class/net/{ifc}/statistics/{f}"))
-                    .join(" ");
-                parse_counters(&self.run(i, &format!("cat {script}"), None)?)
-            })
+            .map(|i| self.read_counters(i, &self.remote[i].iface))
             .collect()
+    }
+
+    /// Counters of every relay interface (upstream, then downstream, of r1,
+    /// then r2, …).
+    pub fn relay_counters(&self) -> Result<Vec<IfCounters>> {
+        let mut v = Vec::new();
+        for i in self.hosts.len()..self.remote.len() {
+            for (ifc, _) in self.remote[i].interfaces() {
+                v.push(self.read_counters(i, ifc)?);
+            }
+        }
+        Ok(v)
+    }
+
+    fn read_counters(&self, i: usize, iface: &str) -> Result<IfCounters> {
+        let ifc = shell_quote(iface);
+        let files = ["tx_bytes", "tx_packets", "rx_bytes", "rx_packets"]
+            .map(|f| format!("/sys/class/net/{ifc}/statistics/{f}"))
+            .join(" ");
+        parse_counters(&self.run(i, &format!("cat {files}"), None)?)
     }
 
     /// Random loss with probability `p` on the receivers' UDP and TCP input
@@ -807,14 +1009,19 @@ impl Ssh {
             writeln!(
                 script,
                 "table inet {LOSS_TABLE} {{\n  chain input {{\n    type filter hook input priority 0; policy accept;\n    \
-                 iifname \"IFACE\" meta l4proto udp numgen random mod 100000 < {per_100k} counter drop\n    \
-                 iifname \"IFACE\" tcp dport != SSHPORT numgen random mod 100000 < {per_100k} counter drop\n  }}\n}}"
+                 iifname {{ IFACES }} meta l4proto udp numgen random mod 100000 < {per_100k} counter drop\n    \
+                 iifname {{ IFACES }} tcp dport != SSHPORT numgen random mod 100000 < {per_100k} counter drop\n  }}\n}}"
             )?;
         }
         for i in 1..self.remote.len() {
             // The lab's own ssh connections (to sshd's port) are spared.
+            let ifaces: Vec<String> = self.remote[i]
+                .interfaces()
+                .iter()
+                .map(|(ifc, _)| format!("\"{ifc}\""))
+                .collect();
             let s = script
-                .replace("IFACE", &self.remote[i].iface)
+                .replace("IFACES", &ifaces.join(", "))
                 .replace("SSHPORT", &self.remote[i].port.to_string());
             self.run(i, "nft -f -", Some(s.as_bytes()))
                 .with_context(|| {
@@ -854,14 +1061,33 @@ impl Ssh {
     /// What was built: which inventory host is which lab host.
     pub fn describe(&self) -> String {
         let mut s = format!(
-            "ssh testbed {}: {} hosts from the inventory, not shaped (tools paced to the scenario's rate)",
+            "ssh testbed {}: {} hosts and {} relay host(s) from the inventory, not shaped (tools paced to the scenario's rate)",
             self.id,
-            self.remote.len()
+            self.hosts.len(),
+            self.relays.len()
         );
-        for (i, h) in self.remote.iter().enumerate() {
+        if let Some(seg) = &self.segments {
             let _ = write!(
                 s,
-                "\n  h{i} = {} ({}{}, {} {}, session {})",
+                ", segments {:?} joined by {} relay(s)",
+                seg.per_segment(),
+                self.relays.len()
+            );
+        }
+        for (i, h) in self.remote.iter().enumerate() {
+            let node = if i < self.hosts.len() {
+                format!("h{i}")
+            } else {
+                format!("r{}", i - self.hosts.len() + 1)
+            };
+            let down = h
+                .down
+                .as_ref()
+                .map(|(ifc, a)| format!(", {ifc} {a}"))
+                .unwrap_or_default();
+            let _ = write!(
+                s,
+                "\n  {node} = {} ({}{}, {} {}{down}, session {})",
                 h.name,
                 h.user
                     .as_deref()
@@ -947,6 +1173,7 @@ mod tests {
         toml::from_str::<Inventory>(text)
             .map_err(anyhow::Error::from)
             .and_then(|i| i.resolve())
+            .map(|h| h.hosts)
     }
 
     #[test]
@@ -1018,12 +1245,96 @@ mod tests {
     }
 
     #[test]
+    fn a_segmented_layout_takes_each_segments_hosts_and_its_relay() {
+        let text = r#"
+            [defaults]
+            workdir = "/w"
+            iface = "eth0"
+            [[hosts]]
+            name = "s"
+            address = "10.0.0.1"
+            [[hosts]]
+            name = "b1"
+            address = "10.0.1.2"
+            segment = 1
+            [[hosts]]
+            name = "a1"
+            address = "10.0.0.2"
+            [[hosts]]
+            name = "b2"
+            address = "10.0.1.3"
+            segment = 1
+            [[relays]]
+            name = "r"
+            address = "10.0.0.254"
+            down_address = "10.0.1.1"
+            down_iface = "eth1"
+            to_segment = 1
+        "#;
+        let hosts = toml::from_str::<Inventory>(text)
+            .unwrap()
+            .resolve()
+            .unwrap();
+        let seg = Segments::new(&[1, 2]).unwrap();
+        let (remote, relays) = Ssh::segmented(&hosts, &seg).unwrap();
+        let names: Vec<&str> = remote.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["s", "a1", "b1", "b2", "r"]);
+        assert_eq!(relays.len(), 1);
+        assert_eq!((relays[0].from, relays[0].to), (0, 1));
+        assert_eq!(relays[0].up_addr, Ipv4Addr::new(10, 0, 0, 254));
+        assert_eq!(relays[0].down_addr, Ipv4Addr::new(10, 0, 1, 1));
+        assert_eq!(remote[4].interfaces().len(), 2);
+        // Too few hosts on a segment, no relay for one, a relay that says
+        // another upstream than the scenario.
+        let err = |seg: Segments, h: &Hosts| format!("{:#}", Ssh::segmented(h, &seg).unwrap_err());
+        assert!(
+            err(Segments::new(&[1, 3]).unwrap(), &hosts).contains("segment 1 needs 3 receivers")
+        );
+        assert!(err(Segments::new(&[1, 1, 1]).unwrap(), &hosts).contains("segment 2 needs 1"));
+        let mut none = hosts.clone();
+        none.relays.clear();
+        assert!(err(Segments::new(&[1, 2]).unwrap(), &none).contains("with to_segment = 1"));
+        let mut other = hosts.clone();
+        other.relays[0].from_segment = Some(1);
+        assert!(
+            err(Segments::new(&[1, 2]).unwrap(), &other).contains("from segment 0 in the scenario")
+        );
+        // The inventory's own mistakes.
+        for (bad, want) in [
+            ("to_segment = 1", "to_segment = 0"),
+            ("down_iface = \"eth1\"", "down_iface = \"a b\""),
+        ] {
+            let t = text.replace(bad, want);
+            let e = format!(
+                "{:#}",
+                toml::from_str::<Inventory>(&t)
+                    .unwrap()
+                    .resolve()
+                    .unwrap_err()
+            );
+            assert!(e.contains("relay 0"), "{want}: {e}");
+        }
+        let t = text.replace(
+            "name = \"s\"\n            address = \"10.0.0.1\"",
+            "name = \"s\"\n            address = \"10.0.0.1\"\n            segment = 1",
+        );
+        let e = format!(
+            "{:#}",
+            toml::from_str::<Inventory>(&t)
+                .unwrap()
+                .resolve()
+                .unwrap_err()
+        );
+        assert!(e.contains("sits on segment 0"), "{e}");
+    }
+
+    #[test]
     fn the_example_inventory_reads() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lab/inventory.example.toml");
         let mut inv: Inventory = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         // Its key is the user's, not this machine's.
         inv.defaults.key = None;
-        let h = inv.resolve().unwrap();
+        let h = inv.resolve().unwrap().hosts;
         assert_eq!(h.len(), 3);
         assert_eq!(h[1].data_address, Ipv4Addr::new(10, 1, 0, 11));
         assert_eq!(h[1].address, "node1.cluster");
