@@ -184,13 +184,13 @@ fn build_testbed(
             let roots = vec![std::path::absolute(out)?, tmpfs_root()];
             // No remote tool outlives a run's longest possible life (+10 s).
             let life = (sc.startup_s + sc.max_run_s + sc.grace_s + 10.0).ceil() as u64;
-            Testbed::Ssh(Ssh::connect(
+            Testbed::Ssh(Box::new(Ssh::connect(
                 inventory.expect("the inventory is loaded for the ssh testbed"),
                 n,
                 segments,
                 roots,
                 life,
-            )?)
+            )?))
         }
         (TestbedKind::Local, None) => Testbed::Local(Local::new(n)),
         (TestbedKind::Local, Some(seg)) => Testbed::Local(Local::segmented(seg)),

@@ -28,7 +28,7 @@ pub enum Testbed {
     /// A namespace LAN.
     Netns(Netns),
     /// Real hosts of an inventory, over OpenSSH.
-    Ssh(Ssh),
+    Ssh(Box<Ssh>),
 }
 
 impl Testbed {
