@@ -187,6 +187,23 @@ fn assert_hosts_clean(d: &Path, hosts: &[(String, String)], records: &[serde_jso
         let t = String::from_utf8_lossy(&o.stdout);
         assert!(!t.contains("rmcast_lab_loss"), "{ns}: loss table left: {t}");
     }
+    // The lab's ssh master connections (their PIDs in testbeds.txt) are gone.
+    for out in std::fs::read_dir(d).unwrap().flatten().map(|e| e.path()) {
+        let text = std::fs::read_to_string(out.join("testbeds.txt")).unwrap_or_default();
+        for pid in text.split("ssh master pid ").skip(1) {
+            let pid: i32 = pid
+                .split(')')
+                .next()
+                .unwrap()
+                .parse()
+                .expect("a master PID");
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            assert!(
+                !stat.contains("(ssh) ") || stat.contains("(ssh) Z"),
+                "ssh master {pid} still runs: {stat}"
+            );
+        }
+    }
     // The hosts are namespaces of this machine: a remote PID is a PID here.
     for r in records {
         for p in r["procs"].as_array().into_iter().flatten() {

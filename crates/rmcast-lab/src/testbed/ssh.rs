@@ -5,7 +5,8 @@
 //! - **Connections.** One master connection per host (`ssh -M -N -f`,
 //!   `ControlPersist` bounding its idle life), which every later command
 //!   multiplexes, so a probe costs a round trip and not a handshake. The
-//!   masters are told to exit (`ssh -O exit`) at teardown.
+//!   masters are told to exit (`ssh -O exit`) at teardown, and killed by
+//!   their PID (`ssh -O check` says it) should they not.
 //! - **Files.** Each host gets a session directory `WORKDIR/rmcast-lab-ID`,
 //!   removed at teardown. A local path under the run's roots (the output
 //!   directory, the tmpfs copies) is the same path below `SESSION/fs` there;
@@ -368,6 +369,8 @@ pub struct Ssh {
     max_life_s: u64,
     /// Hosts whose master connection is up (teardown visits only these).
     connected: Vec<bool>,
+    /// The master connections' PIDs here, as `ssh -O check` said them.
+    masters: Vec<Option<i32>>,
 }
 
 /// What the progress probes last saw, and the probes in flight.
@@ -435,9 +438,10 @@ impl Ssh {
             torn_down: false,
             max_life_s,
             connected: vec![false; want],
+            masters: vec![None; want],
         };
         for i in 0..want {
-            tb.start_master(i)?;
+            tb.masters[i] = tb.start_master(i)?;
             tb.connected[i] = true;
         }
         for i in 0..want {
@@ -577,8 +581,8 @@ impl Ssh {
 
     /// Opens host `i`'s master connection (it forks into the background
     /// once authenticated; `ControlPersist` ends it after 5 idle minutes
-    /// should teardown never come).
-    fn start_master(&self, i: usize) -> Result<()> {
+    /// should teardown never come); its PID, which `ssh -O check` says.
+    fn start_master(&self, i: usize) -> Result<Option<i32>> {
         let log = std::fs::File::create(self.control.path().join(format!("h{i}.log")))?;
         let mut c = Command::new("ssh");
         c.args(self.base_options(i))
@@ -603,7 +607,52 @@ impl Ssh {
                 log.trim()
             );
         }
-        Ok(())
+        let check = Command::new("ssh")
+            .args(self.base_options(i))
+            .args(["-O", "check", "-o"])
+            .arg(format!("ControlPath={}", self.control_path(i).display()))
+            .arg(&self.remote[i].address)
+            .stdin(Stdio::null())
+            .output()
+            .context("cannot run ssh")?;
+        // "Master running (pid=12345)"
+        let text = String::from_utf8_lossy(&check.stderr);
+        Ok(text
+            .split("pid=")
+            .nth(1)
+            .and_then(|t| t.split(')').next()?.trim().parse().ok()))
+    }
+
+    /// Ends host `i`'s master connection: asked over its control socket,
+    /// then, should it still run after 2 s, SIGKILLed by its PID (checked
+    /// to be an ssh process still).
+    fn stop_master(&self, i: usize) {
+        let mut c = Command::new("ssh");
+        c.args(self.base_options(i))
+            .args(["-O", "exit", "-o"])
+            .arg(format!("ControlPath={}", self.control_path(i).display()))
+            .arg(&self.remote[i].address)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Ok(child) = c.spawn() {
+            let _ = wait_bounded(child, Duration::from_secs(10));
+        }
+        let Some(pid) = self.masters[i] else { return };
+        let running = || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // "PID (ssh) S …": an ssh that is not a zombie.
+            stat.contains("(ssh) ") && !stat.contains("(ssh) Z")
+        };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if running() {
+            // SAFETY: kill has no memory preconditions; the PID is our
+            // master's, checked just above to be an ssh process.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
     }
 
     /// Runs a shell command on host `i`, bounded; fails with its stderr.
@@ -1087,7 +1136,7 @@ impl Ssh {
                 .unwrap_or_default();
             let _ = write!(
                 s,
-                "\n  {node} = {} ({}{}, {} {}{down}, session {})",
+                "\n  {node} = {} ({}{}, {} {}{down}, session {}, ssh master pid {})",
                 h.name,
                 h.user
                     .as_deref()
@@ -1096,7 +1145,8 @@ impl Ssh {
                 h.address,
                 h.iface,
                 h.data_address,
-                self.session[i]
+                self.session[i],
+                self.masters[i].map_or_else(|| "unknown".into(), |p| p.to_string()),
             );
         }
         s
@@ -1122,17 +1172,7 @@ impl Ssh {
             if let Err(e) = self.run(i, &script, None) {
                 errors.push(format!("{e:#}"));
             }
-            let mut c = Command::new("ssh");
-            c.args(self.base_options(i))
-                .args(["-O", "exit", "-o"])
-                .arg(format!("ControlPath={}", self.control_path(i).display()))
-                .arg(&self.remote[i].address)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            if let Ok(child) = c.spawn() {
-                let _ = wait_bounded(child, Duration::from_secs(10));
-            }
+            self.stop_master(i);
         }
         if !errors.is_empty() {
             bail!("ssh testbed teardown: {}", errors.join("; "));
