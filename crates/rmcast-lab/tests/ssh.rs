@@ -187,6 +187,21 @@ fn assert_hosts_clean(d: &Path, hosts: &[(String, String)], records: &[serde_jso
         let t = String::from_utf8_lossy(&o.stdout);
         assert!(!t.contains("rmcast_lab_loss"), "{ns}: loss table left: {t}");
     }
+    // No copies left on the hosts' tmpfs (the namespaces share this /dev/shm).
+    let shm: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("rmcast-lab-"))
+        .collect();
+    for out in std::fs::read_dir(d).unwrap().flatten().map(|e| e.path()) {
+        let text = std::fs::read_to_string(out.join("testbeds.txt")).unwrap_or_default();
+        for id in text.split("ssh testbed ").skip(1) {
+            let id = id.split(':').next().unwrap();
+            let dir = format!("rmcast-lab-{id}");
+            assert!(!shm.contains(&dir), "/dev/shm/{dir} left on the hosts");
+        }
+    }
     // The lab's ssh master connections (their PIDs in testbeds.txt) are gone.
     for out in std::fs::read_dir(d).unwrap().flatten().map(|e| e.path()) {
         let text = std::fs::read_to_string(out.join("testbeds.txt")).unwrap_or_default();
@@ -535,7 +550,8 @@ fn a_cascade_crosses_segments_on_ssh_hosts_through_a_relay_host() {
     std::fs::write(
         &scenario,
         "name = \"ssh-cascade\"\ntestbed = \"ssh\"\nsegments = [2, 2]\nsizes = [\"4MiB\"]\n\
-         rates = [\"100mbit\"]\nloss = [0.01]\nrepeats = 1\nstall_s = 15\nmax_run_s = 60\n\n\
+         rates = [\"100mbit\"]\nloss = [0.01]\nrepeats = 1\nstall_s = 15\nmax_run_s = 60\n\
+         copies = \"tmpfs\"\n\n\
          [[tools]]\nname = \"cascade\"\nkind = \"cascade\"\nprotocol = \"nak-poll\"\n",
     )
     .unwrap();

@@ -181,7 +181,7 @@ fn build_testbed(
     Ok(match (kind, segments) {
         (TestbedKind::Ssh, segments) => {
             // Paths under these have the same path below each host's session.
-            let roots = vec![std::path::absolute(out)?, tmpfs_root()];
+            let roots = vec![std::path::absolute(out)?];
             // No remote tool outlives a run's longest possible life (+10 s).
             let life = (sc.startup_s + sc.max_run_s + sc.grace_s + 10.0).ceil() as u64;
             Testbed::Ssh(Box::new(Ssh::connect(
@@ -189,6 +189,7 @@ fn build_testbed(
                 n,
                 segments,
                 roots,
+                tmpfs_root(),
                 life,
             )?))
         }

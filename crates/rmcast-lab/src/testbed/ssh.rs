@@ -8,8 +8,9 @@
 //!   masters are told to exit (`ssh -O exit`) at teardown, and killed by
 //!   their PID (`ssh -O check` says it) should they not.
 //! - **Files.** Each host gets a session directory `WORKDIR/rmcast-lab-ID`,
-//!   removed at teardown. A local path under the run's roots (the output
-//!   directory, the tmpfs copies) is the same path below `SESSION/fs` there;
+//!   removed at teardown. A local path under the run's output directory is
+//!   the same path below `SESSION/fs` there, one under the run's tmpfs
+//!   copies (`copies = "tmpfs"`) below `/dev/shm/rmcast-lab-ID` there;
 //!   a program given by path is copied to `SESSION/bin`. What a command
 //!   reads is copied before the run starts ([`Ssh::stage`]), with `ssh …
 //!   'cat > FILE'`. The receivers' copies are hashed where they are (this
@@ -360,6 +361,9 @@ pub struct Ssh {
     pub(super) key: LabKey,
     /// Local directories whose files have the same path below `SESSION/fs`.
     roots: Vec<PathBuf>,
+    /// The local tmpfs directory of the copies (`copies = "tmpfs"`): on
+    /// the hosts its files go below [`Ssh::remote_tmpfs`], on their tmpfs.
+    tmpfs: PathBuf,
     /// (host, local path) already copied or created there.
     staged: RefCell<HashSet<(usize, PathBuf)>>,
     loss: f64,
@@ -388,12 +392,15 @@ impl Ssh {
     /// relay feeding each segment), a master connection each; makes their
     /// session directories and checks that each has its interfaces with
     /// their addresses. `max_life_s` bounds every remote process (a
-    /// watchdog there ends it).
+    /// watchdog there ends it). Paths under `roots` are mapped below each
+    /// host's session directory, paths under `tmpfs` below its
+    /// `/dev/shm`.
     pub fn connect(
         inventory: &Hosts,
         receivers: u16,
         segments: Option<Segments>,
         roots: Vec<PathBuf>,
+        tmpfs: PathBuf,
         max_life_s: u64,
     ) -> Result<Ssh> {
         let (remote, relays) = match &segments {
@@ -432,6 +439,7 @@ impl Ssh {
             control,
             key: LabKey::new()?,
             roots,
+            tmpfs,
             staged: RefCell::default(),
             loss: 0.0,
             probes: RefCell::default(),
@@ -730,10 +738,18 @@ impl Ssh {
 
     /// Where a local path under the roots lives on host `i` (None: not under them).
     pub fn map(&self, i: usize, local: &Path) -> Option<String> {
+        if let Ok(rest) = local.strip_prefix(&self.tmpfs) {
+            return Some(format!("{}/{}", self.remote_tmpfs(), rest.display()));
+        }
         if !local.is_absolute() || !self.roots.iter().any(|r| local.starts_with(r)) {
             return None;
         }
         Some(format!("{}/fs{}", self.session[i], local.display()))
+    }
+
+    /// The hosts' directory for copies on tmpfs, removed at teardown.
+    fn remote_tmpfs(&self) -> String {
+        format!("/dev/shm/rmcast-lab-{}", self.id)
     }
 
     /// Where a program given by path runs from on host `i`.
@@ -1162,7 +1178,11 @@ impl Ssh {
         self.stop_probes();
         let mut errors = Vec::new();
         for i in (0..self.remote.len()).filter(|&i| self.connected[i]) {
-            let mut script = format!("rm -rf {}", shell_quote(&self.session[i]));
+            let mut script = format!(
+                "rm -rf {} {}",
+                shell_quote(&self.session[i]),
+                shell_quote(&self.remote_tmpfs())
+            );
             if self.loss != 0.0 && i > 0 {
                 let _ = write!(
                     script,
