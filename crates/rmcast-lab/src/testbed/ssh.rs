@@ -1360,30 +1360,21 @@ mod tests {
             err(Segments::new(&[1, 2]).unwrap(), &other).contains("from segment 0 in the scenario")
         );
         // The inventory's own mistakes.
-        for (bad, want) in [
+        let refused = |bad: &str, instead: &str| {
+            let t = text.replace(bad, instead);
+            let inv = toml::from_str::<Inventory>(&t).unwrap();
+            format!("{:#}", inv.resolve().unwrap_err())
+        };
+        for (bad, instead) in [
             ("to_segment = 1", "to_segment = 0"),
             ("down_iface = \"eth1\"", "down_iface = \"a b\""),
         ] {
-            let t = text.replace(bad, want);
-            let e = format!(
-                "{:#}",
-                toml::from_str::<Inventory>(&t)
-                    .unwrap()
-                    .resolve()
-                    .unwrap_err()
-            );
-            assert!(e.contains("relay 0"), "{want}: {e}");
+            let e = refused(bad, instead);
+            assert!(e.contains("relay 0"), "{instead}: {e}");
         }
-        let t = text.replace(
+        let e = refused(
             "name = \"s\"\n            address = \"10.0.0.1\"",
             "name = \"s\"\n            address = \"10.0.0.1\"\n            segment = 1",
-        );
-        let e = format!(
-            "{:#}",
-            toml::from_str::<Inventory>(&t)
-                .unwrap()
-                .resolve()
-                .unwrap_err()
         );
         assert!(e.contains("sits on segment 0"), "{e}");
     }
