@@ -128,6 +128,30 @@ fn strip_remote_lines(text: &str) -> String {
         .to_string()
 }
 
+/// Waits for a short-lived helper (ssh) up to `limit`, then kills it by
+/// its PID and fails.
+pub(crate) fn wait_bounded(
+    mut child: std::process::Child,
+    limit: Duration,
+) -> Result<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!(
+                "{:?} did not finish within {} s",
+                child.id(),
+                limit.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 impl Proc {
     /// Spawns `cmd` with stdin from /dev/null and stdout/stderr into files.
     pub fn spawn(mut cmd: Command, label: String, host: usize, dir: &Path) -> Result<Proc> {
@@ -196,23 +220,10 @@ impl Proc {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let Ok(mut child) = c.spawn() else {
-            return false;
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match child.try_wait() {
-                Ok(Some(st)) => return st.success(),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return false;
-                }
-            }
-        }
+        c.spawn()
+            .map_err(anyhow::Error::from)
+            .and_then(|child| wait_bounded(child, Duration::from_secs(10)))
+            .is_ok_and(|st| st.success())
     }
 
     /// [`Proc::spawn`] for the ssh client of a tool on a remote host.

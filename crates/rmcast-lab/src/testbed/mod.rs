@@ -102,13 +102,6 @@ impl Testbed {
             Testbed::Ssh(_) => "ssh",
         }
     }
-    /// Where node `i` runs: the inventory's host name on the ssh testbed.
-    pub fn node_host(&self, i: usize) -> Option<&str> {
-        match self {
-            Testbed::Ssh(s) => Some(s.name(i)),
-            _ => None,
-        }
-    }
     /// The group key file every rmcast process of this testbed runs under.
     pub fn key(&self) -> &Path {
         match self {

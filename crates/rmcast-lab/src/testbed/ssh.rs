@@ -33,7 +33,7 @@
 
 use super::host::{nft_counted_packets, parse_counters};
 use super::{Host, IfCounters, LabKey, RelayHost, Segments};
-use crate::procs::{Proc, REMOTE_PID_PREFIX, REMOTE_TIMES_MARK, Remote};
+use crate::procs::{Proc, REMOTE_PID_PREFIX, REMOTE_TIMES_MARK, Remote, wait_bounded};
 use crate::scenario::files::CopyFile;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
@@ -1113,11 +1113,6 @@ impl Ssh {
         Ok(total)
     }
 
-    /// The inventory's name of host `i`.
-    pub fn name(&self, i: usize) -> &str {
-        &self.remote[i].name
-    }
-
     /// Host `i`'s interface.
     pub fn iface(&self, i: usize) -> &str {
         &self.remote[i].iface
@@ -1206,22 +1201,6 @@ impl Drop for Ssh {
         if let Err(e) = self.teardown() {
             eprintln!("rmcast-lab: {e:#}");
         }
-    }
-}
-
-/// Waits for a child up to `limit`, then kills it (by its PID) and fails.
-fn wait_bounded(mut child: Child, limit: Duration) -> Result<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(st) = child.try_wait()? {
-            return Ok(st);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("ssh did not finish within {} s", limit.as_secs());
-        }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
