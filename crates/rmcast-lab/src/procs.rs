@@ -143,7 +143,7 @@ pub(crate) fn wait_bounded(
             let _ = child.kill();
             let _ = child.wait();
             anyhow::bail!(
-                "{:?} did not finish within {} s",
+                "process {} did not finish within {} s",
                 child.id(),
                 limit.as_secs()
             );
