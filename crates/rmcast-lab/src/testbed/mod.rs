@@ -1,5 +1,5 @@
 //! Testbeds: a LAN of network namespaces (root, `netns.rs`), real hosts
-//! over OpenSSH (`ssh.rs`), or loopback (no root). `registry.rs` finds and
+//! over OpenSSH (`ssh/`), or loopback (no root). `registry.rs` finds and
 //! removes the namespaces of any lab testbed, including those a crashed
 //! run left behind.
 
