@@ -470,6 +470,12 @@ impl Ssh {
         Some(format!("{}/fs{}", self.session[i], local.display()))
     }
 
+    /// [`Ssh::map`] of a path the lab made (its absence is a bug here).
+    fn mapped(&self, i: usize, local: &Path) -> Result<String> {
+        self.map(i, local)
+            .with_context(|| format!("{} is not under the lab's directories", local.display()))
+    }
+
     /// The hosts' directory for copies on tmpfs, removed at teardown.
     fn remote_tmpfs(&self) -> String {
         format!("/dev/shm/rmcast-lab-{}", self.id)
@@ -601,9 +607,7 @@ impl Ssh {
     /// Brings back what host `i` wrote under `local` (a directory under the
     /// roots), merged into it: `tar` over ssh.
     pub fn fetch(&self, i: usize, local: &Path) -> Result<()> {
-        let Some(remote) = self.map(i, local) else {
-            bail!("{} is not under the lab's directories", local.display());
-        };
+        let remote = self.mapped(i, local)?;
         std::fs::create_dir_all(local)?;
         let argv = self.ssh_argv(i);
         let q = shell_quote(&remote);
@@ -652,9 +656,7 @@ impl Ssh {
         local: &Path,
         self_cmd: &[String],
     ) -> Result<Vec<CopyFile>> {
-        let Some(remote) = self.map(i, local) else {
-            bail!("{} is not under the lab's directories", local.display());
-        };
+        let remote = self.mapped(i, local)?;
         self.stage(i, &self_cmd[0], &[])?;
         let mut words = vec![self.program_path(i, &self_cmd[0])];
         words.extend(self_cmd[1..].iter().cloned());
@@ -669,9 +671,7 @@ impl Ssh {
 
     /// Removes `local`'s place on host `i` (a run's copies).
     pub fn remove(&self, i: usize, local: &Path) -> Result<()> {
-        let Some(remote) = self.map(i, local) else {
-            bail!("{} is not under the lab's directories", local.display());
-        };
+        let remote = self.mapped(i, local)?;
         self.run(i, &format!("rm -rf {}", shell_quote(&remote)), None)?;
         // Staged again if a later command names it.
         self.staged.borrow_mut().remove(&(i, local.to_path_buf()));
