@@ -300,9 +300,13 @@ pub struct CommonArgs {
     /// Must exceed --peer-timeout plus the largest RTO (800ms), so a silent
     /// receiver is removed and named first. [default: 20s, or four times
     /// --peer-timeout plus the largest RTO, or the time four windows take
-    /// at --rate, whichever is longest]. With --protocol tcp-*: no
-    /// receiver storing a new byte this long ends the session, naming the
-    /// receivers furthest behind; must exceed --peer-timeout [default: 20s].
+    /// at --rate, whichever is longest]. With --protocol tcp-*: a
+    /// receiver of a pipelined overlay (chain, bintree, pipeline) that
+    /// stores nothing for half of it while the nodes feeding it go on is
+    /// cut out and named, and the nodes it fed are re-attached to the
+    /// sender; no receiver storing a new byte this long ends the session,
+    /// naming the receivers furthest behind; must exceed --peer-timeout
+    /// [default: 20s].
     #[arg(long, value_name = "DURATION")]
     pub stall_timeout: Option<HumanDuration>,
     /// Pace data at this rate (e.g. 100mbit, 1gbit) [default: unpaced, window-limited].

@@ -23,12 +23,23 @@
 //!   TCP window plus the runtime's per-stream buffer pool.
 //! - Control frames take the propagation delay and no bandwidth (they are a
 //!   few hundred bytes per receiver per session). A data connection opens
-//!   two propagation delays after the machine asks for it (SYN, hello).
+//!   two propagation delays after the machine asks for it (SYN, hello):
+//!   the child's kernel takes it, and the bytes written to it, whatever
+//!   the child's application does; the machine sees the hello (and then
+//!   what its kernel read) once it has started and runs. A hello the
+//!   machine refuses closes the connection.
 //! - Keyed (`sealed`, the runtime with a group key): every segment crosses
 //!   its links in a sealed frame, [`FRAME_OVERHEAD`] bytes longer, and a
 //!   data connection opens two propagation delays later (its key
-//!   exchange: one hello each way before the parent's first frame).
+//!   exchange: one hello each way before the parent's first frame, which
+//!   needs the child's application).
 //!   Crypto costs no time here (it costs CPU, which is not modelled).
+//! - A writer that has had something to write and a shut window (or an
+//!   unfinished key exchange) for the inactivity timeout gives up, as the
+//!   runtime's do: the parent's machine hears `handle_child_done(Err)`,
+//!   and the connection closes.
+//! - A receiver whose transfer is over (its machine finished) closes its
+//!   data connections, as the runtime does when it returns.
 //! - A host may hold at most `max_connections` data connections; one more
 //!   fails (the parent's machine hears `handle_child_done(Err)`).
 //! - The object's bytes are not carried: a segment is its index. Hashing is
@@ -52,21 +63,44 @@
 //!   still delivers everything (FIN after the data); one that had not is
 //!   reset, and the peer's machine hears it one propagation delay later
 //!   (`handle_parent_failed`, `handle_child_done(Err)`, `handle_closed`).
-//!   A connection opened to a dead host is refused.
+//!   A connection opened to a dead host (or to one whose transfer is over)
+//!   is refused.
 //! - A pause (SIGSTOP, then SIGCONT, or never): the host's machine sees
 //!   nothing and does nothing until it resumes, and its downlink stops
 //!   (nobody reads the socket, so TCP's window closes); its connections
 //!   stay open and what its kernel already holds keeps moving. Everything
 //!   that happened meanwhile reaches the machine, in order, when it resumes.
 //!
+//! The overlay heals (see "Self-healing" in `rmcast_proto::overlay`): once
+//! data flows, the sender cuts out a receiver that died (its control
+//! connection reset), went silent for the inactivity timeout, stopped
+//! taking data (its edge from the sender failed) or reported a failure,
+//! and tells its children (`Detach`). A child closes its edges from it
+//! ([`DataOp::Drop`]: nothing more of that connection reaches the child,
+//! what its downlink still queued for it is discarded, the child's
+//! machine hears `handle_parent_failed` at once and the parent's kernel
+//! the close a propagation delay later), or has seen them reset already,
+//! and says where it stands (`Orphaned`); the sender then opens a
+//! connection of its own for each orphaned edge (hello with `first`) and
+//! feeds it from that segment on ([`DataOp::Feed`] with `first`). After
+//! that a child has two connections for the same parent edge over time:
+//! the old one delivers nothing more.
+//!
 //! After a run with a crash or a pause without end, the checks are those
 //! a user relies on: the session still ends within `time_limit`; every
 //! receiver that the sender reports verified, and every receiver that
-//! finished without error, holds every segment exactly once; a failed
-//! session names one of the hosts that failed (not an innocent one); and
-//! with the sender dead, every surviving receiver still ends by itself. A
-//! pause that ends (within the inactivity timeout) must change nothing:
-//! the run passes the clean checks.
+//! finished without error, holds every segment exactly once. A lasting
+//! fault of receivers that strikes once data flows must be healed: every
+//! other receiver finishes without error, verified, with every segment
+//! exactly once; the sender reports none of them failed, and its error
+//! names one of the hosts that failed first and says "K of N receivers
+//! verified" (or there is no error, if the lost ones had finished). One
+//! that strikes before data flows fails the session, naming one of the
+//! hosts that failed (not an innocent one). With the sender dead, every
+//! surviving receiver still ends by itself. A child refuses a connection
+//! only after a lasting fault, and never the sender's. A pause that ends
+//! (within the inactivity timeout) must change nothing: the run passes
+//! the clean checks.
 //!
 //! It does not model TCP slow start, loss, retransmission or congestion
 //! control, per-packet (rather than per-segment) pipelining inside a hop,
@@ -152,6 +186,14 @@ impl OverlayFault {
         }
     }
 
+    /// When it happens.
+    #[must_use]
+    pub fn at(&self) -> Duration {
+        match *self {
+            Self::Crash { at, .. } | Self::Pause { at, .. } => at,
+        }
+    }
+
     /// Whether the host is gone for good (a crash, or a pause without end).
     #[must_use]
     pub fn is_lasting(&self) -> bool {
@@ -202,6 +244,19 @@ pub struct OverlayReport {
     /// The session failed (after a fault: it named a host that failed), or
     /// the sender died.
     pub failed: bool,
+    /// From time zero to Start (the data phase), if it came.
+    pub started: Option<Duration>,
+    /// Receivers the sender reports verified.
+    pub verified: usize,
+    /// The host of each rank (index 0: the sender, host 0).
+    pub host_of_rank: Vec<u16>,
+    /// Orphaned edges the sender took over (`SenderStats::reattached`).
+    pub reattached: u64,
+    /// Bytes the hosts lost for good (a crash, a pause without end) still
+    /// owed their children when the fault struck: their children's shares
+    /// less what they had written of them. The sender feeds that itself
+    /// once it cut them out.
+    pub unforwarded_bytes: u64,
 }
 
 /// A failed run: which invariant broke, with the seed to replay it.
@@ -229,6 +284,9 @@ enum Ev {
     ToNode(usize, Msg),
     ToSender(usize, Msg),
     Timer(usize),
+    /// A data connection is established (its child's kernel accepted it):
+    /// its parent may write.
+    Established(usize),
     Hello(usize),
     UplinkDone(usize),
     Arrive(usize, u64),
@@ -239,6 +297,12 @@ enum Ev {
     Resume(usize),
     /// The data connection's parent end is gone: its child hears it.
     ParentLost(usize),
+    /// The data connection's child end closed it (`DataOp::Drop`, a
+    /// refused hello, the child ended): its parent's kernel hears it.
+    ChildClosed(usize),
+    /// The parent's writer of pipe `p` has made no progress since then:
+    /// at the inactivity timeout it gives up.
+    WriteStall(usize, u64),
     /// The data connection ended at its parent (`Err`: reset or refused).
     ChildDone(usize, Result<(), String>),
     /// The sender's control connection to host `h` was reset.
@@ -279,6 +343,11 @@ struct Pipe {
     /// The parent's index at the child, once introduced.
     pi: Option<usize>,
     hello: Msg,
+    /// The edge's segments.
+    set: SegmentSet,
+    /// Segments the child's kernel read before its application took the
+    /// connection: they reach the machine once it does.
+    unread: Vec<u64>,
     delay_ns: u64,
     open: bool,
     /// Routed segments waiting for the uplink.
@@ -293,8 +362,12 @@ struct Pipe {
     done: bool,
     /// The parent end is gone: nothing more is sent.
     broken: bool,
-    /// The child heard that the parent end is gone: nothing more arrives.
+    /// The child heard that the parent end is gone, or closed its end
+    /// itself: nothing more arrives.
     cut: bool,
+    /// Since when the writer has had something to write and the window
+    /// has been shut.
+    stalled_since: Option<u64>,
 }
 
 #[derive(Default)]
@@ -335,6 +408,10 @@ struct Sim<'a> {
     /// (parent host, child rank, the edge's set) → pipe.
     pipe_of: HashMap<(usize, Rank, SegmentSet), usize>,
     sender_done: bool,
+    /// Data connections a child refused: (parent host, child host, why).
+    refused: Vec<(usize, usize, String)>,
+    /// See [`OverlayReport::unforwarded_bytes`].
+    unforwarded: u64,
     hash: [u8; 32],
     moved: u64,
     events: u64,
@@ -381,6 +458,8 @@ impl<'a> Sim<'a> {
             rank_of_host: vec![0; n + 1],
             pipe_of: HashMap::new(),
             sender_done: false,
+            refused: Vec::new(),
+            unforwarded: 0,
             hash,
             moved: 0,
             events: 0,
@@ -393,10 +472,7 @@ impl<'a> Sim<'a> {
             sim.push(at, Ev::Join(h));
         }
         for f in &s.faults {
-            let at = match *f {
-                OverlayFault::Crash { at, .. } | OverlayFault::Pause { at, .. } => at,
-            };
-            sim.push(at.as_nanos() as u64, Ev::Fault(*f));
+            sim.push(f.at().as_nanos() as u64, Ev::Fault(*f));
         }
         sim.drive_sender();
         sim
@@ -447,7 +523,8 @@ impl<'a> Sim<'a> {
             | Ev::Resume(h) => Some(h),
             Ev::ToSender(..) | Ev::SenderLost(_) => Some(0),
             Ev::Hello(p) | Ev::ParentLost(p) => Some(self.pipes[p].to),
-            Ev::ChildDone(p, _) => Some(self.pipes[p].from),
+            Ev::ChildDone(p, _) | Ev::WriteStall(p, _) => Some(self.pipes[p].from),
+            Ev::ChildClosed(_) | Ev::Established(_) => None,
             Ev::UplinkDone(h) if self.hosts[h].dead => Some(h),
             Ev::UplinkDone(_) | Ev::Arrive(..) | Ev::Fault(_) => None,
         }
@@ -504,13 +581,40 @@ impl<'a> Sim<'a> {
                 }
             }
             Ev::ParentLost(p) => {
-                self.pipes[p].cut = true;
+                if self.pipes[p].cut {
+                    // The child closed it first (a drop): it knows.
+                    return Ok(());
+                }
+                self.cut(p);
                 let to = self.pipes[p].to;
                 if let Some(pi) = self.pipes[p].pi
                     && let Some(m) = self.nodes[to].as_mut()
                 {
                     m.handle_parent_failed(now, pi, "closed its connection before the end");
                     self.drive_node(to)?;
+                }
+            }
+            Ev::ChildClosed(p) => {
+                if !self.pipes[p].broken {
+                    self.break_pipe(p);
+                }
+                if !self.pipes[p].done {
+                    self.pipes[p].done = true;
+                    self.child_done(p, Err("connection reset by peer".into()))?;
+                }
+            }
+            Ev::WriteStall(p, since) => {
+                let pipe = &self.pipes[p];
+                if pipe.stalled_since == Some(since) && !pipe.broken && !pipe.done {
+                    // The runtime's writer gives up (`no progress for …`)
+                    // and closes the connection.
+                    let at = self.now + pipe.delay_ns;
+                    self.break_pipe(p);
+                    self.pipes[p].done = true;
+                    self.push(at, Ev::ParentLost(p));
+                    let stalled = Duration::from_nanos(self.now - since);
+                    let why = format!("no progress for {:.1} s", stalled.as_secs_f64());
+                    self.child_done(p, Err(why))?;
                 }
             }
             Ev::ChildDone(p, r) => self.child_done(p, r)?,
@@ -552,16 +656,41 @@ impl<'a> Sim<'a> {
             Ev::Timer(h) => {
                 if self.armed[h] == Some(self.now) {
                     self.armed[h] = None;
-                    if h == 0 {
+                    let next = if h == 0 {
                         self.sender.handle_timeout(now);
                         self.drive_sender();
+                        self.sender.poll_timeout()
                     } else if let Some(m) = self.nodes[h].as_mut() {
                         m.handle_timeout(now);
                         self.drive_node(h)?;
+                        self.nodes[h].as_ref().and_then(NodeMachine::poll_timeout)
+                    } else {
+                        None
+                    };
+                    // A deadline that is due must move something: a machine
+                    // that asks again for the instant it just handled would
+                    // spin its driver (here: time would stand still).
+                    if let Some(t) = next
+                        && t <= now
+                    {
+                        return Err(format!(
+                            "host {h}'s machine, woken at {:?}, asks to be woken at {:?} \
+                             again: a busy loop",
+                            now.saturating_since(Instant::ZERO),
+                            t.saturating_since(Instant::ZERO)
+                        ));
                     }
                 }
             }
             Ev::Hello(p) => self.hello(p)?,
+            Ev::Established(p) => {
+                let pipe = &self.pipes[p];
+                if !pipe.broken && !pipe.cut && !pipe.open {
+                    self.pipes[p].open = true;
+                    self.check_pipe_done(p)?;
+                    self.kick(p);
+                }
+            }
             Ev::UplinkDone(h) => {
                 let p = self.hosts[h].rr.pop_front().expect("a pipe was served");
                 let pipe = &mut self.pipes[p];
@@ -611,22 +740,33 @@ impl<'a> Sim<'a> {
     /// Segment `index` reached node `h` on pipe `p`.
     fn segment_in(&mut self, h: usize, p: usize, index: u64) -> Result<(), String> {
         let now = self.t();
-        let pi = self.pipes[p]
-            .pi
-            .ok_or("data on a connection never introduced")?;
+        let Some(pi) = self.pipes[p].pi else {
+            // Read before the application took the connection.
+            self.pipes[p].unread.push(index);
+            return Ok(());
+        };
         let Some(m) = self.nodes[h].as_mut() else {
             return Err(format!("host {h} got data before it joined"));
         };
         let route = m.handle_segment(now, pi, index);
         m.handle_stored(now, index, self.segs.len(index));
         self.hosts[h].received.push(index);
-        if route.is_empty() {
+        // A child whose connection is gone takes nothing: its share of the
+        // buffer is free at once (the runtime's send to its ended writer
+        // fails).
+        let mut live = Vec::with_capacity(route.len());
+        for ci in route {
+            let cp = self.hosts[h].child_pipes.get(ci).copied().flatten();
+            let cp = cp.ok_or("a segment routed to a child never connected")?;
+            if !self.pipes[cp].broken {
+                live.push(cp);
+            }
+        }
+        if live.is_empty() {
             self.unhold(p);
         } else {
-            self.hosts[h].holds.insert(index, (p, route.len()));
-            for ci in route {
-                let cp = self.hosts[h].child_pipes.get(ci).copied().flatten();
-                let cp = cp.ok_or("a segment routed to a child never connected")?;
+            self.hosts[h].holds.insert(index, (p, live.len()));
+            for cp in live {
                 self.pipes[cp].queue.push_back(index);
                 self.kick(cp);
             }
@@ -667,17 +807,39 @@ impl<'a> Sim<'a> {
             pipe.queue.push_back(set.nth(*next));
             *next += 1;
         }
-        if pipe.open
-            && !pipe.broken
-            && !pipe.in_rr
-            && !pipe.queue.is_empty()
-            && pipe.outstanding < w
-        {
+        if !pipe.open || pipe.broken || pipe.in_rr || pipe.queue.is_empty() {
+            return;
+        }
+        if pipe.outstanding < w {
             pipe.in_rr = true;
+            pipe.stalled_since = None;
             let from = pipe.from;
             self.hosts[from].rr.push_back(p);
             self.serve_uplink(from);
+        } else if pipe.stalled_since.is_none() {
+            // Something to write and the window shut: the runtime's writer
+            // gives up if it stays so for the inactivity timeout.
+            pipe.stalled_since = Some(self.now);
+            let at = self.now + self.s.inactivity.as_nanos() as u64;
+            self.push(at, Ev::WriteStall(p, self.now));
         }
+    }
+
+    /// Nothing more of pipe `p` reaches its child: what its downlink
+    /// queued for it is discarded (the segment it is reading finishes and
+    /// is dropped).
+    fn cut(&mut self, p: usize) {
+        self.pipes[p].cut = true;
+        self.pipes[p].unread.clear();
+        let host = &mut self.hosts[self.pipes[p].to];
+        let mut keep = usize::from(host.down_busy);
+        host.down.retain(|&(q, _)| {
+            if keep > 0 {
+                keep -= 1;
+                return true;
+            }
+            q != p
+        });
     }
 
     fn serve_uplink(&mut self, h: usize) {
@@ -726,7 +888,8 @@ impl<'a> Sim<'a> {
         }
         if from == 0 {
             let rank = self.rank_of(to);
-            self.sender.handle_child_done(now, rank, r);
+            let set = self.pipes[p].set;
+            self.sender.handle_child_done(now, rank, set, r);
             self.drive_sender();
             Ok(())
         } else {
@@ -738,6 +901,10 @@ impl<'a> Sim<'a> {
     }
 
     fn fault(&mut self, f: OverlayFault) -> Result<(), String> {
+        let h = usize::from(f.host());
+        if f.is_lasting() && h != 0 && !self.lost(h) {
+            self.unforwarded += self.owed_bytes(h);
+        }
         match f {
             OverlayFault::Crash { host, .. } => self.crash(usize::from(host)),
             OverlayFault::Pause { host, duration, .. } => {
@@ -813,6 +980,74 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Node `h` closes the connection of its parent edge `pi` (the sender
+    /// detached its parent): nothing more of it reaches the node, which
+    /// hears at once that the edge ended; the parent's kernel hears it a
+    /// propagation delay later.
+    fn drop_parent(&mut self, h: usize, pi: usize) -> Result<(), String> {
+        let p = (0..self.pipes.len())
+            .rev()
+            .find(|&p| {
+                let pipe = &self.pipes[p];
+                pipe.to == h && pipe.pi == Some(pi) && !pipe.cut
+            })
+            .ok_or_else(|| format!("host {h} drops parent edge {pi}, which has no connection"))?;
+        self.cut(p);
+        let at = self.now + self.pipes[p].delay_ns;
+        self.push(at, Ev::ChildClosed(p));
+        let now = self.t();
+        if let Some(m) = self.nodes[h].as_mut() {
+            m.handle_parent_failed(now, pi, "was dropped (detached by the sender)");
+        }
+        Ok(())
+    }
+
+    /// Node `h`'s transfer is over: the runtime returns and its data
+    /// connections close. One written to the end delivers everything (FIN
+    /// after the data); any other is reset, and the peer hears it a
+    /// propagation delay later.
+    fn close_pipes(&mut self, h: usize) {
+        for p in 0..self.pipes.len() {
+            let pipe = &self.pipes[p];
+            if pipe.broken || pipe.done {
+                continue;
+            }
+            let (at, to, from, cut) = (self.now + pipe.delay_ns, pipe.to, pipe.from, pipe.cut);
+            if to == h {
+                if !cut {
+                    self.cut(p);
+                }
+                self.push(at, Ev::ChildClosed(p));
+            } else if from == h {
+                self.break_pipe(p);
+                self.push(at, Ev::ParentLost(p));
+            }
+        }
+    }
+
+    /// What host `h`'s children are still owed by it: their shares less
+    /// what it has written of them.
+    fn owed_bytes(&self, h: usize) -> u64 {
+        let Some(a) = self.nodes[h].as_ref().and_then(NodeMachine::assignment) else {
+            return 0;
+        };
+        let total = self.segs.count();
+        let mut owed = 0;
+        for (ci, c) in a.children.iter().enumerate() {
+            let share = self.segs.set_bytes(c.segments);
+            let count = c.segments.count(total);
+            let sent = (self.hosts[h].child_pipes.get(ci).copied().flatten())
+                .map_or(0, |p| self.pipes[p].sent);
+            let written = if sent >= count {
+                share
+            } else {
+                sent * u64::from(self.s.segment_size)
+            };
+            owed += share.saturating_sub(written);
+        }
+        owed
+    }
+
     fn rank_of(&self, h: usize) -> Rank {
         self.rank_of_host[h]
     }
@@ -820,8 +1055,8 @@ impl<'a> Sim<'a> {
     fn hello(&mut self, p: usize) -> Result<(), String> {
         let to = self.pipes[p].to;
         let now = self.t();
-        if self.pipes[p].broken {
-            return Ok(()); // its parent died before the child took it
+        if self.pipes[p].broken || self.pipes[p].cut {
+            return Ok(()); // one end closed it before the child took it
         }
         let Some(m) = self.nodes[to].as_mut() else {
             return Err(format!("host {to} got a connection before it joined"));
@@ -834,11 +1069,28 @@ impl<'a> Sim<'a> {
             self.hosts[to].early.push(p);
             return Ok(());
         }
-        let pi = m
-            .handle_parent_hello(now, &self.pipes[p].hello)
-            .map_err(|e| format!("host {to} refused a parent: {e}"))?;
-        self.pipes[p].pi = Some(pi);
-        self.pipes[p].open = true;
+        let pi = match m.handle_parent_hello(now, &self.pipes[p].hello) {
+            Ok(pi) => pi,
+            Err(e) => {
+                // The child closes the connection; its parent hears it.
+                let from = self.pipes[p].from;
+                self.refused.push((from, to, e));
+                self.cut(p);
+                let at = self.now + self.pipes[p].delay_ns;
+                self.push(at, Ev::ChildClosed(p));
+                return Ok(());
+            }
+        };
+        let pipe = &mut self.pipes[p];
+        pipe.pi = Some(pi);
+        if !pipe.open {
+            // Keyed: the key exchange is over, the parent may write.
+            pipe.open = true;
+            pipe.stalled_since = None;
+        }
+        for index in std::mem::take(&mut self.pipes[p].unread) {
+            self.segment_in(to, p, index)?;
+        }
         self.check_pipe_done(p)?;
         self.kick(p);
         self.drive_node(to)
@@ -872,6 +1124,8 @@ impl<'a> Sim<'a> {
             ci,
             pi: None,
             hello,
+            set,
+            unread: Vec::new(),
             delay_ns,
             open: false,
             queue: VecDeque::new(),
@@ -884,6 +1138,7 @@ impl<'a> Sim<'a> {
             done: false,
             broken: false,
             cut: false,
+            stalled_since: None,
         });
         self.pipe_of.insert((from, child, set), p);
         if let Some(ci) = ci {
@@ -903,8 +1158,9 @@ impl<'a> Sim<'a> {
             self.pipes[p].done = true;
             return self.child_done(p, Err("connection limit reached".into()));
         }
-        if self.hosts[to].dead {
-            // Refused: the parent hears it a round trip later.
+        if self.hosts[to].dead || self.hosts[to].finished.is_some() {
+            // Nobody listens (dead, or its transfer is over): refused, the
+            // parent hears it a round trip later.
             self.pipes[p].broken = true;
             self.pipes[p].done = true;
             let at = self.now + 2 * delay_ns;
@@ -914,15 +1170,42 @@ impl<'a> Sim<'a> {
         // SYN and hello; keyed, the two hellos of the key exchange before.
         let trips = if self.s.sealed { 4 } else { 2 };
         let at = self.now + trips * delay_ns;
+        if self.s.sealed {
+            // The key exchange needs the child's application: the parent
+            // writes once it answered, and gives up after the inactivity
+            // timeout.
+            self.pipes[p].stalled_since = Some(self.now);
+            let limit = self.now + self.s.inactivity.as_nanos() as u64;
+            self.push(limit, Ev::WriteStall(p, self.now));
+        } else {
+            // Plain, the child's kernel takes the connection and its bytes
+            // whatever its application does (it may not run, or not have
+            // started yet): the parent writes at once.
+            self.push(at, Ev::Established(p));
+        }
         self.push(at, Ev::Hello(p));
         Ok(())
     }
 
-    fn feed(&mut self, from: usize, child: Rank, segments: SegmentSet) -> Result<(), String> {
+    /// Feeds the edge `(from, child, segments)` its share from the
+    /// `first`-th segment on.
+    fn feed(
+        &mut self,
+        from: usize,
+        child: Rank,
+        segments: SegmentSet,
+        first: u64,
+    ) -> Result<(), String> {
         let p = *(self.pipe_of.get(&(from, child, segments)))
             .ok_or("feeding a child never connected")?;
         let count = segments.count(self.segs.count());
-        self.pipes[p].feed = Some((segments, 0, count));
+        if first > count {
+            return Err(format!(
+                "feeding {segments:?} ({count} segments) from segment {first}"
+            ));
+        }
+        self.pipes[p].feed = Some((segments, first, count));
+        self.pipes[p].share = count - first;
         self.check_pipe_done(p)?;
         self.kick(p);
         Ok(())
@@ -965,8 +1248,12 @@ impl<'a> Sim<'a> {
                     hello,
                     ..
                 } => self.connect(0, child, segments, hello),
-                DataOp::Feed { child, segments } => self.feed(0, child, segments),
-                DataOp::Verify { .. } => Ok(()),
+                DataOp::Feed {
+                    child,
+                    segments,
+                    first,
+                } => self.feed(0, child, segments, first),
+                DataOp::Verify { .. } | DataOp::Drop { .. } => Ok(()),
             };
             if let Err(e) = r {
                 self.hosts[0].finished = Some(Err(e));
@@ -1008,6 +1295,7 @@ impl<'a> Sim<'a> {
                     }
                     NodeEvent::Finished(r) => {
                         self.hosts[h].finished = Some(r.map_err(|e| format!("{e:?}")));
+                        self.close_pipes(h);
                     }
                 }
             }
@@ -1019,7 +1307,12 @@ impl<'a> Sim<'a> {
                         hello,
                         ..
                     } => self.connect(h, child, segments, hello)?,
-                    DataOp::Feed { child, segments } => self.feed(h, child, segments)?,
+                    DataOp::Feed {
+                        child,
+                        segments,
+                        first,
+                    } => self.feed(h, child, segments, first)?,
+                    DataOp::Drop { parent } => self.drop_parent(h, parent)?,
                     DataOp::Verify { hash, .. } => {
                         let ok = hash == self.hash;
                         let r = if ok {
@@ -1061,6 +1354,17 @@ impl<'a> Sim<'a> {
                 return Err(format!("host {h} finished without error but is not whole"));
             }
         }
+        // A child refuses a connection only from a parent it gave up on,
+        // and the sender connects only where it is expected: without a
+        // lasting fault, none; never the sender's.
+        let lasting = self.s.faults.iter().any(OverlayFault::is_lasting);
+        if let Some((from, to, why)) =
+            (self.refused.iter()).find(|(from, ..)| !lasting || *from == 0)
+        {
+            return Err(format!(
+                "host {to} refused a connection from host {from}: {why}"
+            ));
+        }
         if lost.contains(&0) {
             // The sender died: every other host must still end by itself.
             return Ok(self.report(None));
@@ -1072,28 +1376,81 @@ impl<'a> Sim<'a> {
                 return Err(format!("rank {} reported verified but is not whole", i + 1));
             }
         }
+        if let Some(Err(e)) = &self.hosts[0].finished {
+            return Err(format!("the sender's data plane failed: {e}"));
+        }
+        let n = usize::from(self.s.nodes);
         if !lost.is_empty() {
-            let all_verified = r.members.len() == usize::from(self.s.nodes)
-                && r.members.iter().all(|m| m.verified);
-            if all_verified {
+            // Receivers lost for good. Struck once data flowed, the session
+            // heals: it goes on without them, and everyone else verifies.
+            let started = r.started_at.map(Instant::as_nanos);
+            let healing = (self.s.faults.iter())
+                .filter(|f| f.is_lasting())
+                .all(|f| started.is_some_and(|t| f.at().as_nanos() as u64 >= t));
+            let e = r.error.as_deref().unwrap_or_default();
+            if !healing {
+                // Before data flowed, the session fails, naming one of them
+                // (unless it got through after all).
+                let all_verified = r.members.len() == n && r.members.iter().all(|m| m.verified);
+                let names_one = lost.iter().any(|h| e.contains(&format!("\"host-{h}\"")));
+                if !all_verified && !names_one {
+                    return Err(format!(
+                        "the session failed, blaming none of the hosts {lost:?} that failed: {e:?}"
+                    ));
+                }
                 return Ok(self.report(Some(&r)));
             }
-            let e = r.error.as_deref().unwrap_or_default();
-            let names_one = lost.iter().any(|h| e.contains(&format!("\"host-{h}\"")));
-            if !names_one {
+            if r.members.len() != n {
+                return Err(format!("{} of {n} receivers registered", r.members.len()));
+            }
+            for h in (1..self.hosts.len()).filter(|h| !lost.contains(h)) {
+                let rank = self.rank_of(h);
+                let m = &r.members[usize::from(rank) - 1];
+                if !m.verified {
+                    return Err(format!(
+                        "host {h} (rank {rank}), which did not fail, is not verified: {:?} \
+                         (the session: {e:?})",
+                        m.reason
+                    ));
+                }
+                match &self.hosts[h].finished {
+                    Some(Ok(())) => {}
+                    other => return Err(format!("host {h} ended with {other:?}")),
+                }
+                if !whole(self, h) {
+                    return Err(format!("host {h} did not get every segment exactly once"));
+                }
+            }
+            let verified = r.members.iter().filter(|m| m.verified).count();
+            if verified == n {
+                // The lost ones had finished before they were lost.
+                return match &r.error {
+                    None => Ok(self.report(Some(&r))),
+                    Some(e) => Err(format!("every receiver verified, yet: {e}")),
+                };
+            }
+            // The first host it names is the first that failed: a lost one.
+            let first = e
+                .split("\"host-")
+                .nth(1)
+                .and_then(|t| t.split('"').next())
+                .and_then(|t| t.parse::<usize>().ok());
+            if !first.is_some_and(|h| lost.contains(&h)) {
                 return Err(format!(
-                    "the session failed, blaming none of the hosts {lost:?} that failed: {e:?}"
+                    "the session names host {first:?} first, not one of the hosts {lost:?} \
+                     that failed: {e:?}"
                 ));
+            }
+            let count = format!("({verified} of {n} receivers verified");
+            if !e.contains(&count) {
+                return Err(format!("the session's error does not say {count:?}: {e:?}"));
             }
             return Ok(self.report(Some(&r)));
         }
         if let Some(e) = &r.error {
             return Err(format!("the sender failed: {e}"));
         }
-        if let Some(Err(e)) = &self.hosts[0].finished {
-            return Err(format!("the sender's data plane failed: {e}"));
-        }
-        if r.members.len() != usize::from(self.s.nodes) || r.members.iter().any(|m| !m.verified) {
+        if r.members.len() != n || r.members.iter().any(|m| !m.verified) {
             return Err("not every member verified".into());
         }
         for h in 1..self.hosts.len() {
@@ -1126,6 +1483,24 @@ impl<'a> Sim<'a> {
             max_connections_used: self.max_conn,
             events: self.events,
             failed: r.is_none_or(|r| r.error.is_some()),
+            started: r
+                .and_then(|r| r.started_at)
+                .map(|t| Duration::from_nanos(t.as_nanos())),
+            verified: r.map_or(0, |r| r.members.iter().filter(|m| m.verified).count()),
+            host_of_rank: self.rank_hosts(),
+            reattached: self.sender.stats().reattached,
+            unforwarded_bytes: self.unforwarded,
         }
+    }
+
+    /// Host of each rank, the sender's at index 0.
+    fn rank_hosts(&self) -> Vec<u16> {
+        let mut v = vec![0u16; usize::from(self.s.nodes) + 1];
+        for (&rank, &h) in &self.host_of_rank {
+            if let Some(slot) = v.get_mut(usize::from(rank)) {
+                *slot = h as u16;
+            }
+        }
+        v
     }
 }

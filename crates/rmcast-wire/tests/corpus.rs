@@ -572,12 +572,20 @@ fn overlay_valid() -> Vec<Vec<u8>> {
             from: 0,
             to: 65535,
             segments: SegmentSet::All,
+            first: 0,
         },
         Msg::DataHello {
             session: 10,
             from: 5,
             to: 4,
             segments: residues(6, 0b10),
+            first: 17,
+        },
+        Msg::Detach { rank: 4 },
+        Msg::Orphaned {
+            from: 5,
+            segments: residues(6, 0b10),
+            have: 17,
         },
         Msg::Hash {
             hash: [7; 32],

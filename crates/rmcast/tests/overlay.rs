@@ -306,24 +306,50 @@ fn overlay_receiver_child_process() {
         out_dir: dir.into(),
         name: name.into(),
         connect_timeout: Some(Duration::from_secs(10)),
+        key: (parts.next() == Some("keyed")).then(test_key),
         ..OverlayRecvConfig::default()
     };
     let _ = overlay::recv_to_dir(&rc, None);
 }
 
-/// Kills a receiver process mid-transfer: the sender must fail within a
-/// bounded time, naming it, and the other receivers must remove their
-/// partial files.
-fn killed_receiver_fails_the_transfer_naming_it(shape: OverlayShape) {
-    let limit = Duration::from_secs(20);
-    let (report, results, dir, kill_to_report) = bounded(limit, move || {
+/// The group key of the keyed kill test.
+fn test_key() -> std::sync::Arc<overlay::GroupKey> {
+    std::sync::Arc::new(overlay::GroupKey::from_secret([9; 32]))
+}
+
+/// What happens to the victim's process mid-transfer.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// SIGKILL: its connections reset at once.
+    Kill,
+    /// SIGSTOP: its connections stay open and go quiet; only the sender's
+    /// liveness check tells.
+    Stop,
+}
+
+/// A receiver process (rank 2, interior in every shape tested) fails at
+/// 30 % of the transfer: the sender must cut it out and name it, and every
+/// other receiver must still store a verified copy (self-healing: its
+/// children are re-attached to the sender and go on from what they hold).
+fn failed_receiver_is_cut_out_and_the_others_complete(
+    shape: OverlayShape,
+    fault: Fault,
+    keyed: bool,
+) {
+    const SIZE: usize = 16 << 20;
+    let limit = Duration::from_secs(40);
+    let (report, results, dir, fault_to_report) = bounded(limit, move || {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = send_config(shape, 4);
-        // 16 MiB at 4 MiB/s per connection: about 4 s, so the kill lands mid-transfer.
+        // 16 MiB at 4 MiB/s per connection: about 4 s, so the fault lands mid-transfer.
         cfg.pace_bytes_per_s = Some(4 << 20);
+        cfg.inactivity = Duration::from_secs(2);
+        let key = keyed.then(test_key);
+        cfg.key = key.clone();
         let sender = OverlaySender::bind(&cfg).unwrap();
         let control = sender.local_addr().unwrap();
-        let mut handles = spawn_receivers(control, dir.path(), &["first"], |_| {});
+        let keyed_rc = move |rc: &mut OverlayRecvConfig| rc.key = key.clone();
+        let mut handles = spawn_receivers(control, dir.path(), &["first"], &keyed_rc);
         std::thread::sleep(Duration::from_millis(200));
         let victim_dir = dir.path().join("victim");
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
@@ -335,7 +361,11 @@ fn killed_receiver_fails_the_transfer_naming_it(shape: OverlayShape) {
             ])
             .env(
                 "RMCAST_OVERLAY_CHILD",
-                format!("{control};{};victim", victim_dir.display()),
+                format!(
+                    "{control};{};victim;{}",
+                    victim_dir.display(),
+                    if keyed { "keyed" } else { "plain" }
+                ),
             )
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -346,65 +376,97 @@ fn killed_receiver_fails_the_transfer_naming_it(shape: OverlayShape) {
             control,
             dir.path(),
             &["third", "fourth"],
-            |_| {},
+            &keyed_rc,
         ));
         let (ptx, prx) = mpsc::channel();
         let sending = std::thread::spawn(move || {
-            let data = vec![0x5au8; 16 << 20];
+            let data = vec![0x5au8; SIZE];
             let mut seen = false;
             let mut cb = |p: rmcast::Progress| {
-                if p.phase == "sending" && p.done_bytes > 0 && !seen {
+                if p.phase == "sending" && p.done_bytes >= SIZE as u64 * 3 / 10 && !seen {
                     seen = true;
                     let _ = ptx.send(());
                 }
             };
             sender.send_bytes("big.bin", &data, Some(&mut cb))
         });
-        prx.recv_timeout(Duration::from_secs(10))
-            .expect("the transfer started");
-        std::thread::sleep(Duration::from_millis(500));
-        child.kill().unwrap();
-        let killed = Instant::now();
-        let _ = child.wait();
-        let report: SendReport = sending.join().unwrap().unwrap();
-        let kill_to_report = killed.elapsed();
-        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        (report, results, dir, kill_to_report)
-    });
-    assert!(!report.ok);
-    let error = report.error.clone().unwrap();
-    assert!(error.contains("\"victim\""), "{shape}: {error}");
-    // Its control connection closing ("died") or the data connection to it
-    // breaking ("stopped taking data"), whichever the sender saw first.
-    assert!(
-        error.contains("died") || error.contains("stopped taking data"),
-        "{shape}: {error}"
-    );
-    assert!(
-        kill_to_report < Duration::from_secs(8),
-        "{shape}: took {kill_to_report:?}"
-    );
-    let victim = report.members.iter().find(|m| m.name == "victim").unwrap();
-    assert!(!victim.verified);
-    for (r, name) in results.iter().zip(["first", "third", "fourth"]) {
-        match r {
-            Err(Error::Failed(text)) => assert!(text.contains("victim"), "{name}: {text}"),
-            other => panic!("{shape}: {name} should have failed: {other:?}"),
+        prx.recv_timeout(Duration::from_secs(15))
+            .expect("the transfer reached 30 %");
+        match fault {
+            Fault::Kill => child.kill().unwrap(),
+            Fault::Stop => {
+                let pid = child.id().to_string();
+                let st = std::process::Command::new("kill")
+                    .args(["-STOP", &pid])
+                    .status()
+                    .unwrap();
+                assert!(st.success());
+            }
         }
-        let left: Vec<_> = std::fs::read_dir(dir.path().join(name))
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert!(left.is_empty(), "{shape}: {name} kept {left:?}");
+        let at = Instant::now();
+        let report: SendReport = sending.join().unwrap().unwrap();
+        let fault_to_report = at.elapsed();
+        // Stopped or dead, it goes now (SIGKILL ends a stopped process too).
+        let _ = child.kill();
+        let _ = child.wait();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (report, results, dir, fault_to_report)
+    });
+    let what = format!("{shape} {fault:?} keyed={keyed}");
+    eprintln!("{what}: the sender reported {fault_to_report:?} after the fault");
+    assert!(!report.ok, "{what}");
+    let error = report.error.clone().unwrap();
+    assert!(error.contains("\"victim\""), "{what}: {error}");
+    let why = match fault {
+        // Its control connection closing ("died") or the data connection
+        // to it breaking ("stopped taking data"), whichever came first.
+        Fault::Kill => ["died", "stopped taking data"],
+        Fault::Stop => ["went silent", "stopped taking data"],
+    };
+    assert!(why.iter().any(|w| error.contains(w)), "{what}: {error}");
+    assert!(
+        error.contains("3 of 4 receivers verified"),
+        "{what}: {error}"
+    );
+    assert_eq!(report.verified, 3, "{what}");
+    let victim = report.members.iter().find(|m| m.name == "victim").unwrap();
+    assert!(!victim.verified && victim.reason.is_some(), "{what}");
+    assert!(
+        fault_to_report < Duration::from_secs(20),
+        "{what}: took {fault_to_report:?}"
+    );
+    for (r, name) in results.iter().zip(["first", "third", "fourth"]) {
+        let r = r.as_ref().unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
+        assert!(r.verified, "{what}: {name}");
+        let copy = std::fs::read(dir.path().join(name).join("big.bin")).unwrap();
+        assert!(
+            copy.len() == SIZE && copy.iter().all(|&b| b == 0x5a),
+            "{what}: {name}'s copy differs"
+        );
     }
 }
 
 #[test]
-fn killed_receiver_in_a_chain_fails_the_transfer_naming_it() {
-    killed_receiver_fails_the_transfer_naming_it(OverlayShape::Chain);
+fn killed_receiver_in_a_chain_is_cut_out_and_the_others_complete() {
+    failed_receiver_is_cut_out_and_the_others_complete(OverlayShape::Chain, Fault::Kill, false);
 }
 
 #[test]
-fn killed_receiver_in_a_bintree_fails_the_transfer_naming_it() {
-    killed_receiver_fails_the_transfer_naming_it(OverlayShape::Bintree);
+fn killed_receiver_in_a_bintree_is_cut_out_and_the_others_complete() {
+    failed_receiver_is_cut_out_and_the_others_complete(OverlayShape::Bintree, Fault::Kill, false);
+}
+
+#[test]
+fn killed_receiver_in_a_pipeline_is_cut_out_and_the_others_complete() {
+    failed_receiver_is_cut_out_and_the_others_complete(OverlayShape::Pipeline, Fault::Kill, false);
+}
+
+#[test]
+fn stopped_receiver_in_a_chain_is_cut_out_and_the_others_complete() {
+    failed_receiver_is_cut_out_and_the_others_complete(OverlayShape::Chain, Fault::Stop, false);
+}
+
+#[test]
+fn killed_receiver_in_a_keyed_bintree_is_cut_out_and_the_others_complete() {
+    failed_receiver_is_cut_out_and_the_others_complete(OverlayShape::Bintree, Fault::Kill, true);
 }

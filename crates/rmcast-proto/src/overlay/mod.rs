@@ -20,6 +20,7 @@
 //! a data connection from a parent introduced       NodeMachine::handle_parent_hello
 //! segment k read from a parent's stream            NodeMachine::handle_segment -> children to forward it to
 //! segment k stored, the stored copy verified       NodeMachine::handle_stored, handle_verified
+//! a parent's stream failed (or was dropped)        NodeMachine::handle_parent_failed
 //! a child's stream written to the end, or failed   handle_child_done
 //! the object hashed (sender)                       SenderMachine::handle_hash
 //! a deadline passed                                handle_timeout
@@ -32,6 +33,21 @@
 //! A data connection carries one [`Msg::DataHello`] frame, then the raw
 //! bytes of its [`SegmentSet`] in index order ([`Segments`] says where each
 //! segment lies): the driver moves bytes, the machine decides which.
+//!
+//! # Self-healing
+//!
+//! Once data flows, a receiver that fails (dies, goes silent, stops taking
+//! data, reports a failure) is cut out of the session and named; the rest
+//! go on. The sender sends [`Msg::Detach`] to the failed node's children;
+//! each closes its edges from it ([`DataOp::Drop`]) and answers with
+//! [`Msg::Orphaned`]: which edge, and how many of its segments arrived
+//! whole. A child whose parent's stream breaks first says the same
+//! unasked. The sender, which holds the whole object, then feeds each
+//! orphaned edge itself from that segment on (a [`Msg::DataHello`] whose
+//! `first` is where the child stands), so the child goes on from what it
+//! holds, and its own children never notice. The session succeeds only if
+//! every receiver verified; otherwise its error names the first node that
+//! failed, and every other receiver still has its verified copy.
 
 mod node;
 mod sender;
@@ -169,14 +185,27 @@ pub enum DataOp {
         /// The first frame of the connection.
         hello: Msg,
     },
-    /// Write the child's whole share (`segments`, in index order) from the
-    /// object (sender) or the verified stored copy (store-and-forward
-    /// node), then report [`handle_child_done`](NodeMachine::handle_child_done).
+    /// Write the child's whole share (`segments`, in index order, from
+    /// its `first`-th segment on) from the object (sender) or the verified
+    /// stored copy (store-and-forward node), then report
+    /// [`handle_child_done`](NodeMachine::handle_child_done).
     Feed {
         /// The child's rank.
         child: Rank,
         /// What its connection carries.
         segments: SegmentSet,
+        /// Position in `segments` of the first segment to write: 0, or
+        /// where an orphaned child's stream broke (the sender re-attaching
+        /// it).
+        first: u64,
+    },
+    /// Node only: close the data connection of parent edge `parent` (an
+    /// index into the assignment's parents): the sender detached the node
+    /// it comes from. Its reader then ends, and the driver reports
+    /// [`NodeMachine::handle_parent_failed`] as for any broken stream.
+    Drop {
+        /// The parent edge.
+        parent: usize,
     },
     /// Node only: every byte is stored and the hash is known. Hash the
     /// stored copy, compare it with `hash`, commit the file and report

@@ -10,8 +10,8 @@
 //! the children one after the other from the verified copy
 //! ([`DataOp::Feed`]).
 
-use super::topology::Forwarding;
-use super::{DataOp, PROGRESS_EVERY, Segments};
+use super::topology::{Forwarding, SENDER};
+use super::{DataOp, PROGRESS_EVERY, Rank, Segments};
 use crate::{Instant, Status};
 use rmcast_wire::overlay::{Assignment, Msg, SegmentSet};
 use std::collections::VecDeque;
@@ -80,14 +80,33 @@ pub enum NodePhase {
 /// The children a segment goes to (indices into the assignment's children).
 pub type Route = Vec<usize>;
 
+/// Where a parent edge stands in the self-healing (see the module's
+/// documentation of [`super`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Edge {
+    /// Connected or waiting to be: segments flow from `feeder`.
+    Live,
+    /// The sender detached the feeder: its connection is being dropped,
+    /// and [`NodeMachine::handle_parent_failed`] will follow.
+    Dropping,
+    /// Broken; the sender was told where it stands (`Orphaned`) and has
+    /// until the deadline to re-attach it. Why it broke, for the failure.
+    Orphaned(String, Instant),
+}
+
 #[derive(Debug)]
 struct Data {
     a: Box<Assignment>,
     segs: Segments,
     pipelined: bool,
     started: Instant,
-    /// Segments read from each parent so far; `None` until it connected.
+    /// Segments read from each parent edge so far; `None` until it connected.
     from_parent: Vec<Option<u64>>,
+    /// Who feeds each parent edge: the assignment's parent, or the sender
+    /// once it re-attached the edge.
+    feeder: Vec<Rank>,
+    /// Each parent edge's healing state.
+    edges: Vec<Edge>,
     children_done: Vec<bool>,
     stored_segments: u64,
     stored_bytes: u64,
@@ -166,6 +185,7 @@ impl NodeMachine {
                 self.events.push_back(NodeEvent::Assigned(a));
             }
             Msg::Start if self.phase == NodePhase::Ready => self.start(now),
+            Msg::Detach { rank } => self.detach(now, rank),
             _ => {}
         }
         self.step(now);
@@ -212,22 +232,46 @@ impl NodeMachine {
         let Some(d) = self.data.as_mut() else {
             return Err("no data expected now".into());
         };
-        let (from, segments) = match *hello {
+        let (from, segments, first) = match *hello {
             Msg::DataHello {
                 session,
                 from,
                 to,
                 segments,
-            } if session == d.a.session && to == d.a.rank => (from, segments),
+                first,
+            } if session == d.a.session && to == d.a.rank => (from, segments, first),
             _ => return Err(format!("unexpected {hello:?}")),
         };
+        // The sender re-attaching an orphaned edge, from where it broke.
+        let orphan = (d.edges.iter().zip(&d.a.parents)).position(|(e, p)| {
+            matches!(e, Edge::Orphaned(..)) && p.segments == segments && from == SENDER
+        });
+        if let Some(pi) = orphan {
+            let have = d.from_parent[pi].unwrap_or(0);
+            if first != have {
+                return Err(format!(
+                    "the sender re-attaches {segments:?} from segment {first}, \
+                     but {have} of them arrived"
+                ));
+            }
+            d.from_parent[pi] = Some(have);
+            d.feeder[pi] = SENDER;
+            d.edges[pi] = Edge::Live;
+            self.step(now);
+            return Ok(pi);
+        }
+        if first != 0 {
+            return Err(format!(
+                "rank {from} starts {segments:?} at segment {first}"
+            ));
+        }
         // Two nodes may share several edges (the pipeline's twins): the
         // set names the edge.
         let Some(pi) = (d.a.parents.iter()).position(|p| p.rank == from && p.segments == segments)
         else {
             return Err(format!("rank {from} is not a parent for {segments:?}"));
         };
-        if d.from_parent[pi].is_some() {
+        if d.from_parent[pi].is_some() || d.edges[pi] != Edge::Live {
             return Err(format!(
                 "a second data connection from rank {from} for {segments:?}"
             ));
@@ -274,12 +318,25 @@ impl NodeMachine {
         }
     }
 
-    /// Parent `pi`'s stream failed (or ended early) with `why`.
+    /// Parent edge `pi`'s stream failed, ended early, or was dropped
+    /// ([`DataOp::Drop`]) with `why`, and its reader is gone: no segment
+    /// of it is read after this call. The sender hears where the edge
+    /// stands ([`Msg::Orphaned`]) and re-attaches it; if it does not
+    /// within the inactivity timeout, the transfer fails naming the parent.
     pub fn handle_parent_failed(&mut self, now: Instant, pi: usize, why: &str) {
-        if let Some(d) = self.data.as_ref() {
-            let text = format!("parent {} {why}", d.a.parents[pi]);
-            self.suspect(now, text);
+        let Some(d) = self.data.as_ref() else { return };
+        let p = &d.a.parents[pi];
+        let total = d.segs.count();
+        if d.from_parent[pi] == Some(p.segments.count(total)) {
+            return; // it had sent everything
         }
+        let text = if d.feeder[pi] == p.rank {
+            format!("parent {p} {why}")
+        } else {
+            format!("the sender, re-attached in place of parent {p}, {why}")
+        };
+        self.orphan(now, pi, text);
+        self.step(now);
     }
 
     /// The object stopped arriving for a reason the driver saw (its disk
@@ -354,11 +411,20 @@ impl NodeMachine {
         }
         let mut at = (self.last_sent + PROGRESS_EVERY).min(self.last_heard + self.inactivity);
         if let Some(d) = &self.data {
-            if d.from_parent.iter().any(Option::is_none) {
+            // Only a live edge that never connected is waited on: an
+            // orphaned one has its own deadline below.
+            if (0..d.a.parents.len())
+                .any(|pi| d.from_parent[pi].is_none() && d.edges[pi] == Edge::Live)
+            {
                 at = at.min(d.started + self.inactivity);
             }
             if let Some((_, t)) = &d.suspect {
                 at = at.min(*t);
+            }
+            for e in &d.edges {
+                if let Edge::Orphaned(_, t) = e {
+                    at = at.min(*t);
+                }
             }
         }
         Some(at)
@@ -412,6 +478,7 @@ impl NodeMachine {
                     from: a.rank,
                     to: c.rank,
                     segments: c.segments,
+                    first: 0,
                 },
             });
         }
@@ -420,6 +487,8 @@ impl NodeMachine {
             pipelined,
             started: now,
             from_parent: vec![None; a.parents.len()],
+            feeder: a.parents.iter().map(|p| p.rank).collect(),
+            edges: vec![Edge::Live; a.parents.len()],
             children_done: vec![false; a.children.len()],
             stored_segments: 0,
             stored_bytes: 0,
@@ -435,6 +504,11 @@ impl NodeMachine {
 
     fn feed_next_child(&mut self) {
         let Some(d) = self.data.as_mut() else { return };
+        // A child whose stream ended before its turn (its connection
+        // failed) is not waited on: it never blocks its siblings.
+        while d.feed_next < d.a.children.len() && d.children_done[d.feed_next] {
+            d.feed_next += 1;
+        }
         // One child at a time: the next once the previous is done.
         if d.feed_next > 0 && !d.children_done[d.feed_next - 1] {
             return;
@@ -443,9 +517,48 @@ impl NodeMachine {
             self.ops.push_back(DataOp::Feed {
                 child: c.rank,
                 segments: c.segments,
+                first: 0,
             });
             d.feed_next += 1;
         }
+    }
+
+    /// The sender says `rank` is out: drop every unfinished edge from it.
+    fn detach(&mut self, now: Instant, rank: Rank) {
+        let Some(d) = self.data.as_mut() else { return };
+        let total = d.segs.count();
+        let mut unconnected = Vec::new();
+        for pi in 0..d.a.parents.len() {
+            let p = &d.a.parents[pi];
+            if d.feeder[pi] != rank
+                || d.edges[pi] != Edge::Live
+                || d.from_parent[pi] == Some(p.segments.count(total))
+            {
+                continue;
+            }
+            if d.from_parent[pi].is_some() {
+                d.edges[pi] = Edge::Dropping;
+                self.ops.push_back(DataOp::Drop { parent: pi });
+            } else {
+                unconnected.push((pi, format!("parent {p} failed before it connected")));
+            }
+        }
+        for (pi, why) in unconnected {
+            self.orphan(now, pi, why);
+        }
+    }
+
+    /// Parent edge `pi` is broken: ask the sender to re-attach it.
+    fn orphan(&mut self, now: Instant, pi: usize, why: String) {
+        let Some(d) = self.data.as_mut() else { return };
+        let p = &d.a.parents[pi];
+        let msg = Msg::Orphaned {
+            from: d.feeder[pi],
+            segments: p.segments,
+            have: d.from_parent[pi].unwrap_or(0),
+        };
+        d.edges[pi] = Edge::Orphaned(why, now + self.inactivity + BLAME_GRACE);
+        self.send(now, msg);
     }
 
     fn suspect(&mut self, now: Instant, why: String) {
@@ -529,6 +642,26 @@ impl NodeMachine {
             self.fail(now, why);
             return;
         }
+        let mut unconnected = Vec::new();
+        if let Some(d) = self.data.as_ref()
+            && now >= d.started + self.inactivity
+        {
+            // A parent that never connected: the sender re-attaches it.
+            let limit = self.inactivity.as_secs_f64();
+            unconnected = (0..d.a.parents.len())
+                .filter(|&pi| d.from_parent[pi].is_none() && d.edges[pi] == Edge::Live)
+                .map(|pi| {
+                    let p = &d.a.parents[pi];
+                    (
+                        pi,
+                        format!("parent {p} did not connect within {limit:.1} s"),
+                    )
+                })
+                .collect();
+        }
+        for (pi, why) in unconnected {
+            self.orphan(now, pi, why);
+        }
         if let Some(d) = self.data.as_mut() {
             let total = d.segs.count();
             if d.stored_segments == total && !d.verify_asked {
@@ -543,19 +676,15 @@ impl NodeMachine {
             }
             let parents_done = (d.a.parents.iter().zip(&d.from_parent))
                 .all(|(p, got)| *got == Some(p.segments.count(total)));
-            if d.suspect.is_none() && !parents_done && now >= d.started + self.inactivity {
-                let missing: Vec<String> = (d.a.parents.iter().zip(&d.from_parent))
-                    .filter(|(_, got)| got.is_none())
-                    .map(|(p, _)| p.to_string())
-                    .collect();
-                if !missing.is_empty() {
-                    let why = format!(
-                        "parent {} did not connect within {:.1} s",
-                        missing.join(" and "),
-                        self.inactivity.as_secs_f64()
-                    );
-                    d.suspect = Some((why, now + BLAME_GRACE));
-                }
+            let broken = d.edges.iter().find_map(|e| match e {
+                Edge::Orphaned(why, at) if now >= *at => Some(why.clone()),
+                _ => None,
+            });
+            if let Some(why) = broken {
+                let limit = (self.inactivity + BLAME_GRACE).as_secs_f64();
+                let why = format!("{why}, and the sender did not re-attach it within {limit:.1} s");
+                self.finish_data(now, Some((Status::Other, why)));
+                return;
             }
             if d.verified && parents_done && d.children_done.iter().all(|&c| c) {
                 self.finish_data(now, None);

@@ -7,13 +7,16 @@
 //! once everyone is ready, with the sender's own data edges ([`DataOp`]):
 //! every child of a pipelined shape is fed at once, the children of a
 //! store-and-forward shape one after the other.
+//!
+//! Once data flows, a receiver that fails is cut out and its children are
+//! re-attached to the sender (see "Self-healing" in [`super`]).
 
 use super::topology::{Forwarding, SENDER, SegmentSet, Topology};
 use super::{DataOp, Rank};
 use crate::{Instant, MemberOutcome, Status};
 use rmcast_wire::overlay::{Assignment, MAX_NAME, Msg, OverlayShape, Peer};
 use rmcast_wire::truncate_utf8;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -82,8 +85,21 @@ pub enum SenderEvent {
     Assigned,
     /// Everyone is ready; data flows.
     Started,
-    /// A receiver failed (the text names it).
+    /// A receiver failed (the text names it). Once data flows it is cut
+    /// out and the session goes on without it.
     MemberFailed(String),
+    /// The sender took over an orphaned edge: it feeds `segments` to
+    /// `rank` from the `have`-th on, in place of `from`.
+    Reattached {
+        /// The child.
+        rank: Rank,
+        /// The edge's segments.
+        segments: SegmentSet,
+        /// Who fed it before.
+        from: Rank,
+        /// Segments of the edge the child had.
+        have: u64,
+    },
     /// The session is over: see [`SenderMachine::report`].
     Finished,
 }
@@ -115,6 +131,8 @@ pub struct SenderStats {
     /// Connections dropped because they failed authentication (keyed
     /// overlays: another group key, none, or forged).
     pub auth_failed: u64,
+    /// Orphaned edges the sender took over (self-healing).
+    pub reattached: u64,
 }
 
 /// The session's result.
@@ -155,6 +173,11 @@ struct Member {
     data_addr: SocketAddr,
     last_heard: Instant,
     bytes: u64,
+    /// Last time `bytes` grew (from Start on).
+    moved: Instant,
+    /// Its own stall clock: `moved`, or later when it had to wait for a
+    /// new parent (the sender re-attaching it).
+    stall_from: Instant,
     state: State,
     reason: Option<String>,
 }
@@ -189,11 +212,23 @@ pub struct SenderMachine {
     farewell_until: Option<Instant>,
     /// Store-and-forward: children still to feed, in order.
     feed_queue: VecDeque<(Rank, SegmentSet)>,
+    /// Store-and-forward: the child being fed now.
+    feeding: Option<(Rank, SegmentSet)>,
+    /// The overlay, once assigned.
+    topo: Option<Topology>,
+    /// Edges the sender feeds in place of a failed parent, until done.
+    reattached: HashSet<(Rank, SegmentSet)>,
+    /// The first receiver that failed once data flowed (the session went
+    /// on without it), and how many did.
+    cut_out: Option<String>,
+    cut_count: usize,
     assigned_at: Option<Instant>,
     started_at: Option<Instant>,
     last_confirmation: Option<Instant>,
     /// Last time a receiver stored a new byte or completed (data phase).
     last_progress: Instant,
+    /// When the machine last moved the session on (`step`).
+    stepped: Instant,
     cancelled: bool,
     auth_failures: Vec<String>,
     stats: SenderStats,
@@ -224,10 +259,16 @@ impl SenderMachine {
             last_beat: now,
             farewell_until: None,
             feed_queue: VecDeque::new(),
+            feeding: None,
+            topo: None,
+            reattached: HashSet::new(),
+            cut_out: None,
+            cut_count: 0,
             assigned_at: None,
             started_at: None,
             last_confirmation: None,
             last_progress: now,
+            stepped: now,
             cancelled: false,
             auth_failures: Vec::new(),
             stats: SenderStats::default(),
@@ -289,6 +330,8 @@ impl SenderMachine {
                         data_addr,
                         last_heard: now,
                         bytes: 0,
+                        moved: now,
+                        stall_from: now,
                         state: State::Joined,
                         reason: None,
                     });
@@ -311,15 +354,25 @@ impl SenderMachine {
                         self.members[i].state = State::Ready;
                     }
                 } else {
-                    self.fail(i, format!("refused the object: {text}"));
+                    self.fail(now, i, format!("refused the object: {text}"));
                 }
             }
             Msg::Progress { bytes } => {
                 if bytes > self.members[i].bytes {
                     self.last_progress = now;
+                    self.members[i].moved = now;
+                    self.members[i].stall_from = now;
                 }
                 self.members[i].bytes = bytes;
             }
+            Msg::Orphaned {
+                from,
+                segments,
+                have,
+            } if self.phase == SenderPhase::Sending && self.members[i].open() => {
+                self.reattach(now, i, from, segments, have);
+            }
+            Msg::Orphaned { .. } => {}
             Msg::Complete { status, text } => {
                 if status == Status::Ok {
                     if self.members[i].open() {
@@ -358,7 +411,7 @@ impl SenderMachine {
         if self.phase == SenderPhase::Joining {
             self.members.remove(i);
         } else {
-            self.fail(i, format!("died: {why} before it completed"));
+            self.fail(now, i, format!("died: {why} before it completed"));
         }
         self.step(now);
     }
@@ -367,6 +420,7 @@ impl SenderMachine {
     pub fn handle_send_failed(&mut self, now: Instant, conn: u64, why: &str) {
         if let Some(i) = self.index_of(conn) {
             self.fail(
+                now,
                 i,
                 format!("cannot be reached on its control connection: {why}"),
             );
@@ -387,22 +441,29 @@ impl SenderMachine {
         self.handle_hash(now, hash);
     }
 
-    /// The data edge to `child` was written to the end (`Ok`) or failed.
-    pub fn handle_child_done(&mut self, now: Instant, child: Rank, result: Result<(), String>) {
-        match result {
-            Ok(()) => {
-                if let Some((rank, segments)) = self.feed_queue.pop_front() {
-                    self.data.push_back(DataOp::Feed {
-                        child: rank,
-                        segments,
-                    });
-                }
+    /// The data edge to `child` carrying `segments` was written to the
+    /// end (`Ok`) or failed.
+    pub fn handle_child_done(
+        &mut self,
+        now: Instant,
+        child: Rank,
+        segments: SegmentSet,
+        result: Result<(), String>,
+    ) {
+        let edge = (child, segments);
+        if !self.reattached.remove(&edge) {
+            if self.feeding == Some(edge) {
+                self.feeding = None;
+                self.feed_next();
+            } else {
+                // A queued child whose connection failed before its turn.
+                self.feed_queue.retain(|e| *e != edge);
             }
-            Err(why) => {
-                let i = usize::from(child).wrapping_sub(1);
-                if i < self.members.len() {
-                    self.fail(i, format!("stopped taking data: {why}"));
-                }
+        }
+        if let Err(why) = result {
+            let i = usize::from(child).wrapping_sub(1);
+            if i < self.members.len() {
+                self.fail(now, i, format!("stopped taking data: {why}"));
             }
         }
         self.step(now);
@@ -467,6 +528,16 @@ impl SenderMachine {
         if let Some(t) = self.stall_deadline() {
             earlier(t);
         }
+        if let Some(limit) = self.node_stall_limit() {
+            // A node past its limit but not to blame waits for news (a
+            // progress report), not for the clock.
+            let due = (self.members.iter().filter(|m| m.open()))
+                .map(|m| m.stall_from + limit)
+                .filter(|&t| t > self.stepped);
+            for t in due {
+                earlier(t);
+            }
+        }
         Some(at)
     }
 
@@ -523,21 +594,178 @@ impl SenderMachine {
         self.members.iter().position(|m| m.conn == conn)
     }
 
-    /// Marks member `i` failed; the first failure becomes the session's
-    /// error (while closing, the error stays the one that closed it).
-    fn fail(&mut self, i: usize, what: String) {
+    /// Marks member `i` failed. Before data flows the first failure
+    /// becomes the session's error (while closing, the error stays the one
+    /// that closed it); once it flows the member is cut out, told so, and
+    /// its children are detached from it, and the session goes on.
+    fn fail(&mut self, now: Instant, i: usize, what: String) {
         let m = &mut self.members[i];
         if !m.open() && m.state != State::Reported {
             return;
         }
         let text = format!("{} {what}", m.describe(i as Rank + 1));
         m.state = State::Failed;
-        m.reason = Some(what);
+        m.reason = Some(what.clone());
         self.events
             .push_back(SenderEvent::MemberFailed(text.clone()));
-        if self.phase != SenderPhase::Closing {
-            self.error.get_or_insert(text);
+        match self.phase {
+            SenderPhase::Closing => {}
+            SenderPhase::Sending if self.error.is_none() => {
+                self.cut_count += 1;
+                self.cut_out.get_or_insert(text);
+                self.send(
+                    i,
+                    Msg::Abort {
+                        text: format!("this receiver was cut out of the session: it {what}"),
+                    },
+                );
+                let conn = self.members[i].conn;
+                self.transmits.push_back(ControlOp::Close { conn });
+                self.detach(now, i as Rank + 1);
+            }
+            _ => {
+                self.error.get_or_insert(text);
+            }
         }
+    }
+
+    /// Tells the open children of `rank` (cut out) to drop their edges
+    /// from it; each answers with `Orphaned`. The stall clocks of every
+    /// node below it start again: they stored nothing lately because of
+    /// it, and their progress reports lag the re-attachment.
+    fn detach(&mut self, now: Instant, rank: Rank) {
+        let Some(topo) = &self.topo else { return };
+        let mut children: Vec<Rank> = (topo.node(rank).children.iter()).map(|l| l.peer).collect();
+        children.dedup();
+        let mut below = vec![false; self.members.len() + 1];
+        let mut todo = children.clone();
+        while let Some(r) = todo.pop() {
+            if !std::mem::replace(&mut below[usize::from(r)], true) {
+                self.members[usize::from(r) - 1].stall_from = now;
+                todo.extend(topo.node(r).children.iter().map(|l| l.peer));
+            }
+        }
+        for c in children {
+            let j = usize::from(c) - 1;
+            if self.members[j].open() {
+                self.send(j, Msg::Detach { rank });
+            }
+        }
+    }
+
+    /// Member `i` says its edge carrying `segments` from `from` broke
+    /// after `have` segments: the sender feeds it from there.
+    fn reattach(&mut self, now: Instant, i: usize, from: Rank, segments: SegmentSet, have: u64) {
+        let rank = i as Rank + 1;
+        let total = super::Segments::new(self.cfg.size, self.cfg.segment_size).count();
+        let is_edge = self
+            .topo
+            .as_ref()
+            .is_some_and(|t| (t.node(rank).parents.iter()).any(|l| l.segments == segments));
+        if !is_edge || have > segments.count(total) {
+            self.stats.malformed += 1;
+            return;
+        }
+        self.stats.reattached += 1;
+        self.last_progress = now;
+        self.members[i].stall_from = now;
+        self.reattached.insert((rank, segments));
+        self.events.push_back(SenderEvent::Reattached {
+            rank,
+            segments,
+            from,
+            have,
+        });
+        self.data.push_back(DataOp::Connect {
+            child: rank,
+            addr: self.members[i].data_addr,
+            segments,
+            hello: Msg::DataHello {
+                session: self.cfg.session,
+                from: SENDER,
+                to: rank,
+                segments,
+                first: have,
+            },
+        });
+        self.data.push_back(DataOp::Feed {
+            child: rank,
+            segments,
+            first: have,
+        });
+    }
+
+    /// Store-and-forward: the next queued child still in the session.
+    fn feed_next(&mut self) {
+        while let Some((child, segments)) = self.feed_queue.pop_front() {
+            if self.members[usize::from(child) - 1].open() {
+                self.feeding = Some((child, segments));
+                self.data.push_back(DataOp::Feed {
+                    child,
+                    segments,
+                    first: 0,
+                });
+                return;
+            }
+        }
+    }
+
+    /// How long a receiver of a pipelined overlay may store nothing while
+    /// its parents go on before it is cut out as stalled, once data flows:
+    /// half the stall timeout, so that it is cut out before the whole
+    /// session counts as stalled (a parent whose writes to it block gets
+    /// going again after the inactivity timeout, less than that).
+    /// Store-and-forward children wait for their turn by design: for them
+    /// only the session's stall counts.
+    fn node_stall_limit(&self) -> Option<Duration> {
+        let limit = self.cfg.stall_timeout? / 2;
+        (self.phase == SenderPhase::Sending
+            && self.error.is_none()
+            && Forwarding::of(self.cfg.shape) == Forwarding::Pipelined)
+            .then_some(limit)
+    }
+
+    /// Receivers that stored nothing for the limit while every parent they
+    /// depend on went on: the sender; complete; cut out (and so replaced by
+    /// the sender); storing bytes well after this one stopped (a quarter
+    /// of the limit covers the progress reports' own period); or holding
+    /// an eighth of the object more than it (the pipeline's and the
+    /// bintree's parents get other classes from elsewhere while the
+    /// wedged node holds theirs back). Their own data path is wedged.
+    /// Below a wedged node everything stops at about the same time, at
+    /// about the same count (a child stores what its parent stored a
+    /// moment before), so a node whose parent stopped with it is not
+    /// blamed; the parent is.
+    fn stalled_nodes(&self, now: Instant) -> Vec<(usize, String)> {
+        let (Some(limit), Some(topo)) = (self.node_stall_limit(), &self.topo) else {
+            return Vec::new();
+        };
+        let ahead = (self.cfg.size / 8).max(u64::from(self.cfg.segment_size));
+        let went_on = |rank: Rank, m: &Member| {
+            rank == SENDER || {
+                let p = &self.members[usize::from(rank) - 1];
+                !p.open() || p.moved >= m.moved + limit / 4 || p.bytes >= m.bytes + ahead
+            }
+        };
+        (self.members.iter().enumerate())
+            .filter(|(_, m)| {
+                m.open() && m.bytes < self.cfg.size && now.saturating_since(m.stall_from) >= limit
+            })
+            .filter(|(i, m)| {
+                let plan = topo.node(*i as Rank + 1);
+                plan.parents.iter().all(|l| went_on(l.peer, m))
+            })
+            .map(|(i, m)| {
+                let why = format!(
+                    "stalled: stored no new byte for {:.1} s (at {} of {} bytes) while the \
+                     nodes feeding it went on",
+                    now.saturating_since(m.stall_from).as_secs_f64(),
+                    m.bytes,
+                    self.cfg.size
+                );
+                (i, why)
+            })
+            .collect()
     }
 
     /// When the data phase counts as stalled, if it is under way.
@@ -595,6 +823,7 @@ impl SenderMachine {
         if self.phase == SenderPhase::Done {
             return;
         }
+        self.stepped = now;
         let wanted = usize::from(self.cfg.receivers);
         match self.phase {
             SenderPhase::Joining if self.members.len() == wanted => self.assign(now),
@@ -622,7 +851,10 @@ impl SenderMachine {
             SenderPhase::Preparing if self.members.iter().all(|m| m.state == State::Ready) => {
                 self.start(now);
             }
-            SenderPhase::Sending if self.members.iter().all(|m| m.state == State::Complete) => {
+            SenderPhase::Sending
+                if (self.members.iter())
+                    .all(|m| matches!(m.state, State::Complete | State::Failed)) =>
+            {
                 self.finish();
                 return;
             }
@@ -646,7 +878,7 @@ impl SenderMachine {
             .collect();
         self.deferred.retain(|(_, _, at)| now < *at);
         for (i, text) in due {
-            self.fail(i, text);
+            self.fail(now, i, text);
         }
         for i in 0..self.members.len() {
             let silent = now.saturating_since(self.members[i].last_heard);
@@ -654,7 +886,11 @@ impl SenderMachine {
                 if self.phase == SenderPhase::Joining {
                     self.members[i].state = State::Failed;
                 } else {
-                    self.fail(i, format!("went silent for {:.1} s", silent.as_secs_f64()));
+                    self.fail(
+                        now,
+                        i,
+                        format!("went silent for {:.1} s", silent.as_secs_f64()),
+                    );
                 }
             }
         }
@@ -684,6 +920,9 @@ impl SenderMachine {
             }
             return;
         }
+        for (i, why) in self.stalled_nodes(now) {
+            self.fail(now, i, why);
+        }
         if self.stall_deadline().is_some_and(|t| now >= t) {
             self.error = Some(self.stalled(now));
         }
@@ -701,6 +940,7 @@ impl SenderMachine {
         let n = self.members.len() as u16;
         let topo = Topology::build(self.cfg.shape, n);
         debug_assert_eq!(topo.check(), Ok(()));
+        self.topo = Some(topo.clone());
         let peer = |rank: Rank, segments: SegmentSet, members: &[Member], ctl: SocketAddr| {
             if rank == SENDER {
                 Peer {
@@ -747,6 +987,10 @@ impl SenderMachine {
     }
 
     fn start(&mut self, now: Instant) {
+        for m in &mut self.members {
+            m.moved = now;
+            m.stall_from = now;
+        }
         self.send_open(&Msg::Start);
         self.started_at = Some(now);
         self.last_progress = now;
@@ -765,6 +1009,7 @@ impl SenderMachine {
                     from: SENDER,
                     to: l.peer,
                     segments: l.segments,
+                    first: 0,
                 },
             });
         }
@@ -772,16 +1017,18 @@ impl SenderMachine {
         match Forwarding::of(self.cfg.shape) {
             Forwarding::Pipelined => {
                 for (child, segments) in feeds {
-                    self.data.push_back(DataOp::Feed { child, segments });
+                    self.data.push_back(DataOp::Feed {
+                        child,
+                        segments,
+                        first: 0,
+                    });
                 }
             }
             Forwarding::StoreAndForward => {
                 // Everyone is connected first (they wait for their parent);
                 // the children are then served one after the other.
                 self.feed_queue = feeds.collect();
-                if let Some((child, segments)) = self.feed_queue.pop_front() {
-                    self.data.push_back(DataOp::Feed { child, segments });
-                }
+                self.feed_next();
             }
         }
     }
@@ -805,6 +1052,21 @@ impl SenderMachine {
     }
 
     fn finish(&mut self) {
+        if self.error.is_none()
+            && let Some(first) = self.cut_out.take()
+        {
+            let verified = (self.members.iter())
+                .filter(|m| m.state == State::Complete)
+                .count();
+            let more = match self.cut_count {
+                0 | 1 => String::new(),
+                n => format!("; {} more failed", n - 1),
+            };
+            self.error = Some(format!(
+                "{first} ({verified} of {} receivers verified{more})",
+                self.members.len()
+            ));
+        }
         if self.error.is_some() {
             for (i, why, _) in std::mem::take(&mut self.deferred) {
                 let m = &mut self.members[i];

@@ -153,6 +153,8 @@ impl Msg {
             Msg::Abort { .. } => MsgKind::Abort,
             Msg::DataHello { .. } => MsgKind::DataHello,
             Msg::Hash { .. } => MsgKind::Hash,
+            Msg::Detach { .. } => MsgKind::Detach,
+            Msg::Orphaned { .. } => MsgKind::Orphaned,
         }
     }
 
@@ -178,7 +180,9 @@ impl Msg {
                 Msg::Start | Msg::Heartbeat => 0,
                 Msg::Progress { .. } => 8,
                 Msg::Abort { text } => str_len(text, MAX_STR),
-                Msg::DataHello { segments, .. } => 8 + 2 + 2 + segments.wire_len(),
+                Msg::DataHello { segments, .. } => 8 + 2 + 2 + segments.wire_len() + 8,
+                Msg::Detach { .. } => 2,
+                Msg::Orphaned { segments, .. } => 2 + segments.wire_len() + 8,
                 Msg::Hash { hash, signature } => hash.len() + 1 + signature.map_or(0, |s| s.len()),
             }
     }
@@ -225,11 +229,23 @@ impl Msg {
                 from,
                 to,
                 segments,
+                first,
             } => {
                 w.u64(*session)?;
                 w.u16(*from)?;
                 w.u16(*to)?;
                 write_set(&mut w, *segments)?;
+                w.u64(*first)?;
+            }
+            Msg::Detach { rank } => w.u16(*rank)?,
+            Msg::Orphaned {
+                from,
+                segments,
+                have,
+            } => {
+                w.u16(*from)?;
+                write_set(&mut w, *segments)?;
+                w.u64(*have)?;
             }
             Msg::Hash { hash, signature } => {
                 w.bytes(hash)?;
@@ -338,6 +354,13 @@ impl Msg {
                 from: r.u16()?,
                 to: r.u16()?,
                 segments: read_set(&mut r)?,
+                first: r.u64()?,
+            },
+            MsgKind::Detach => Msg::Detach { rank: r.u16()? },
+            MsgKind::Orphaned => Msg::Orphaned {
+                from: r.u16()?,
+                segments: read_set(&mut r)?,
+                have: r.u64()?,
             },
             MsgKind::Hash => Msg::Hash {
                 hash: r.array()?,

@@ -7,7 +7,7 @@
 //! ```text
 //! 0      2        3      4              8
 //! +------+--------+------+--------------+----------------+
-//! | "RO" | ver 3  | type | payload len  | payload ...    |
+//! | "RO" | ver 4  | type | payload len  | payload ...    |
 //! +------+--------+------+--------------+----------------+
 //! ```
 //!
@@ -40,8 +40,10 @@ pub const MAGIC: [u8; 2] = *b"RO";
 /// that a plain reader can tell "the peer has a group key" from garbage.
 pub const SEALED_MAGIC: [u8; 2] = *b"RS";
 /// Version this code speaks (2: the object's hash left `Assign` for its own
-/// `Hash` message, sent once the sender has it).
-pub const VERSION: u8 = 3;
+/// `Hash` message, sent once the sender has it; 3: segment sets in
+/// `DataHello`; 4: `DataHello` says where its stream starts, and `Detach`
+/// and `Orphaned` re-attach the children of a node that failed).
+pub const VERSION: u8 = 4;
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 8;
 /// Largest payload accepted (an assignment with many children fits).
@@ -122,6 +124,10 @@ wire_enum! {
         DataHello = 9,
         /// Sender → receiver: the object's hash.
         Hash = 10,
+        /// Sender → receiver: a node is out of the session; drop its edges.
+        Detach = 11,
+        /// Receiver → sender: an edge broke; where its stream stands.
+        Orphaned = 12,
     }
 }
 
@@ -483,6 +489,11 @@ pub enum Msg {
         /// apart two edges between the same two nodes (the pipeline's
         /// twins exchange one class per connection).
         segments: SegmentSet,
+        /// Position in the edge's set of the first segment the connection
+        /// carries: 0 for the edges of the assignment; a node re-attaching
+        /// an orphaned edge starts where the child's stream broke (the
+        /// child's [`Msg::Orphaned`] `have`).
+        first: u64,
     },
     /// Sender → receiver: the object's BLAKE3 hash. The sender hashes while
     /// the session forms and data flows, and sends it once, when it has it
@@ -495,6 +506,24 @@ pub enum Msg {
         /// the object's size and name; `None`: unsigned. On the wire: a
         /// flag byte (0 or 1), then the 64 bytes when 1.
         signature: Option<[u8; crate::SIGNATURE_LEN]>,
+    },
+    /// Sender → receiver: the node of `rank` failed and is out of the
+    /// session. Close every data edge from it that is not complete and
+    /// answer each with [`Msg::Orphaned`]; the sender re-attaches them.
+    Detach {
+        /// The failed node's rank.
+        rank: u16,
+    },
+    /// Receiver → sender: the data edge from `from` carrying `segments`
+    /// broke (or was detached) after `have` of its segments arrived whole;
+    /// the receiver waits to be re-attached from segment `have` of the set.
+    Orphaned {
+        /// The parent the edge came from.
+        from: u16,
+        /// The edge's segment set.
+        segments: SegmentSet,
+        /// Segments of the set that arrived whole, in set order.
+        have: u64,
     },
 }
 
@@ -549,6 +578,20 @@ pub fn sample_messages() -> Vec<Msg> {
             from: 0,
             to: 65535,
             segments: SegmentSet::Odd,
+            first: 0,
+        },
+        Msg::DataHello {
+            session: 9,
+            from: 0,
+            to: 2,
+            segments: SegmentSet::All,
+            first: u64::MAX,
+        },
+        Msg::Detach { rank: 65535 },
+        Msg::Orphaned {
+            from: 3,
+            segments: SegmentSet::Even,
+            have: 1234,
         },
         Msg::Hash {
             hash: [7; 32],

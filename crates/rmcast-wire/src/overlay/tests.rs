@@ -21,12 +21,42 @@ fn fixed_bytes_of_a_data_hello() {
         from: 2,
         to: 3,
         segments: SegmentSet::Even,
+        first: 0x0102,
     }
     .to_frame();
     assert_eq!(
         frame,
         [
-            b'R', b'O', 3, 9, 0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 3, 1
+            b'R', b'O', 4, 9, 0, 0, 0, 21, // header: DataHello, 21 bytes
+            0, 0, 0, 0, 0, 0, 0, 1, // session
+            0, 2, 0, 3, // from, to
+            1, // even segments
+            0, 0, 0, 0, 0, 0, 1, 2, // first
+        ]
+    );
+}
+
+#[test]
+fn fixed_bytes_of_a_detach_and_an_orphaned() {
+    assert_eq!(
+        Msg::Detach { rank: 0x0105 }.to_frame(),
+        [b'R', b'O', 4, 11, 0, 0, 0, 2, 1, 5]
+    );
+    let orphaned = Msg::Orphaned {
+        from: 7,
+        segments: SegmentSet::Residues {
+            modulus: 6,
+            residues: 0b110,
+        },
+        have: 9,
+    };
+    assert_eq!(
+        orphaned.to_frame(),
+        [
+            b'R', b'O', 4, 12, 0, 0, 0, 16, // header: Orphaned, 16 bytes
+            0, 7, // from
+            3, 6, 0, 0, 0, 6, // segments 1 and 2 of every 6
+            0, 0, 0, 0, 0, 0, 0, 9, // have
         ]
     );
 }
@@ -40,7 +70,7 @@ fn fixed_bytes_of_a_register_and_a_ready() {
     assert_eq!(
         register.to_frame(),
         [
-            b'R', b'O', 3, 1, 0, 0, 0, 11, // header: Register, 11 bytes
+            b'R', b'O', 4, 1, 0, 0, 0, 11, // header: Register, 11 bytes
             0, 2, b'a', b'b', // name
             4, 10, 0, 0, 1, 1, 2, // IPv4 10.0.0.1 port 258
         ]
@@ -51,7 +81,7 @@ fn fixed_bytes_of_a_register_and_a_ready() {
     };
     assert_eq!(
         ready.to_frame(),
-        [b'R', b'O', 3, 3, 0, 0, 0, 4, 5, 0, 1, b'x']
+        [b'R', b'O', 4, 3, 0, 0, 0, 4, 5, 0, 1, b'x']
     );
 }
 
@@ -87,7 +117,7 @@ fn fixed_bytes_of_an_assign() {
     }));
     #[rustfmt::skip]
     let expected: Vec<u8> = [
-        &[b'R', b'O', 3, 2, 0, 0, 0, 64][..],        // header: Assign, 64 bytes
+        &[b'R', b'O', 4, 2, 0, 0, 0, 64][..],        // header: Assign, 64 bytes
         &[1, 2, 3, 4, 5, 6, 7, 8],                    // session
         &[0, 2, 0, 3],                                // rank, receivers
         &[5, 0, 0, 0, 0],                             // shape bintree, fanout 0
@@ -117,10 +147,10 @@ fn bad_headers_are_refused() {
     let mut bad = good.clone();
     bad[2] = 1;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Version(1)));
-    let hash = MsgKind::Hash.to_u8();
+    let last = MsgKind::Orphaned.to_u8();
     let mut bad = good.clone();
-    bad[3] = hash + 1;
-    assert_eq!(Msg::decode(&bad), Err(DecodeError::Type(hash + 1)));
+    bad[3] = last + 1;
+    assert_eq!(Msg::decode(&bad), Err(DecodeError::Type(last + 1)));
     let mut bad = good.clone();
     bad[3] = 0;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Type(0)));
@@ -347,7 +377,7 @@ fn check_canonical(bytes: &[u8]) {
 fn arbitrary_bytes_decode_to_a_message_or_an_error() {
     let mut rng = Mix(0x5eed);
     let samples: Vec<Vec<u8>> = sample_messages().iter().map(Msg::to_frame).collect();
-    let types = usize::from(MsgKind::Hash.to_u8()) + 2;
+    let types = usize::from(MsgKind::Orphaned.to_u8()) + 2;
     for round in 0..200_000 {
         let bytes: Vec<u8> = if round % 2 == 0 {
             // Random garbage behind a plausible header.
@@ -462,14 +492,28 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
         Just(Msg::Heartbeat),
         (arb_status(), ".{0,30}").prop_map(|(status, text)| Msg::Complete { status, text }),
         ".{0,30}".prop_map(|text| Msg::Abort { text }),
-        (any::<u64>(), any::<u16>(), any::<u16>(), arb_set()).prop_map(
-            |(session, from, to, segments)| Msg::DataHello {
+        (
+            any::<u64>(),
+            any::<u16>(),
+            any::<u16>(),
+            arb_set(),
+            any::<u64>()
+        )
+            .prop_map(|(session, from, to, segments, first)| Msg::DataHello {
                 session,
                 from,
                 to,
-                segments
+                segments,
+                first,
+            }),
+        any::<u16>().prop_map(|rank| Msg::Detach { rank }),
+        (any::<u16>(), arb_set(), any::<u64>()).prop_map(|(from, segments, have)| {
+            Msg::Orphaned {
+                from,
+                segments,
+                have,
             }
-        ),
+        }),
         (any::<[u8; 32]>(), proptest::option::of(any::<[u8; 64]>()))
             .prop_map(|(hash, signature)| Msg::Hash { hash, signature }),
     ]

@@ -54,13 +54,25 @@
 //!
 //! # Failures
 //!
-//! The control connections carry heartbeats both ways. A receiver whose
-//! control connection closes before it completed, or that stays silent for
-//! the inactivity timeout, fails the transfer with a message naming it
-//! (rank, name, address); the sender tells everybody else to abort and they
-//! delete their partial files. Every blocking socket call wakes at least
-//! every 100 ms, data connections that move no byte for the inactivity
-//! timeout fail, and every wait has a bound, so a transfer never hangs.
+//! The control connections carry heartbeats both ways. Before data flows,
+//! a receiver whose control connection closes, that stays silent for the
+//! inactivity timeout, or that refuses the object fails the transfer with a
+//! message naming it (rank, name, address); the sender tells everybody else
+//! to abort and they delete their partial files.
+//!
+//! Once data flows the overlay heals itself: a receiver that dies, goes
+//! silent, stops taking data or fails its copy is cut out and named, and
+//! the children it fed are re-attached to the sender, which feeds each
+//! broken edge from the segment where it broke (`Detach`, `Orphaned`, a
+//! `DataHello` with `first`; `rmcast_proto::overlay` has the protocol). The
+//! others complete with verified copies; the send reports the failed one
+//! ("… died … (29 of 30 receivers verified)") and is not `ok`. A parent's
+//! data connection is never timed out by its child: silence is the
+//! sender's to judge, since it hears every node. Every blocking socket call
+//! wakes at least every 100 ms, a write that moves no byte for the
+//! inactivity timeout fails, a data phase in which no receiver stores a
+//! byte for the stall timeout ends, and every wait has a bound, so a
+//! transfer never hangs.
 //!
 //! The protocol itself (session, topology, routing, blame) is
 //! `rmcast_proto::overlay`'s sans-IO machines; this module is their TCP

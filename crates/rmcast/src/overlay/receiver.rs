@@ -104,6 +104,7 @@ pub fn recv_to_dir(
         tx,
         abort: AtomicBool::new(false),
         auth_failures: Mutex::new(Vec::new()),
+        parent_streams: Mutex::new(Vec::new()),
     };
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -190,6 +191,10 @@ struct Node<'a> {
     abort: AtomicBool,
     /// Data connections that failed authentication, for the failure report.
     auth_failures: Mutex<Vec<String>>,
+    /// Each parent edge's current connection, for `DataOp::Drop`: stored
+    /// under the machine's lock when the machine takes the connection, so
+    /// a drop it asks for later always finds it.
+    parent_streams: Mutex<Vec<Option<TcpStream>>>,
 }
 
 impl Node<'_> {
@@ -334,7 +339,9 @@ impl<'n, 'a> Driver<'n, 'a> {
                             }
                         });
                     }
-                    DataOp::Feed { child, segments } => {
+                    DataOp::Feed {
+                        child, segments, ..
+                    } => {
                         let ci = (a.children.iter())
                             .position(|c| c.rank == child && c.segments == segments);
                         if let (Some(ci), Some(Some(path))) = (ci, &self.path)
@@ -346,6 +353,14 @@ impl<'n, 'a> Driver<'n, 'a> {
                     DataOp::Verify { hash, signature } => {
                         if let Some(tx) = hash_tx.take() {
                             let _ = tx.send((hash, signature));
+                        }
+                    }
+                    DataOp::Drop { parent } => {
+                        // Its reader ends and reports the edge broken.
+                        let mut streams =
+                            (node.parent_streams.lock()).unwrap_or_else(|e| e.into_inner());
+                        if let Some(s) = streams.get_mut(parent).and_then(Option::take) {
+                            let _ = s.shutdown(std::net::Shutdown::Both);
                         }
                     }
                 }
@@ -555,8 +570,9 @@ fn accept_parents<'s, 'n: 's>(
         tracing::warn!("cannot poll the data listener: {e}");
         return;
     }
-    let mut connected = 0;
-    while connected < a.parents.len() && !node.abort.load(Ordering::Relaxed) {
+    // Until the session ends: the sender may re-attach an edge whose
+    // parent failed (a second connection for the same parent edge).
+    while !node.abort.load(Ordering::Relaxed) {
         let (mut stream, peer) = match listener.accept() {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -604,24 +620,44 @@ fn accept_parents<'s, 'n: 's>(
                 }
             }
         };
-        let pi = match io::read_msg(&mut stream, &mut frames, &node.abort, inactivity) {
-            Ok(hello) => node.lock().handle_parent_hello(node.clock.now(), &hello),
+        let taken = match io::read_msg(&mut stream, &mut frames, &node.abort, inactivity) {
+            Ok(hello) => {
+                let mut m = node.lock();
+                let r = m.handle_parent_hello(node.clock.now(), &hello);
+                if let Ok(pi) = r {
+                    let mut streams =
+                        (node.parent_streams.lock()).unwrap_or_else(|e| e.into_inner());
+                    streams.resize_with(a.parents.len(), || None);
+                    streams[pi] = stream.try_clone().ok();
+                }
+                let first = match hello {
+                    Msg::DataHello { first, .. } => first,
+                    _ => 0,
+                };
+                r.map(|pi| (pi, first))
+            }
             Err(e) => Err(e.to_string()),
         };
-        let pi = match pi {
-            Ok(pi) => pi,
+        let (pi, first) = match taken {
+            Ok(taken) => taken,
             Err(why) => {
                 tracing::warn!("dropping data connection from {peer}: {why}");
                 continue;
             }
         };
+        if first > 0 {
+            tracing::warn!(
+                "rank {}: re-attached to the sender in place of {}, from its segment {first}",
+                a.rank,
+                a.parents[pi]
+            );
+        }
         let opener = frames.into_opener();
-        connected += 1;
         let a = a.clone();
         let (disk_tx, children, pools) = (disk_tx.clone(), children.to_vec(), pools.clone());
         scope.spawn(move || {
             let (pool, s) = (&pools[pi], &mut stream);
-            let r = read_parent(node, &a, pi, s, opener, pool, &disk_tx, &children);
+            let r = read_parent(node, &a, (pi, first), s, opener, pool, &disk_tx, &children);
             let ev = match r {
                 Ok(()) => Ev::Poke,
                 Err(e) => Ev::ParentFailed(pi, e.to_string()),
@@ -635,14 +671,21 @@ fn node_keyed(node: &Node<'_>) -> bool {
     node.cfg.key.is_some()
 }
 
-/// Reads the segments a parent sends (keyed: each in a sealed frame,
-/// opened where it lies in its pool slot); the machine says which children
-/// each goes to, and every one goes to the disk writer.
+/// Reads the segments a parent edge carries, from its `first`-th on
+/// (keyed: each in a sealed frame, opened where it lies in its pool slot);
+/// the machine says which children each goes to, and every one goes to
+/// the disk writer.
+///
+/// A silent parent is not timed out here: the sender hears every node's
+/// heartbeat, cuts out one that goes silent and detaches its children
+/// (`DataOp::Drop` closes this connection). A reader that timed out by
+/// itself would also fire below a live parent that is only waiting for
+/// its own, and the sender would re-attach the whole subtree.
 #[allow(clippy::too_many_arguments)]
 fn read_parent(
     node: &Node<'_>,
     a: &Assignment,
-    pi: usize,
+    (pi, first): (usize, u64),
     stream: &mut TcpStream,
     mut opener: Option<Opener>,
     pool: &Pool,
@@ -651,23 +694,17 @@ fn read_parent(
 ) -> Result<(), XferError> {
     let set = a.parents[pi].segments;
     let segs = Segments::new(a.size, a.segment_size);
-    let store_and_forward = Forwarding::of(a.shape) == Forwarding::StoreAndForward;
-    let inactivity = node.lock().inactivity();
-    for i in 0..set.count(segs.count()) {
+    for i in first..set.count(segs.count()) {
         let index = set.nth(i);
         let len = segs.len(index);
         let slot = pool.acquire(&node.abort).ok_or(XferError::Aborted)?;
-        // A store-and-forward parent starts only once it holds everything:
-        // the wait for the first byte is bounded by the sender's liveness
-        // checks, not by this connection.
-        let stall = (!(store_and_forward && i == 0)).then_some(inactivity);
         let (frame, at) = match opener {
             Some(_) => (len + FRAME_OVERHEAD, FRAME_HEADER_LEN),
             None => (len, 0),
         };
         let r = {
             let mut buf = pool.fill(slot);
-            io::read_exact(stream, &mut buf[..frame], &node.abort, stall).and_then(|()| {
+            io::read_exact(stream, &mut buf[..frame], &node.abort, None).and_then(|()| {
                 let Some(op) = opener.as_mut() else {
                     return Ok(());
                 };

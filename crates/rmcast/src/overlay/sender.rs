@@ -169,8 +169,8 @@ enum Ev {
     AuthFailed(SocketAddr, String),
     /// A control message, or why the connection ended.
     Ctl(u64, Result<Msg, String>),
-    /// A data edge to `rank` finished, or why it failed.
-    Edge(u16, Result<(), String>),
+    /// A data edge to `rank` carrying a set finished, or why it failed.
+    Edge(u16, SegmentSet, Result<(), String>),
     /// The object's hash is ready.
     Hashed(Hashed),
 }
@@ -231,9 +231,10 @@ fn run(
     let (tx, rx) = mpsc::channel::<Ev>();
     let sign = cfg.signing_key.as_deref().map(|k| (k, name, size));
     let mut conns: HashMap<u64, (TcpStream, Option<Box<Sealer>>)> = HashMap::new();
-    // Per child: where to tell its edge thread to start feeding.
-    // By child and set: the pipeline sends two classes to some children.
-    let mut feeds: HashMap<(u16, SegmentSet), mpsc::Sender<SegmentSet>> = HashMap::new();
+    // Per child: where to tell its edge thread to start feeding, and from
+    // which segment of the set. By child and set: the pipeline sends two
+    // classes to some children.
+    let mut feeds: HashMap<(u16, SegmentSet), mpsc::Sender<(SegmentSet, u64)>> = HashMap::new();
 
     std::thread::scope(|scope| {
         {
@@ -304,18 +305,25 @@ fn run(
                         scope.spawn(move || {
                             let r = connect_child(addr, &hello, cfg.inactivity, abort, key)
                                 .and_then(|(mut st, sealer)| {
-                                    let set = wait_feed(&frx, abort)?;
-                                    feed(&mut st, sealer, data, set, cfg, abort, sent)
+                                    let (set, first) = wait_feed(&frx, abort)?;
+                                    feed(&mut st, sealer, data, (set, first), cfg, abort, sent)
                                 });
-                            let _ = tx.send(Ev::Edge(child, r.map_err(|e| e.to_string())));
+                            let r = r.map_err(|e| e.to_string());
+                            let _ = tx.send(Ev::Edge(child, segments, r));
                         });
                     }
-                    DataOp::Feed { child, segments } => {
+                    DataOp::Feed {
+                        child,
+                        segments,
+                        first,
+                    } => {
                         if let Some(f) = feeds.get(&(child, segments)) {
-                            let _ = f.send(segments);
+                            let _ = f.send((segments, first));
                         }
                     }
-                    DataOp::Verify { .. } => unreachable!("the sender verifies nothing"),
+                    DataOp::Verify { .. } | DataOp::Drop { .. } => {
+                        unreachable!("the sender verifies nothing and has no parents")
+                    }
                 }
             }
             while let Some(ev) = m.poll_event() {
@@ -328,6 +336,15 @@ fn run(
                     }
                     SenderEvent::Started => tracing::debug!("everyone ready; data flows"),
                     SenderEvent::MemberFailed(text) => tracing::warn!("{text}"),
+                    SenderEvent::Reattached {
+                        rank,
+                        segments,
+                        from,
+                        have,
+                    } => tracing::warn!(
+                        "re-attaching rank {rank} to the sender in place of rank {from}: \
+                         {segments:?} from its segment {have} on"
+                    ),
                     SenderEvent::Finished => finished = true,
                 }
             }
@@ -476,11 +493,11 @@ fn on_event(
             }
             m.handle_closed(now, conn, &why, malformed);
         }
-        Ev::Edge(rank, r) => {
+        Ev::Edge(rank, set, r) => {
             if r.is_ok() {
                 tracing::debug!("data edge to rank {rank} done");
             }
-            m.handle_child_done(now, rank, r);
+            m.handle_child_done(now, rank, set, r);
         }
         Ev::Hashed(h) => {
             tracing::debug!("hashed the object in {:.1} ms", h.took.as_secs_f64() * 1e3);
@@ -584,7 +601,10 @@ fn accept_loop<'scope>(
 }
 
 /// Waits until the machine says to feed this edge.
-fn wait_feed(rx: &mpsc::Receiver<SegmentSet>, abort: &AtomicBool) -> Result<SegmentSet, XferError> {
+fn wait_feed(
+    rx: &mpsc::Receiver<(SegmentSet, u64)>,
+    abort: &AtomicBool,
+) -> Result<(SegmentSet, u64), XferError> {
     loop {
         match rx.recv_timeout(TICK) {
             Ok(set) => return Ok(set),
@@ -620,13 +640,13 @@ pub(super) fn connect_child(
     Ok((s, Some(ch.sealer)))
 }
 
-/// Writes the segments of `set` from `data` to a child, paced if asked;
-/// keyed, each sealed in a frame of its own.
+/// Writes the segments of `set` from its `first`-th on from `data` to a
+/// child, paced if asked; keyed, each sealed in a frame of its own.
 fn feed(
     stream: &mut TcpStream,
     sealer: Option<Sealer>,
     data: &[u8],
-    set: SegmentSet,
+    (set, first): (SegmentSet, u64),
     cfg: &OverlaySendConfig,
     abort: &AtomicBool,
     sent: &AtomicU64,
@@ -655,13 +675,14 @@ fn feed(
     if set == SegmentSet::All && cfg.pace_bytes_per_s.is_none() && !out.sealed() {
         // Contiguous: hand the kernel big pieces, whole segments each.
         let chunk = seg * (WRITE_CHUNK / seg).max(1);
-        for piece in data.chunks(chunk) {
+        let from = (first as usize).saturating_mul(seg).min(data.len());
+        for piece in data[from..].chunks(chunk) {
             io::write_all(stream, piece, abort, cfg.inactivity)?;
             sent.fetch_add(piece.len().div_ceil(seg) as u64, Ordering::Relaxed);
         }
         return Ok(());
     }
-    for i in 0..set.count(total) {
+    for i in first..set.count(total) {
         let k = set.nth(i) as usize;
         let bytes = &data[k * seg..((k + 1) * seg).min(data.len())];
         out.segment(stream, bytes, abort, cfg.inactivity)?;
