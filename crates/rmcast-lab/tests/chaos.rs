@@ -140,6 +140,26 @@ fn netns_chaos_a_disk_that_fills_mid_transfer_is_named() {
 }
 
 #[test]
+fn netns_chaos_a_killed_interior_node_of_a_chain_is_cut_out_and_the_rest_complete() {
+    scenario("kill-overlay-chain");
+}
+
+#[test]
+fn netns_chaos_a_killed_interior_node_of_a_bintree_is_cut_out_and_the_rest_complete() {
+    scenario("kill-overlay-bintree");
+}
+
+#[test]
+fn netns_chaos_a_killed_interior_node_of_a_pipeline_is_cut_out_and_the_rest_complete() {
+    scenario("kill-overlay-pipeline");
+}
+
+#[test]
+fn netns_chaos_a_stopped_interior_node_of_a_chain_is_cut_out_and_the_rest_complete() {
+    scenario("stop-overlay-chain");
+}
+
+#[test]
 fn every_chaos_scenario_has_a_test() {
     let src = include_str!("chaos.rs");
     for (name, _) in chaos::SCENARIOS {

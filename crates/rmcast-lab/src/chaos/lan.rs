@@ -168,6 +168,61 @@ impl Lan {
         self.spawn(0, format!("h0 send {m}"), args)
     }
 
+    /// The TCP overlay's control address: h0's, port 7701.
+    pub fn overlay_control(&self) -> String {
+        format!("{}:7701", self.tb.hosts()[0].addr)
+    }
+
+    /// `rmcast recv` on host `i` (named `hI`, into `out_dir(i)`) of a TCP
+    /// overlay: it registers at [`Lan::overlay_control`] and takes data on
+    /// any port of its address.
+    pub fn recv_overlay(&mut self, i: usize) -> Result<P> {
+        let addr = self.tb.hosts()[i].addr.to_string();
+        let args: Vec<String> = [
+            "recv",
+            "--sender",
+            &self.overlay_control(),
+            "--listen",
+            &format!("{addr}:0"),
+            "--out",
+            &self.out_dir(i).display().to_string(),
+            "--name",
+            &format!("h{i}"),
+            "--timeout",
+            "20s",
+            "--json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let n = self.procs.procs.len();
+        self.spawn(i, format!("h{i} recv {n}"), args)
+    }
+
+    /// `rmcast send` of object 0 on h0 over the TCP overlay `protocol`
+    /// (`tcp-chain`, ...) to `n` receivers, plus `extra`. Overlays pace
+    /// themselves: no `--rate`; the LAN's tbf sets the rate.
+    pub fn send_overlay(&mut self, protocol: &str, n: usize, extra: &[&str]) -> Result<P> {
+        let object = self.object(0)?.display().to_string();
+        let mut args: Vec<String> = [
+            "send",
+            &object,
+            "--protocol",
+            protocol,
+            "--control",
+            &self.overlay_control(),
+            "--receivers",
+            &n.to_string(),
+            "--json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let m = self.procs.procs.len();
+        self.spawn(0, format!("h0 send {m}"), args)
+    }
+
     /// The process behind `p`.
     pub fn proc(&mut self, p: P) -> &mut Proc {
         &mut self.procs.procs[p.0]

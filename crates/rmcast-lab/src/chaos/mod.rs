@@ -7,13 +7,15 @@
 //!
 //! `lan.rs` is the harness (the lab's testbed and process code, plus the
 //! faults); one file per family: `process.rs` (signals), `link.rs` (link
-//! down, loss), `group.rs` (late joiner, colliding sessions), `disk.rs`.
+//! down, loss), `group.rs` (late joiner, colliding sessions), `disk.rs`,
+//! `overlay.rs` (an interior node of a TCP overlay killed: self-healing).
 //! Root only; `tests/chaos.rs` runs them with `RMCAST_LAB_NETNS=1`.
 
 mod disk;
 mod group;
 mod lan;
 mod link;
+mod overlay;
 mod process;
 
 pub use lan::{GROUP, Lan, P, Setup, processes_mentioning};
@@ -49,7 +51,7 @@ pub struct Ctx<'a> {
 pub type Scenario = fn(&Ctx) -> Result<(String, Option<Duration>)>;
 
 /// Every scenario, by name, in the order of the issue.
-pub const SCENARIOS: [(&str, Scenario); 12] = [
+pub const SCENARIOS: [(&str, Scenario); 16] = [
     ("kill-receiver", process::kill_receiver),
     ("stop-receiver", process::stop_receiver),
     ("kill-sender", process::kill_sender),
@@ -62,6 +64,10 @@ pub const SCENARIOS: [(&str, Scenario); 12] = [
     ("colliding-sessions-stuck", group::colliding_sessions_stuck),
     ("full-disk", disk::full_disk),
     ("disk-fills", disk::disk_fills),
+    ("kill-overlay-chain", overlay::kill_chain),
+    ("kill-overlay-bintree", overlay::kill_bintree),
+    ("kill-overlay-pipeline", overlay::kill_pipeline),
+    ("stop-overlay-chain", overlay::stop_chain),
 ];
 
 /// The common LAN: 3 receivers, 4 MB, 20 Mbit/s (a transfer lasts ~1.7 s,
