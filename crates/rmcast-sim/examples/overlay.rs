@@ -173,15 +173,7 @@ fn main() {
         .expect("the overlay has an interior receiver");
     let host = clean.host_of_rank[usize::from(rank)];
     let at = clean.started.unwrap_or_default() + clean.data_time.mul_f64(fraction);
-    let fault = if kill_stop {
-        OverlayFault::Pause {
-            host,
-            at,
-            duration: None,
-        }
-    } else {
-        OverlayFault::Crash { host, at }
-    };
+    let fault = OverlayFault::lasting(host, at, kill_stop);
     let faulted = run(&OverlayScenario {
         faults: vec![fault],
         ..s.clone()

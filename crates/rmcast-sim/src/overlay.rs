@@ -178,6 +178,21 @@ pub enum OverlayFault {
 }
 
 impl OverlayFault {
+    /// A lasting fault of `host` at `at`: a stop for good (SIGSTOP without
+    /// SIGCONT) when `stop`, else a crash (SIGKILL).
+    #[must_use]
+    pub fn lasting(host: u16, at: Duration, stop: bool) -> Self {
+        if stop {
+            Self::Pause {
+                host,
+                at,
+                duration: None,
+            }
+        } else {
+            Self::Crash { host, at }
+        }
+    }
+
     /// The host it happens to.
     #[must_use]
     pub fn host(&self) -> u16 {

@@ -205,15 +205,7 @@ fn kill_an_interior_node(shape: OverlayShape, fraction: f64, stop: bool) {
         .expect("an interior receiver");
     let host = clean.host_of_rank[usize::from(rank)];
     let at = clean.started.expect("started") + clean.data_time.mul_f64(fraction);
-    let fault = if stop {
-        OverlayFault::Pause {
-            host,
-            at,
-            duration: None,
-        }
-    } else {
-        OverlayFault::Crash { host, at }
-    };
+    let fault = OverlayFault::lasting(host, at, stop);
     let s = OverlayScenario {
         faults: vec![fault],
         ..base.clone()

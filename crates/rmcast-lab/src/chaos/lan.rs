@@ -119,26 +119,28 @@ impl Lan {
 
     /// `rmcast recv` on host `i` (named `hI`, into `out_dir(i)`), plus `extra`.
     pub fn recv(&mut self, i: usize, extra: &[&str]) -> Result<P> {
-        let mut args: Vec<String> = [
-            "recv",
-            "--group",
-            GROUP,
-            "--iface",
-            &self.tb.hosts()[i].addr.to_string(),
-            "--out",
-            &self.out_dir(i).display().to_string(),
-            "--name",
-            &format!("h{i}"),
-            "--timeout",
-            "20s",
-            "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
+        let addr = self.tb.hosts()[i].addr.to_string();
+        self.spawn_recv(i, &["--group", GROUP, "--iface", &addr], extra)
+    }
+
+    /// `rmcast recv` on host `i` with `args`, named `hI`, into
+    /// `out_dir(i)`, 20 s timeout, `--json`, then `extra` (last, so that
+    /// it may repeat a flag to override it).
+    fn spawn_recv(&mut self, i: usize, args: &[&str], extra: &[&str]) -> Result<P> {
+        let mut all: Vec<String> = vec!["recv".to_string()];
+        all.extend(args.iter().map(|s| s.to_string()));
+        all.extend([
+            "--out".to_string(),
+            self.out_dir(i).display().to_string(),
+            "--name".to_string(),
+            format!("h{i}"),
+            "--timeout".to_string(),
+            "20s".to_string(),
+            "--json".to_string(),
+        ]);
+        all.extend(extra.iter().map(|s| s.to_string()));
         let n = self.procs.procs.len();
-        self.spawn(i, format!("h{i} recv {n}"), args)
+        self.spawn(i, format!("h{i} recv {n}"), all)
     }
 
     /// `rmcast send` of object `k` on h0: nak-poll, paced at the link rate,
@@ -177,26 +179,9 @@ impl Lan {
     /// overlay: it registers at [`Lan::overlay_control`] and takes data on
     /// any port of its address.
     pub fn recv_overlay(&mut self, i: usize) -> Result<P> {
-        let addr = self.tb.hosts()[i].addr.to_string();
-        let args: Vec<String> = [
-            "recv",
-            "--sender",
-            &self.overlay_control(),
-            "--listen",
-            &format!("{addr}:0"),
-            "--out",
-            &self.out_dir(i).display().to_string(),
-            "--name",
-            &format!("h{i}"),
-            "--timeout",
-            "20s",
-            "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let n = self.procs.procs.len();
-        self.spawn(i, format!("h{i} recv {n}"), args)
+        let control = self.overlay_control();
+        let listen = format!("{}:0", self.tb.hosts()[i].addr);
+        self.spawn_recv(i, &["--sender", &control, "--listen", &listen], &[])
     }
 
     /// `rmcast send` of object 0 on h0 over the TCP overlay `protocol`
