@@ -147,27 +147,36 @@ impl Lan {
     /// `--receivers n`, plus `extra` (which may repeat a flag to override it).
     pub fn send(&mut self, k: usize, n: usize, extra: &[&str]) -> Result<P> {
         let object = self.object(k)?.display().to_string();
-        let mut args: Vec<String> = [
-            "send",
+        let iface = self.tb.hosts()[0].addr.to_string();
+        let (n, rate) = (n.to_string(), self.setup.rate_bits_per_s.to_string());
+        let args = [
             &object,
             "--group",
             GROUP,
             "--iface",
-            &self.tb.hosts()[0].addr.to_string(),
+            &iface,
             "--receivers",
-            &n.to_string(),
+            &n,
             "--protocol",
             "nak-poll",
             "--rate",
-            &self.setup.rate_bits_per_s.to_string(),
-            "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
+            &rate,
+        ];
+        self.spawn_send(&args, extra)
+    }
+
+    /// `rmcast send` on h0 with `args`, `--json`, then `extra` (last, so
+    /// that it may repeat a flag to override it).
+    fn spawn_send(&mut self, args: &[&str], extra: &[&str]) -> Result<P> {
+        let all: Vec<String> = ["send"]
+            .iter()
+            .chain(args)
+            .chain(&["--json"])
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect();
         let m = self.procs.procs.len();
-        self.spawn(0, format!("h0 send {m}"), args)
+        self.spawn(0, format!("h0 send {m}"), all)
     }
 
     /// The TCP overlay's control address: h0's, port 7701.
@@ -189,23 +198,17 @@ impl Lan {
     /// themselves: no `--rate`; the LAN's tbf sets the rate.
     pub fn send_overlay(&mut self, protocol: &str, n: usize, extra: &[&str]) -> Result<P> {
         let object = self.object(0)?.display().to_string();
-        let mut args: Vec<String> = [
-            "send",
+        let (control, n) = (self.overlay_control(), n.to_string());
+        let args = [
             &object,
             "--protocol",
             protocol,
             "--control",
-            &self.overlay_control(),
+            &control,
             "--receivers",
-            &n.to_string(),
-            "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let m = self.procs.procs.len();
-        self.spawn(0, format!("h0 send {m}"), args)
+            &n,
+        ];
+        self.spawn_send(&args, extra)
     }
 
     /// The process behind `p`.
