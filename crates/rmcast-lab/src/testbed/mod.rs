@@ -335,17 +335,26 @@ pub struct Local {
 
 /// A testbed's group key: fresh per testbed, in a temporary file (mode
 /// 0600) removed with the testbed, so the lab's one-liners need no key.
+///
+/// The file's name carries the owner's PID (`rmcast-lab-PID-XXXXXX.key`):
+/// a runner killed by SIGKILL never drops its testbed, so each new key
+/// first removes the key files of owners that are gone.
 pub struct LabKey {
     file: tempfile::TempPath,
 }
 
+/// The prefix of every lab key file in the temporary directory.
+const KEY_PREFIX: &str = "rmcast-lab-";
+
 impl LabKey {
     /// A fresh key in a new temporary file.
     pub fn new() -> Result<Self> {
+        let dir = std::env::temp_dir();
+        remove_orphaned_keys(&dir);
         let mut f = tempfile::Builder::new()
-            .prefix("rmcast-lab-")
+            .prefix(&format!("{KEY_PREFIX}{}-", std::process::id()))
             .suffix(".key")
-            .tempfile()?;
+            .tempfile_in(&dir)?;
         std::io::Write::write_all(&mut f, rmcast::generate_key().to_file().as_bytes())?;
         Ok(Self {
             file: f.into_temp_path(),
@@ -355,6 +364,32 @@ impl LabKey {
     /// The key file.
     pub fn path(&self) -> &Path {
         &self.file
+    }
+}
+
+/// The owner's PID in a lab key file's name, if it is one.
+fn key_owner(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix(KEY_PREFIX)?.strip_suffix(".key")?;
+    let (pid, _) = rest.split_once('-')?;
+    pid.parse().ok().filter(|&p| p > 0)
+}
+
+/// Removes the lab key files in `dir` whose owner no longer runs. Files
+/// of a live owner, and names of another form, are left alone.
+fn remove_orphaned_keys(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = key_owner(&e.file_name().to_string_lossy()) else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks that the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
@@ -392,5 +427,50 @@ impl Local {
             .collect();
         l.segments = Some(segments);
         l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_files_name_their_owner() {
+        assert_eq!(key_owner("rmcast-lab-4242-aB3xYz.key"), Some(4242));
+        assert_eq!(key_owner("rmcast-lab-aB3xYz.key"), None, "the old form");
+        assert_eq!(key_owner("rmcast-lab-4242-aB3xYz.json"), None);
+        assert_eq!(key_owner("rmcast-lab-0-x.key"), None);
+        assert_eq!(key_owner("other-4242-x.key"), None);
+    }
+
+    #[test]
+    fn a_dead_owners_key_is_removed_and_the_others_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // A PID that ran and is gone: a child we started and reaped.
+        let mut child = Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let files = [
+            format!("{KEY_PREFIX}{dead}-dead.key"),
+            format!("{KEY_PREFIX}{}-mine.key", std::process::id()),
+            format!("{KEY_PREFIX}old-form.key"),
+            "unrelated.key".to_string(),
+        ];
+        for f in &files {
+            std::fs::write(dir.path().join(f), "k").unwrap();
+        }
+        remove_orphaned_keys(dir.path());
+        let left: Vec<bool> = files.iter().map(|f| dir.path().join(f).exists()).collect();
+        assert_eq!(left, [false, true, true, true], "{files:?}");
+    }
+
+    #[test]
+    fn a_lab_key_names_this_process_and_goes_with_it() {
+        let key = LabKey::new().unwrap();
+        let path = key.path().to_path_buf();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(key_owner(&name), Some(std::process::id() as i32));
+        drop(key);
+        assert!(!path.exists());
     }
 }
