@@ -8,7 +8,8 @@ use super::frame::FrameReader;
 use rmcast_proto::security::Sealer;
 use rmcast_wire::overlay::{DecodeError, Msg};
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -196,6 +197,40 @@ pub(crate) fn sleep_unless(abort: &AtomicBool, d: Duration) -> bool {
         }
         std::thread::sleep((end - now).min(TICK));
     }
+}
+
+/// How long [`accept_unless`] waits for a connection before it looks at
+/// the abort flag again.
+const ACCEPT_TICK: Duration = Duration::from_millis(20);
+
+/// Accepts the next connection on the non-blocking `listener` as soon as
+/// it arrives (the thread sleeps in `poll(2)`, not in steps), or `None`
+/// once `abort` is raised.
+pub(crate) fn accept_unless(
+    listener: &TcpListener,
+    abort: &AtomicBool,
+) -> Option<io::Result<(TcpStream, SocketAddr)>> {
+    let mut fd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    while !abort.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return Some(r),
+        }
+        // SAFETY: `fd` is one valid pollfd that outlives the call, and the
+        // listener's descriptor stays open while it is borrowed.
+        let r = unsafe { libc::poll(&mut fd, 1, ACCEPT_TICK.as_millis() as libc::c_int) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Some(Err(e));
+            }
+        }
+    }
+    None
 }
 
 /// How [`control_reader`] starts the reason when the peer sent garbage

@@ -572,13 +572,9 @@ fn accept_parents<'s, 'n: 's>(
     }
     // Until the session ends: the sender may re-attach an edge whose
     // parent failed (a second connection for the same parent edge).
-    while !node.abort.load(Ordering::Relaxed) {
-        let (mut stream, peer) = match listener.accept() {
+    while let Some(accepted) = io::accept_unless(&listener, &node.abort) {
+        let (mut stream, peer) = match accepted {
             Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
-            }
             Err(e) => {
                 tracing::warn!("cannot accept a data connection: {e}");
                 std::thread::sleep(Duration::from_millis(50));

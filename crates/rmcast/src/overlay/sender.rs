@@ -530,8 +530,8 @@ fn accept_loop<'scope>(
 ) {
     let mut next_conn = 0u64;
     let busy = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
+    while let Some(accepted) = io::accept_unless(listener, stop) {
+        match accepted {
             Ok((mut stream, peer)) => {
                 let setup = stream
                     .set_nonblocking(false)
@@ -588,9 +588,6 @@ fn accept_loop<'scope>(
                         rtx.send(Ev::Ctl(conn, m)).is_ok()
                     });
                 });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(10));
             }
             Err(e) => {
                 tracing::warn!("cannot accept a control connection: {e}");
