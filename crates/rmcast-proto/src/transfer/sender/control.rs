@@ -11,6 +11,20 @@ use super::{Phase, Sender};
 use crate::transfer::emit;
 use crate::{Dest, Instant, PayloadSource, Transmit, truncate_utf8};
 use rmcast_wire::{Body, Bye, Close, Header, Hello, Kind, Offer, POLL_NONE};
+use std::time::Duration;
+
+/// The gap after the first Hello: the next ones double it up to the
+/// configured interval (10, 20, 40, 80 ms, then every 100 ms by default),
+/// so a receiver that starts listening just after the first one (a
+/// launcher starting every rank at once, `demo`) joins within a few
+/// milliseconds instead of waiting a whole interval, at the cost of three
+/// more small multicasts per session.
+const HELLO_FIRST: Duration = Duration::from_millis(10);
+
+/// The gap after Hello number `sent` (0: the first).
+fn hello_spacing(sent: u32, interval: Duration) -> Duration {
+    HELLO_FIRST.saturating_mul(1 << sent.min(16)).min(interval)
+}
 
 impl Sender {
     pub(super) fn multicast_control(
@@ -21,8 +35,9 @@ impl Sender {
     ) -> Option<Transmit> {
         let body = match self.phase {
             Phase::Joining => {
-                self.timers
-                    .set(Timer::Control, Some(now + self.config.hello_interval));
+                let next = hello_spacing(self.hellos_sent, self.config.hello_interval);
+                self.hellos_sent = self.hellos_sent.saturating_add(1);
+                self.timers.set(Timer::Control, Some(now + next));
                 Body::Hello(Hello {
                     receivers_wanted: self.config.receivers,
                     protocol: self.config.protocol,
@@ -182,5 +197,54 @@ impl Sender {
         let t = self.repeat_data(header, index, source, buf)?;
         self.stats.keepalives += 1;
         Some(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MAX_DATAGRAM, ObjectInfo, SenderConfig, Seq, SessionId};
+
+    #[test]
+    fn hellos_start_fast_and_settle_at_the_interval() {
+        let interval = Duration::from_millis(100);
+        let gaps: Vec<u64> = (0..7)
+            .map(|k| hello_spacing(k, interval).as_millis() as u64)
+            .collect();
+        assert_eq!(gaps, [10, 20, 40, 80, 100, 100, 100]);
+        // A shorter interval caps the first gaps too; huge counts do not overflow.
+        assert_eq!(hello_spacing(0, Duration::from_millis(4)).as_millis(), 4);
+        assert_eq!(hello_spacing(u32::MAX, interval), interval);
+    }
+
+    /// The Hellos a sender that nobody joins multicasts in its first 0.5 s.
+    #[test]
+    fn a_waiting_sender_announces_at_0_10_30_70_150_250_ms() {
+        let object = ObjectInfo {
+            size: 1000,
+            name: "obj.bin".into(),
+            hash: None,
+        };
+        let config = SenderConfig {
+            receivers: 2,
+            ..SenderConfig::default()
+        };
+        let mut s = Sender::new(config, SessionId(9), Seq(1), object, Instant::ZERO).unwrap();
+        let data = [0u8; 1000];
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut now = Instant::ZERO;
+        let mut hellos = Vec::new();
+        while now < Instant::ZERO + Duration::from_millis(500) {
+            while let Some(t) = s.poll_transmit(now, &data[..], &mut buf) {
+                if t.kind == Kind::Hello {
+                    hellos.push(now.saturating_since(Instant::ZERO).as_millis() as u64);
+                }
+            }
+            let next = s.poll_timeout().expect("a waiting sender has a timer");
+            assert!(next > now, "the timer moves on");
+            now = next;
+            s.handle_timeout(now);
+        }
+        assert_eq!(hellos, [0, 10, 30, 70, 150, 250, 350, 450]);
     }
 }

@@ -142,6 +142,8 @@ pub struct Sender {
     /// The backed-off timeout of what the phase repeats (the Offer, the
     /// window's base, the keepalive, the Close).
     rto: Duration,
+    /// Hellos announced so far (the first few go faster: [`HELLO_FIRST`]).
+    hellos_sent: u32,
     members: Membership,
     window: Window,
     pacing: Pacing,
@@ -205,6 +207,7 @@ impl Sender {
             members: Membership::new(config.receivers),
             timers,
             rto: config.rto,
+            hellos_sent: 0,
             policy: SenderPolicy::new(policy),
             short: None,
             session,
