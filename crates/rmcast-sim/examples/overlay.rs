@@ -2,7 +2,7 @@
 //! `cargo run --release -p rmcast-sim --example overlay -- --protocol bintree --nodes 1000 --size 64MiB --rate 1gbit`
 //!
 //! Flags: `--protocol direct|tree|binomial|chain|bintree|pipeline` (or `tcp-*`),
-//! `--fanout F` (tree), `--nodes N`, `--size BYTES` (k/M/G, KiB/MiB/GiB),
+//! `--fanout F` (tree), `--nodes N`, `--size BYTES` (k/M/G or kB/MB/GB, KiB/MiB/GiB),
 //! `--rate RATE` (bit/s: 100mbit, 1gbit, 10gbit), `--segment BYTES`,
 //! `--window BYTES` (per connection), `--latency-us US`, `--seed S`,
 //! `--inactivity-ms MS` (the machines' inactivity timeout).
@@ -28,13 +28,16 @@ const HELP: &str = "usage: overlay [--protocol direct|tree|binomial|chain|bintre
 
 fn number(s: &str) -> u64 {
     let lower = s.to_ascii_lowercase();
-    let units: [(&str, u64); 10] = [
+    let units: [(&str, u64); 13] = [
         ("kib", 1 << 10),
         ("mib", 1 << 20),
         ("gib", 1 << 30),
         ("gbit", 1_000_000_000),
         ("mbit", 1_000_000),
         ("kbit", 1_000),
+        ("kb", 1_000),
+        ("mb", 1_000_000),
+        ("gb", 1_000_000_000),
         ("k", 1_000),
         ("m", 1_000_000),
         ("g", 1_000_000_000),

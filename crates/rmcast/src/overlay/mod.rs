@@ -242,6 +242,16 @@ fn pool_slots(segment_size: u32) -> usize {
     (POOL_BYTES_PER_STREAM / segment_size as usize).clamp(4, 1024)
 }
 
+/// Buffers in the pool of a parent edge that carries `carried` segments:
+/// never more than it carries. A small object fed by many parents (a
+/// pipeline node has up to 4 log2 N) would otherwise zero megabytes of
+/// buffers per parent for nothing: 1 MB to 30 receivers over
+/// `tcp-pipeline` spent 0.67 s of system time in it, on loopback.
+fn edge_pool_slots(segment_size: u32, carried: u64) -> usize {
+    let carried = usize::try_from(carried.max(1)).unwrap_or(usize::MAX);
+    pool_slots(segment_size).min(carried)
+}
+
 /// Bytes one pool slot holds: a segment, or a sealed frame of one (opened
 /// where it lies).
 fn slot_len(segment_size: u32, sealed: bool) -> usize {
@@ -254,3 +264,21 @@ fn slot_len(segment_size: u32, sealed: bool) -> usize {
 }
 
 use crate::net::io_err;
+
+#[cfg(test)]
+mod pool_tests {
+    use super::*;
+
+    #[test]
+    fn an_edge_pool_holds_at_most_what_the_edge_carries() {
+        // 8 KiB segments: 2 MiB is 256 slots.
+        assert_eq!(edge_pool_slots(8192, 1_000_000), 256);
+        assert_eq!(edge_pool_slots(8192, 256), 256);
+        assert_eq!(edge_pool_slots(8192, 15), 15);
+        // An edge that carries nothing (a class beyond a tiny object)
+        // still gets one slot; huge segments keep the floor of 4.
+        assert_eq!(edge_pool_slots(8192, 0), 1);
+        assert_eq!(edge_pool_slots(4 << 20, 100), 4);
+        assert_eq!(edge_pool_slots(4 << 20, 2), 2);
+    }
+}

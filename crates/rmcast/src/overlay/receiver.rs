@@ -15,7 +15,7 @@ use super::frame::FrameReader;
 use super::io::{self, Clock, Pool, Seg, TICK, XferError};
 use super::secure::{self, SegmentOut};
 use super::sender::connect_child;
-use super::{OverlayRecvConfig, io_err, pool_slots, slot_len};
+use super::{OverlayRecvConfig, edge_pool_slots, io_err, pool_slots, slot_len};
 use crate::storage::{Placement, Sink, Target, prepare};
 use crate::{Error, Progress, ReceiverStats, RecvReport, SessionId, Status};
 use rmcast_proto::overlay::{
@@ -497,12 +497,17 @@ impl<'n, 'a> Driver<'n, 'a> {
         hash_rx: mpsc::Receiver<Expected>,
     ) {
         self.started = Some(Instant::now());
-        let slots = pool_slots(a.segment_size);
+        let total = Segments::new(a.size, a.segment_size).count();
+        let slot_bytes = slot_len(a.segment_size, node_keyed(self.node));
         self.pools = Arc::new(
             (a.parents.iter())
-                .map(|_| Pool::new(slots, slot_len(a.segment_size, node_keyed(self.node))))
+                .map(|p| {
+                    let slots = edge_pool_slots(a.segment_size, p.segments.count(total));
+                    Pool::new(slots, slot_bytes)
+                })
                 .collect(),
         );
+        let slots = pool_slots(a.segment_size);
         let node = self.node;
         let (disk_tx, disk_rx) = mpsc::sync_channel::<Seg>(slots * self.pools.len().max(1));
         let sink = self.sink.take().expect("prepared before the start");
