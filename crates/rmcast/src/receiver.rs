@@ -20,7 +20,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// How long a finished receiver keeps answering (a repeated Offer or Close)
-/// so that its last words reach the sender.
+/// so that its last words reach the sender; not at all once the sender
+/// said Bye.
 const LINGER: Duration = Duration::from_millis(200);
 
 /// Receives the next object announced on `cfg.group` into `cfg.out_dir`.
@@ -1114,7 +1115,13 @@ fn run_sessions(
         let over = serve.is_none() || stopping;
         if over && d.drivers.iter().all(|d| d.end.is_some() || d.reported) && linger_until.is_none()
         {
-            linger_until = Some(now + LINGER);
+            // Every sender said Bye (or went quiet after our Complete): none
+            // is left to repeat an Offer or a Close, so nothing to linger for.
+            let said_bye = d
+                .drivers
+                .iter()
+                .all(|d| matches!(d.end, Some(End::Finished)));
+            linger_until = Some(now + if said_bye { Duration::ZERO } else { LINGER });
         }
         if let Some(until) = linger_until {
             if now >= until && !unicast.has_pending() {
