@@ -335,26 +335,18 @@ pub struct Local {
 
 /// A testbed's group key: fresh per testbed, in a temporary file (mode
 /// 0600) removed with the testbed, so the lab's one-liners need no key.
-///
-/// The file's name carries the owner's PID (`rmcast-lab-PID-XXXXXX.key`):
-/// a runner killed by SIGKILL never drops its testbed, so each new key
-/// first removes the key files of owners that are gone.
+/// Its name carries the owner's PID ([`owned_temp_prefix`]).
 pub struct LabKey {
     file: tempfile::TempPath,
 }
 
-/// The prefix of every lab key file in the temporary directory.
-const KEY_PREFIX: &str = "rmcast-lab-";
-
 impl LabKey {
     /// A fresh key in a new temporary file.
     pub fn new() -> Result<Self> {
-        let dir = std::env::temp_dir();
-        remove_orphaned_keys(&dir);
         let mut f = tempfile::Builder::new()
-            .prefix(&format!("{KEY_PREFIX}{}-", std::process::id()))
+            .prefix(&owned_temp_prefix(""))
             .suffix(".key")
-            .tempfile_in(&dir)?;
+            .tempfile_in(std::env::temp_dir())?;
         std::io::Write::write_all(&mut f, rmcast::generate_key().to_file().as_bytes())?;
         Ok(Self {
             file: f.into_temp_path(),
@@ -367,29 +359,55 @@ impl LabKey {
     }
 }
 
-/// The owner's PID in a lab key file's name, if it is one.
-fn key_owner(name: &str) -> Option<i32> {
-    let rest = name.strip_prefix(KEY_PREFIX)?.strip_suffix(".key")?;
+/// The prefix of every lab temporary in the temporary directory.
+const TEMP_PREFIX: &str = "rmcast-lab-";
+
+/// The name prefix of a lab temporary of `kind` (`""`: a group key file,
+/// `"ssh-"`: the ssh testbed's control directory) owned by this process:
+/// `rmcast-lab-[KIND]PID-`. A runner killed by SIGKILL never drops its
+/// testbed, so the first call in a process removes those whose owner is
+/// gone ([`remove_orphaned_temporaries`]).
+pub(crate) fn owned_temp_prefix(kind: &str) -> String {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| remove_orphaned_temporaries(&std::env::temp_dir()));
+    format!("{TEMP_PREFIX}{kind}{}-", std::process::id())
+}
+
+/// The owner's PID in the name of a lab temporary, if it is one: a key
+/// file `rmcast-lab-PID-XXXXXX.key` or an ssh control directory
+/// `rmcast-lab-ssh-PID-XXXXXX`.
+fn temp_owner(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix(TEMP_PREFIX)?;
+    let rest = match rest.strip_prefix("ssh-") {
+        Some(dir) => dir,
+        None => rest.strip_suffix(".key")?,
+    };
     let (pid, _) = rest.split_once('-')?;
     pid.parse().ok().filter(|&p| p > 0)
 }
 
-/// Removes the lab key files in `dir` whose owner no longer runs. Files
-/// of a live owner, and names of another form, are left alone.
-fn remove_orphaned_keys(dir: &Path) {
+/// Removes the lab temporaries in `dir` whose owner no longer runs.
+/// Those of a live owner, and names of another form, are left alone.
+fn remove_orphaned_temporaries(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
-        let Some(pid) = key_owner(&e.file_name().to_string_lossy()) else {
+        let Some(pid) = temp_owner(&e.file_name().to_string_lossy()) else {
             continue;
         };
         // SAFETY: signal 0 only checks that the process exists.
         let gone = unsafe { libc::kill(pid, 0) } != 0
             && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
-            let _ = std::fs::remove_file(e.path());
+        if !gone {
+            continue;
         }
+        let path = e.path();
+        // Not following links: a directory entry that is a link goes as a file.
+        let _ = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
     }
 }
 
@@ -435,33 +453,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_files_name_their_owner() {
-        assert_eq!(key_owner("rmcast-lab-4242-aB3xYz.key"), Some(4242));
-        assert_eq!(key_owner("rmcast-lab-aB3xYz.key"), None, "the old form");
-        assert_eq!(key_owner("rmcast-lab-4242-aB3xYz.json"), None);
-        assert_eq!(key_owner("rmcast-lab-0-x.key"), None);
-        assert_eq!(key_owner("other-4242-x.key"), None);
+    fn lab_temporaries_name_their_owner() {
+        assert_eq!(temp_owner("rmcast-lab-4242-aB3xYz.key"), Some(4242));
+        assert_eq!(temp_owner("rmcast-lab-ssh-4242-aB3xYz"), Some(4242));
+        assert_eq!(temp_owner("rmcast-lab-aB3xYz.key"), None, "the old form");
+        assert_eq!(temp_owner("rmcast-lab-ssh-aB3xYz"), None, "the old form");
+        // A remote session directory (`rmcast-lab-PID-MILLIS`) is not ours
+        // to sweep here, nor is anything else.
+        assert_eq!(temp_owner("rmcast-lab-4242-123456"), None);
+        assert_eq!(temp_owner("rmcast-lab-4242-aB3xYz.json"), None);
+        assert_eq!(temp_owner("rmcast-lab-0-x.key"), None);
+        assert_eq!(temp_owner("other-4242-x.key"), None);
     }
 
     #[test]
-    fn a_dead_owners_key_is_removed_and_the_others_are_kept() {
+    fn a_dead_owners_temporaries_are_removed_and_the_others_are_kept() {
         let dir = tempfile::tempdir().unwrap();
         // A PID that ran and is gone: a child we started and reaped.
         let mut child = Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
+        let me = std::process::id();
         let files = [
-            format!("{KEY_PREFIX}{dead}-dead.key"),
-            format!("{KEY_PREFIX}{}-mine.key", std::process::id()),
-            format!("{KEY_PREFIX}old-form.key"),
+            format!("{TEMP_PREFIX}{dead}-dead.key"),
+            format!("{TEMP_PREFIX}{me}-mine.key"),
+            format!("{TEMP_PREFIX}old-form.key"),
             "unrelated.key".to_string(),
         ];
         for f in &files {
             std::fs::write(dir.path().join(f), "k").unwrap();
         }
-        remove_orphaned_keys(dir.path());
-        let left: Vec<bool> = files.iter().map(|f| dir.path().join(f).exists()).collect();
-        assert_eq!(left, [false, true, true, true], "{files:?}");
+        let dirs = [
+            format!("{TEMP_PREFIX}ssh-{dead}-dead"),
+            format!("{TEMP_PREFIX}ssh-{me}-mine"),
+            format!("{TEMP_PREFIX}{dead}-123456"),
+        ];
+        for d in &dirs {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+            std::fs::write(dir.path().join(d).join("h0.log"), "log").unwrap();
+        }
+        remove_orphaned_temporaries(dir.path());
+        let left = |names: &[String]| -> Vec<bool> {
+            names.iter().map(|f| dir.path().join(f).exists()).collect()
+        };
+        assert_eq!(left(&files), [false, true, true, true], "{files:?}");
+        assert_eq!(left(&dirs), [false, true, true], "{dirs:?}");
     }
 
     #[test]
@@ -469,7 +505,7 @@ mod tests {
         let key = LabKey::new().unwrap();
         let path = key.path().to_path_buf();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        assert_eq!(key_owner(&name), Some(std::process::id() as i32));
+        assert_eq!(temp_owner(&name), Some(std::process::id() as i32));
         drop(key);
         assert!(!path.exists());
     }

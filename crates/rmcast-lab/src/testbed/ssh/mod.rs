@@ -143,7 +143,7 @@ impl Ssh {
             .map(|h| format!("{}/rmcast-lab-{id}", h.workdir.display()))
             .collect();
         let control = tempfile::Builder::new()
-            .prefix("rmcast-lab-ssh-")
+            .prefix(&super::owned_temp_prefix("ssh-"))
             .tempdir()?;
         let hosts = remote[..remote.len() - relays.len()]
             .iter()
