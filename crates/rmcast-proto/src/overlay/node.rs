@@ -119,6 +119,20 @@ struct Data {
     feed_next: usize,
 }
 
+impl Data {
+    /// Whether parent edge `pi` brought every segment it carries.
+    fn edge_complete(&self, pi: usize) -> bool {
+        self.from_parent[pi] == Some(self.a.parents[pi].segments.count(self.segs.count()))
+    }
+
+    /// Parent edges still waited on that never connected (an orphaned
+    /// one has a deadline of its own).
+    fn unconnected(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.a.parents.len())
+            .filter(|&pi| self.from_parent[pi].is_none() && self.edges[pi] == Edge::Live)
+    }
+}
+
 /// One receiver of the overlay.
 #[derive(Debug)]
 pub struct NodeMachine {
@@ -325,11 +339,10 @@ impl NodeMachine {
     /// within the inactivity timeout, the transfer fails naming the parent.
     pub fn handle_parent_failed(&mut self, now: Instant, pi: usize, why: &str) {
         let Some(d) = self.data.as_ref() else { return };
-        let p = &d.a.parents[pi];
-        let total = d.segs.count();
-        if d.from_parent[pi] == Some(p.segments.count(total)) {
+        if d.edge_complete(pi) {
             return; // it had sent everything
         }
+        let p = &d.a.parents[pi];
         let text = if d.feeder[pi] == p.rank {
             format!("parent {p} {why}")
         } else {
@@ -411,11 +424,7 @@ impl NodeMachine {
         }
         let mut at = (self.last_sent + PROGRESS_EVERY).min(self.last_heard + self.inactivity);
         if let Some(d) = &self.data {
-            // Only a live edge that never connected is waited on: an
-            // orphaned one has its own deadline below.
-            if (0..d.a.parents.len())
-                .any(|pi| d.from_parent[pi].is_none() && d.edges[pi] == Edge::Live)
-            {
+            if d.unconnected().next().is_some() {
                 at = at.min(d.started + self.inactivity);
             }
             if let Some((_, t)) = &d.suspect {
@@ -526,20 +535,16 @@ impl NodeMachine {
     /// The sender says `rank` is out: drop every unfinished edge from it.
     fn detach(&mut self, now: Instant, rank: Rank) {
         let Some(d) = self.data.as_mut() else { return };
-        let total = d.segs.count();
         let mut unconnected = Vec::new();
         for pi in 0..d.a.parents.len() {
-            let p = &d.a.parents[pi];
-            if d.feeder[pi] != rank
-                || d.edges[pi] != Edge::Live
-                || d.from_parent[pi] == Some(p.segments.count(total))
-            {
+            if d.feeder[pi] != rank || d.edges[pi] != Edge::Live || d.edge_complete(pi) {
                 continue;
             }
             if d.from_parent[pi].is_some() {
                 d.edges[pi] = Edge::Dropping;
                 self.ops.push_back(DataOp::Drop { parent: pi });
             } else {
+                let p = &d.a.parents[pi];
                 unconnected.push((pi, format!("parent {p} failed before it connected")));
             }
         }
@@ -648,8 +653,8 @@ impl NodeMachine {
         {
             // A parent that never connected: the sender re-attaches it.
             let limit = self.inactivity.as_secs_f64();
-            unconnected = (0..d.a.parents.len())
-                .filter(|&pi| d.from_parent[pi].is_none() && d.edges[pi] == Edge::Live)
+            unconnected = d
+                .unconnected()
                 .map(|pi| {
                     let p = &d.a.parents[pi];
                     (
@@ -674,8 +679,7 @@ impl NodeMachine {
             if d.verified {
                 self.phase = NodePhase::Forwarding;
             }
-            let parents_done = (d.a.parents.iter().zip(&d.from_parent))
-                .all(|(p, got)| *got == Some(p.segments.count(total)));
+            let parents_done = (0..d.a.parents.len()).all(|pi| d.edge_complete(pi));
             let broken = d.edges.iter().find_map(|e| match e {
                 Edge::Orphaned(why, at) if now >= *at => Some(why.clone()),
                 _ => None,
