@@ -155,6 +155,9 @@ impl Msg {
             Msg::Hash { .. } => MsgKind::Hash,
             Msg::Detach { .. } => MsgKind::Detach,
             Msg::Orphaned { .. } => MsgKind::Orphaned,
+            Msg::Probe { .. } => MsgKind::Probe,
+            Msg::Unheard => MsgKind::Unheard,
+            Msg::Redirect { .. } => MsgKind::Redirect,
         }
     }
 
@@ -177,12 +180,14 @@ impl Msg {
                         + peers_len(&a.children)
                 }
                 Msg::Ready { text, .. } | Msg::Complete { text, .. } => 1 + str_len(text, MAX_STR),
-                Msg::Start | Msg::Heartbeat => 0,
+                Msg::Start | Msg::Heartbeat | Msg::Unheard => 0,
                 Msg::Progress { .. } => 8,
                 Msg::Abort { text } => str_len(text, MAX_STR),
                 Msg::DataHello { segments, .. } => 8 + 2 + 2 + segments.wire_len() + 8,
                 Msg::Detach { .. } => 2,
                 Msg::Orphaned { segments, .. } => 2 + segments.wire_len() + 8,
+                Msg::Probe { group, .. } => addr_len(group) + 8 + 4,
+                Msg::Redirect { control } => addr_len(control),
                 Msg::Hash { hash, signature } => hash.len() + 1 + signature.map_or(0, |s| s.len()),
             }
     }
@@ -221,7 +226,7 @@ impl Msg {
                 w.u8(status.to_u8())?;
                 w.text16(truncate_utf8(text, MAX_STR))?;
             }
-            Msg::Start | Msg::Heartbeat => {}
+            Msg::Start | Msg::Heartbeat | Msg::Unheard => {}
             Msg::Progress { bytes } => w.u64(*bytes)?,
             Msg::Abort { text } => w.text16(truncate_utf8(text, MAX_STR))?,
             Msg::DataHello {
@@ -247,6 +252,16 @@ impl Msg {
                 write_set(&mut w, *segments)?;
                 w.u64(*have)?;
             }
+            Msg::Probe {
+                group,
+                session,
+                wait_ms,
+            } => {
+                write_addr(&mut w, group)?;
+                w.u64(*session)?;
+                w.u32(*wait_ms)?;
+            }
+            Msg::Redirect { control } => write_addr(&mut w, control)?,
             Msg::Hash { hash, signature } => {
                 w.bytes(hash)?;
                 match signature {
@@ -361,6 +376,15 @@ impl Msg {
                 from: r.u16()?,
                 segments: read_set(&mut r)?,
                 have: r.u64()?,
+            },
+            MsgKind::Probe => Msg::Probe {
+                group: read_addr(&mut r)?,
+                session: r.u64()?,
+                wait_ms: r.u32()?,
+            },
+            MsgKind::Unheard => Msg::Unheard,
+            MsgKind::Redirect => Msg::Redirect {
+                control: read_addr(&mut r)?,
             },
             MsgKind::Hash => Msg::Hash {
                 hash: r.array()?,

@@ -43,7 +43,7 @@ pub const SEALED_MAGIC: [u8; 2] = *b"RS";
 /// `Hash` message, sent once the sender has it; 3: segment sets in
 /// `DataHello`; 4: `DataHello` says where its stream starts, and `Detach`
 /// and `Orphaned` re-attach the children of a node that failed).
-pub const VERSION: u8 = 4;
+pub const VERSION: u8 = 5;
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 8;
 /// Largest payload accepted (an assignment with many children fits).
@@ -128,6 +128,13 @@ wire_enum! {
         Detach = 11,
         /// Receiver → sender: an edge broke; where its stream stands.
         Orphaned = 12,
+        /// Sender → receiver (hybrid session): listen for the multicast
+        /// session first.
+        Probe = 13,
+        /// Receiver → sender: it did not hear the multicast session.
+        Unheard = 14,
+        /// Sender → receiver: register with the TCP overlay at this address.
+        Redirect = 15,
     }
 }
 
@@ -525,6 +532,30 @@ pub enum Msg {
         /// Segments of the set that arrived whole, in set order.
         have: u64,
     },
+    /// Sender → receiver, answering `Register` in a hybrid session
+    /// (multicast for those that hear it, a TCP overlay for the rest): join
+    /// `group` and listen for the multicast session `session` for
+    /// `wait_ms`. A receiver that hears it takes the object over multicast
+    /// and closes this connection; one that does not says [`Msg::Unheard`].
+    Probe {
+        /// The session's multicast group and port.
+        group: SocketAddr,
+        /// The multicast session's id (its `Hello`s carry it).
+        session: u64,
+        /// How long to listen before giving up, ms.
+        wait_ms: u32,
+    },
+    /// Receiver → sender: it did not hear the multicast session of the
+    /// [`Msg::Probe`]; it waits on this connection for a [`Msg::Redirect`]
+    /// (or an [`Msg::Abort`]).
+    Unheard,
+    /// Sender → receiver that said [`Msg::Unheard`]: the TCP overlay of the
+    /// session's receivers that cannot hear the group takes registrations
+    /// at `control`; register there as with any overlay sender.
+    Redirect {
+        /// The overlay sender's control address.
+        control: SocketAddr,
+    },
 }
 
 /// One of every overlay message, with awkward values (an empty name, IPv6,
@@ -600,6 +631,15 @@ pub fn sample_messages() -> Vec<Msg> {
         Msg::Hash {
             hash: [8; 32],
             signature: Some([9; 64]),
+        },
+        Msg::Probe {
+            group: "239.77.0.1:7700".parse().unwrap(),
+            session: u64::MAX,
+            wait_ms: 500,
+        },
+        Msg::Unheard,
+        Msg::Redirect {
+            control: "[::1]:65535".parse().unwrap(),
         },
     ]
 }

@@ -27,7 +27,7 @@ fn fixed_bytes_of_a_data_hello() {
     assert_eq!(
         frame,
         [
-            b'R', b'O', 4, 9, 0, 0, 0, 21, // header: DataHello, 21 bytes
+            b'R', b'O', 5, 9, 0, 0, 0, 21, // header: DataHello, 21 bytes
             0, 0, 0, 0, 0, 0, 0, 1, // session
             0, 2, 0, 3, // from, to
             1, // even segments
@@ -40,7 +40,7 @@ fn fixed_bytes_of_a_data_hello() {
 fn fixed_bytes_of_a_detach_and_an_orphaned() {
     assert_eq!(
         Msg::Detach { rank: 0x0105 }.to_frame(),
-        [b'R', b'O', 4, 11, 0, 0, 0, 2, 1, 5]
+        [b'R', b'O', 5, 11, 0, 0, 0, 2, 1, 5]
     );
     let orphaned = Msg::Orphaned {
         from: 7,
@@ -53,10 +53,39 @@ fn fixed_bytes_of_a_detach_and_an_orphaned() {
     assert_eq!(
         orphaned.to_frame(),
         [
-            b'R', b'O', 4, 12, 0, 0, 0, 16, // header: Orphaned, 16 bytes
+            b'R', b'O', 5, 12, 0, 0, 0, 16, // header: Orphaned, 16 bytes
             0, 7, // from
             3, 6, 0, 0, 0, 6, // segments 1 and 2 of every 6
             0, 0, 0, 0, 0, 0, 0, 9, // have
+        ]
+    );
+}
+
+#[test]
+fn fixed_bytes_of_a_probe_an_unheard_and_a_redirect() {
+    let probe = Msg::Probe {
+        group: "239.77.0.1:7700".parse().unwrap(),
+        session: 0x0102,
+        wait_ms: 500,
+    };
+    assert_eq!(
+        probe.to_frame(),
+        [
+            b'R', b'O', 5, 13, 0, 0, 0, 19, // header: Probe, 19 bytes
+            4, 239, 77, 0, 1, 0x1e, 0x14, // IPv4 239.77.0.1 port 7700
+            0, 0, 0, 0, 0, 0, 1, 2, // session
+            0, 0, 1, 0xf4, // wait_ms 500
+        ]
+    );
+    assert_eq!(Msg::Unheard.to_frame(), [b'R', b'O', 5, 14, 0, 0, 0, 0]);
+    let redirect = Msg::Redirect {
+        control: "10.0.0.1:7701".parse().unwrap(),
+    };
+    assert_eq!(
+        redirect.to_frame(),
+        [
+            b'R', b'O', 5, 15, 0, 0, 0, 7, // header: Redirect, 7 bytes
+            4, 10, 0, 0, 1, 0x1e, 0x15, // IPv4 10.0.0.1 port 7701
         ]
     );
 }
@@ -70,7 +99,7 @@ fn fixed_bytes_of_a_register_and_a_ready() {
     assert_eq!(
         register.to_frame(),
         [
-            b'R', b'O', 4, 1, 0, 0, 0, 11, // header: Register, 11 bytes
+            b'R', b'O', 5, 1, 0, 0, 0, 11, // header: Register, 11 bytes
             0, 2, b'a', b'b', // name
             4, 10, 0, 0, 1, 1, 2, // IPv4 10.0.0.1 port 258
         ]
@@ -81,7 +110,7 @@ fn fixed_bytes_of_a_register_and_a_ready() {
     };
     assert_eq!(
         ready.to_frame(),
-        [b'R', b'O', 4, 3, 0, 0, 0, 4, 5, 0, 1, b'x']
+        [b'R', b'O', 5, 3, 0, 0, 0, 4, 5, 0, 1, b'x']
     );
 }
 
@@ -117,7 +146,7 @@ fn fixed_bytes_of_an_assign() {
     }));
     #[rustfmt::skip]
     let expected: Vec<u8> = [
-        &[b'R', b'O', 4, 2, 0, 0, 0, 64][..],        // header: Assign, 64 bytes
+        &[b'R', b'O', 5, 2, 0, 0, 0, 64][..],        // header: Assign, 64 bytes
         &[1, 2, 3, 4, 5, 6, 7, 8],                    // session
         &[0, 2, 0, 3],                                // rank, receivers
         &[5, 0, 0, 0, 0],                             // shape bintree, fanout 0
@@ -147,7 +176,7 @@ fn bad_headers_are_refused() {
     let mut bad = good.clone();
     bad[2] = 1;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Version(1)));
-    let last = MsgKind::Orphaned.to_u8();
+    let last = MsgKind::Redirect.to_u8();
     let mut bad = good.clone();
     bad[3] = last + 1;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Type(last + 1)));
@@ -516,6 +545,15 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
         }),
         (any::<[u8; 32]>(), proptest::option::of(any::<[u8; 64]>()))
             .prop_map(|(hash, signature)| Msg::Hash { hash, signature }),
+        (arb_addr(), any::<u64>(), any::<u32>()).prop_map(|(group, session, wait_ms)| {
+            Msg::Probe {
+                group,
+                session,
+                wait_ms,
+            }
+        }),
+        Just(Msg::Unheard),
+        arb_addr().prop_map(|control| Msg::Redirect { control }),
     ]
 }
 

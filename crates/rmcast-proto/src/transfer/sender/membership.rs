@@ -157,15 +157,60 @@ impl Sender {
             addr: from,
         });
         if self.members.list.len() == usize::from(self.config.receivers) {
-            if let Err(e) = self.choose_data_phase(now) {
-                self.abort(now, &e);
-                return;
+            self.registration_closed(now);
+        }
+    }
+
+    /// Registration is over with the group that came: choose the data
+    /// phase for it and offer the object.
+    fn registration_closed(&mut self, now: Instant) {
+        if let Err(e) = self.choose_data_phase(now) {
+            self.abort(now, &e);
+            return;
+        }
+        self.events.push_back(SenderEvent::AllJoined);
+        self.enter(Phase::Offering, now);
+        for m in &mut self.members.list {
+            m.last_heard = now;
+        }
+    }
+
+    /// A hybrid session (multicast for the receivers that hear the group,
+    /// a TCP overlay for the rest): `elsewhere` of the receivers the
+    /// session waits for have registered over TCP and are served there, so
+    /// this session waits for `receivers - elsewhere` (the count given at
+    /// the start). Called again as the count grows, until registration
+    /// closes; once the multicast members make up the rest, the object is
+    /// offered to them at once. The ring's rotation and the tree's shape
+    /// follow the smaller group, and auto chooses for it. Every receiver
+    /// served elsewhere: the session ends, failed, with nobody to serve
+    /// (the caller runs the overlay alone). Ignored after registration.
+    pub fn serve_elsewhere(&mut self, now: Instant, elsewhere: u16) {
+        if self.phase != Phase::Joining {
+            return;
+        }
+        // More registered over multicast than are left for it (more
+        // receivers came than the session waits for): keep them all.
+        let joined = self.members.list.len() as u16;
+        let wanted = self.wanted.saturating_sub(elsewhere).max(joined);
+        if wanted == 0 {
+            self.abort(now, "every receiver is served over TCP");
+            return;
+        }
+        if wanted != self.config.receivers {
+            self.config.receivers = wanted;
+            if self.config.auto.is_none() {
+                match self.config.policy() {
+                    Ok(policy) => self.policy = SenderPolicy::new(policy),
+                    Err(e) => {
+                        self.abort(now, &format!("cannot run with {wanted} receivers: {e}"));
+                        return;
+                    }
+                }
             }
-            self.events.push_back(SenderEvent::AllJoined);
-            self.enter(Phase::Offering, now);
-            for m in &mut self.members.list {
-                m.last_heard = now;
-            }
+        }
+        if joined == wanted {
+            self.registration_closed(now);
         }
     }
 

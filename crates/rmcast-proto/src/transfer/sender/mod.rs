@@ -129,6 +129,9 @@ pub struct Sender {
     /// (`SenderConfig::min_receivers`); `config.receivers` is then the
     /// number that joined.
     short: Option<u16>,
+    /// Receivers the session waits for in all, as configured: a hybrid
+    /// session serves some of them over TCP ([`Sender::serve_elsewhere`]).
+    wanted: u16,
     session: SessionId,
     isn: Seq,
     object: ObjectInfo,
@@ -210,6 +213,7 @@ impl Sender {
             hellos_sent: 0,
             policy: SenderPolicy::new(policy),
             short: None,
+            wanted: config.receivers,
             session,
             isn,
             object,

@@ -340,3 +340,110 @@ mod behind_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod hybrid_tests {
+    //! `Sender::serve_elsewhere`: receivers served over TCP in a hybrid
+    //! session shrink the group this session waits for.
+    use super::{HASH, Pair, SIZE};
+    use crate::{AutoConfig, SenderConfig, SenderEvent};
+    use std::time::Duration;
+
+    fn waiting_for(receivers: u16) -> SenderConfig {
+        SenderConfig {
+            receivers,
+            join_wait: Duration::from_secs(5),
+            auto: Some(AutoConfig::default()),
+            ..SenderConfig::default()
+        }
+    }
+
+    fn all_joined(p: &Pair) -> bool {
+        p.sender_events
+            .iter()
+            .any(|e| matches!(e, SenderEvent::AllJoined))
+    }
+
+    #[test]
+    fn the_rest_served_elsewhere_before_anyone_joins_the_one_that_joins_gets_it() {
+        let mut p = Pair::with_config(SIZE, Some(HASH), waiting_for(3));
+        p.sender.serve_elsewhere(p.now, 2);
+        let end = p.at(10);
+        p.run_until(end);
+        assert!(p.sender.is_finished());
+        let outcome = p.sender.outcome().unwrap();
+        assert!(outcome.ok, "{outcome:?}");
+        assert_eq!(outcome.members.len(), 1);
+        assert_eq!(outcome.missing, 0, "nobody is missing: two went TCP");
+        let chose = p
+            .sender_events
+            .iter()
+            .find_map(|e| match e {
+                SenderEvent::Chose(c) => Some(c.inputs.receivers),
+                _ => None,
+            })
+            .expect("auto chose");
+        assert_eq!(chose, 1, "auto chooses for the multicast group");
+    }
+
+    #[test]
+    fn a_joined_receiver_waits_until_the_tcp_side_accounts_for_the_rest() {
+        let mut p = Pair::with_config(SIZE, Some(HASH), waiting_for(3));
+        let soon = p.now + Duration::from_millis(200);
+        p.run_until(soon);
+        assert!(!all_joined(&p), "1 of 3 joined, nobody else accounted for");
+        p.sender.serve_elsewhere(p.now, 1);
+        p.run_until(p.now + Duration::from_millis(200));
+        assert!(!all_joined(&p), "1 over multicast and 1 over TCP of 3");
+        p.sender.serve_elsewhere(p.now, 2);
+        p.run_until(p.now + Duration::from_millis(1));
+        assert!(all_joined(&p), "offered at once");
+        let end = p.at(10);
+        p.run_until(end);
+        assert!(all_joined(&p));
+        let outcome = p.sender.outcome().unwrap();
+        assert!(outcome.ok, "{outcome:?}");
+        assert_eq!(outcome.members.len(), 1);
+        // Registration is over: the count no longer matters.
+        p.sender.serve_elsewhere(p.now, 3);
+        assert!(p.sender.outcome().unwrap().ok);
+    }
+
+    #[test]
+    fn everyone_served_elsewhere_ends_the_multicast_session_saying_so() {
+        let mut p = Pair::with_config(SIZE, Some(HASH), waiting_for(2));
+        p.sender.serve_elsewhere(p.now, 2);
+        let end = p.at(10);
+        p.run_until(end);
+        assert!(p.sender.is_finished());
+        let outcome = p.sender.outcome().unwrap();
+        assert!(!outcome.ok);
+        assert!(outcome.members.is_empty());
+        let error = outcome.error.as_deref().unwrap_or_default();
+        assert!(error.contains("served over TCP"), "{error}");
+    }
+
+    #[test]
+    fn more_multicast_members_than_left_for_multicast_are_all_kept() {
+        // A hand-picked protocol: the ring's rotation follows the group.
+        let config = SenderConfig {
+            receivers: 2,
+            protocol: crate::ProtocolId::Ring,
+            window: 8,
+            join_wait: Duration::from_secs(5),
+            ..SenderConfig::default()
+        };
+        let mut p = Pair::with_config(SIZE, Some(HASH), config);
+        p.run_until(p.now + Duration::from_millis(200));
+        assert!(!all_joined(&p));
+        // Both counted over TCP while one has joined over multicast: it
+        // is kept, and served.
+        p.sender.serve_elsewhere(p.now, 2);
+        let end = p.at(10);
+        p.run_until(end);
+        assert!(all_joined(&p));
+        let outcome = p.sender.outcome().unwrap();
+        assert!(outcome.ok, "{outcome:?}");
+        assert_eq!(outcome.members.len(), 1);
+    }
+}
