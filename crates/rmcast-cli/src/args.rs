@@ -281,7 +281,11 @@ pub struct CommonArgs {
     /// tcp-tree: children per node.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub fanout: u32,
-    /// tcp-*: address the sender accepts receiver registrations on.
+    /// tcp-*: address the sender accepts receiver registrations on. With a
+    /// multicast protocol (auto too), `send --control` runs a hybrid
+    /// session: receivers that may not hear the group register here
+    /// (`recv --sender ADDR:PORT`) and listen for it for 500 ms; those that
+    /// hear nothing get the file over a TCP pipeline in the same send
     #[arg(long, default_value = "127.0.0.1:7701", value_name = "ADDR:PORT")]
     pub control: std::net::SocketAddr,
     /// Initial retransmission timeout (doubles while nothing moves).
@@ -404,16 +408,29 @@ impl CommonArgs {
 
     /// The overlay sender's configuration for a `tcp-*` protocol.
     pub fn overlay(&self) -> Option<rmcast::overlay::OverlaySendConfig> {
-        let shape = self.protocol.overlay(self.fanout)?;
+        Some(self.overlay_of(self.protocol.overlay(self.fanout)?))
+    }
+
+    /// The TCP half of a hybrid session (a multicast protocol with
+    /// `--control`): the binomial pipeline, from the overlay flags.
+    pub fn hybrid(&self) -> Option<rmcast::overlay::OverlaySendConfig> {
+        (self.protocol.multicast().is_some() && self.given("control"))
+            .then(|| self.overlay_of(rmcast::overlay::OverlayShape::Pipeline))
+    }
+
+    fn overlay_of(
+        &self,
+        shape: rmcast::overlay::OverlayShape,
+    ) -> rmcast::overlay::OverlaySendConfig {
         let default = rmcast::overlay::OverlaySendConfig::default();
-        Some(rmcast::overlay::OverlaySendConfig {
+        rmcast::overlay::OverlaySendConfig {
             shape,
             control: self.control,
             segment_size: self.segment_size.0.map(|s| s as u32),
             inactivity: self.peer_timeout.0,
             stall_timeout: self.stall_timeout.map(|d| d.0).or(default.stall_timeout),
             ..default
-        })
+        }
     }
 
     pub fn check_overlay_flags(&self) -> Result<()> {
@@ -572,8 +589,11 @@ pub struct RecvArgs {
     /// Name shown in the sender's report [default: HOST:PID].
     #[arg(long)]
     pub name: Option<String>,
-    /// Receive over a TCP overlay (tcp-* protocols): register with the
-    /// sender's control address instead of joining a multicast group.
+    /// Register with the sender's control address instead of joining a
+    /// multicast group: a tcp-* sender serves this receiver over its TCP
+    /// overlay; a hybrid sender (a multicast protocol with --control) has
+    /// it listen on its group (--iface) first, and serves it over TCP if
+    /// the group is not heard (networks without multicast).
     #[arg(long, value_name = "ADDR:PORT")]
     pub sender: Option<std::net::SocketAddr>,
     /// tcp-*: address to accept data connections on (port 0: any free port).

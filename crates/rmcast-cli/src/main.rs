@@ -367,6 +367,24 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
         ov.join_wait = a.wait.0;
         ov.cancel = Some(cancel);
         rmcast::overlay::send_file(&a.file, &ov, Some(&mut progress))
+    } else if let Some(mut ov) = a.common.hybrid() {
+        if tree {
+            bail!(
+                "{} is a directory: a hybrid session (--control with a multicast protocol) \
+                 sends one file, as its TCP overlay does; send the tree without --control, or \
+                 tar it first",
+                a.file.display()
+            );
+        }
+        ov.key = cfg.proto.group_key.clone();
+        ov.signing_key = cfg.signing_key.clone();
+        ov.cancel = Some(cancel);
+        let h = rmcast::hybrid::HybridConfig {
+            multicast: cfg,
+            overlay: ov,
+            probe_wait: rmcast::hybrid::DEFAULT_PROBE_WAIT,
+        };
+        rmcast::hybrid::send_file(&a.file, &h, Some(&mut progress))
     } else {
         rmcast::send_path(&a.file, &cfg, Some(&mut progress))
     }
@@ -501,6 +519,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
                 key: cfg.group_key.clone(),
                 trust: cfg.trust.clone(),
                 no_clobber: cfg.no_clobber,
+                multicast: Some(cfg.clone()),
                 ..rmcast::overlay::OverlayRecvConfig::default()
             };
             rmcast::overlay::recv_to_dir(&ov, Some(&mut progress))

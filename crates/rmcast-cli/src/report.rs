@@ -138,6 +138,20 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
             "INSECURE: unauthenticated, in the clear"
         }
     );
+    if let Some(h) = &r.hybrid {
+        if h.tcp.is_empty() {
+            eprintln!("  hybrid: every receiver heard the group: all over multicast");
+        } else {
+            eprintln!(
+                "  hybrid: {} over multicast, {} over {} (did not hear the group within {} ms): {}",
+                h.multicast.len(),
+                h.tcp.len(),
+                h.tcp_protocol,
+                h.probe_wait.as_millis(),
+                h.tcp.join(", ")
+            );
+        }
+    }
     if let Some(e) = &r.error {
         eprintln!("  error: {e}");
     }

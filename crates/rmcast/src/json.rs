@@ -64,8 +64,22 @@ impl SendReport {
                 "explain": c.to_string(),
             })
         });
+        let hybrid = self.hybrid.as_ref().map(|h| {
+            json!({
+                "multicast": h.multicast,
+                "tcp": h.tcp,
+                "tcp_protocol": h.tcp_protocol,
+                "probe_wait_ms": h.probe_wait.as_millis() as u64,
+                "why": (!h.tcp.is_empty()).then(|| format!(
+                    "{} receiver(s) did not hear the multicast session within {} ms of asking",
+                    h.tcp.len(),
+                    h.probe_wait.as_millis()
+                )),
+            })
+        });
         json!({
             "protocol": self.protocol,
+            "hybrid": hybrid,
             "fec": rmcast_proto::auto::fec_text(self.fec),
             "auto": auto,
             "receivers": self.receivers,

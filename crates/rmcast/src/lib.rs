@@ -47,6 +47,7 @@
 
 mod batch;
 mod demo;
+pub mod hybrid;
 mod json;
 mod keys;
 mod name;
@@ -300,6 +301,9 @@ pub struct SendReport {
     /// (`None` when the protocol was given, or the session ended before
     /// the group was known).
     pub auto: Option<rmcast_proto::AutoChoice>,
+    /// A hybrid session ([`hybrid`]): who took the object over multicast
+    /// and who over the TCP overlay; `None` for any other session.
+    pub hybrid: Option<hybrid::HybridReport>,
 }
 
 /// What a receiver reports after a transfer.

@@ -131,6 +131,22 @@ pub fn send_file(
     cfg: &SendConfig,
     progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<SendReport, Error> {
+    let (name, map) = map_file(path, cfg.name.as_deref())?;
+    run(&name, map.bytes(), cfg, progress, None)
+}
+
+/// A file's bytes, mapped read-only (an empty file needs no mapping).
+pub(crate) struct Mapped(Option<memmap2::Mmap>);
+
+impl Mapped {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.0.as_deref().unwrap_or_default()
+    }
+}
+
+/// Opens the regular file at `path` and maps it; the name it is offered
+/// under is `name`, else its file name (which must be UTF-8).
+pub(crate) fn map_file(path: &Path, name: Option<&str>) -> Result<(String, Mapped), Error> {
     let file = File::open(path).map_err(|source| Error::Io {
         context: format!("cannot open {}", path.display()),
         source,
@@ -145,8 +161,8 @@ pub fn send_file(
             path.display()
         )));
     }
-    let name = match &cfg.name {
-        Some(n) => n.clone(),
+    let name = match name {
+        Some(n) => n.to_owned(),
         None => path
             .file_name()
             .and_then(|n| n.to_str())
@@ -160,17 +176,18 @@ pub fn send_file(
     };
     if meta.len() == 0 {
         // mmap of zero bytes fails; an empty object needs no mapping.
-        return run(&name, &[], cfg, progress);
+        return Ok((name, Mapped(None)));
     }
     // SAFETY: the mapping is read-only; the caller must not truncate the
-    // file during the transfer (documented above). Concurrent writes could
-    // only make receivers fail verification, never this process misbehave
-    // beyond SIGBUS on truncation, which is the documented contract.
+    // file during the transfer (documented on `send_file`). Concurrent
+    // writes could only make receivers fail verification, never this
+    // process misbehave beyond SIGBUS on truncation, which is the
+    // documented contract.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| Error::Io {
         context: format!("cannot map {} into memory", path.display()),
         source,
     })?;
-    run(&name, &map, cfg, progress)
+    Ok((name, Mapped(Some(map))))
 }
 
 /// Sends a file, or a directory tree as one object, to
@@ -226,6 +243,7 @@ pub fn send_path(
         tree.as_slice(),
         cfg,
         progress,
+        None,
     )
 }
 
@@ -236,7 +254,7 @@ pub fn send_bytes(
     cfg: &SendConfig,
     progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<SendReport, Error> {
-    run(name, data, cfg, progress)
+    run(name, data, cfg, progress, None)
 }
 
 /// How much later than the machine asks a paced sender wakes up: 7 packet
@@ -261,11 +279,14 @@ fn pace_slack(rate_bits_per_s: Option<u64>, packet_size: usize, bucket: Option<u
 /// Runs one session: hashes the object on a second thread while the
 /// session starts and the data flows (the hash travels in `Close`, the
 /// last thing the sender says), and drives the machine on this one.
-fn run(
+/// `split`: the multicast half of a hybrid session (the count of receivers
+/// served over TCP, raised by the lobby while registration is open).
+pub(crate) fn run(
     name: &str,
     data: &[u8],
     cfg: &SendConfig,
     progress: Option<&mut dyn FnMut(Progress)>,
+    split: Option<&crate::hybrid::Split>,
 ) -> Result<SendReport, Error> {
     // A tree (a name ending in `/`) starts with its manifest: receivers
     // report what they hold once it is in (resume, delta), and its hash is
@@ -281,6 +302,10 @@ fn run(
         context: "cannot create the event loop's waker".into(),
         source,
     })?;
+    let waker = std::sync::Arc::new(waker);
+    if let Some(s) = split {
+        s.set_waker(waker.clone());
+    }
     let stop = AtomicBool::new(false);
     let (hashed_tx, hashed) = mpsc::channel();
     std::thread::scope(|scope| {
@@ -308,7 +333,7 @@ fn run(
                 context: "cannot start the hashing thread".into(),
                 source,
             })?;
-        let result = drive(name, data, cfg, progress, proto, poll, &hashed, None);
+        let result = drive(name, data, cfg, progress, proto, poll, &hashed, None, split);
         // Ended early (error, cancel): the hash is not needed any more.
         stop.store(true, Ordering::Relaxed);
         result
@@ -347,7 +372,7 @@ pub(crate) fn send_streamed(
     // No resume or delta downstream: the receivers' reports of what they
     // hold would have to wait for the manifest the relay is still getting.
     let proto = session_config(cfg, None)?;
-    drive(name, data, cfg, None, proto, poll, hashed, Some(feed))
+    drive(name, data, cfg, None, proto, poll, hashed, Some(feed), None)
 }
 
 /// The event loop of [`run`]: `hashed` brings the object's hash when the
@@ -363,6 +388,7 @@ fn drive(
     mut poll: Poll,
     hashed: &mpsc::Receiver<Hashed>,
     feed: Option<&Feed>,
+    split: Option<&crate::hybrid::Split>,
 ) -> Result<SendReport, Error> {
     let protocol = if proto.auto.is_some() {
         "auto"
@@ -429,6 +455,10 @@ fn drive(
         ),
     }
     let mut sender = Sender::new(proto, session, isn, object, started)?;
+    if let Some(s) = split {
+        s.set_session(session);
+    }
+    let mut elsewhere = 0;
     if feed.is_some() {
         sender.set_available(0);
     }
@@ -458,6 +488,12 @@ fn drive(
         }
         if cancelled_at.is_some_and(|t| now.saturating_since(t) > FAREWELL_MAX) {
             break;
+        }
+        if let Some(k) = split.map(crate::hybrid::Split::elsewhere)
+            && k != elsewhere
+        {
+            elsewhere = k;
+            sender.serve_elsewhere(now, k);
         }
         if let Some(f) = feed {
             sender.set_available(f.available.load(Ordering::Acquire));
@@ -675,6 +711,7 @@ fn drive(
             .map(|(from, e, n)| format!("{from}: {n} packet(s) refused, {e}"))
             .collect(),
         skipped_bytes,
+        hybrid: None,
     };
     tracing::info!(
         "session {session}: {} of {} receiver(s) verified {size} bytes in {:.3} s ({:.1} Mbit/s)",

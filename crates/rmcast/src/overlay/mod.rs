@@ -83,10 +83,10 @@
 //! it shares its storage, name checks and reports.
 
 mod demo;
-mod frame;
-mod io;
+pub(crate) mod frame;
+pub(crate) mod io;
 mod receiver;
-mod secure;
+pub(crate) mod secure;
 mod sender;
 pub use rmcast_proto::overlay::topology;
 
@@ -217,6 +217,17 @@ pub struct OverlayRecvConfig {
     /// Keep only objects signed by one of these keys (`rmcast recv
     /// --trust`); empty: signatures are not checked.
     pub trust: Vec<crate::PublicKey>,
+    /// A hybrid sender ([`crate::hybrid`]) asks the receiver to listen for
+    /// its multicast session first: how to take the object over multicast
+    /// then. The group, the session and how long to listen come from the
+    /// sender; the output directory, name, key, trust, limits and cancel
+    /// flag from this configuration; the rest (interface, socket buffer)
+    /// from here. `None`: such a sender's request fails the receive.
+    pub multicast: Option<crate::RecvConfig>,
+    /// Test knob: listen for a hybrid sender's session on this group
+    /// instead of the one it names, as a receiver whose network drops the
+    /// session's multicast would hear nothing. `None` in production.
+    pub probe_group: Option<std::net::SocketAddrV4>,
 }
 
 impl Default for OverlayRecvConfig {
@@ -233,6 +244,8 @@ impl Default for OverlayRecvConfig {
             cancel: None,
             key: None,
             trust: Vec::new(),
+            multicast: Some(crate::RecvConfig::default()),
+            probe_group: None,
         }
     }
 }

@@ -33,6 +33,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
+mod probe;
+
 /// Pause between attempts to reach a sender that is not listening yet.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 /// Bytes read from the stored file per write when serving children from it.
@@ -45,10 +47,53 @@ const FILE_CHUNK: usize = 256 << 10;
 /// is removed. Returns `Err(Error::Failed)` when the transfer failed (the
 /// text names the failed node when known), `Err(Error::Refused)` when this
 /// receiver refused the object.
+///
+/// A hybrid sender (multicast for the receivers that hear its group, TCP
+/// for the rest: [`crate::hybrid`]) first asks this receiver to probe the
+/// group; it then takes the object over multicast
+/// (`OverlayRecvConfig::multicast`), or, not hearing it, over the TCP
+/// overlay the sender redirects it to.
 pub fn recv_to_dir(
     cfg: &OverlayRecvConfig,
-    progress: Option<&mut dyn FnMut(Progress)>,
+    mut progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<RecvReport, Error> {
+    let first = progress
+        .as_deref_mut()
+        .map(|p| p as &mut dyn FnMut(Progress));
+    match recv_once(cfg, first, true)? {
+        Done::Report(r) => Ok(*r),
+        Done::Redirect(to) => {
+            tracing::info!("registering with the sender's TCP overlay at {to}");
+            let redirected = OverlayRecvConfig {
+                sender: to,
+                ..cfg.clone()
+            };
+            match recv_once(&redirected, progress, false)? {
+                Done::Report(r) => Ok(*r),
+                Done::Redirect(_) => Err(Error::Failed(format!(
+                    "the sender's overlay at {to} redirected this receiver again"
+                ))),
+            }
+        }
+    }
+}
+
+/// How one registration ended: the object, or the sender's word to
+/// register with its TCP overlay instead (a hybrid session's receiver
+/// that did not hear the group).
+enum Done {
+    Report(Box<RecvReport>),
+    Redirect(std::net::SocketAddr),
+}
+
+/// One registration with the sender at `cfg.sender`; `hybrid`: a `Probe`
+/// and a `Redirect` are welcome (the first registration, not the
+/// redirected one).
+fn recv_once(
+    cfg: &OverlayRecvConfig,
+    progress: Option<&mut dyn FnMut(Progress)>,
+    hybrid: bool,
+) -> Result<Done, Error> {
     std::fs::create_dir_all(&cfg.out_dir).map_err(io_err(format!(
         "cannot create output directory {}",
         cfg.out_dir.display()
@@ -127,6 +172,7 @@ pub fn recv_to_dir(
             replaces: false,
             started: None,
             pools: Arc::new(Vec::new()),
+            hybrid: hybrid.then(probe::Hybrid::default),
         };
         let result = driver.run(scope, progress);
         node.abort.store(true, Ordering::Relaxed);
@@ -234,6 +280,9 @@ struct Driver<'n, 'a> {
     replaces: bool,
     started: Option<Instant>,
     pools: Arc<Vec<Pool>>,
+    /// The first registration: a hybrid sender's `Probe` and `Redirect`
+    /// are welcome (`None` on the redirected one).
+    hybrid: Option<probe::Hybrid>,
 }
 
 fn cancelled(cfg: &OverlayRecvConfig) -> bool {
@@ -247,7 +296,7 @@ impl<'n, 'a> Driver<'n, 'a> {
         &mut self,
         scope: &'s std::thread::Scope<'s, 'n>,
         mut progress: Option<&mut dyn FnMut(Progress)>,
-    ) -> Result<RecvReport, Error> {
+    ) -> Result<Done, Error> {
         let node = self.node;
         let report = |p: &mut Option<&mut dyn FnMut(Progress)>, done, total, phase| {
             if let Some(cb) = p.as_deref_mut() {
@@ -381,6 +430,12 @@ impl<'n, 'a> Driver<'n, 'a> {
                 };
                 report(&mut progress, bytes, a.size, phase);
             }
+            let p = progress
+                .as_deref_mut()
+                .map(|p| p as &mut dyn FnMut(Progress));
+            if let Some(done) = self.hybrid_step(p)? {
+                return Ok(done);
+            }
             if node.lock().has_output() {
                 // Answering an event queued more (prepare's Ready): send it
                 // now, not at the next wake-up (that cost ~100 ms a session).
@@ -427,7 +482,7 @@ impl<'n, 'a> Driver<'n, 'a> {
         };
         let seconds = self.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
         report(&mut progress, a.size, a.size, "done");
-        Ok(RecvReport {
+        Ok(Done::Report(Box::new(RecvReport {
             path: self.path.take().flatten(),
             name: a.name.clone(),
             bytes: a.size,
@@ -442,7 +497,7 @@ impl<'n, 'a> Driver<'n, 'a> {
             tree: None,
             held_bytes: 0,
             group: None,
-        })
+        })))
     }
 
     /// Prepares storage for the assigned object and answers the machine.
@@ -532,6 +587,9 @@ impl<'n, 'a> Driver<'n, 'a> {
                     now,
                     "the sender's assignment names another session than its key exchange",
                 );
+            }
+            Ev::Ctl(Ok(msg @ (Msg::Probe { .. } | Msg::Redirect { .. }))) => {
+                self.on_hybrid(m, now, msg);
             }
             Ev::Ctl(Ok(msg)) => m.handle_msg(now, msg),
             Ev::Ctl(Err(why)) => m.handle_closed(now, &why),

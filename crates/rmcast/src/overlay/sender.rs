@@ -446,6 +446,7 @@ fn run(
         skipped_bytes: 0,
         fec: None,
         auto: None,
+        hybrid: None,
     };
     tracing::info!(
         "session {session}: {} of {} receiver(s) verified {size} bytes in {:.3} s ({:.1} Mbit/s)",

@@ -1,0 +1,108 @@
+//! Hybrid sessions: one send serves the receivers that hear the multicast
+//! group over multicast, and those that do not over a TCP overlay.
+//!
+//! A receiver that does not know whether its network carries multicast
+//! registers over TCP (`rmcast recv --sender HOST:PORT`) at the sender's
+//! control address (the *lobby*). The sender answers its `Register` with a
+//! `Probe`: the group and the multicast session's id. The receiver listens
+//! on the group for [`DEFAULT_PROBE_WAIT`]; if the session's `Hello`
+//! reaches it, it joins the multicast session like any receiver (and the
+//! lobby forgets it when the connection closes). If not, it says
+//! `Unheard` and waits on the connection. The multicast session waits for
+//! the receivers given (`-n`) less those that said `Unheard`
+//! ([`rmcast_proto::Sender::serve_elsewhere`]); once both add up, the
+//! multicast data phase starts, and the lobby opens a TCP overlay for the
+//! rest (`tcp-pipeline` by default) on a port of its own and sends each of
+//! them a `Redirect` to it. Both halves run at once; the send succeeds
+//! only when every receiver of both verified. A receiver started with
+//! plain `rmcast recv` (no `--sender`) joins the multicast half as always.
+//!
+//! The frames are the overlay's (`docs/wire-format.md`, types 13–15), sealed
+//! under the group key like the rest of the overlay's control traffic.
+
+mod sender;
+
+pub use sender::{HybridSender, send_bytes, send_file};
+
+use crate::SendConfig;
+use crate::overlay::OverlaySendConfig;
+use mio::Waker;
+use rmcast_proto::SessionId;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// How long a receiver listens for the multicast session before it asks
+/// for TCP: five of the sender's `Hello`s (they go every 100 ms once the
+/// first few went).
+pub const DEFAULT_PROBE_WAIT: Duration = Duration::from_millis(500);
+
+/// How to run a hybrid session.
+#[derive(Clone, Debug)]
+pub struct HybridConfig {
+    /// The multicast half, and the session as a whole: `proto.receivers`
+    /// counts every receiver (multicast and TCP), `proto.join_wait`
+    /// bounds the registration of all of them.
+    pub multicast: SendConfig,
+    /// The TCP half: `control` is the lobby's address (receivers run
+    /// `rmcast recv --sender` with it); the overlay itself listens on
+    /// another port of the same address. `receivers` and `join_wait` are
+    /// set by the session.
+    pub overlay: OverlaySendConfig,
+    /// How long receivers probe the group ([`DEFAULT_PROBE_WAIT`]).
+    pub probe_wait: Duration,
+}
+
+/// Who took the object which way, in a hybrid session.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HybridReport {
+    /// Receivers of the multicast half, by name, in rank order.
+    pub multicast: Vec<String>,
+    /// Receivers that did not hear the group within the probe and were
+    /// served over the TCP overlay, by name, in the order they said so.
+    pub tcp: Vec<String>,
+    /// The overlay that served them ("tcp-pipeline").
+    pub tcp_protocol: String,
+    /// How long each of them listened for the group.
+    pub probe_wait: Duration,
+}
+
+/// What the lobby and the multicast half share: the count of receivers
+/// served over TCP, the multicast session's id (the lobby's `Probe` names
+/// it), and the multicast loop's waker.
+#[derive(Default)]
+pub(crate) struct Split {
+    elsewhere: AtomicU16,
+    session: OnceLock<SessionId>,
+    waker: OnceLock<Arc<Waker>>,
+}
+
+impl Split {
+    /// Receivers served over TCP so far.
+    pub(crate) fn elsewhere(&self) -> u16 {
+        self.elsewhere.load(Ordering::Acquire)
+    }
+
+    /// Counts `k` receivers served over TCP and wakes the multicast loop.
+    pub(crate) fn serve_elsewhere(&self, k: u16) {
+        self.elsewhere.store(k, Ordering::Release);
+        if let Some(w) = self.waker.get() {
+            let _ = w.wake();
+        }
+    }
+
+    /// The multicast loop's id for its session (set once, at its start).
+    pub(crate) fn set_session(&self, s: SessionId) {
+        let _ = self.session.set(s);
+    }
+
+    /// The multicast session's id, once its loop started.
+    pub(crate) fn session(&self) -> Option<SessionId> {
+        self.session.get().copied()
+    }
+
+    /// The multicast loop's waker (set once, before its loop starts).
+    pub(crate) fn set_waker(&self, w: Arc<Waker>) {
+        let _ = self.waker.set(w);
+    }
+}

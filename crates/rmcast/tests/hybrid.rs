@@ -1,0 +1,211 @@
+//! Hybrid sessions over loopback: one send serves the receivers that hear
+//! the multicast group over multicast and the others over a TCP pipeline.
+//! A receiver "whose network drops the session's multicast" listens on a
+//! group nobody sends to (`OverlayRecvConfig::probe_group`): it really
+//! listens, and really hears nothing. Every test is bounded in time.
+
+use rmcast::hybrid::{HybridConfig, HybridSender};
+use rmcast::overlay::{OverlayRecvConfig, OverlaySendConfig, OverlayShape};
+use rmcast::{GroupKey, RecvConfig, RecvReport, SendConfig, SendReport, SenderConfig};
+use std::net::{SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod common;
+use common::bounded;
+
+/// How a receiver of the test registers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Via {
+    /// Plain `rmcast recv`: joins the group, never talks to the lobby.
+    Group,
+    /// `rmcast recv --sender`, on a network that carries the group.
+    LobbyHears,
+    /// `rmcast recv --sender`, on a network that drops the group.
+    LobbyDeaf,
+}
+
+struct Session {
+    report: SendReport,
+    receivers: Vec<(String, Result<RecvReport, String>, PathBuf)>,
+    data: Vec<u8>,
+}
+
+fn data(size: usize, seed: u8) -> Vec<u8> {
+    (0..size)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
+        .collect()
+}
+
+fn run(vias: &[Via], size: usize, key: Option<Arc<GroupKey>>, dir: &Path) -> Session {
+    let group = rmcast::random_group();
+    let deaf_group = {
+        let g = rmcast::random_group();
+        SocketAddrV4::new(*g.ip(), group.port().wrapping_add(1).max(1024))
+    };
+    let cfg = HybridConfig {
+        multicast: SendConfig {
+            group,
+            proto: SenderConfig {
+                receivers: vias.len() as u16,
+                join_wait: Duration::from_secs(15),
+                group_key: key.clone(),
+                ..SenderConfig::default()
+            },
+            ..SendConfig::default()
+        },
+        overlay: OverlaySendConfig {
+            shape: OverlayShape::Pipeline,
+            control: "127.0.0.1:0".parse().unwrap(),
+            key: key.clone(),
+            ..OverlaySendConfig::default()
+        },
+        probe_wait: rmcast::hybrid::DEFAULT_PROBE_WAIT,
+    };
+    let sender = HybridSender::bind(&cfg).expect("lobby binds");
+    let lobby: SocketAddr = sender.local_addr().unwrap();
+    let payload = data(size, vias.len() as u8);
+    let sent = payload.clone();
+    let send = std::thread::spawn(move || sender.send_bytes("obj.bin", &sent, None));
+    let mut handles = Vec::new();
+    for (i, via) in vias.iter().copied().enumerate() {
+        let out = dir.join(format!("r{i}"));
+        let name = format!("r{i}-{via:?}");
+        let key = key.clone();
+        let (n, o) = (name.clone(), out.clone());
+        let h = std::thread::spawn(move || {
+            let mc = RecvConfig {
+                group,
+                out_dir: o.clone(),
+                name: n.clone(),
+                listen_timeout: Some(Duration::from_secs(15)),
+                group_key: key.clone(),
+                ..RecvConfig::default()
+            };
+            let r = match via {
+                Via::Group => rmcast::recv_to_dir(&mc, None),
+                Via::LobbyHears | Via::LobbyDeaf => {
+                    let ov = OverlayRecvConfig {
+                        sender: lobby,
+                        out_dir: o,
+                        name: n,
+                        connect_timeout: Some(Duration::from_secs(15)),
+                        key,
+                        multicast: Some(mc),
+                        probe_group: (via == Via::LobbyDeaf).then_some(deaf_group),
+                        ..OverlayRecvConfig::default()
+                    };
+                    rmcast::overlay::recv_to_dir(&ov, None)
+                }
+            };
+            r.map_err(|e| e.to_string())
+        });
+        handles.push((name, h, out));
+    }
+    let report = send.join().unwrap().expect("the session runs");
+    let receivers = handles
+        .into_iter()
+        .map(|(n, h, o)| (n, h.join().unwrap(), o))
+        .collect();
+    Session {
+        report,
+        receivers,
+        data: payload,
+    }
+}
+
+/// Every receiver verified a byte-exact copy; those named deaf went TCP.
+fn check(s: &Session, vias: &[Via]) {
+    let r = &s.report;
+    assert!(r.ok, "{r:#?}\n{:#?}", s.receivers);
+    assert_eq!(r.verified, vias.len());
+    assert_eq!(r.members.len(), vias.len());
+    let h = r.hybrid.as_ref().expect("a hybrid report");
+    let deaf: Vec<&String> = (s.receivers.iter().zip(vias))
+        .filter(|(_, v)| **v == Via::LobbyDeaf)
+        .map(|((n, _, _), _)| n)
+        .collect();
+    let mut tcp: Vec<&String> = h.tcp.iter().collect();
+    tcp.sort();
+    assert_eq!(tcp, deaf, "exactly the deaf receivers went TCP");
+    assert_eq!(h.multicast.len() + h.tcp.len(), vias.len());
+    let mut ranks: Vec<u16> = r.members.iter().map(|m| m.rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    assert_eq!(ranks.len(), vias.len(), "one rank each: {:?}", r.members);
+    for (name, got, out) in &s.receivers {
+        let got = got.as_ref().unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(got.verified, "{name}");
+        let stored = std::fs::read(out.join("obj.bin")).unwrap();
+        assert!(stored == s.data, "{name}: the stored copy differs");
+    }
+}
+
+fn tmp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rmcast-hybrid-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn receivers_that_do_not_hear_the_group_get_the_file_over_tcp_in_the_same_send() {
+    bounded(Duration::from_secs(60), || {
+        let dir = tmp("mixed");
+        let vias = [
+            Via::Group,
+            Via::LobbyHears,
+            Via::LobbyDeaf,
+            Via::LobbyHears,
+            Via::LobbyDeaf,
+        ];
+        let s = run(&vias, 3_000_000, None, &dir);
+        check(&s, &vias);
+        let r = &s.report;
+        assert!(
+            r.protocol.ends_with("+tcp-pipeline"),
+            "both halves named: {}",
+            r.protocol
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn with_no_multicast_at_all_the_send_is_a_tcp_pipeline() {
+    bounded(Duration::from_secs(60), || {
+        let dir = tmp("none");
+        let vias = [Via::LobbyDeaf, Via::LobbyDeaf, Via::LobbyDeaf];
+        let s = run(&vias, 1_000_000, None, &dir);
+        check(&s, &vias);
+        assert_eq!(s.report.protocol, "tcp-pipeline");
+        assert!(s.report.hybrid.as_ref().unwrap().multicast.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn when_everyone_hears_the_group_nobody_goes_tcp() {
+    bounded(Duration::from_secs(60), || {
+        let dir = tmp("all");
+        let vias = [Via::LobbyHears, Via::Group, Via::LobbyHears];
+        let s = run(&vias, 500_000, None, &dir);
+        check(&s, &vias);
+        assert!(!s.report.protocol.contains("tcp"), "{}", s.report.protocol);
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn a_keyed_hybrid_session_seals_both_halves() {
+    bounded(Duration::from_secs(60), || {
+        let dir = tmp("keyed");
+        let key = Arc::new(GroupKey::from_secret([0x5a; 32]));
+        let vias = [Via::LobbyHears, Via::LobbyDeaf];
+        let s = run(&vias, 1_000_000, Some(key), &dir);
+        check(&s, &vias);
+        assert!(s.report.sealed);
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
