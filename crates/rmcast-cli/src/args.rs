@@ -284,8 +284,9 @@ pub struct CommonArgs {
     /// tcp-*: address the sender accepts receiver registrations on. With a
     /// multicast protocol (auto too), `send --control` runs a hybrid
     /// session: receivers that may not hear the group register here
-    /// (`recv --sender ADDR:PORT`) and listen for it for 500 ms; those that
-    /// hear nothing get the file over a TCP pipeline in the same send
+    /// (`recv --sender ADDR:PORT`) and listen for it for 250 ms; those that
+    /// hear nothing get the file over a TCP chain (a bintree beyond 8) in
+    /// the same send
     #[arg(long, default_value = "127.0.0.1:7701", value_name = "ADDR:PORT")]
     pub control: std::net::SocketAddr,
     /// Initial retransmission timeout (doubles while nothing moves).
@@ -412,10 +413,11 @@ impl CommonArgs {
     }
 
     /// The TCP half of a hybrid session (a multicast protocol with
-    /// `--control`): the binomial pipeline, from the overlay flags.
+    /// `--control`), from the overlay flags; its shape is chosen once the
+    /// session knows how many receivers it serves.
     pub fn hybrid(&self) -> Option<rmcast::overlay::OverlaySendConfig> {
         (self.protocol.multicast().is_some() && self.given("control"))
-            .then(|| self.overlay_of(rmcast::overlay::OverlayShape::Pipeline))
+            .then(|| self.overlay_of(rmcast::overlay::OverlayShape::Chain))
     }
 
     fn overlay_of(

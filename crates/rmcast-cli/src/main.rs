@@ -382,6 +382,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
         let h = rmcast::hybrid::HybridConfig {
             multicast: cfg,
             overlay: ov,
+            tcp_shape: None,
             probe_wait: rmcast::hybrid::DEFAULT_PROBE_WAIT,
         };
         rmcast::hybrid::send_file(&a.file, &h, Some(&mut progress))

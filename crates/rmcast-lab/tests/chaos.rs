@@ -169,3 +169,13 @@ fn every_chaos_scenario_has_a_test() {
         );
     }
 }
+
+#[test]
+fn netns_chaos_receivers_whose_network_drops_multicast_get_the_file_over_tcp_in_the_same_send() {
+    scenario("hybrid-some-deaf");
+}
+
+#[test]
+fn netns_chaos_with_no_multicast_a_hybrid_send_is_as_fast_as_a_tcp_chain() {
+    scenario("hybrid-no-multicast");
+}

@@ -489,11 +489,15 @@ fn drive(
         if cancelled_at.is_some_and(|t| now.saturating_since(t) > FAREWELL_MAX) {
             break;
         }
-        if let Some(k) = split.map(crate::hybrid::Split::elsewhere)
-            && k != elsewhere
-        {
-            elsewhere = k;
-            sender.serve_elsewhere(now, k);
+        if let Some(s) = split {
+            let k = s.elsewhere();
+            if k != elsewhere {
+                elsewhere = k;
+                sender.serve_elsewhere(now, k);
+            }
+            if s.take_announce() {
+                sender.announce_again(now);
+            }
         }
         if let Some(f) = feed {
             sender.set_available(f.available.load(Ordering::Acquire));

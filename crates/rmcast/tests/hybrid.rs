@@ -1,5 +1,5 @@
 //! Hybrid sessions over loopback: one send serves the receivers that hear
-//! the multicast group over multicast and the others over a TCP pipeline.
+//! the multicast group over multicast and the others over a TCP overlay.
 //! A receiver "whose network drops the session's multicast" listens on a
 //! group nobody sends to (`OverlayRecvConfig::probe_group`): it really
 //! listens, and really hears nothing. Every test is bounded in time.
@@ -38,7 +38,13 @@ fn data(size: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn run(vias: &[Via], size: usize, key: Option<Arc<GroupKey>>, dir: &Path) -> Session {
+fn run(
+    vias: &[Via],
+    size: usize,
+    key: Option<Arc<GroupKey>>,
+    tcp_shape: Option<OverlayShape>,
+    dir: &Path,
+) -> Session {
     let group = rmcast::random_group();
     let deaf_group = {
         let g = rmcast::random_group();
@@ -56,11 +62,11 @@ fn run(vias: &[Via], size: usize, key: Option<Arc<GroupKey>>, dir: &Path) -> Ses
             ..SendConfig::default()
         },
         overlay: OverlaySendConfig {
-            shape: OverlayShape::Pipeline,
             control: "127.0.0.1:0".parse().unwrap(),
             key: key.clone(),
             ..OverlaySendConfig::default()
         },
+        tcp_shape,
         probe_wait: rmcast::hybrid::DEFAULT_PROBE_WAIT,
     };
     let sender = HybridSender::bind(&cfg).expect("lobby binds");
@@ -160,12 +166,12 @@ fn receivers_that_do_not_hear_the_group_get_the_file_over_tcp_in_the_same_send()
             Via::LobbyHears,
             Via::LobbyDeaf,
         ];
-        let s = run(&vias, 3_000_000, None, &dir);
+        let s = run(&vias, 3_000_000, None, None, &dir);
         check(&s, &vias);
         let r = &s.report;
         assert!(
-            r.protocol.ends_with("+tcp-pipeline"),
-            "both halves named: {}",
+            r.protocol.ends_with("+tcp-chain"),
+            "both halves named, a chain for two: {}",
             r.protocol
         );
         let _ = std::fs::remove_dir_all(&dir);
@@ -173,13 +179,17 @@ fn receivers_that_do_not_hear_the_group_get_the_file_over_tcp_in_the_same_send()
 }
 
 #[test]
-fn with_no_multicast_at_all_the_send_is_a_tcp_pipeline() {
+fn with_no_multicast_at_all_the_send_is_a_tcp_overlay_of_the_shape_asked() {
     bounded(Duration::from_secs(60), || {
         let dir = tmp("none");
         let vias = [Via::LobbyDeaf, Via::LobbyDeaf, Via::LobbyDeaf];
-        let s = run(&vias, 1_000_000, None, &dir);
+        let s = run(&vias, 1_000_000, None, Some(OverlayShape::Pipeline), &dir);
         check(&s, &vias);
         assert_eq!(s.report.protocol, "tcp-pipeline");
+        assert_eq!(
+            s.report.hybrid.as_ref().unwrap().tcp_protocol,
+            "tcp-pipeline"
+        );
         assert!(s.report.hybrid.as_ref().unwrap().multicast.is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     });
@@ -190,7 +200,7 @@ fn when_everyone_hears_the_group_nobody_goes_tcp() {
     bounded(Duration::from_secs(60), || {
         let dir = tmp("all");
         let vias = [Via::LobbyHears, Via::Group, Via::LobbyHears];
-        let s = run(&vias, 500_000, None, &dir);
+        let s = run(&vias, 500_000, None, None, &dir);
         check(&s, &vias);
         assert!(!s.report.protocol.contains("tcp"), "{}", s.report.protocol);
         let _ = std::fs::remove_dir_all(&dir);
@@ -203,9 +213,18 @@ fn a_keyed_hybrid_session_seals_both_halves() {
         let dir = tmp("keyed");
         let key = Arc::new(GroupKey::from_secret([0x5a; 32]));
         let vias = [Via::LobbyHears, Via::LobbyDeaf];
-        let s = run(&vias, 1_000_000, Some(key), &dir);
+        let s = run(&vias, 1_000_000, Some(key), None, &dir);
         check(&s, &vias);
         assert!(s.report.sealed);
         let _ = std::fs::remove_dir_all(&dir);
     });
+}
+
+#[test]
+fn the_tcp_half_is_a_chain_for_a_few_and_a_bintree_for_more() {
+    use rmcast::hybrid::tcp_shape_for;
+    assert_eq!(tcp_shape_for(1), OverlayShape::Chain);
+    assert_eq!(tcp_shape_for(8), OverlayShape::Chain);
+    assert_eq!(tcp_shape_for(9), OverlayShape::Bintree);
+    assert_eq!(tcp_shape_for(1000), OverlayShape::Bintree);
 }

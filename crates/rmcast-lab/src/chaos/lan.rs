@@ -384,6 +384,78 @@ impl Lan {
         Ok(())
     }
 
+    /// Host `i`'s network stops carrying multicast to it: an nftables
+    /// table of its own in its namespace drops every incoming packet to
+    /// 224.0.0.0/4 (counted; gone with the namespace).
+    pub fn drop_multicast(&self, i: usize) -> Result<()> {
+        let script = "table ip rmcast_chaos_nomcast {\n  chain input {\n    \
+                      type filter hook input priority -10; policy accept;\n    \
+                      ip daddr 224.0.0.0/4 counter drop\n  }\n}\n";
+        run_cmd(
+            "ip",
+            &["netns", "exec", self.ns(i), "nft", "-f", "-"],
+            Some(script),
+        )
+        .context("dropping multicast with nftables")?;
+        Ok(())
+    }
+
+    /// Multicast packets [`Lan::drop_multicast`] dropped on host `i`.
+    pub fn multicast_drops(&self, i: usize) -> Result<u64> {
+        let text = run_cmd(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                self.ns(i),
+                "nft",
+                "list",
+                "table",
+                "ip",
+                "rmcast_chaos_nomcast",
+            ],
+            None,
+        )?;
+        Ok(crate::testbed::nft_counted_packets(&text))
+    }
+
+    /// `rmcast recv --sender` on host `i` for a hybrid session: it
+    /// registers at [`Lan::overlay_control`], listens for the group on its
+    /// own address, and takes TCP data on any port of it.
+    pub fn recv_hybrid(&mut self, i: usize) -> Result<P> {
+        let control = self.overlay_control();
+        let addr = self.tb.hosts()[i].addr.to_string();
+        let listen = format!("{addr}:0");
+        let args = [
+            "--sender", &control, "--listen", &listen, "--group", GROUP, "--iface", &addr,
+        ];
+        self.spawn_recv(i, &args, &[])
+    }
+
+    /// `rmcast send` of object 0 on h0 in a hybrid session: the default
+    /// protocol (auto), the multicast half paced at `rate` bit/s, its
+    /// lobby at [`Lan::overlay_control`], to `n` receivers, plus `extra`.
+    pub fn send_hybrid(&mut self, n: usize, rate: u64, extra: &[&str]) -> Result<P> {
+        let object = self.object(0)?.display().to_string();
+        let iface = self.tb.hosts()[0].addr.to_string();
+        let (control, n) = (self.overlay_control(), n.to_string());
+        let rate = rate.to_string();
+        let args = [
+            &object,
+            "--group",
+            GROUP,
+            "--iface",
+            &iface,
+            "--control",
+            &control,
+            "--receivers",
+            &n,
+            "--rate",
+            &rate,
+        ];
+        self.spawn_send(&args, extra)
+    }
+
     /// Random input loss `p` on every receiver (the lab's nftables rule).
     pub fn set_loss(&mut self, p: f64) -> Result<()> {
         self.tb.set_loss(p)

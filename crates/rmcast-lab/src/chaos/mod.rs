@@ -8,11 +8,13 @@
 //! `lan.rs` is the harness (the lab's testbed and process code, plus the
 //! faults); one file per family: `process.rs` (signals), `link.rs` (link
 //! down, loss), `group.rs` (late joiner, colliding sessions), `disk.rs`,
-//! `overlay.rs` (an interior node of a TCP overlay killed: self-healing).
+//! `overlay.rs` (an interior node of a TCP overlay killed: self-healing),
+//! `hybrid.rs` (receivers whose network drops multicast: hybrid sessions).
 //! Root only; `tests/chaos.rs` runs them with `RMCAST_LAB_NETNS=1`.
 
 mod disk;
 mod group;
+mod hybrid;
 mod lan;
 mod link;
 mod overlay;
@@ -51,7 +53,7 @@ pub struct Ctx<'a> {
 pub type Scenario = fn(&Ctx) -> Result<(String, Option<Duration>)>;
 
 /// Every scenario, by name, in the order of the issue.
-pub const SCENARIOS: [(&str, Scenario); 16] = [
+pub const SCENARIOS: [(&str, Scenario); 18] = [
     ("kill-receiver", process::kill_receiver),
     ("stop-receiver", process::stop_receiver),
     ("kill-sender", process::kill_sender),
@@ -68,6 +70,8 @@ pub const SCENARIOS: [(&str, Scenario); 16] = [
     ("kill-overlay-bintree", overlay::kill_bintree),
     ("kill-overlay-pipeline", overlay::kill_pipeline),
     ("stop-overlay-chain", overlay::stop_chain),
+    ("hybrid-some-deaf", hybrid::some_deaf),
+    ("hybrid-no-multicast", hybrid::no_multicast),
 ];
 
 /// The common LAN: 3 receivers, 4 MB, 20 Mbit/s (a transfer lasts ~1.7 s,

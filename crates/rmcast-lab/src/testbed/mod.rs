@@ -9,6 +9,7 @@ mod registry;
 pub mod segments;
 pub mod ssh;
 
+pub(crate) use host::nft_counted_packets;
 pub use host::{Host, IfCounters, is_root, run_cmd};
 pub use netns::{Netns, NetnsSpec};
 pub use registry::{is_lab_namespace, list_namespaces, remove_all, remove_testbed, status};

@@ -5,14 +5,15 @@
 //! registers over TCP (`rmcast recv --sender HOST:PORT`) at the sender's
 //! control address (the *lobby*). The sender answers its `Register` with a
 //! `Probe`: the group and the multicast session's id. The receiver listens
-//! on the group for [`DEFAULT_PROBE_WAIT`]; if the session's `Hello`
+//! on the group for [`DEFAULT_PROBE_WAIT`] (the sender announces the session
+//! again at once and then quickly); if the session's `Hello`
 //! reaches it, it joins the multicast session like any receiver (and the
 //! lobby forgets it when the connection closes). If not, it says
 //! `Unheard` and waits on the connection. The multicast session waits for
 //! the receivers given (`-n`) less those that said `Unheard`
 //! ([`rmcast_proto::Sender::serve_elsewhere`]); once both add up, the
 //! multicast data phase starts, and the lobby opens a TCP overlay for the
-//! rest (`tcp-pipeline` by default) on a port of its own and sends each of
+//! rest ([`tcp_shape_for`] their number) on a port of its own and sends each of
 //! them a `Redirect` to it. Both halves run at once; the send succeeds
 //! only when every receiver of both verified. A receiver started with
 //! plain `rmcast recv` (no `--sender`) joins the multicast half as always.
@@ -25,7 +26,7 @@ mod sender;
 pub use sender::{HybridSender, send_bytes, send_file};
 
 use crate::SendConfig;
-use crate::overlay::OverlaySendConfig;
+use crate::overlay::{OverlaySendConfig, OverlayShape};
 use mio::Waker;
 use rmcast_proto::SessionId;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -33,9 +34,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// How long a receiver listens for the multicast session before it asks
-/// for TCP: five of the sender's `Hello`s (they go every 100 ms once the
-/// first few went).
-pub const DEFAULT_PROBE_WAIT: Duration = Duration::from_millis(500);
+/// for TCP. Each `Probe` makes the sender start its `Hello`s again from
+/// their fast beginning ([`rmcast_proto::Sender::announce_again`]: at once,
+/// then 10, 20, 40, 80 ms apart): a receiver that hears the group hears
+/// four within 150 ms of being asked, five within 250 ms.
+pub const DEFAULT_PROBE_WAIT: Duration = Duration::from_millis(250);
 
 /// How to run a hybrid session.
 #[derive(Clone, Debug)]
@@ -46,11 +49,31 @@ pub struct HybridConfig {
     pub multicast: SendConfig,
     /// The TCP half: `control` is the lobby's address (receivers run
     /// `rmcast recv --sender` with it); the overlay itself listens on
-    /// another port of the same address. `receivers` and `join_wait` are
-    /// set by the session.
+    /// another port of the same address. `shape`, `receivers` and
+    /// `join_wait` are set by the session (see `tcp_shape`).
     pub overlay: OverlaySendConfig,
+    /// The TCP half's overlay; `None` (the default): [`tcp_shape_for`] the
+    /// number of receivers that did not hear the group.
+    pub tcp_shape: Option<OverlayShape>,
     /// How long receivers probe the group ([`DEFAULT_PROBE_WAIT`]).
     pub probe_wait: Duration,
+}
+
+/// The overlay that serves `k` receivers that do not hear the group:
+/// `tcp-chain` up to 8, `tcp-bintree` beyond. Measured: with 6 receivers,
+/// 8 MB and 20 Mbit/s per host on the namespace LAN (the lab's
+/// `hybrid-no-multicast` scenario) a chain took 3.34 s in every run, a
+/// bintree 3.84–4.20 s and the binomial pipeline 4.20–4.68 s; in the
+/// simulator (`docs/overlays-at-scale.md`, 1 MiB at 1 Gbit/s) the chain's
+/// depth costs more as the group grows (against the bintree: +6 % at 7
+/// receivers, +19 % at 15, +43 % at 31).
+#[must_use]
+pub fn tcp_shape_for(k: u16) -> OverlayShape {
+    if k <= 8 {
+        OverlayShape::Chain
+    } else {
+        OverlayShape::Bintree
+    }
 }
 
 /// Who took the object which way, in a hybrid session.
@@ -61,7 +84,8 @@ pub struct HybridReport {
     /// Receivers that did not hear the group within the probe and were
     /// served over the TCP overlay, by name, in the order they said so.
     pub tcp: Vec<String>,
-    /// The overlay that served them ("tcp-pipeline").
+    /// The overlay that served them ("tcp-chain"; empty when nobody went
+    /// TCP).
     pub tcp_protocol: String,
     /// How long each of them listened for the group.
     pub probe_wait: Duration,
@@ -73,6 +97,8 @@ pub struct HybridReport {
 #[derive(Default)]
 pub(crate) struct Split {
     elsewhere: AtomicU16,
+    /// A receiver was just asked to probe: announce the session again.
+    announce: std::sync::atomic::AtomicBool,
     session: OnceLock<SessionId>,
     waker: OnceLock<Arc<Waker>>,
 }
@@ -89,6 +115,20 @@ impl Split {
         if let Some(w) = self.waker.get() {
             let _ = w.wake();
         }
+    }
+
+    /// Asks the multicast loop to announce its session again at once (a
+    /// receiver is about to listen for it).
+    pub(crate) fn announce(&self) {
+        self.announce.store(true, Ordering::Release);
+        if let Some(w) = self.waker.get() {
+            let _ = w.wake();
+        }
+    }
+
+    /// Whether the lobby asked for an announcement since the last call.
+    pub(crate) fn take_announce(&self) -> bool {
+        self.announce.swap(false, Ordering::AcqRel)
     }
 
     /// The multicast loop's id for its session (set once, at its start).

@@ -309,6 +309,7 @@ fn greet(mut s: TcpStream, sh: &Shared<'_>) -> Result<(), String> {
         wait_ms: u32::try_from(sh.cfg.probe_wait.as_millis()).unwrap_or(u32::MAX),
     };
     io::send_msg(&mut s, sealer.as_mut(), &probe, limit).map_err(|e| e.to_string())?;
+    sh.split.announce();
     loop {
         match io::read_msg(&mut s, &mut reader, &sh.abort, PROBED_MAX) {
             Ok(Msg::Unheard) => break,
@@ -398,6 +399,10 @@ fn serve_tcp(
     }
     let mut ov = sh.cfg.overlay.clone();
     ov.receivers = waiting.len() as u16;
+    ov.shape = sh
+        .cfg
+        .tcp_shape
+        .unwrap_or_else(|| super::tcp_shape_for(ov.receivers));
     ov.control = SocketAddr::new(sh.cfg.overlay.control.ip(), 0);
     ov.join_wait = sh.cfg.multicast.proto.join_wait;
     if ov.name.is_none() {
@@ -443,7 +448,10 @@ fn merge(
 ) -> Result<SendReport, Error> {
     let tcp = tcp?;
     let mut m = mc?;
-    let tcp_protocol = cfg.overlay.shape.name().to_owned();
+    let tcp_protocol = tcp
+        .as_ref()
+        .map(|t| t.report.protocol.clone())
+        .unwrap_or_default();
     let hybrid = |multicast: Vec<String>, tcp: Vec<String>| HybridReport {
         multicast,
         tcp,

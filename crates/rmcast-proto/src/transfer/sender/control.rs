@@ -19,7 +19,7 @@ use std::time::Duration;
 /// launcher starting every rank at once, `demo`) joins within a few
 /// milliseconds instead of waiting a whole interval, at the cost of three
 /// more small multicasts per session.
-const HELLO_FIRST: Duration = Duration::from_millis(10);
+pub(super) const HELLO_FIRST: Duration = Duration::from_millis(10);
 
 /// The gap after Hello number `sent` (0: the first).
 fn hello_spacing(sent: u32, interval: Duration) -> Duration {
@@ -37,6 +37,7 @@ impl Sender {
             Phase::Joining => {
                 let next = hello_spacing(self.hellos_sent, self.config.hello_interval);
                 self.hellos_sent = self.hellos_sent.saturating_add(1);
+                self.last_hello = Some(now);
                 self.timers.set(Timer::Control, Some(now + next));
                 Body::Hello(Hello {
                     receivers_wanted: self.config.receivers,

@@ -2,7 +2,9 @@
 //! tree, the parent's address), the answers to the offer, peer timeouts,
 //! leaving and failure. A failed member is owed a unicast `Bye` naming why.
 
+use super::control::HELLO_FIRST;
 use super::pacing::Mode;
+use super::timers::Timer;
 use super::{Phase, Sender};
 use crate::transfer::policy::SenderPolicy;
 use crate::{Instant, SenderEvent, SessionId};
@@ -173,6 +175,22 @@ impl Sender {
         for m in &mut self.members.list {
             m.last_heard = now;
         }
+    }
+
+    /// A receiver is about to listen for this session (a hybrid session's
+    /// lobby just asked it to probe the group): while registration is
+    /// open, the `Hello`s start again from their fast beginning (at once,
+    /// then 10, 20, 40 and 80 ms apart), so it hears one within a few
+    /// milliseconds of joining instead of the next steady interval, and a
+    /// short probe suffices. At most one `Hello` per 10 ms however often
+    /// it is called. Ignored after registration.
+    pub fn announce_again(&mut self, now: Instant) {
+        if self.phase != Phase::Joining {
+            return;
+        }
+        self.hellos_sent = 0;
+        let soonest = self.last_hello.map_or(now, |t| (t + HELLO_FIRST).max(now));
+        self.timers.set(Timer::Control, Some(soonest));
     }
 
     /// A hybrid session (multicast for the receivers that hear the group,

@@ -132,6 +132,8 @@ pub struct Sender {
     /// Receivers the session waits for in all, as configured: a hybrid
     /// session serves some of them over TCP ([`Sender::serve_elsewhere`]).
     wanted: u16,
+    /// When the last `Hello` went out ([`Sender::announce_again`]).
+    last_hello: Option<Instant>,
     session: SessionId,
     isn: Seq,
     object: ObjectInfo,
@@ -214,6 +216,7 @@ impl Sender {
             policy: SenderPolicy::new(policy),
             short: None,
             wanted: config.receivers,
+            last_hello: None,
             session,
             isn,
             object,

@@ -446,4 +446,51 @@ mod hybrid_tests {
         assert!(outcome.ok, "{outcome:?}");
         assert_eq!(outcome.members.len(), 1);
     }
+
+    /// When the sender alone (nobody answering) multicasts a `Hello`,
+    /// from `p.now` until `until`.
+    fn hellos(p: &mut Pair, until: crate::Instant) -> Vec<Duration> {
+        let mut buf = vec![0u8; crate::MAX_DATAGRAM];
+        let mut at = Vec::new();
+        loop {
+            while let Some(t) = p.sender.poll_transmit(p.now, &p.data[..], &mut buf) {
+                if t.kind == crate::Kind::Hello {
+                    at.push(p.now.saturating_since(crate::Instant::ZERO));
+                }
+            }
+            match p.sender.poll_timeout() {
+                Some(next) if next <= until => {
+                    p.now = next;
+                    p.sender.handle_timeout(next);
+                }
+                _ => return at,
+            }
+        }
+    }
+
+    #[test]
+    fn announce_again_restarts_the_fast_hellos_at_most_one_per_10_ms() {
+        let ms = Duration::from_millis;
+        let mut p = Pair::with_config(SIZE, Some(HASH), waiting_for(3));
+        let first = hellos(&mut p, crate::Instant::ZERO + ms(400));
+        assert_eq!(
+            first,
+            [0, 10, 30, 70, 150, 250, 350].map(ms),
+            "the fast start, then every 100 ms"
+        );
+        // A probe at 405 ms: Hellos at once, then 10, 20, 40, 80 ms apart.
+        p.now = crate::Instant::ZERO + ms(405);
+        p.sender.announce_again(p.now);
+        let again = hellos(&mut p, crate::Instant::ZERO + ms(700));
+        assert_eq!(again, [405, 415, 435, 475, 555, 655].map(ms));
+        // Called again 3 ms after a Hello: the next waits the 10 ms.
+        p.now = crate::Instant::ZERO + ms(700);
+        p.sender.announce_again(p.now);
+        let one = hellos(&mut p, crate::Instant::ZERO + ms(703));
+        assert_eq!(one, [ms(700)]);
+        p.now = crate::Instant::ZERO + ms(703);
+        p.sender.announce_again(p.now);
+        let burst = hellos(&mut p, crate::Instant::ZERO + ms(725));
+        assert_eq!(burst, [710, 720].map(ms), "{burst:?}");
+    }
 }
