@@ -1108,3 +1108,76 @@ fn json_events_stream_the_session_as_it_happens() {
     let (code, _, err) = r1.wait(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");
 }
+
+/// `send --control` with a multicast protocol: a hybrid session. A
+/// receiver registering through the lobby (`recv --sender`) that hears
+/// the group takes the file over multicast beside a plain `recv`; the
+/// report says who went which way. (Receivers that do not hear the group
+/// are in `crates/rmcast/tests/hybrid.rs` and the lab's chaos scenarios.)
+#[test]
+fn send_with_control_serves_lobby_and_plain_receivers_in_one_hybrid_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "obj.bin", 2_000_000);
+    let g = group();
+    let control = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let sender = Proc::spawn(
+        "sender",
+        rmcast().arg("send").arg(&file).args([
+            "--receivers",
+            "2",
+            "--group",
+            &g,
+            "--control",
+            &control,
+            "--json",
+        ]),
+    );
+    let plain = recv(&g, &dir.path().join("plain"), "plain", &[]);
+    let lobby = recv(
+        &g,
+        &dir.path().join("lobby"),
+        "lobby",
+        &["--sender", &control],
+    );
+    let (code, out, err) = sender.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["verified"], 2, "{v}");
+    let mut multicast: Vec<&str> = v["hybrid"]["multicast"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    multicast.sort_unstable();
+    assert_eq!(multicast, ["lobby", "plain"], "{v}");
+    assert_eq!(v["hybrid"]["tcp"], serde_json::json!([]), "{v}");
+    assert_eq!(v["hybrid"]["why"], Value::Null, "{v}");
+    for (p, name) in [(plain, "plain"), (lobby, "lobby")] {
+        let (code, _, err) = p.wait(Duration::from_secs(20));
+        assert_eq!(code, 0, "{name}: {err}");
+        let copy = std::fs::read(dir.path().join(name).join("obj.bin")).unwrap();
+        assert!(
+            copy == std::fs::read(&file).unwrap(),
+            "{name}'s copy differs"
+        );
+    }
+    // A directory cannot go: the TCP half carries one file.
+    let (code, _, err) = Proc::spawn(
+        "tree",
+        rmcast().arg("send").arg(dir.path()).args([
+            "--receivers",
+            "1",
+            "--group",
+            &g,
+            "--control",
+            &control,
+        ]),
+    )
+    .wait(Duration::from_secs(20));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("hybrid session"), "{err}");
+}

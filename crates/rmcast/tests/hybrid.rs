@@ -38,13 +38,21 @@ fn data(size: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn run(
-    vias: &[Via],
-    size: usize,
+/// What a test changes from the plain session.
+#[derive(Default)]
+struct Opts {
     key: Option<Arc<GroupKey>>,
     tcp_shape: Option<OverlayShape>,
-    dir: &Path,
-) -> Session {
+    /// Receivers the send waits for (default: as many as `vias`).
+    wanted: Option<u16>,
+}
+
+fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
+    let Opts {
+        key,
+        tcp_shape,
+        wanted,
+    } = opts;
     let group = rmcast::random_group();
     let deaf_group = {
         let g = rmcast::random_group();
@@ -54,7 +62,7 @@ fn run(
         multicast: SendConfig {
             group,
             proto: SenderConfig {
-                receivers: vias.len() as u16,
+                receivers: wanted.unwrap_or(vias.len() as u16),
                 join_wait: Duration::from_secs(15),
                 group_key: key.clone(),
                 ..SenderConfig::default()
@@ -166,7 +174,7 @@ fn receivers_that_do_not_hear_the_group_get_the_file_over_tcp_in_the_same_send()
             Via::LobbyHears,
             Via::LobbyDeaf,
         ];
-        let s = run(&vias, 3_000_000, None, None, &dir);
+        let s = run(&vias, 3_000_000, Opts::default(), &dir);
         check(&s, &vias);
         let r = &s.report;
         assert!(
@@ -183,7 +191,11 @@ fn with_no_multicast_at_all_the_send_is_a_tcp_overlay_of_the_shape_asked() {
     bounded(Duration::from_secs(60), || {
         let dir = tmp("none");
         let vias = [Via::LobbyDeaf, Via::LobbyDeaf, Via::LobbyDeaf];
-        let s = run(&vias, 1_000_000, None, Some(OverlayShape::Pipeline), &dir);
+        let opts = Opts {
+            tcp_shape: Some(OverlayShape::Pipeline),
+            ..Opts::default()
+        };
+        let s = run(&vias, 1_000_000, opts, &dir);
         check(&s, &vias);
         assert_eq!(s.report.protocol, "tcp-pipeline");
         assert_eq!(
@@ -200,7 +212,7 @@ fn when_everyone_hears_the_group_nobody_goes_tcp() {
     bounded(Duration::from_secs(60), || {
         let dir = tmp("all");
         let vias = [Via::LobbyHears, Via::Group, Via::LobbyHears];
-        let s = run(&vias, 500_000, None, None, &dir);
+        let s = run(&vias, 500_000, Opts::default(), &dir);
         check(&s, &vias);
         assert!(!s.report.protocol.contains("tcp"), "{}", s.report.protocol);
         let _ = std::fs::remove_dir_all(&dir);
@@ -213,7 +225,11 @@ fn a_keyed_hybrid_session_seals_both_halves() {
         let dir = tmp("keyed");
         let key = Arc::new(GroupKey::from_secret([0x5a; 32]));
         let vias = [Via::LobbyHears, Via::LobbyDeaf];
-        let s = run(&vias, 1_000_000, Some(key), None, &dir);
+        let opts = Opts {
+            key: Some(key),
+            ..Opts::default()
+        };
+        let s = run(&vias, 1_000_000, opts, &dir);
         check(&s, &vias);
         assert!(s.report.sealed);
         let _ = std::fs::remove_dir_all(&dir);
@@ -227,4 +243,30 @@ fn the_tcp_half_is_a_chain_for_a_few_and_a_bintree_for_more() {
     assert_eq!(tcp_shape_for(8), OverlayShape::Chain);
     assert_eq!(tcp_shape_for(9), OverlayShape::Bintree);
     assert_eq!(tcp_shape_for(1000), OverlayShape::Bintree);
+}
+
+#[test]
+fn a_receiver_beyond_the_count_is_refused_by_the_lobby_naming_it() {
+    bounded(Duration::from_secs(60), || {
+        let dir = tmp("extra");
+        let vias = [Via::LobbyDeaf, Via::LobbyDeaf, Via::LobbyDeaf];
+        let opts = Opts {
+            wanted: Some(2),
+            ..Opts::default()
+        };
+        let s = run(&vias, 200_000, opts, &dir);
+        let r = &s.report;
+        assert!(r.ok, "the two it waited for verified: {r:#?}");
+        assert_eq!(r.verified, 2);
+        let refused: Vec<&String> = (s.receivers.iter())
+            .filter_map(|(_, got, _)| got.as_ref().err())
+            .collect();
+        assert_eq!(refused.len(), 1, "{:#?}", s.receivers);
+        assert!(
+            refused[0].contains("has its 2 receivers already"),
+            "{}",
+            refused[0]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    });
 }
