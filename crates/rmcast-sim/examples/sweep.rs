@@ -45,7 +45,10 @@ Every list is comma-separated; the grid is their cross product.
   --receivers LIST         N                                     [30]
   --size LIST              object size (B, KB, MB = 10^3, 10^6; KiB, MiB) [2MB]
   --rate LIST              link rate (bit/s; suffixes kbit, mbit, gbit) [100mbit]
-  --loss LIST              Bernoulli loss per data frame on receiver ports [0]
+  --loss LIST              loss per data frame on receiver ports [0]
+  --burst LIST             mean length of a loss burst in frames: 1 loses each
+                           frame on its own (Bernoulli), more in Gilbert-Elliott
+                           bursts of that mean length at the same mean loss [1]
   --mtu LIST               bytes                                 [1500]
   --preset NAME            fsu (Pentium III cluster, Scenario::fsu_2004) or modern [modern]
   --seeds N                seeds per combination (1..=N); goodput is their median [3]
@@ -71,6 +74,7 @@ struct Grid {
     sizes: Vec<u64>,
     rates: Vec<u64>,
     losses: Vec<f64>,
+    bursts: Vec<f64>,
     mtus: Vec<usize>,
     preset: String,
     seeds: u64,
@@ -97,6 +101,7 @@ struct Cell {
     size: u64,
     rate: u64,
     loss: f64,
+    burst: f64,
     mtu: usize,
 }
 
@@ -200,10 +205,12 @@ fn scenario(grid: &Grid, cell: &Cell, seed: u64) -> Scenario {
         config,
         link_rate_bits_per_s: cell.rate,
         mtu: cell.mtu,
-        loss: if cell.loss > 0.0 {
-            LossModel::Bernoulli(cell.loss)
-        } else {
+        loss: if cell.loss <= 0.0 {
             LossModel::None
+        } else if cell.burst > 1.0 {
+            LossModel::bursty(cell.loss, cell.burst)
+        } else {
+            LossModel::Bernoulli(cell.loss)
         },
         seed,
         // A stuck cell should fail fast, not stall the sweep.
@@ -250,7 +257,11 @@ fn cells(g: &Grid) -> Vec<Cell> {
                                 for &receivers in &g.receivers {
                                     for &size in &g.sizes {
                                         for &rate in &g.rates {
-                                            for &loss in &g.losses {
+                                            for (&loss, &burst) in g
+                                                .losses
+                                                .iter()
+                                                .flat_map(|l| g.bursts.iter().map(move |b| (l, b)))
+                                            {
                                                 for &mtu in &g.mtus {
                                                     out.push(Cell {
                                                         protocol,
@@ -266,6 +277,7 @@ fn cells(g: &Grid) -> Vec<Cell> {
                                                         size,
                                                         rate,
                                                         loss,
+                                                        burst,
                                                         mtu,
                                                     });
                                                 }
@@ -359,6 +371,7 @@ fn table(rows: &[Row], csv: bool) -> String {
         "size",
         "rate_mbit",
         "loss",
+        "burst",
         "mtu",
         "goodput_mbit",
         "min",
@@ -434,6 +447,7 @@ fn table(rows: &[Row], csv: bool) -> String {
                 c.size.to_string(),
                 format!("{}", c.rate as f64 / 1e6),
                 c.loss.to_string(),
+                c.burst.to_string(),
                 c.mtu.to_string(),
                 f(median(goodputs.clone()), 1),
                 f(goodputs.iter().copied().reduce(f64::min), 1),
@@ -472,6 +486,7 @@ fn parse(args: &[String]) -> Result<Grid, String> {
         sizes: vec![2_000_000],
         rates: vec![100_000_000],
         losses: vec![0.0],
+        bursts: vec![1.0],
         mtus: vec![1500],
         preset: "modern".into(),
         seeds: 3,
@@ -511,6 +526,12 @@ fn parse(args: &[String]) -> Result<Grid, String> {
             "--size" => g.sizes = list(v, parse_bytes)?,
             "--rate" => g.rates = list(v, parse_rate)?,
             "--loss" => g.losses = list(v, parse_num)?,
+            "--burst" => {
+                g.bursts = list(v, parse_num)?;
+                if g.bursts.iter().any(|&b: &f64| !(b >= 1.0 && b.is_finite())) {
+                    return Err(format!("--burst {v}: a mean burst length is at least 1"));
+                }
+            }
             "--mtu" => g.mtus = list(v, parse_num)?,
             "--preset" => {
                 if v != "fsu" && v != "modern" {
