@@ -45,6 +45,8 @@ struct Opts {
     tcp_shape: Option<OverlayShape>,
     /// Receivers the send waits for (default: as many as `vias`).
     wanted: Option<u16>,
+    /// How long it waits for them (default 15 s).
+    wait: Option<Duration>,
 }
 
 fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
@@ -52,6 +54,7 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
         key,
         tcp_shape,
         wanted,
+        wait,
     } = opts;
     let group = rmcast::random_group();
     let deaf_group = {
@@ -63,7 +66,7 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
             group,
             proto: SenderConfig {
                 receivers: wanted.unwrap_or(vias.len() as u16),
-                join_wait: Duration::from_secs(15),
+                join_wait: wait.unwrap_or(Duration::from_secs(15)),
                 group_key: key.clone(),
                 ..SenderConfig::default()
             },
@@ -266,6 +269,33 @@ fn a_receiver_beyond_the_count_is_refused_by_the_lobby_naming_it() {
             refused[0].contains("has its 2 receivers already"),
             "{}",
             refused[0]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn a_session_that_never_forms_sends_the_lobby_away_and_names_it() {
+    bounded(Duration::from_secs(60), || {
+        let dir = tmp("short");
+        let vias = [Via::LobbyDeaf];
+        let opts = Opts {
+            wanted: Some(3),
+            wait: Some(Duration::from_millis(1500)),
+            ..Opts::default()
+        };
+        let s = run(&vias, 10_000, opts, &dir);
+        let r = &s.report;
+        assert!(!r.ok);
+        let error = r.error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains("1 more registered over TCP and were sent away: r0-LobbyDeaf"),
+            "{error}"
+        );
+        let got = s.receivers[0].1.as_ref().unwrap_err();
+        assert!(
+            got.contains("ended before every receiver registered"),
+            "{got}"
         );
         let _ = std::fs::remove_dir_all(&dir);
     });

@@ -11,6 +11,7 @@ use crate::{Error, EventHook, Progress, SendReport};
 use rmcast_proto::SenderEvent;
 use rmcast_proto::security::Sealer;
 use rmcast_wire::overlay::Msg;
+use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
@@ -282,26 +283,14 @@ fn greet(mut s: TcpStream, sh: &Shared<'_>) -> Result<(), String> {
         Ok(Msg::Register { name, .. }) => name,
         Ok(m) => {
             let text = format!("expected Register, got {:?}", m.kind());
-            let _ = io::send_msg(
-                &mut s,
-                sealer.as_mut(),
-                &Msg::Abort { text: text.clone() },
-                limit,
-            );
-            return Err(text);
+            return Err(refuse(&mut s, &mut sealer, text, limit));
         }
         Err(e) => return Err(e.to_string()),
     };
     let late = |sh: &Shared<'_>| sh.registered.load(Ordering::Acquire) || sh.lock().1;
     if late(sh) {
         let text = format!("the session has its {} receivers already", sh.total());
-        let _ = io::send_msg(
-            &mut s,
-            sealer.as_mut(),
-            &Msg::Abort { text: text.clone() },
-            limit,
-        );
-        return Err(text);
+        return Err(refuse(&mut s, &mut sealer, text, limit));
     }
     let probe = Msg::Probe {
         group: SocketAddr::V4(sh.cfg.multicast.group),
@@ -326,13 +315,7 @@ fn greet(mut s: TcpStream, sh: &Shared<'_>) -> Result<(), String> {
     {
         drop(w);
         let text = format!("the session has its {} receivers already", sh.total());
-        let _ = io::send_msg(
-            &mut s,
-            sealer.as_mut(),
-            &Msg::Abort { text: text.clone() },
-            limit,
-        );
-        return Err(text);
+        return Err(refuse(&mut s, &mut sealer, text, limit));
     }
     tracing::info!(
         "receiver {name:?} at {} did not hear the group: it will be served over TCP",
@@ -348,14 +331,32 @@ fn greet(mut s: TcpStream, sh: &Shared<'_>) -> Result<(), String> {
     Ok(())
 }
 
+/// Tells a lobby connection why it is refused (an `Abort`, best effort)
+/// and returns the reason.
+fn refuse(s: &mut TcpStream, sealer: &mut Option<Sealer>, text: String, limit: Duration) -> String {
+    let _ = io::send_msg(
+        s,
+        sealer.as_mut(),
+        &Msg::Abort { text: text.clone() },
+        limit,
+    );
+    text
+}
+
+/// How the TCP half ended.
+enum Half {
+    /// Nobody was waiting in the lobby.
+    Nobody,
+    /// The multicast half ended before registration closed: the
+    /// receivers waiting in the lobby (named) were sent away.
+    SentAway(Vec<String>),
+    /// The overlay ran.
+    Served(Box<Tcp>),
+}
+
 /// Waits for registration to close, then serves the receivers waiting
-/// in the lobby over the TCP overlay. `None`: nobody to serve.
-fn serve_tcp(
-    name: &str,
-    data: &[u8],
-    sh: &Shared<'_>,
-    start: Instant,
-) -> Result<Option<Tcp>, Error> {
+/// in the lobby over the TCP overlay.
+fn serve_tcp(name: &str, data: &[u8], sh: &Shared<'_>, start: Instant) -> Result<Half, Error> {
     let limit = sh.cfg.overlay.inactivity;
     let mut beat = Instant::now();
     let ready = loop {
@@ -384,7 +385,7 @@ fn serve_tcp(
         std::mem::take(&mut w.0)
     };
     if waiting.is_empty() {
-        return Ok(None);
+        return Ok(Half::Nobody);
     }
     if !ready {
         for x in &mut waiting {
@@ -395,7 +396,9 @@ fn serve_tcp(
                 limit,
             );
         }
-        return Ok(None);
+        return Ok(Half::SentAway(
+            waiting.iter().map(|x| x.name.clone()).collect(),
+        ));
     }
     let mut ov = sh.cfg.overlay.clone();
     ov.receivers = waiting.len() as u16;
@@ -433,25 +436,25 @@ fn serve_tcp(
     // receiver reads its `Redirect` before it could see them close.
     let report = overlay.send_bytes(name, data, None)?;
     drop(waiting);
-    Ok(Some(Tcp {
+    Ok(Half::Served(Box::new(Tcp {
         report,
         names,
         ended: start.elapsed(),
-    }))
+    })))
 }
 
 /// One report of both halves.
 fn merge(
     mc: Result<SendReport, Error>,
-    tcp: Result<Option<Tcp>, Error>,
+    tcp: Result<Half, Error>,
     cfg: &HybridConfig,
 ) -> Result<SendReport, Error> {
     let tcp = tcp?;
     let mut m = mc?;
-    let tcp_protocol = tcp
-        .as_ref()
-        .map(|t| t.report.protocol.clone())
-        .unwrap_or_default();
+    let tcp_protocol = match &tcp {
+        Half::Served(t) => t.report.protocol.clone(),
+        _ => String::new(),
+    };
     let hybrid = |multicast: Vec<String>, tcp: Vec<String>| HybridReport {
         multicast,
         tcp,
@@ -459,10 +462,27 @@ fn merge(
         probe_wait: cfg.probe_wait,
     };
     let names = |r: &SendReport| r.members.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
-    let Some(t) = tcp else {
-        m.hybrid = Some(hybrid(names(&m), Vec::new()));
-        return Ok(m);
+    let t = match tcp {
+        Half::Served(t) => t,
+        Half::Nobody => {
+            m.hybrid = Some(hybrid(names(&m), Vec::new()));
+            return Ok(m);
+        }
+        Half::SentAway(away) => {
+            // The multicast half's count left them out: say who they were.
+            let e = m.error.get_or_insert_with(String::new);
+            let _ = write!(
+                e,
+                "; {} more registered over TCP and were sent away: {}",
+                away.len(),
+                away.join(", ")
+            );
+            m.ok = false;
+            m.hybrid = Some(hybrid(names(&m), away));
+            return Ok(m);
+        }
     };
+    let t = *t;
     let mut r = t.report;
     if m.members.is_empty() {
         // Nobody heard the group: the overlay was the whole session.
