@@ -37,6 +37,7 @@
 
 mod endpoint;
 pub mod fec;
+pub mod hybrid;
 pub mod overlay;
 mod pacer;
 pub mod security;

@@ -19,7 +19,9 @@
 //! plain `rmcast recv` (no `--sender`) joins the multicast half as always.
 //!
 //! The frames are the overlay's (`docs/wire-format.md`, types 13–15), sealed
-//! under the group key like the rest of the overlay's control traffic.
+//! under the group key like the rest of the overlay's control traffic. The
+//! lobby's decisions are [`rmcast_proto::hybrid::Lobby`]'s; this module
+//! drives it over TCP.
 
 mod sender;
 

@@ -1,7 +1,9 @@
-//! The hybrid sender: the multicast session runs on the caller's thread;
-//! beside it, one thread accepts lobby connections (and one greets each),
-//! and one waits for registration to close, then serves the receivers that
-//! did not hear the group over a TCP overlay.
+//! The hybrid sender's driver: the multicast session runs on the caller's
+//! thread; beside it, one thread accepts lobby connections (one more per
+//! connection does its key exchange, then reads its frames), and one
+//! drives the lobby's machine ([`rmcast_proto::hybrid::Lobby`]): it hands
+//! the machine what the connections say and what the multicast half did,
+//! carries out what it asks, and runs the TCP overlay when it asks for it.
 
 use super::{HybridConfig, HybridReport, Split};
 use crate::overlay::frame::FrameReader;
@@ -9,69 +11,46 @@ use crate::overlay::io;
 use crate::overlay::{OverlaySender, secure};
 use crate::{Error, EventHook, Progress, SendReport};
 use rmcast_proto::SenderEvent;
+use rmcast_proto::hybrid::{ConnId, Lobby, LobbyConfig, LobbyOp};
 use rmcast_proto::security::Sealer;
 use rmcast_wire::overlay::Msg;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// How often the lobby tells the receivers waiting for the overlay that
 /// the sender is alive (their inactivity timeout is seconds).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
-/// How often the coordinator looks at the registration.
+/// The driver's longest sleep: it looks at the multicast half this often.
 const LOOK_EVERY: Duration = Duration::from_millis(5);
-/// Lobby connections greeted at once, at most: more are refused, so a
-/// flood of idle connections cannot pile up threads.
-const GREETING_MAX: usize = 1024;
-/// How long a lobby connection may stay open after its `Probe` (a
-/// receiver that heard the group keeps it until it is done).
-const PROBED_MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Lobby connections in their key exchange at once, at most: more are
+/// dropped, so a flood of idle connections cannot pile up threads.
+const HANDSHAKES_MAX: usize = 64;
 
-/// A receiver that did not hear the group, waiting for the overlay.
-struct Waiting {
-    name: String,
-    stream: TcpStream,
-    sealer: Option<Sealer>,
+/// What the lobby's driver hears.
+enum Ev {
+    /// A connection is ready (its key exchange done): its write half.
+    Connected(ConnId, TcpStream, Option<Box<Sealer>>),
+    /// A frame from a connection, or why it ended.
+    Msg(ConnId, Result<Msg, String>),
+    /// The multicast half admitted its n-th receiver.
+    Joined(u16),
+    /// The multicast half closed its registration.
+    RegistrationClosed,
 }
 
-impl Waiting {
-    fn say(&mut self, m: &Msg, limit: Duration) -> bool {
-        io::send_msg(&mut self.stream, self.sealer.as_mut(), m, limit).is_ok()
-    }
-}
+/// The overlay running on its thread, and the names of its receivers.
+type Running<'s> = (
+    std::thread::ScopedJoinHandle<'s, Result<SendReport, Error>>,
+    Vec<String>,
+);
 
-/// What the lobby's threads share.
-struct Shared<'a> {
-    cfg: &'a HybridConfig,
-    split: Split,
-    /// Receivers waiting for the overlay; `closed` once it was opened
-    /// (or the session ended): later ones are refused.
-    waiting: Mutex<(Vec<Waiting>, bool)>,
-    /// Receivers the multicast half admitted.
-    joined: Arc<AtomicU16>,
-    /// The multicast half closed its registration (its data phase starts).
-    registered: Arc<AtomicBool>,
-    /// The multicast half is over.
-    mc_over: AtomicBool,
-    /// The session is over: every lobby thread stops.
-    abort: AtomicBool,
-    greeting: AtomicUsize,
-}
-
-impl Shared<'_> {
-    fn lock(&self) -> MutexGuard<'_, (Vec<Waiting>, bool)> {
-        self.waiting
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn total(&self) -> u16 {
-        self.cfg.multicast.proto.receivers
-    }
-}
+/// A lobby connection's write half, with its sealer when keyed.
+type Conns = HashMap<ConnId, (TcpStream, Option<Box<Sealer>>)>;
 
 /// The TCP half's outcome.
 struct Tcp {
@@ -79,6 +58,17 @@ struct Tcp {
     names: Vec<String>,
     /// When it ended, from the start of the session.
     ended: Duration,
+}
+
+/// How the TCP half ended.
+enum Half {
+    /// Nobody was waiting in the lobby.
+    Nobody,
+    /// The multicast half ended before its registration closed: the
+    /// receivers waiting in the lobby (named) were sent away.
+    SentAway(Vec<String>),
+    /// The overlay ran.
+    Served(Box<Tcp>),
 }
 
 /// Sends the file at `path` in a hybrid session (see [`crate::hybrid`]).
@@ -192,255 +182,297 @@ fn run(
     progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<SendReport, Error> {
     let start = Instant::now();
-    let joined = Arc::new(AtomicU16::new(0));
-    let registered = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<Ev>();
     let mut mc = cfg.multicast.clone();
     let user_hook = mc.on_event.take();
-    let (j, r) = (joined.clone(), registered.clone());
+    // The hook runs on the multicast thread; the channel needs no lock,
+    // but the hook must be `Sync`.
+    let hook_tx = Mutex::new(tx.clone());
+    let joined = std::sync::atomic::AtomicU16::new(0);
     mc.on_event = Some(EventHook(Arc::new(move |e: &SenderEvent| {
-        match e {
+        let ev = match e {
             SenderEvent::Joined { .. } => {
-                j.fetch_add(1, Ordering::AcqRel);
+                Some(Ev::Joined(joined.fetch_add(1, Ordering::AcqRel) + 1))
             }
-            SenderEvent::AllJoined => r.store(true, Ordering::Release),
-            _ => {}
+            SenderEvent::AllJoined => Some(Ev::RegistrationClosed),
+            _ => None,
+        };
+        if let Some(ev) = ev
+            && let Ok(tx) = hook_tx.lock()
+        {
+            let _ = tx.send(ev);
         }
         if let Some(h) = &user_hook {
             (h.0)(e);
         }
     })));
-    let shared = Shared {
-        cfg,
-        split: Split::default(),
-        waiting: Mutex::new((Vec::new(), false)),
-        joined,
-        registered,
-        mc_over: AtomicBool::new(false),
-        abort: AtomicBool::new(false),
-        greeting: AtomicUsize::new(0),
-    };
-    let sh = &shared;
+    let split = Split::default();
+    let mc_over = AtomicBool::new(false);
+    let abort = AtomicBool::new(false);
+    let (split, mc_over, abort, listener) = (&split, &mc_over, &abort, &listener);
     std::thread::scope(|scope| {
-        scope.spawn(move || {
-            while let Some(r) = io::accept_unless(&listener, &sh.abort) {
-                match r {
-                    Ok((s, from)) => {
-                        if sh.greeting.fetch_add(1, Ordering::AcqRel) >= GREETING_MAX {
-                            sh.greeting.fetch_sub(1, Ordering::AcqRel);
-                            continue;
-                        }
-                        scope.spawn(move || {
-                            if let Err(why) = greet(s, sh) {
-                                tracing::debug!("lobby connection from {from}: {why}");
-                            }
-                            sh.greeting.fetch_sub(1, Ordering::AcqRel);
-                        });
-                    }
-                    Err(e) => {
-                        tracing::warn!("cannot accept a lobby connection: {e}");
-                        std::thread::sleep(LOOK_EVERY);
-                    }
-                }
-            }
-        });
-        let tcp = scope.spawn(move || serve_tcp(name, data, sh, start));
-        let mc = crate::sender::run(name, data, &mc, progress, Some(&sh.split));
-        sh.mc_over.store(true, Ordering::Release);
-        let tcp = tcp.join().unwrap_or_else(|_| {
+        scope.spawn(move || accept(scope, listener, cfg, split, abort, &tx));
+        let driver = scope.spawn(move || drive(scope, cfg, name, data, split, mc_over, &rx, start));
+        let mc = crate::sender::run(name, data, &mc, progress, Some(split));
+        mc_over.store(true, Ordering::Release);
+        let tcp = driver.join().unwrap_or_else(|_| {
             Err(Error::Failed(
                 "the TCP half of the session panicked".to_owned(),
             ))
         });
-        sh.abort.store(true, Ordering::Release);
+        abort.store(true, Ordering::Release);
         merge(mc, tcp, cfg)
     })
 }
 
-/// Greets one lobby connection: key exchange, `Register`, `Probe`; then
-/// waits until the receiver says `Unheard` (it joins the waiting) or
-/// closes (it heard the group, or went away).
-fn greet(mut s: TcpStream, sh: &Shared<'_>) -> Result<(), String> {
-    io::tune(&s).map_err(|e| e.to_string())?;
-    let limit = sh.cfg.overlay.inactivity;
+/// Accepts lobby connections; for each, a thread does the key exchange
+/// (keyed) and then reads its frames for the driver.
+fn accept<'s, 'e: 's>(
+    scope: &'s std::thread::Scope<'s, 'e>,
+    listener: &'e TcpListener,
+    cfg: &'e HybridConfig,
+    split: &'e Split,
+    abort: &'e AtomicBool,
+    tx: &mpsc::Sender<Ev>,
+) {
+    let handshakes = Arc::new(AtomicUsize::new(0));
+    let mut next: ConnId = 0;
+    while let Some(r) = io::accept_unless(listener, abort) {
+        let (mut s, from) = match r {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("cannot accept a lobby connection: {e}");
+                std::thread::sleep(LOOK_EVERY);
+                continue;
+            }
+        };
+        if handshakes.fetch_add(1, Ordering::AcqRel) >= HANDSHAKES_MAX {
+            handshakes.fetch_sub(1, Ordering::AcqRel);
+            continue;
+        }
+        next += 1;
+        let (id, tx, handshakes) = (next, tx.clone(), handshakes.clone());
+        scope.spawn(move || {
+            let ready = greet(&mut s, cfg, split, abort);
+            handshakes.fetch_sub(1, Ordering::AcqRel);
+            let (reader, sealer) = match ready.and_then(|(frames, sealer)| {
+                let r = s.try_clone().map_err(|e| e.to_string())?;
+                Ok(((r, frames), sealer))
+            }) {
+                Ok(x) => x,
+                Err(why) => return tracing::debug!("lobby connection from {from}: {why}"),
+            };
+            if tx.send(Ev::Connected(id, s, sealer)).is_err() {
+                return;
+            }
+            io::control_reader(reader.0, reader.1, abort, |m| {
+                tx.send(Ev::Msg(id, m)).is_ok()
+            });
+        });
+    }
+}
+
+/// A lobby connection's key exchange (keyed), once the multicast session
+/// has its id: the reader and the sealer of the connection.
+fn greet(
+    s: &mut TcpStream,
+    cfg: &HybridConfig,
+    split: &Split,
+    abort: &AtomicBool,
+) -> Result<(FrameReader, Option<Box<Sealer>>), String> {
+    io::tune(s).map_err(|e| e.to_string())?;
     let session = loop {
-        if let Some(id) = sh.split.session() {
+        if let Some(id) = split.session() {
             break id;
         }
-        if sh.abort.load(Ordering::Acquire) {
-            return Ok(());
+        if abort.load(Ordering::Acquire) {
+            return Err("the session ended".into());
         }
         std::thread::sleep(LOOK_EVERY);
     };
-    let (mut sealer, mut reader) = match &sh.cfg.overlay.key {
-        None => (None, FrameReader::default()),
+    match &cfg.overlay.key {
+        None => Ok((FrameReader::default(), None)),
         Some(key) => {
-            let ch = secure::respond(&mut s, "sender", key, session.0, &sh.abort, limit)
+            let limit = cfg.overlay.inactivity;
+            let ch = secure::respond(s, "sender", key, session.0, abort, limit)
                 .map_err(|e| e.to_string())?;
-            (Some(ch.sealer), FrameReader::sealed(ch.opener))
+            Ok((FrameReader::sealed(ch.opener), Some(Box::new(ch.sealer))))
         }
-    };
-    let name = match io::read_msg(&mut s, &mut reader, &sh.abort, limit) {
-        Ok(Msg::Register { name, .. }) => name,
-        Ok(m) => {
-            let text = format!("expected Register, got {:?}", m.kind());
-            return Err(refuse(&mut s, &mut sealer, text, limit));
-        }
-        Err(e) => return Err(e.to_string()),
-    };
-    let late = |sh: &Shared<'_>| sh.registered.load(Ordering::Acquire) || sh.lock().1;
-    if late(sh) {
-        let text = format!("the session has its {} receivers already", sh.total());
-        return Err(refuse(&mut s, &mut sealer, text, limit));
     }
-    let probe = Msg::Probe {
-        group: SocketAddr::V4(sh.cfg.multicast.group),
+}
+
+/// The lobby's driver: feeds the machine, carries out its ops, runs the
+/// overlay when asked; returns once the multicast half is over and the
+/// overlay (if any) too.
+#[allow(clippy::too_many_arguments)]
+fn drive<'s, 'e: 's>(
+    scope: &'s std::thread::Scope<'s, 'e>,
+    cfg: &'e HybridConfig,
+    name: &'e str,
+    data: &'e [u8],
+    split: &'e Split,
+    mc_over: &'e AtomicBool,
+    rx: &mpsc::Receiver<Ev>,
+    start: Instant,
+) -> Result<Half, Error> {
+    let clock = io::Clock::start();
+    let session = loop {
+        if let Some(id) = split.session() {
+            break id;
+        }
+        if mc_over.load(Ordering::Acquire) {
+            return Ok(Half::Nobody);
+        }
+        std::thread::sleep(LOOK_EVERY);
+    };
+    let mut lobby = Lobby::new(LobbyConfig {
+        receivers: cfg.multicast.proto.receivers,
+        group: SocketAddr::V4(cfg.multicast.group),
         session: session.0,
-        wait_ms: u32::try_from(sh.cfg.probe_wait.as_millis()).unwrap_or(u32::MAX),
-    };
-    io::send_msg(&mut s, sealer.as_mut(), &probe, limit).map_err(|e| e.to_string())?;
-    sh.split.announce();
-    loop {
-        match io::read_msg(&mut s, &mut reader, &sh.abort, PROBED_MAX) {
-            Ok(Msg::Unheard) => break,
-            // A receiver that heard the group says nothing more here.
-            Ok(_) => {}
-            Err(_) => return Ok(()),
-        }
-    }
-    let mut w = sh.lock();
-    let joined = sh.joined.load(Ordering::Acquire);
-    if w.1
-        || sh.registered.load(Ordering::Acquire)
-        || usize::from(joined) + w.0.len() >= usize::from(sh.total())
-    {
-        drop(w);
-        let text = format!("the session has its {} receivers already", sh.total());
-        return Err(refuse(&mut s, &mut sealer, text, limit));
-    }
-    tracing::info!(
-        "receiver {name:?} at {} did not hear the group: it will be served over TCP",
-        s.peer_addr()
-            .map_or_else(|_| "?".to_owned(), |a| a.to_string())
-    );
-    w.0.push(Waiting {
-        name,
-        stream: s,
-        sealer,
+        probe_wait: cfg.probe_wait,
+        heartbeat: HEARTBEAT_EVERY,
     });
-    sh.split.serve_elsewhere(w.0.len() as u16);
-    Ok(())
-}
-
-/// Tells a lobby connection why it is refused (an `Abort`, best effort)
-/// and returns the reason.
-fn refuse(s: &mut TcpStream, sealer: &mut Option<Sealer>, text: String, limit: Duration) -> String {
-    let _ = io::send_msg(
-        s,
-        sealer.as_mut(),
-        &Msg::Abort { text: text.clone() },
-        limit,
-    );
-    text
-}
-
-/// How the TCP half ended.
-enum Half {
-    /// Nobody was waiting in the lobby.
-    Nobody,
-    /// The multicast half ended before registration closed: the
-    /// receivers waiting in the lobby (named) were sent away.
-    SentAway(Vec<String>),
-    /// The overlay ran.
-    Served(Box<Tcp>),
-}
-
-/// Waits for registration to close, then serves the receivers waiting
-/// in the lobby over the TCP overlay.
-fn serve_tcp(name: &str, data: &[u8], sh: &Shared<'_>, start: Instant) -> Result<Half, Error> {
-    let limit = sh.cfg.overlay.inactivity;
-    let mut beat = Instant::now();
-    let ready = loop {
-        if sh.registered.load(Ordering::Acquire) || sh.split.elsewhere() >= sh.total() {
-            break true;
-        }
-        if sh.mc_over.load(Ordering::Acquire) || sh.abort.load(Ordering::Acquire) {
-            break false;
-        }
-        if beat.elapsed() >= HEARTBEAT_EVERY {
-            beat = Instant::now();
-            let mut w = sh.lock();
-            let before = w.0.len();
-            w.0.retain_mut(|x| x.say(&Msg::Heartbeat, limit));
-            if w.0.len() != before {
-                // Gone before the overlay opened: the multicast half waits
-                // for them again (whoever comes).
-                sh.split.serve_elsewhere(w.0.len() as u16);
+    let limit = cfg.overlay.inactivity;
+    let mut conns: Conns = HashMap::new();
+    let mut overlay: Option<Running<'s>> = None;
+    let mut sent_away = Vec::new();
+    loop {
+        while let Some(op) = lobby.poll_op() {
+            match op {
+                LobbyOp::Send(c, m) => {
+                    let ok = conns.get_mut(&c).is_some_and(|(s, sealer)| {
+                        io::send_msg(s, sealer.as_deref_mut(), &m, limit).is_ok()
+                    });
+                    if !ok {
+                        lobby.handle_closed(c);
+                    }
+                }
+                LobbyOp::Close(c) => {
+                    if let Some((s, _)) = conns.remove(&c) {
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                LobbyOp::Announce => split.announce(),
+                LobbyOp::ServeElsewhere(k) => split.serve_elsewhere(k),
+                LobbyOp::OpenOverlay(list) => {
+                    let (ov, control_port) = open_overlay(cfg, name, list.len())?;
+                    for (c, _) in &list {
+                        let ip = conns
+                            .get(c)
+                            .and_then(|(s, _)| s.local_addr().ok())
+                            .map_or(cfg.overlay.control.ip(), |a| a.ip());
+                        lobby.redirect(&[*c], SocketAddr::new(ip, control_port));
+                    }
+                    let names = list.into_iter().map(|(_, n)| n).collect();
+                    let h = scope.spawn(move || ov.send_bytes(name, data, None));
+                    overlay = Some((h, names));
+                }
             }
         }
-        std::thread::sleep(LOOK_EVERY);
-    };
-    let mut waiting = {
-        let mut w = sh.lock();
-        w.1 = true;
-        std::mem::take(&mut w.0)
-    };
-    if waiting.is_empty() {
-        return Ok(Half::Nobody);
-    }
-    if !ready {
-        for x in &mut waiting {
-            x.say(
-                &Msg::Abort {
-                    text: "the sender's session ended before every receiver registered".into(),
-                },
-                limit,
-            );
+        let over = mc_over.load(Ordering::Acquire);
+        if over {
+            // Everything the multicast half said is queued by now: its
+            // registration may have closed just before it ended.
+            let (now, mut fed) = (clock.now(), false);
+            while let Ok(ev) = rx.try_recv() {
+                feed(&mut lobby, &mut conns, now, ev);
+                fed = true;
+            }
+            if fed {
+                continue;
+            }
         }
-        return Ok(Half::SentAway(
-            waiting.iter().map(|x| x.name.clone()).collect(),
-        ));
+        if over && !lobby.is_closed() {
+            sent_away = lobby.handle_multicast_over(
+                "the sender's session ended before every receiver registered",
+            );
+            continue;
+        }
+        if over && overlay.as_ref().is_none_or(|(h, _)| h.is_finished()) {
+            break;
+        }
+        let wait = lobby
+            .poll_timeout()
+            .map_or(LOOK_EVERY, |t| {
+                clock
+                    .at(t)
+                    .saturating_duration_since(std::time::Instant::now())
+            })
+            .min(LOOK_EVERY);
+        match rx.recv_timeout(wait) {
+            Ok(ev) => {
+                let now = clock.now();
+                feed(&mut lobby, &mut conns, now, ev);
+                while let Ok(ev) = rx.try_recv() {
+                    feed(&mut lobby, &mut conns, now, ev);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(LOOK_EVERY),
+        }
+        let now = clock.now();
+        if lobby.poll_timeout().is_some_and(|t| t <= now) {
+            lobby.handle_timeout(now);
+        }
     }
-    let mut ov = sh.cfg.overlay.clone();
-    ov.receivers = waiting.len() as u16;
-    ov.shape = sh
-        .cfg
+    // The lobby connections stay open until the overlay is over: each
+    // receiver reads its `Redirect` before it could see them close.
+    let half = match overlay {
+        Some((h, names)) => {
+            let report = h
+                .join()
+                .unwrap_or_else(|_| Err(Error::Failed("the TCP overlay panicked".to_owned())))?;
+            Half::Served(Box::new(Tcp {
+                report,
+                names,
+                ended: start.elapsed(),
+            }))
+        }
+        None if sent_away.is_empty() => Half::Nobody,
+        None => Half::SentAway(sent_away),
+    };
+    drop(conns);
+    Ok(half)
+}
+
+/// Hands one event to the machine.
+fn feed(lobby: &mut Lobby, conns: &mut Conns, now: rmcast_proto::Instant, ev: Ev) {
+    match ev {
+        Ev::Connected(c, s, sealer) => {
+            conns.insert(c, (s, sealer));
+            lobby.handle_connected(c);
+        }
+        Ev::Msg(c, Ok(m)) => lobby.handle_msg(now, c, m),
+        Ev::Msg(c, Err(why)) => {
+            tracing::debug!("lobby connection {c}: {why}");
+            conns.remove(&c);
+            lobby.handle_closed(c);
+        }
+        Ev::Joined(n) => lobby.handle_joined(n),
+        Ev::RegistrationClosed => lobby.handle_registration_closed(),
+    }
+}
+
+/// Binds the TCP overlay for `k` receivers on another port of the lobby's
+/// address: the sender, and the port to redirect them to.
+fn open_overlay(cfg: &HybridConfig, name: &str, k: usize) -> Result<(OverlaySender, u16), Error> {
+    let mut ov = cfg.overlay.clone();
+    ov.receivers = u16::try_from(k).unwrap_or(u16::MAX);
+    ov.shape = cfg
         .tcp_shape
         .unwrap_or_else(|| super::tcp_shape_for(ov.receivers));
-    ov.control = SocketAddr::new(sh.cfg.overlay.control.ip(), 0);
-    ov.join_wait = sh.cfg.multicast.proto.join_wait;
+    ov.control = SocketAddr::new(cfg.overlay.control.ip(), 0);
+    ov.join_wait = cfg.multicast.proto.join_wait;
     if ov.name.is_none() {
         ov.name = Some(name.to_owned());
     }
     let overlay = OverlaySender::bind(&ov)?;
     let port = overlay.local_addr()?.port();
     tracing::info!(
-        "serving {} receiver(s) that did not hear the group over {} (port {port})",
-        waiting.len(),
+        "serving {k} receiver(s) that did not hear the group over {} (port {port})",
         ov.shape.name()
     );
-    for x in &mut waiting {
-        let ip = x
-            .stream
-            .local_addr()
-            .map_or(sh.cfg.overlay.control.ip(), |a| a.ip());
-        let control = SocketAddr::new(ip, port);
-        if !x.say(&Msg::Redirect { control }, limit) {
-            tracing::warn!(
-                "receiver {:?} left the lobby before the overlay opened",
-                x.name
-            );
-        }
-    }
-    let names = waiting.iter().map(|x| x.name.clone()).collect();
-    // The lobby connections stay open until the overlay is over: each
-    // receiver reads its `Redirect` before it could see them close.
-    let report = overlay.send_bytes(name, data, None)?;
-    drop(waiting);
-    Ok(Half::Served(Box::new(Tcp {
-        report,
-        names,
-        ended: start.elapsed(),
-    })))
+    Ok((overlay, port))
 }
 
 /// One report of both halves.

@@ -1,0 +1,299 @@
+use super::*;
+use proptest::prelude::*;
+
+fn lobby(receivers: u16) -> Lobby {
+    Lobby::new(LobbyConfig {
+        receivers,
+        group: "239.77.0.1:7700".parse().unwrap(),
+        session: 7,
+        probe_wait: Duration::from_millis(250),
+        heartbeat: Duration::from_secs(1),
+    })
+}
+
+fn register(name: &str) -> Msg {
+    Msg::Register {
+        name: name.into(),
+        data_addr: "127.0.0.1:9".parse().unwrap(),
+    }
+}
+
+fn ops(l: &mut Lobby) -> Vec<LobbyOp> {
+    std::iter::from_fn(|| l.poll_op()).collect()
+}
+
+fn t(ms: u64) -> Instant {
+    Instant::ZERO + Duration::from_millis(ms)
+}
+
+fn probe() -> Msg {
+    Msg::Probe {
+        group: "239.77.0.1:7700".parse().unwrap(),
+        session: 7,
+        wait_ms: 250,
+    }
+}
+
+fn abort_full(n: u16) -> Msg {
+    Msg::Abort {
+        text: format!("the session has its {n} receivers already"),
+    }
+}
+
+#[test]
+fn a_receiver_that_does_not_hear_the_group_waits_and_is_redirected_once_registration_closes() {
+    let mut l = lobby(3);
+    l.handle_connected(1);
+    l.handle_msg(t(0), 1, register("a"));
+    assert_eq!(ops(&mut l), [LobbyOp::Send(1, probe()), LobbyOp::Announce]);
+    l.handle_msg(t(250), 1, Msg::Unheard);
+    assert_eq!(ops(&mut l), [LobbyOp::ServeElsewhere(1)]);
+    assert_eq!(l.poll_timeout(), Some(t(1250)));
+    l.handle_timeout(t(1250));
+    assert_eq!(ops(&mut l), [LobbyOp::Send(1, Msg::Heartbeat)]);
+    assert_eq!(l.poll_timeout(), Some(t(2250)));
+    l.handle_joined(2);
+    l.handle_registration_closed();
+    assert_eq!(ops(&mut l), [LobbyOp::OpenOverlay(vec![(1, "a".into())])]);
+    assert!(l.is_closed());
+    assert_eq!(l.poll_timeout(), None, "the overlay keeps them alive now");
+    let control: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+    l.redirect(&[1], control);
+    assert_eq!(ops(&mut l), [LobbyOp::Send(1, Msg::Redirect { control })]);
+    // Asked once only.
+    l.handle_registration_closed();
+    assert_eq!(ops(&mut l), []);
+}
+
+#[test]
+fn a_prober_that_closes_heard_the_group_and_is_not_counted() {
+    let mut l = lobby(2);
+    l.handle_connected(1);
+    l.handle_msg(t(0), 1, register("a"));
+    ops(&mut l);
+    l.handle_closed(1);
+    assert_eq!(ops(&mut l), []);
+    l.handle_joined(2);
+    l.handle_registration_closed();
+    assert_eq!(ops(&mut l), [], "nobody waits: no overlay");
+}
+
+#[test]
+fn a_waiting_receiver_that_leaves_before_the_overlay_is_uncounted() {
+    let mut l = lobby(3);
+    for (c, n) in [(1, "a"), (2, "b")] {
+        l.handle_connected(c);
+        l.handle_msg(t(0), c, register(n));
+        l.handle_msg(t(250), c, Msg::Unheard);
+    }
+    ops(&mut l);
+    l.handle_closed(1);
+    assert_eq!(ops(&mut l), [LobbyOp::ServeElsewhere(1)]);
+    l.handle_registration_closed();
+    assert_eq!(ops(&mut l), [LobbyOp::OpenOverlay(vec![(2, "b".into())])]);
+}
+
+#[test]
+fn when_every_receiver_is_waiting_the_overlay_opens_without_the_multicast_half() {
+    let mut l = lobby(2);
+    for (c, n) in [(1, "a"), (2, "b")] {
+        l.handle_connected(c);
+        l.handle_msg(t(0), c, register(n));
+        l.handle_msg(t(250), c, Msg::Unheard);
+    }
+    let counted: Vec<LobbyOp> = ops(&mut l)
+        .into_iter()
+        .filter(|o| matches!(o, LobbyOp::ServeElsewhere(_) | LobbyOp::OpenOverlay(_)))
+        .collect();
+    assert_eq!(
+        counted,
+        [
+            LobbyOp::ServeElsewhere(1),
+            LobbyOp::ServeElsewhere(2),
+            LobbyOp::OpenOverlay(vec![(1, "a".into()), (2, "b".into())]),
+        ]
+    );
+}
+
+#[test]
+fn receivers_beyond_the_count_are_refused_saying_so() {
+    let mut l = lobby(2);
+    l.handle_joined(1);
+    l.handle_connected(1);
+    l.handle_msg(t(0), 1, register("a"));
+    l.handle_msg(t(250), 1, Msg::Unheard);
+    ops(&mut l);
+    // 1 multicast + 1 TCP: the multicast half closes its registration.
+    assert!(!l.is_closed());
+    l.handle_registration_closed();
+    assert_eq!(ops(&mut l), [LobbyOp::OpenOverlay(vec![(1, "a".into())])]);
+    l.handle_connected(2);
+    assert_eq!(
+        ops(&mut l),
+        [LobbyOp::Send(2, abort_full(2)), LobbyOp::Close(2)]
+    );
+    // One that registered before and says Unheard too late.
+    let mut l = lobby(3);
+    l.handle_connected(1);
+    l.handle_msg(t(0), 1, register("a"));
+    l.handle_joined(3);
+    ops(&mut l);
+    l.handle_msg(t(250), 1, Msg::Unheard);
+    assert_eq!(
+        ops(&mut l),
+        [LobbyOp::Send(1, abort_full(3)), LobbyOp::Close(1)]
+    );
+}
+
+#[test]
+fn anything_but_register_first_is_refused() {
+    let mut l = lobby(2);
+    l.handle_connected(1);
+    l.handle_msg(t(0), 1, Msg::Unheard);
+    assert_eq!(
+        ops(&mut l),
+        [
+            LobbyOp::Send(
+                1,
+                Msg::Abort {
+                    text: "expected Register first".into()
+                }
+            ),
+            LobbyOp::Close(1)
+        ]
+    );
+    // A connection the lobby does not know (refused, closed) is ignored.
+    l.handle_msg(t(1), 1, register("a"));
+    l.handle_msg(t(1), 99, Msg::Unheard);
+    assert_eq!(ops(&mut l), []);
+}
+
+#[test]
+fn a_session_that_never_forms_sends_the_waiting_away_and_names_them() {
+    let mut l = lobby(3);
+    l.handle_connected(1);
+    l.handle_msg(t(0), 1, register("a"));
+    l.handle_msg(t(250), 1, Msg::Unheard);
+    ops(&mut l);
+    let names = l.handle_multicast_over("gone");
+    assert_eq!(names, ["a"]);
+    let abort = Msg::Abort {
+        text: "gone".into(),
+    };
+    assert_eq!(ops(&mut l), [LobbyOp::Send(1, abort), LobbyOp::Close(1)]);
+    assert_eq!(l.poll_timeout(), None);
+    assert!(l.handle_multicast_over("again").is_empty());
+    l.handle_registration_closed();
+    assert_eq!(ops(&mut l), []);
+}
+
+/// One step of a random lobby session.
+#[derive(Clone, Debug)]
+enum Step {
+    Connect(u8),
+    Register(u8),
+    Unheard(u8),
+    Close(u8),
+    Joined,
+    RegistrationClosed,
+    MulticastOver,
+    Tick(u16),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0..3u8).prop_map(Step::Connect),
+        (0..3u8).prop_map(Step::Register),
+        (0..3u8).prop_map(Step::Unheard),
+        (0..3u8).prop_map(Step::Close),
+        Just(Step::Joined),
+        Just(Step::RegistrationClosed),
+        Just(Step::MulticastOver),
+        (0..3000u16).prop_map(Step::Tick),
+    ]
+}
+
+proptest! {
+    /// Whatever happens in whatever order: the overlay is asked for at
+    /// most once, never for a connection twice, never for more receivers
+    /// than the session minus those that joined over multicast; the count
+    /// given to the multicast half is the number waiting; heartbeats and
+    /// redirects go only to connections that said `Unheard`; nothing is
+    /// sent on a connection after it was closed; no deadline is past.
+    #[test]
+    fn random_sessions_keep_the_lobby_s_promises(
+        receivers in 1..6u16,
+        steps in prop::collection::vec(step(), 0..60),
+    ) {
+        let mut l = lobby(receivers);
+        let mut now = t(0);
+        let (mut joined, mut opened, mut closed_conns) = (0u16, 0, Vec::new());
+        let (mut unheard, mut live) = (Vec::new(), Vec::new());
+        for s in steps {
+            match s {
+                // A driver numbers each connection anew: a number comes
+                // back only once its connection is gone.
+                Step::Connect(c) if !live.contains(&u64::from(c)) => {
+                    live.push(c.into());
+                    closed_conns.retain(|&x| x != u64::from(c));
+                    unheard.retain(|&x| x != u64::from(c));
+                    l.handle_connected(c.into());
+                }
+                Step::Connect(_) => {}
+                Step::Register(c) => l.handle_msg(now, c.into(), register("x")),
+                Step::Unheard(c) => {
+                    l.handle_msg(now, c.into(), Msg::Unheard);
+                    unheard.push(u64::from(c));
+                }
+                Step::Close(c) => {
+                    live.retain(|&x| x != u64::from(c));
+                    l.handle_closed(c.into());
+                }
+                Step::Joined => {
+                    joined += 1;
+                    l.handle_joined(joined);
+                }
+                Step::RegistrationClosed => l.handle_registration_closed(),
+                Step::MulticastOver => {
+                    let _ = l.handle_multicast_over("over");
+                }
+                Step::Tick(ms) => {
+                    now = now + Duration::from_millis(ms.into());
+                    if l.poll_timeout().is_some_and(|d| d <= now) {
+                        l.handle_timeout(now);
+                    }
+                }
+            }
+            while let Some(op) = l.poll_op() {
+                match op {
+                    LobbyOp::OpenOverlay(list) => {
+                        opened += 1;
+                        prop_assert_eq!(opened, 1, "the overlay asked for twice");
+                        let mut ids: Vec<u64> = list.iter().map(|(c, _)| *c).collect();
+                        ids.sort_unstable();
+                        ids.dedup();
+                        prop_assert_eq!(ids.len(), list.len());
+                        prop_assert!(list.iter().all(|(c, _)| unheard.contains(c)));
+                        prop_assert!(usize::from(joined.min(receivers)) + list.len() <= usize::from(receivers)
+                            || joined > receivers);
+                    }
+                    LobbyOp::ServeElsewhere(k) => prop_assert!(k <= receivers),
+                    LobbyOp::Send(c, m) => {
+                        prop_assert!(!closed_conns.contains(&c), "sent on closed {}", c);
+                        if matches!(m, Msg::Heartbeat | Msg::Redirect { .. }) {
+                            prop_assert!(unheard.contains(&c));
+                        }
+                    }
+                    LobbyOp::Close(c) => {
+                        closed_conns.push(c);
+                        live.retain(|&x| x != c);
+                    }
+                    LobbyOp::Announce => {}
+                }
+            }
+            if let Some(d) = l.poll_timeout() {
+                prop_assert!(d > now || l.waiting() > 0);
+            }
+        }
+    }
+}
