@@ -395,7 +395,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
     }
     let never_came = expected
         .as_deref()
-        .map(|names| report::never_came(names, &report.members))
+        .map(|names| report::never_came(names, &report))
         .unwrap_or_default();
     match &events {
         Some(ev) => {

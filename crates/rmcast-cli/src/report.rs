@@ -32,13 +32,19 @@ pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> V
 
 /// The names of `--expect` that no member of the session matches (a
 /// member's name, or the host part of its default `HOST:PID` name).
-pub fn never_came(expected: &[String], members: &[rmcast::MemberOutcome]) -> Vec<String> {
+pub fn never_came(expected: &[String], r: &rmcast::SendReport) -> Vec<String> {
+    // A hybrid session's lobby receivers came even when the session never
+    // formed and sent them away (they are no members then).
+    let lobby = r.hybrid.iter().flat_map(|h| h.tcp.iter());
+    let came: Vec<&str> = (r.members.iter().map(|m| m.name.as_str()))
+        .chain(lobby.map(String::as_str))
+        .collect();
     expected
         .iter()
         .filter(|e| {
-            !members.iter().any(|m| {
-                m.name == **e
-                    || m.name
+            !came.iter().any(|name| {
+                *name == e.as_str()
+                    || name
                         .split_once(':')
                         .is_some_and(|(host, _)| host == e.as_str())
             })

@@ -1181,3 +1181,47 @@ fn send_with_control_serves_lobby_and_plain_receivers_in_one_hybrid_session() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("hybrid session"), "{err}");
 }
+
+/// Issue 18's "a receiver that can neither hear multicast nor reach the
+/// sender over TCP is named in the report within --wait": with `--expect`,
+/// a hybrid send names the one that never came, and not the one that
+/// came through the lobby.
+#[test]
+fn a_hybrid_send_names_the_expected_receiver_that_never_came() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "obj.bin", 100_000);
+    let expect = dir.path().join("nodes");
+    std::fs::write(&expect, "lobby\nplain\nunreachable\n").unwrap();
+    let g = group();
+    let control = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let sender = Proc::spawn(
+        "sender",
+        rmcast()
+            .arg("send")
+            .arg(&file)
+            .args(["--group", &g, "--control", &control, "--wait", "2s"])
+            .arg("--expect")
+            .arg(&expect)
+            .arg("--json"),
+    );
+    let plain = recv(&g, &dir.path().join("plain"), "plain", &[]);
+    let lobby = recv(
+        &g,
+        &dir.path().join("lobby"),
+        "lobby",
+        &["--sender", &control],
+    );
+    let (code, out, err) = sender.wait(Duration::from_secs(30));
+    assert_eq!(code, 1, "{err}");
+    let v = json(&out);
+    assert_eq!(v["never_came"], serde_json::json!(["unreachable"]), "{v}");
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(error.contains("only 2 of 3"), "{v}");
+    for p in [plain, lobby] {
+        let (code, _, _) = p.wait(Duration::from_secs(20));
+        assert_eq!(code, 1, "the session never formed: every receiver fails");
+    }
+}
