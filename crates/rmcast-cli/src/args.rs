@@ -209,6 +209,18 @@ pub enum RateControlArg {
     Off,
 }
 
+/// What the sender does with a receiver that falls far behind the group.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaggardArg {
+    /// Wait for it: the whole group goes at its pace, and every receiver
+    /// gets the file.
+    Wait,
+    /// Eject it once it has been half a window behind the group's median
+    /// receiver for --laggard-after: it is named as failed (exit 1), and
+    /// the others go on at their own pace.
+    Eject,
+}
+
 /// Shape of the tree protocol's acknowledgement tree.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShapeArg {
@@ -298,6 +310,15 @@ pub struct CommonArgs {
     /// Remove a receiver that owes feedback and stays silent this long.
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     pub peer_timeout: HumanDuration,
+    /// A receiver that falls far behind the rest while it keeps answering
+    /// (a slow disk, a slow link): `wait` lets it set the group's pace;
+    /// `eject` fails it, named, so the others go on at theirs.
+    #[arg(long, value_enum, default_value = "wait")]
+    pub laggard: LaggardArg,
+    /// With --laggard eject: how long a receiver may stay half a window
+    /// behind the group's median receiver before it is ejected.
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub laggard_after: HumanDuration,
     /// End the session, naming what stalled, when it makes no progress
     /// this long while sending or closing (no new packet acknowledged by
     /// every receiver, no receiver accepting, verifying or removed): a
@@ -369,6 +390,15 @@ impl CommonArgs {
         proto.rto_max = proto.rto_max.max(self.rto.0);
         proto.suppress = self.suppress.0;
         proto.peer_timeout = self.peer_timeout.0;
+        proto.laggard = match self.laggard {
+            LaggardArg::Wait if self.given("laggard_after") => {
+                bail!("--laggard-after applies to --laggard eject")
+            }
+            LaggardArg::Wait => rmcast::Laggard::Wait,
+            LaggardArg::Eject => rmcast::Laggard::Eject {
+                after: self.laggard_after.0,
+            },
+        };
         proto.stall_timeout = self.stall_timeout.map(|d| d.0);
         proto.rate_bits_per_s = self.rate;
         proto.rate_control = match self.rate_control {
@@ -457,6 +487,8 @@ impl CommonArgs {
             "packet_size",
             "rto",
             "suppress",
+            "laggard",
+            "laggard_after",
         ];
         if let Some(id) = udp_only.iter().find(|id| self.given(id)) {
             bail!(

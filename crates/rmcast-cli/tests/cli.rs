@@ -554,6 +554,18 @@ fn bad_input_gets_a_clear_message() {
             &["demo", "--protocol", "tcp-chain", "--explain"],
             "not a tcp-* overlay's",
         ),
+        (
+            &["demo", "--laggard-after", "1s"],
+            "--laggard-after applies to --laggard eject",
+        ),
+        (
+            &["demo", "--laggard", "eject", "--laggard-after", "50ms"],
+            "under 100 ms",
+        ),
+        (
+            &["demo", "--protocol", "tcp-chain", "--laggard", "eject"],
+            "--laggard applies to the UDP multicast protocols",
+        ),
         (&["demo", "--fec", "64"], "is not K:P"),
         (&["demo", "--fec", "0:1"], "outside 1..=1024"),
         (

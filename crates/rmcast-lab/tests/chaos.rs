@@ -179,3 +179,8 @@ fn netns_chaos_receivers_whose_network_drops_multicast_get_the_file_over_tcp_in_
 fn netns_chaos_with_no_multicast_a_hybrid_send_is_as_fast_as_a_tcp_chain() {
     scenario("hybrid-no-multicast");
 }
+
+#[test]
+fn netns_chaos_a_slow_receiver_sets_the_pace_or_is_ejected_and_named() {
+    scenario("laggard-eject");
+}

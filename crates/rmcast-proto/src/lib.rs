@@ -64,8 +64,8 @@ pub use transfer::receiver::{
     DataChunk, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats,
 };
 pub use transfer::sender::{
-    ConfigError, MemberOutcome, ObjectInfo, Outcome, Repair, Sender, SenderConfig, SenderEvent,
-    SenderStats, WIRE_OVERHEAD_BYTES,
+    ConfigError, EJECTED_LAGGARD, Laggard, MemberOutcome, ObjectInfo, Outcome, Repair, Sender,
+    SenderConfig, SenderEvent, SenderStats, WIRE_OVERHEAD_BYTES,
 };
 
 use std::net::SocketAddr;

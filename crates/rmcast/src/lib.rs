@@ -78,7 +78,7 @@ pub use relay::{RelayConfig, RelayReport, relay};
 pub use rmcast_proto::auto;
 pub use rmcast_proto::security::{AuthStats, GroupKey, KeyFileError, KeyId};
 pub use rmcast_proto::{
-    AutoChoice, AutoConfig, ConfigError, FEC_MAX_BLOCK, FecShape, HASH_LEN, HuntParams,
+    AutoChoice, AutoConfig, ConfigError, FEC_MAX_BLOCK, FecShape, HASH_LEN, HuntParams, Laggard,
     MemberOutcome, ProtocolId, RateControl, RateGroupConfig, ReceiverStats, Repair, SenderConfig,
     SenderEvent, SenderStats, SessionId, Status, TreeShape,
 };

@@ -456,6 +456,14 @@ impl Lan {
         self.spawn_send(&args, extra)
     }
 
+    /// Host `i` can take in only `rate` bit/s (a tbf on its switch port).
+    pub fn shape_download(&self, i: usize, rate: u64) -> Result<()> {
+        match &self.tb {
+            Testbed::Netns(t) => t.shape_download(i, rate),
+            _ => bail!("a chaos LAN is a netns testbed"),
+        }
+    }
+
     /// Random input loss `p` on every receiver (the lab's nftables rule).
     pub fn set_loss(&mut self, p: f64) -> Result<()> {
         self.tb.set_loss(p)

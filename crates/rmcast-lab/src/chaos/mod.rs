@@ -9,12 +9,14 @@
 //! faults); one file per family: `process.rs` (signals), `link.rs` (link
 //! down, loss), `group.rs` (late joiner, colliding sessions), `disk.rs`,
 //! `overlay.rs` (an interior node of a TCP overlay killed: self-healing),
-//! `hybrid.rs` (receivers whose network drops multicast: hybrid sessions).
+//! `hybrid.rs` (receivers whose network drops multicast: hybrid sessions),
+//! `laggard.rs` (a slow receiver waited for, then ejected).
 //! Root only; `tests/chaos.rs` runs them with `RMCAST_LAB_NETNS=1`.
 
 mod disk;
 mod group;
 mod hybrid;
+mod laggard;
 mod lan;
 mod link;
 mod overlay;
@@ -53,7 +55,7 @@ pub struct Ctx<'a> {
 pub type Scenario = fn(&Ctx) -> Result<(String, Option<Duration>)>;
 
 /// Every scenario, by name, in the order of the issue.
-pub const SCENARIOS: [(&str, Scenario); 18] = [
+pub const SCENARIOS: [(&str, Scenario); 19] = [
     ("kill-receiver", process::kill_receiver),
     ("stop-receiver", process::stop_receiver),
     ("kill-sender", process::kill_sender),
@@ -72,6 +74,7 @@ pub const SCENARIOS: [(&str, Scenario); 18] = [
     ("stop-overlay-chain", overlay::stop_chain),
     ("hybrid-some-deaf", hybrid::some_deaf),
     ("hybrid-no-multicast", hybrid::no_multicast),
+    ("laggard-eject", laggard::eject),
 ];
 
 /// The common LAN: 3 receivers, 4 MB, 20 Mbit/s (a transfer lasts ~1.7 s,

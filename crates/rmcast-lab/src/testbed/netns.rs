@@ -340,6 +340,40 @@ impl Netns {
         Ok(())
     }
 
+    /// Shapes what host `i` (1..) can take in: a tbf of `rate` on its
+    /// switch port's egress (its download; its upload keeps the spec's).
+    /// A slow link, or a slow receiver, among fast ones.
+    pub fn shape_download(&self, i: usize, rate_bits_per_s: u64) -> Result<()> {
+        if self.spec.segments.is_some() || i == 0 || i >= self.hosts.len() {
+            bail!(
+                "shape_download: host {i} of a flat LAN of {} hosts",
+                self.hosts.len()
+            );
+        }
+        let (port, rate) = (format!("p{i}"), format!("{rate_bits_per_s}bit"));
+        run_cmd(
+            "tc",
+            &[
+                "-n",
+                &self.switch_ns,
+                "qdisc",
+                "replace",
+                "dev",
+                &port,
+                "root",
+                "tbf",
+                "rate",
+                &rate,
+                "burst",
+                TBF_BURST,
+                "limit",
+                TBF_LIMIT,
+            ],
+            None,
+        )?;
+        Ok(())
+    }
+
     /// Every namespace that receives (receivers and relays): where the loss
     /// rule goes.
     fn receiving_namespaces(&self) -> Vec<&str> {

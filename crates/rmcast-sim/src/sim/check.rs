@@ -83,7 +83,18 @@ impl Sim<'_> {
                     ));
                 }
             }
-            if self.sc.crashes.is_empty() && !outcome.ok {
+            // A receiver the sender ejected as a laggard (`Laggard::Eject`,
+            // a slow receiver) is a failure it was asked for.
+            let ejected = |m: &rmcast_proto::MemberOutcome| {
+                matches!(self.sc.config.laggard, rmcast_proto::Laggard::Eject { .. })
+                    && !m.verified
+                    && (m.reason.as_deref())
+                        .is_some_and(|r| r.starts_with(rmcast_proto::EJECTED_LAGGARD))
+            };
+            let only_ejected = outcome.error.is_none()
+                && outcome.missing == 0
+                && outcome.members.iter().all(|m| m.verified || ejected(m));
+            if self.sc.crashes.is_empty() && !outcome.ok && !only_ejected {
                 return Err(invariant(
                     now,
                     format!("no crash configured, yet sender {k}'s outcome is {outcome:#?}"),
@@ -97,7 +108,7 @@ impl Sim<'_> {
                     let verified = outcome
                         .members
                         .iter()
-                        .any(|m| m.verified && m.addr == host_addr(h));
+                        .any(|m| (m.verified || ejected(m)) && m.addr == host_addr(h));
                     if !verified {
                         return Err(invariant(
                             now,

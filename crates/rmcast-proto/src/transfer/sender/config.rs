@@ -33,6 +33,10 @@ pub struct SenderConfig {
     pub suppress: Duration,
     /// A receiver that owes feedback and is silent this long is removed.
     pub peer_timeout: Duration,
+    /// What to do with a receiver that falls far behind the rest of the
+    /// group while it keeps answering (a slow disk, a slow link): wait for
+    /// it (the group goes at its pace), or eject it.
+    pub laggard: Laggard,
     /// The progress watchdog: a session that makes no progress (no new
     /// packet acknowledged by every receiver, no receiver accepting,
     /// verifying or removed, no change of phase) this long while sending
@@ -138,6 +142,7 @@ impl Default for SenderConfig {
             rto_max: Duration::from_millis(800),
             suppress: Duration::from_millis(5),
             peer_timeout: Duration::from_secs(5),
+            laggard: Laggard::Wait,
             stall_timeout: None,
             join_wait: Duration::from_secs(30),
             min_receivers: None,
@@ -158,6 +163,23 @@ impl Default for SenderConfig {
             have_wait_max: Duration::from_secs(120),
         }
     }
+}
+
+/// What a sender does with a receiver that falls far behind the group
+/// (`rmcast send --laggard`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Laggard {
+    /// Wait for it: the window holds at its point, so the whole group
+    /// goes at its pace (every receiver, however slow, gets the object).
+    #[default]
+    Wait,
+    /// Eject it once it has been at least half a window behind the
+    /// group's median receiver for `after` in a row: it is named as
+    /// failed, and the others go on at their own pace.
+    Eject {
+        /// How long it may stay that far behind (at least 100 ms).
+        after: Duration,
+    },
 }
 
 /// A sender configuration or object that cannot work.
@@ -188,6 +210,9 @@ pub enum ConfigError {
     /// Receiver count zero or too large.
     #[error("receiver count {0} is outside 1..={max}", max = MAX_RECEIVERS)]
     Receivers(u16),
+    /// A laggard ejected after less than 100 ms: ordinary repair jitter.
+    #[error("--laggard-after {0:?} is under 100 ms: a repair in flight would eject receivers")]
+    LaggardAfter(Duration),
     /// The ring needs a window larger than the group.
     #[error(
         "the ring protocol needs a window larger than the number of receivers \
@@ -388,6 +413,11 @@ impl SenderConfig {
         }
         if self.receivers == 0 || self.receivers > MAX_RECEIVERS {
             return Err(ConfigError::Receivers(self.receivers));
+        }
+        if let Laggard::Eject { after } = self.laggard
+            && after < Duration::from_millis(100)
+        {
+            return Err(ConfigError::LaggardAfter(after));
         }
         if let Some(min) = self.min_receivers
             && (min == 0 || min > self.receivers)

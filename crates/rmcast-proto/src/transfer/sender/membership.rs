@@ -45,6 +45,8 @@ pub(super) struct Member {
     /// A relay's receivers, as it reported them (`Behind`): named in its
     /// failure.
     pub(super) behind: Option<String>,
+    /// Since when it has been far behind the group (`Laggard::Eject`).
+    pub(super) lagging_since: Option<Instant>,
 }
 
 /// A member's cumulative point at a few moments (at most one sample per
@@ -151,6 +153,7 @@ impl Sender {
             overclaims: 0,
             history: AckHistory::default(),
             behind: None,
+            lagging_since: None,
         });
         self.queue_welcome(from, receiver_id, rank);
         self.events.push_back(SenderEvent::Joined {
@@ -493,6 +496,7 @@ impl Sender {
             return;
         }
         self.enter(Phase::Sending, now);
+        self.start_laggard_checks(now);
         for m in &mut self.members.list {
             m.last_heard = now;
         }

@@ -27,6 +27,7 @@ mod control;
 mod delta;
 mod events;
 mod fec;
+mod laggard;
 mod membership;
 #[cfg(test)]
 mod overclaim_tests;
@@ -37,8 +38,9 @@ mod timers;
 mod watchdog;
 mod window;
 
-pub use config::{ConfigError, Repair, SenderConfig, WIRE_OVERHEAD_BYTES};
+pub use config::{ConfigError, Laggard, Repair, SenderConfig, WIRE_OVERHEAD_BYTES};
 pub use events::{MemberOutcome, Outcome, SenderEvent, SenderStats};
+pub use laggard::EJECTED_LAGGARD;
 
 use crate::security::{AuthFailures, Seal};
 use crate::transfer::emit;
@@ -134,6 +136,8 @@ pub struct Sender {
     wanted: u16,
     /// When the last `Hello` went out ([`Sender::announce_again`]).
     last_hello: Option<Instant>,
+    /// When to look for laggards next (`Laggard::Eject`, while sending).
+    laggard_check: Option<Instant>,
     session: SessionId,
     isn: Seq,
     object: ObjectInfo,
@@ -217,6 +221,7 @@ impl Sender {
             short: None,
             wanted: config.receivers,
             last_hello: None,
+            laggard_check: None,
             session,
             isn,
             object,
@@ -533,7 +538,12 @@ impl Sender {
                 if self.source_keepalive_at().is_some_and(|at| now >= at) {
                     self.control_due = true;
                 }
-                self.on_window_timeout(now);
+                if self.timers.expired(Timer::Laggard, now) {
+                    self.check_laggards(now);
+                }
+                if self.phase == Phase::Sending {
+                    self.on_window_timeout(now);
+                }
             }
             Phase::Farewell { .. } => {
                 if self.timers.expired(Timer::Control, now) {

@@ -37,9 +37,11 @@ pub(super) enum Timer {
     Hunt,
     /// The wait at the manifest's end for the receivers' `Have` reports.
     Have,
+    /// The next look for receivers far behind the group (`Laggard::Eject`).
+    Laggard,
 }
 
-const TIMERS: usize = 10;
+const TIMERS: usize = 11;
 
 impl Timer {
     fn index(self) -> usize {
@@ -132,6 +134,8 @@ impl Sender {
         self.timers.set(Timer::Pacer, pacer);
         self.timers.set(Timer::Hunt, hunt);
         self.timers.set(Timer::Have, self.have_deadline());
+        self.timers
+            .set(Timer::Laggard, self.laggard_check.filter(|_| sending));
         if sending {
             // No control packet while sending but the keepalive of a
             // streamed source that is behind.
