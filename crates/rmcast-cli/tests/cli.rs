@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, entries, recv, rmcast, wait_for_part_file, write_file};
+use common::{Proc, entries, free_tcp_addr, recv, rmcast, wait_for_part_file, write_file};
 
 /// The binary with the test binary's group key in its environment, as an
 /// operator's shell would have `RMCAST_KEY_FILE` (or pass `--key`).
@@ -667,11 +667,7 @@ fn every_tcp_overlay_verifies_through_the_cli() {
 fn a_tcp_chain_names_a_receiver_process_killed_mid_transfer() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "big.bin", 64 << 20);
-    let control = {
-        // A free port for the control listener.
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().to_string()
-    };
+    let control = free_tcp_addr();
     let outs: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("out{k}"))).collect();
     let mut receivers: Vec<Option<Proc>> = (0..3)
         .map(|k| {
@@ -1131,10 +1127,7 @@ fn send_with_control_serves_lobby_and_plain_receivers_in_one_hybrid_session() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "obj.bin", 2_000_000);
     let g = group();
-    let control = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().to_string()
-    };
+    let control = free_tcp_addr();
     let sender = Proc::spawn(
         "sender",
         rmcast().arg("send").arg(&file).args([
@@ -1205,10 +1198,7 @@ fn a_hybrid_send_names_the_expected_receiver_that_never_came() {
     let expect = dir.path().join("nodes");
     std::fs::write(&expect, "lobby\nplain\nunreachable\n").unwrap();
     let g = group();
-    let control = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().to_string()
-    };
+    let control = free_tcp_addr();
     let sender = Proc::spawn(
         "sender",
         rmcast()

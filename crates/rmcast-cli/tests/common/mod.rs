@@ -145,3 +145,11 @@ pub fn write(root: &std::path::Path, rel: &str, bytes: &[u8]) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, bytes).unwrap();
 }
+
+/// A loopback address with a port free at the moment (for a control
+/// listener the test's sender binds next).
+#[allow(dead_code)]
+pub fn free_tcp_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
