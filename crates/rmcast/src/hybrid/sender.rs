@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 /// How often the lobby tells the receivers waiting for the overlay that
@@ -185,22 +185,17 @@ fn run(
     let (tx, rx) = mpsc::channel::<Ev>();
     let mut mc = cfg.multicast.clone();
     let user_hook = mc.on_event.take();
-    // The hook runs on the multicast thread; the channel needs no lock,
-    // but the hook must be `Sync`.
-    let hook_tx = Mutex::new(tx.clone());
-    let joined = std::sync::atomic::AtomicU16::new(0);
+    // Told on the multicast thread; the rank of the n-th receiver admitted
+    // is n - 1.
+    let hook_tx = tx.clone();
     mc.on_event = Some(EventHook(Arc::new(move |e: &SenderEvent| {
         let ev = match e {
-            SenderEvent::Joined { .. } => {
-                Some(Ev::Joined(joined.fetch_add(1, Ordering::AcqRel) + 1))
-            }
+            SenderEvent::Joined { rank, .. } => Some(Ev::Joined(rank.saturating_add(1))),
             SenderEvent::AllJoined => Some(Ev::RegistrationClosed),
             _ => None,
         };
-        if let Some(ev) = ev
-            && let Ok(tx) = hook_tx.lock()
-        {
-            let _ = tx.send(ev);
+        if let Some(ev) = ev {
+            let _ = hook_tx.send(ev);
         }
         if let Some(h) = &user_hook {
             (h.0)(e);

@@ -19,7 +19,6 @@ use rmcast_proto::overlay::{
 use rmcast_proto::security::Sealer;
 use rmcast_wire::overlay::Msg;
 use std::collections::HashMap;
-use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
@@ -115,37 +114,8 @@ impl OverlaySender {
         path: &Path,
         progress: Option<&mut dyn FnMut(Progress)>,
     ) -> Result<SendReport, Error> {
-        let file = File::open(path).map_err(io_err(format!("cannot open {}", path.display())))?;
-        let meta = file
-            .metadata()
-            .map_err(io_err(format!("cannot inspect {}", path.display())))?;
-        if !meta.is_file() {
-            return Err(Error::Invalid(format!(
-                "{} is not a regular file",
-                path.display()
-            )));
-        }
-        let name = match &self.cfg.name {
-            Some(n) => n.clone(),
-            None => path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .map(str::to_owned)
-                .ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "the name of {} is not UTF-8; give the object a name",
-                        path.display()
-                    ))
-                })?,
-        };
-        if meta.len() == 0 {
-            return self.send_bytes(&name, &[], progress);
-        }
-        // SAFETY: read-only mapping; the caller must not truncate the file
-        // during the transfer (documented on `send_file`).
-        let map = unsafe { memmap2::Mmap::map(&file) }
-            .map_err(io_err(format!("cannot map {} into memory", path.display())))?;
-        self.send_bytes(&name, &map, progress)
+        let (name, map) = crate::sender::map_file(path, self.cfg.name.as_deref())?;
+        self.send_bytes(&name, map.bytes(), progress)
     }
 
     /// Sends `data` under `name` (see [`send_file`]).
