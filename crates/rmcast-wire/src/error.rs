@@ -54,6 +54,9 @@ pub enum EncodeError {
     /// ascending, disjoint and non-empty.
     #[error("malformed Have report")]
     BadHave,
+    /// A `Move` whose port is zero.
+    #[error("a Move must name a TCP port")]
+    BadMovePort,
     /// An `Offer` whose FEC shape is outside the code's limits.
     #[error("FEC shape outside the code's limits")]
     BadFec,

@@ -21,7 +21,7 @@ use rmcast_wire::stream::{
 };
 use rmcast_wire::{
     Behind, Body, Bye, Close, Complete, Data, FecShape, Feedback, Have, Header, Hello, Join, Leave,
-    MAX_DATAGRAM, Offer, OfferReply, POLL_ALL, Packet, Parity, ProtocolId, RANK_SENDER,
+    MAX_DATAGRAM, Move, Offer, OfferReply, POLL_ALL, Packet, Parity, ProtocolId, RANK_SENDER,
     RANK_UNASSIGNED, RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp, Seq,
     SessionId, Status, Welcome, encode_have_ranges, oracle,
 };
@@ -325,6 +325,13 @@ fn transfer_valid() -> Vec<Vec<u8>> {
             }),
         ),
         (
+            s,
+            Body::Move(Move {
+                rank: 2,
+                port: 7702,
+            }),
+        ),
+        (
             r,
             Body::RateNak(RateNak {
                 kind: RateNakKind::Exp,
@@ -590,6 +597,17 @@ fn overlay_valid() -> Vec<Vec<u8>> {
         Msg::Hash {
             hash: [7; 32],
             signature: None,
+        },
+        Msg::Probe {
+            group: "239.77.0.1:7700".parse().unwrap(),
+            session: 0x0102,
+            wait_ms: 250,
+        },
+        Msg::Unheard,
+        Msg::Redirect { control: addr6 },
+        Msg::CatchUp {
+            rank: 3,
+            from: 1_048_576,
         },
     ];
     msgs.iter().map(Msg::to_frame).collect()

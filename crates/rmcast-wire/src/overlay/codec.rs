@@ -158,6 +158,7 @@ impl Msg {
             Msg::Probe { .. } => MsgKind::Probe,
             Msg::Unheard => MsgKind::Unheard,
             Msg::Redirect { .. } => MsgKind::Redirect,
+            Msg::CatchUp { .. } => MsgKind::CatchUp,
         }
     }
 
@@ -188,6 +189,7 @@ impl Msg {
                 Msg::Orphaned { segments, .. } => 2 + segments.wire_len() + 8,
                 Msg::Probe { group, .. } => addr_len(group) + 8 + 4,
                 Msg::Redirect { control } => addr_len(control),
+                Msg::CatchUp { .. } => 2 + 8,
                 Msg::Hash { hash, signature } => hash.len() + 1 + signature.map_or(0, |s| s.len()),
             }
     }
@@ -262,6 +264,10 @@ impl Msg {
                 w.u32(*wait_ms)?;
             }
             Msg::Redirect { control } => write_addr(&mut w, control)?,
+            Msg::CatchUp { rank, from } => {
+                w.u16(*rank)?;
+                w.u64(*from)?;
+            }
             Msg::Hash { hash, signature } => {
                 w.bytes(hash)?;
                 match signature {
@@ -385,6 +391,10 @@ impl Msg {
             MsgKind::Unheard => Msg::Unheard,
             MsgKind::Redirect => Msg::Redirect {
                 control: read_addr(&mut r)?,
+            },
+            MsgKind::CatchUp => Msg::CatchUp {
+                rank: r.u16()?,
+                from: r.u64()?,
             },
             MsgKind::Hash => Msg::Hash {
                 hash: r.array()?,

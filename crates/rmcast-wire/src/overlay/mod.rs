@@ -135,6 +135,9 @@ wire_enum! {
         Unheard = 14,
         /// Sender → receiver: register with the TCP overlay at this address.
         Redirect = 15,
+        /// Receiver → sender (`--laggard tcp`): the first frame of a TCP
+        /// catch-up.
+        CatchUp = 16,
     }
 }
 
@@ -556,6 +559,18 @@ pub enum Msg {
         /// The overlay sender's control address.
         control: SocketAddr,
     },
+    /// Receiver → sender, on the catch-up port a multicast session's `Move`
+    /// named (`rmcast send --laggard tcp`): send the object from byte
+    /// `from` on. The sender answers with the bytes (in data frames when
+    /// sealed), then a [`Msg::Hash`]; the receiver ends with a
+    /// [`Msg::Complete`].
+    CatchUp {
+        /// The receiver's rank in the multicast session.
+        rank: u16,
+        /// The bytes it holds from the start of the object (it has them
+        /// hashed already).
+        from: u64,
+    },
 }
 
 /// One of every overlay message, with awkward values (an empty name, IPv6,
@@ -638,6 +653,10 @@ pub fn sample_messages() -> Vec<Msg> {
             wait_ms: 500,
         },
         Msg::Unheard,
+        Msg::CatchUp {
+            rank: 3,
+            from: u64::MAX,
+        },
         Msg::Redirect {
             control: "[::1]:65535".parse().unwrap(),
         },

@@ -78,6 +78,18 @@ fn fixed_bytes_of_a_probe_an_unheard_and_a_redirect() {
         ]
     );
     assert_eq!(Msg::Unheard.to_frame(), [b'R', b'O', 5, 14, 0, 0, 0, 0]);
+    let catch_up = Msg::CatchUp {
+        rank: 3,
+        from: 0x0102_0304,
+    };
+    assert_eq!(
+        catch_up.to_frame(),
+        [
+            b'R', b'O', 5, 16, 0, 0, 0, 10, // header: CatchUp, 10 bytes
+            0, 3, // rank
+            0, 0, 0, 0, 1, 2, 3, 4, // from
+        ]
+    );
     let redirect = Msg::Redirect {
         control: "10.0.0.1:7701".parse().unwrap(),
     };
@@ -176,7 +188,7 @@ fn bad_headers_are_refused() {
     let mut bad = good.clone();
     bad[2] = 1;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Version(1)));
-    let last = MsgKind::Redirect.to_u8();
+    let last = MsgKind::CatchUp.to_u8();
     let mut bad = good.clone();
     bad[3] = last + 1;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Type(last + 1)));
@@ -406,7 +418,7 @@ fn check_canonical(bytes: &[u8]) {
 fn arbitrary_bytes_decode_to_a_message_or_an_error() {
     let mut rng = Mix(0x5eed);
     let samples: Vec<Vec<u8>> = sample_messages().iter().map(Msg::to_frame).collect();
-    let types = usize::from(MsgKind::Orphaned.to_u8()) + 2;
+    let types = usize::from(MsgKind::CatchUp.to_u8()) + 2;
     for round in 0..200_000 {
         let bytes: Vec<u8> = if round % 2 == 0 {
             // Random garbage behind a plausible header.
@@ -554,6 +566,7 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
         }),
         Just(Msg::Unheard),
         arb_addr().prop_map(|control| Msg::Redirect { control }),
+        (any::<u16>(), any::<u64>()).prop_map(|(rank, from)| Msg::CatchUp { rank, from }),
     ]
 }
 

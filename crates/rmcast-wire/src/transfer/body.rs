@@ -307,6 +307,20 @@ pub struct Behind<'a> {
     pub names: &'a str,
 }
 
+/// `Move`: the sender moves a receiver that lags far behind the group to a
+/// TCP catch-up (`rmcast send --laggard tcp`): it is to stop taking the
+/// multicast data, connect to the sender's address at `port` and fetch
+/// the rest of the object there. Unicast to the receiver, repeated while
+/// it still sends feedback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Move {
+    /// The rank moved (the receiver checks it is its own).
+    pub rank: u16,
+    /// The sender's TCP port for the catch-up, on the address the session's
+    /// packets come from.
+    pub port: u16,
+}
+
 /// `Have`: one part of a receiver's report of the packets it holds already
 /// (chunks of a tree it found on its disk, verified by their hashes), so the
 /// sender sends only what some receiver lacks. Ranges are packet indexes
@@ -428,6 +442,8 @@ pub enum Body<'a> {
     Parity(Parity<'a>),
     /// See [`Behind`].
     Behind(Behind<'a>),
+    /// See [`Move`].
+    Move(Move),
 }
 
 impl Body<'_> {
@@ -453,6 +469,7 @@ impl Body<'_> {
             Body::RateSync(_) => Kind::RateSync,
             Body::Parity(_) => Kind::Parity,
             Body::Behind(_) => Kind::Behind,
+            Body::Move(_) => Kind::Move,
         }
     }
 }

@@ -147,6 +147,13 @@ impl<'a> Packet<'a> {
                 text: r.text()?,
             }),
             Kind::Leave => Body::Leave(Leave { text: r.text()? }),
+            Kind::Move => Body::Move(Move {
+                rank: r.u16()?,
+                port: match r.u16()? {
+                    0 => return Err(DecodeError::BadField("move.port")),
+                    p => p,
+                },
+            }),
             Kind::Behind => Body::Behind(Behind {
                 receivers: r.u16()?,
                 names: r.text()?,
@@ -303,6 +310,13 @@ impl<'a> Packet<'a> {
                 w.text(b.text)?;
             }
             Body::Leave(l) => w.text(l.text)?,
+            Body::Move(m) => {
+                if m.port == 0 {
+                    return Err(EncodeError::BadMovePort);
+                }
+                w.u16(m.rank)?;
+                w.u16(m.port)?;
+            }
             Body::Behind(b) => {
                 w.u16(b.receivers)?;
                 w.text(b.names)?;

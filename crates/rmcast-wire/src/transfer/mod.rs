@@ -1,5 +1,5 @@
 //! The object-transfer packets: session setup, data, feedback, close, and
-//! the group rate control's kinds (types `0x01`–`0x0E`, `0x40`–`0x42`).
+//! the group rate control's kinds (types `0x01`–`0x10`, `0x40`–`0x42`).
 //!
 //! Every datagram is the 16-byte common [`Header`](crate::Header) and the
 //! body of its [`Kind`]. [`Packet::decode`] turns any byte string into a
@@ -14,8 +14,8 @@ mod rate;
 
 pub use body::{
     Behind, Body, Bye, Close, Complete, Data, FEC_MAX_BLOCK, FecShape, Feedback, HAVE_MAX_RANGES,
-    HAVE_RANGE_LEN, Have, Hello, Join, Leave, Offer, OfferReply, Packet, Parity, SIGNATURE_LEN,
-    Welcome, encode_have_ranges, signed_object_message,
+    HAVE_RANGE_LEN, Have, Hello, Join, Leave, Move, Offer, OfferReply, Packet, Parity,
+    SIGNATURE_LEN, Welcome, encode_have_ranges, signed_object_message,
 };
 pub use codec::{encode_data_header, encode_parity_header, peek_header};
 pub use rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
@@ -107,6 +107,8 @@ wire_enum! {
         Parity = 0x0E,
         /// Relay → its sender: the receivers behind it.
         Behind = 0x0F,
+        /// Sender → receiver: catch up over TCP (`--laggard tcp`).
+        Move = 0x10,
         /// Member → group: Hunt's multicast NACK (EXP or LAST) about one
         /// sender's stream; every sender of the group backs off.
         RateNak = 0x40,

@@ -144,6 +144,23 @@ fn bye_aborted_must_be_zero_or_one() {
 }
 
 #[test]
+fn a_move_must_name_a_port() {
+    let (mut bytes, packet) = samples().pop().expect("the Move sample is last");
+    assert!(matches!(packet.body, Body::Move(_)));
+    bytes[HEADER_LEN + 2..HEADER_LEN + 4].copy_from_slice(&[0, 0]);
+    assert_eq!(
+        Packet::decode(&bytes),
+        Err(DecodeError::BadField("move.port"))
+    );
+    let p = Packet {
+        body: Body::Move(Move { rank: 3, port: 0 }),
+        ..packet
+    };
+    let mut buf = [0u8; 64];
+    assert_eq!(p.encode(&mut buf), Err(EncodeError::BadMovePort));
+}
+
+#[test]
 fn data_copy_takes_any_value() {
     for copy in [0u16, 1, 0x8000, u16::MAX] {
         let mut data = samples()[5].0.clone();
@@ -464,7 +481,7 @@ fn rate_sync_request_carries_zeros_and_set_a_positive_spacing() {
 
 #[test]
 fn type_codes_between_the_ranges_stay_unknown() {
-    for t in [0x10, 0x11, 0x3F, 0x43, 0x4F] {
+    for t in [0x11, 0x12, 0x3F, 0x43, 0x4F] {
         let bytes = head(t, RANK_SENDER);
         assert_eq!(Packet::decode(&bytes), Err(DecodeError::UnknownKind(t)));
     }

@@ -46,6 +46,7 @@ fn every_kind_matches_its_fixed_bytes() {
             Kind::RateSync,
             Kind::Parity,
             Kind::Behind,
+            Kind::Move,
         ]
     );
     for (bytes, packet) in &samples {
@@ -77,6 +78,7 @@ fn body_lengths_match_the_documented_layout() {
             Body::RateSync(_) => 15,
             Body::Parity(p) => 12 + p.payload.len(),
             Body::Behind(b) => 3 + b.names.len(),
+            Body::Move(_) => 4,
         }
     };
     for (bytes, packet) in samples() {
@@ -163,7 +165,7 @@ fn a_version_1_offer_is_refused_not_misparsed() {
 #[test]
 fn unknown_type_is_unknown_kind() {
     let (bytes, _) = &samples()[0];
-    for t in [0x00u8, 0x10, 0x11, 0x7F, 0x80, 0xFF] {
+    for t in [0x00u8, 0x11, 0x12, 0x7F, 0x80, 0xFF] {
         let mut bad = bytes.clone();
         bad[3] = t;
         assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownKind(t)));

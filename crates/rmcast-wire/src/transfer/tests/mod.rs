@@ -328,6 +328,17 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 }),
             },
         ),
+        (
+            // Rank 3 is to catch up over TCP at port 7702 (0x1E16).
+            cat(&[&head(0x10, 0xFFFF), &[0x00, 0x03, 0x1E, 0x16]]),
+            Packet {
+                header: sender,
+                body: Body::Move(Move {
+                    rank: 3,
+                    port: 7702,
+                }),
+            },
+        ),
     ]
 }
 

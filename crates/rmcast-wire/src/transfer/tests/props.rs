@@ -31,6 +31,7 @@ enum OwnedBody {
     Bye(bool, String),
     Leave(String),
     Behind(u16, String),
+    Move(u16, u16),
     Have(u16, u16, Vec<u8>),
     Parity(Seq, u32, u16, u16, Vec<u8>),
     Rate(Body<'static>),
@@ -87,6 +88,10 @@ impl OwnedPacket {
             OwnedBody::Behind(receivers, names) => Body::Behind(Behind {
                 receivers: *receivers,
                 names,
+            }),
+            OwnedBody::Move(rank, port) => Body::Move(Move {
+                rank: *rank,
+                port: *port,
             }),
             OwnedBody::Have(part, parts, ranges) => Body::Have(Have {
                 part: *part,
@@ -245,6 +250,7 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
         (any::<bool>(), arb_text()).prop_map(|(a, t)| OwnedBody::Bye(a, t)),
         arb_text().prop_map(OwnedBody::Leave),
         (any::<u16>(), arb_text()).prop_map(|(n, t)| OwnedBody::Behind(n, t)),
+        (any::<u16>(), 1..=u16::MAX).prop_map(|(r, p)| OwnedBody::Move(r, p)),
         (
             (1..=u16::MAX).prop_flat_map(|parts| (0..parts, Just(parts))),
             prop::collection::vec((0..1000u32, 1..1000u32), 0..HAVE_MAX_RANGES)
