@@ -219,6 +219,10 @@ pub enum LaggardArg {
     /// receiver for --laggard-after: it is named as failed (exit 1), and
     /// the others go on at their own pace.
     Eject,
+    /// Move it, by the same rule, to a TCP catch-up with the sender: it
+    /// fetches the rest of the file there while the group goes on at its
+    /// own pace, and still gets a verified copy.
+    Tcp,
 }
 
 /// Shape of the tree protocol's acknowledgement tree.
@@ -311,11 +315,15 @@ pub struct CommonArgs {
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     pub peer_timeout: HumanDuration,
     /// A receiver that falls far behind the rest while it keeps answering
-    /// (a slow disk, a slow link): `wait` lets it set the group's pace;
-    /// `eject` fails it, named, so the others go on at theirs.
-    #[arg(long, value_enum, default_value = "wait")]
+    /// (a slow disk, a slow link): `tcp` moves it to a TCP catch-up with
+    /// the sender (on --iface, a free port): the group goes on at its own
+    /// pace, and once the group's data is out the laggard fetches the rest
+    /// there at its own, still verified; `eject` fails it, named, so the
+    /// others go on at theirs; `wait` lets it set the group's pace. A
+    /// relay's downstream session waits.
+    #[arg(long, value_enum, default_value = "tcp")]
     pub laggard: LaggardArg,
-    /// With --laggard eject: how long a receiver may stay half a window
+    /// With --laggard eject or tcp: how long a receiver may stay half a window
     /// behind the group's median receiver before it is ejected.
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub laggard_after: HumanDuration,
@@ -392,11 +400,16 @@ impl CommonArgs {
         proto.peer_timeout = self.peer_timeout.0;
         proto.laggard = match self.laggard {
             LaggardArg::Wait if self.given("laggard_after") => {
-                bail!("--laggard-after applies to --laggard eject")
+                bail!("--laggard-after applies to --laggard tcp and --laggard eject, not wait")
             }
             LaggardArg::Wait => rmcast::Laggard::Wait,
             LaggardArg::Eject => rmcast::Laggard::Eject {
                 after: self.laggard_after.0,
+            },
+            // The port is the sender's to bind when the session starts.
+            LaggardArg::Tcp => rmcast::Laggard::Tcp {
+                after: self.laggard_after.0,
+                port: 0,
             },
         };
         proto.stall_timeout = self.stall_timeout.map(|d| d.0);

@@ -1,7 +1,9 @@
 //! `--json-events`: one JSON object per line on stdout for each event of a
 //! session, for dashboards and scripts: `joined`, `started_short`,
 //! `chose` (what `--protocol auto` chose, and why), `all_joined`,
-//! `receiver_done`, `receiver_failed`, `other_session`
+//! `receiver_done`, `receiver_failed`, `receiver_moved` (`--laggard tcp`:
+//! to a TCP catch-up; `receiver_done` or `receiver_failed` follows),
+//! `other_session`
 //! (sender), `progress` (at most once a second, and on every change of
 //! phase), and `finished` last, carrying the report `--json` would print.
 //! Every object has `event` and `t` (seconds since the command started).
@@ -114,6 +116,22 @@ impl Events {
             E::MemberFailed { rank, name, reason } => self.emit(
                 "receiver_failed",
                 json!({ "rank": rank, "name": name, "reason": reason }),
+            ),
+            E::Moved {
+                rank,
+                name,
+                addr,
+                from,
+                reason,
+            } => self.emit(
+                "receiver_moved",
+                json!({
+                    "rank": rank,
+                    "name": name,
+                    "addr": addr.to_string(),
+                    "from": from,
+                    "reason": reason,
+                }),
             ),
             E::OtherSession { session, sender } => self.emit(
                 "other_session",

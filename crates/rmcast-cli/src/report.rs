@@ -164,6 +164,15 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
     for f in &r.auth_failures {
         eprintln!("  did not authenticate: {f}");
     }
+    for m in &r.members {
+        if let (Some(from), true) = (m.caught_up_from, m.verified) {
+            eprintln!(
+                "  receiver {} ({} at {}) fell far behind the group and caught up over TCP \
+                 from byte {from} (--laggard tcp): verified",
+                m.rank, m.name, m.addr
+            );
+        }
+    }
     for m in r.members.iter().filter(|m| !m.verified) {
         eprintln!(
             "  receiver {} ({} at {}) failed: {}",
@@ -258,7 +267,7 @@ pub fn recv_line(r: &rmcast::RecvReport) -> String {
         None => mib(r.bytes),
     };
     format!(
-        "{what} verified and stored as {} ({:.3} s, {:.1} Mbit/s){}",
+        "{what} verified and stored as {} ({:.3} s, {:.1} Mbit/s){}{}",
         r.path
             .as_ref()
             .map_or_else(|| "<memory>".into(), |p| p.display().to_string()),
@@ -272,6 +281,13 @@ pub fn recv_line(r: &rmcast::RecvReport) -> String {
             }
         } else {
             ""
+        },
+        match r.caught_up_from {
+            Some(from) => format!(
+                "; it fell far behind the group, and the sender moved it to a TCP catch-up \
+                 (--laggard tcp): bytes from {from} on came over TCP"
+            ),
+            None => String::new(),
         }
     )
 }

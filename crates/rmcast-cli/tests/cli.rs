@@ -555,8 +555,8 @@ fn bad_input_gets_a_clear_message() {
             "not a tcp-* overlay's",
         ),
         (
-            &["demo", "--laggard-after", "1s"],
-            "--laggard-after applies to --laggard eject",
+            &["demo", "--laggard", "wait", "--laggard-after", "1s"],
+            "--laggard-after applies to --laggard tcp and --laggard eject, not wait",
         ),
         (
             &["demo", "--laggard", "eject", "--laggard-after", "50ms"],

@@ -184,3 +184,8 @@ fn netns_chaos_with_no_multicast_a_hybrid_send_is_as_fast_as_a_tcp_chain() {
 fn netns_chaos_a_slow_receiver_sets_the_pace_or_is_ejected_and_named() {
     scenario("laggard-eject");
 }
+
+#[test]
+fn netns_chaos_a_slow_receiver_catches_up_over_tcp_while_the_others_go_at_link_rate() {
+    scenario("laggard-tcp");
+}

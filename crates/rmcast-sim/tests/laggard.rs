@@ -1,8 +1,9 @@
-//! `Laggard::Eject` (issue 18's slow receivers): one receiver that can take
-//! a fifth of the link rate, among 7 that take all of it. Waiting for it,
-//! the group goes at its pace; ejecting it, the others finish near the
-//! link's time and the slow one is named. And a healthy group under loss
-//! ejects nobody.
+//! `Laggard::Eject` and `Laggard::Tcp` (issue 18's slow receivers): one
+//! receiver that can take a fifth of the link rate, among 7 that take all
+//! of it. Waiting for it, the group goes at its pace; ejecting it, the
+//! others finish near the link's time and the slow one is named; moving it
+//! to a TCP catch-up, the others finish as fast and the slow one still
+//! verifies. And a healthy group under loss ejects or moves nobody.
 
 use rmcast_proto::{Laggard, SenderConfig};
 use rmcast_sim::{HostCost, LossModel, RunReport, Scenario};
@@ -87,12 +88,68 @@ fn an_ejected_laggard_is_named_and_the_others_finish_near_the_link_time() {
     );
 }
 
+fn tcp() -> Laggard {
+    Laggard::Tcp {
+        after: Duration::from_secs(1),
+        port: 7702,
+    }
+}
+
+#[test]
+fn a_laggard_moved_to_tcp_still_verifies_while_the_others_finish_near_the_link_time() {
+    let wait = run(&scenario(Laggard::Wait, true, 0.0, 1));
+    let moved = run(&scenario(tcp(), true, 0.0, 1));
+    assert!(moved.outcome.ok, "{:#?}", moved.outcome);
+    assert_eq!(moved.outcome.verified(), 8);
+    let slow_name = format!("r{SLOW}");
+    let slow = (moved.outcome.members.iter())
+        .find(|m| m.name == slow_name)
+        .expect("the slow receiver joined");
+    let from = slow.caught_up_from.expect("the slow receiver was moved");
+    assert!(from < 8 << 20, "it held {from} bytes when moved");
+    assert!(
+        (moved.outcome.members.iter())
+            .filter(|m| m.name != slow_name)
+            .all(|m| m.caught_up_from.is_none()),
+        "only the slow one moved: {:#?}",
+        moved.outcome
+    );
+    let fast_done = (moved.receivers.iter())
+        .filter(|r| r.name != slow_name)
+        .map(|r| r.all_data_seconds.expect("a fast receiver got every byte"))
+        .fold(0.0, f64::max);
+    let link = (8u64 << 23) as f64 / 95e6;
+    eprintln!(
+        "waiting: {:.2} s; moved to TCP: the 7 had every byte at {fast_done:.2} s, the \
+         session ended at {:.2} s (the link's time {link:.2} s); moved holding {from} bytes",
+        wait.seconds, moved.seconds
+    );
+    assert!(
+        fast_done < link + 2.0 && fast_done < 0.5 * wait.seconds,
+        "the group went at the slow one's pace: {fast_done:.2} s"
+    );
+    // The slow one's copy: what it held over multicast, the rest over TCP
+    // at its own pace; no slower than waiting for it.
+    assert!(
+        moved.seconds <= wait.seconds * 1.1,
+        "moved: {:.2} s, waiting: {:.2} s",
+        moved.seconds,
+        wait.seconds
+    );
+}
+
 #[test]
 fn a_healthy_group_under_loss_ejects_nobody() {
     for seed in 1..=4 {
         let r = run(&scenario(eject(), false, 0.02, seed));
         assert!(
             r.outcome.ok && r.outcome.verified() == 8,
+            "seed {seed}: {:#?}",
+            r.outcome
+        );
+        let r = run(&scenario(tcp(), false, 0.02, seed));
+        assert!(
+            r.outcome.ok && r.outcome.members.iter().all(|m| m.caught_up_from.is_none()),
             "seed {seed}: {:#?}",
             r.outcome
         );

@@ -42,6 +42,20 @@ impl SendReport {
                 })
             })
             .collect();
+        // `--laggard tcp`: who fell behind and caught up over TCP, and how
+        // that ended (a failure is also in `failures`).
+        let caught_up: Vec<Value> = (self.members.iter())
+            .filter_map(|m| {
+                let from = m.caught_up_from?;
+                Some(json!({
+                    "rank": m.rank,
+                    "name": m.name,
+                    "addr": m.addr.to_string(),
+                    "from_bytes": from,
+                    "verified": m.verified,
+                }))
+            })
+            .collect();
         let control_per_data = if self.data_packets == 0 {
             0.0
         } else {
@@ -110,6 +124,7 @@ impl SendReport {
             "error": self.error,
             "missing": self.missing,
             "failures": failures,
+            "caught_up": caught_up,
         })
     }
 }
@@ -133,6 +148,7 @@ impl RecvReport {
             "tree": self.tree.map(|t| json!({ "files": t.files, "dirs": t.dirs, "symlinks": t.symlinks })),
             "held_bytes": self.held_bytes,
             "held_packets": s.held_packets,
+            "caught_up_from": self.caught_up_from,
             "group_ok": self.group.as_ref().map(Result::is_ok),
             "group_error": self.group.as_ref().and_then(|g| g.as_ref().err()),
             "data_packets": s.data_packets,

@@ -46,6 +46,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod catch_up;
 mod demo;
 pub mod hybrid;
 mod json;
@@ -206,6 +207,10 @@ pub struct RecvConfig {
     /// holder of the group key, is refused (`Status::Untrusted`) and not
     /// kept. Empty: signatures are not checked.
     pub trust: Vec<PublicKey>,
+    /// Test knob: store at most this many bytes per second, as a slow disk
+    /// would (over multicast and over a `--laggard tcp` catch-up alike).
+    /// `None`: as fast as they come.
+    pub store_rate: Option<u64>,
 }
 
 impl Default for RecvConfig {
@@ -229,6 +234,7 @@ impl Default for RecvConfig {
             rate_nak_interval: None,
             group_key: None,
             trust: Vec::new(),
+            store_rate: None,
         }
     }
 }
@@ -343,6 +349,10 @@ pub struct RecvReport {
     /// else the sender's words on who did not; `None` when no farewell was
     /// heard (or over a TCP overlay, whose sender tells none).
     pub group: Option<Result<(), String>>,
+    /// The sender moved this receiver, far behind the group, to a TCP
+    /// catch-up (`rmcast send --laggard tcp`) when it held this many bytes
+    /// in order; the rest came over TCP.
+    pub caught_up_from: Option<u64>,
 }
 
 /// Everything that can go wrong locally (remote failures are in the reports).

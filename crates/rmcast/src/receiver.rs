@@ -228,6 +228,34 @@ struct Driver<'a> {
     relay_hash: Option<[u8; rmcast_proto::HASH_LEN]>,
     /// The downstream half's verdict was passed on.
     relay_done: bool,
+    /// The store-rate test knob's account: since when, and bytes stored.
+    throttle: Throttle,
+    /// Moved to a TCP catch-up holding this many bytes (`--laggard tcp`).
+    caught_up_from: Option<u64>,
+}
+
+/// The store-rate test knob ([`RecvConfig::store_rate`]): sleeps so that
+/// bytes stored since the first stay within the rate.
+#[derive(Default)]
+struct Throttle {
+    since: Option<std::time::Instant>,
+    bytes: u64,
+}
+
+impl Throttle {
+    /// `n` more bytes were stored: waits until the rate allows them.
+    fn stored(&mut self, rate: Option<u64>, n: usize) {
+        let Some(rate) = rate.filter(|r| *r > 0) else {
+            return;
+        };
+        let since = *self.since.get_or_insert_with(std::time::Instant::now);
+        self.bytes += n as u64;
+        let due = since + Duration::from_secs_f64(self.bytes as f64 / rate as f64);
+        let now = std::time::Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+    }
 }
 
 impl Driver<'_> {
@@ -249,6 +277,7 @@ impl Driver<'_> {
 
     /// Stores the bytes the machine yielded.
     fn store(&mut self, machine: &mut Receiver, chunk: DataChunk<'_>) {
+        self.throttle.stored(self.cfg.store_rate, chunk.bytes.len());
         if let Err(e) = self
             .sink
             .write(chunk.offset, chunk.bytes)
@@ -311,6 +340,7 @@ impl Driver<'_> {
             // Verified after the next transmit pass, so the ack for the
             // last packet is not held back by hashing the object.
             ReceiverEvent::AllData => self.verify_pending = true,
+            ReceiverEvent::Moved { to, from } => self.catch_up(machine, to, from),
             ReceiverEvent::Finished => {
                 self.end.get_or_insert(End::Finished);
             }
@@ -411,18 +441,43 @@ impl Driver<'_> {
             debug_assert!(false, "AllData before the Close's hash");
             return;
         };
+        let (status, hash, text) = self.check(expected, machine.expected_signature());
+        match self.relay {
+            Some(r) if status == Status::Ok => {
+                // The Complete waits for the group behind us
+                // (`poll_relay`); our Close acks keep the sender from
+                // timing us out meanwhile.
+                tracing::info!(
+                    "own copy verified; forwarding the hash to the group behind this relay \
+                     and waiting for its verdict"
+                );
+                r.verified(hash, machine.expected_signature());
+                self.relay_hash = Some(hash);
+            }
+            _ => machine.confirm(status, hash, &text),
+        }
+    }
+
+    /// Checks the stored bytes against the sender's `expected` hash (and,
+    /// with `--trust`, its `signature`), and stores or discards them: the
+    /// verdict for the sender.
+    fn check(
+        &mut self,
+        expected: [u8; rmcast_proto::HASH_LEN],
+        signature: Option<[u8; rmcast_wire::SIGNATURE_LEN]>,
+    ) -> (Status, [u8; rmcast_proto::HASH_LEN], String) {
         match self.sink.hash() {
-            Ok(hash) if hash == expected && !self.trusted(machine, &hash) => {
+            Ok(hash) if hash == expected && !self.trusted(signature.as_ref(), &hash) => {
                 // Intact, but not vouched for by a key we trust: an insider
                 // (a holder of the group key) may not pass off content.
                 self.sink.discard();
-                let text = if machine.expected_signature().is_some() {
+                let text = if signature.is_some() {
                     "the object's signature does not verify under any --trust key"
                 } else {
                     "the object is not signed, and --trust requires a signature"
                 };
-                machine.confirm(Status::Untrusted, hash, text);
                 self.end.get_or_insert(End::Failed(text.to_owned()));
+                (Status::Untrusted, hash, text.to_owned())
             }
             Ok(hash) if hash == expected => match self.sink.commit() {
                 Ok(path) => {
@@ -433,62 +488,102 @@ impl Driver<'_> {
                         tracing::info!("verified and stored {}", p.display());
                     }
                     self.path = path;
-                    match self.relay {
-                        Some(r) => {
-                            // The Complete waits for the group behind us
-                            // (`poll_relay`); our Close acks keep the
-                            // sender from timing us out meanwhile.
-                            tracing::info!(
-                                "own copy verified; forwarding the hash to the group behind \
-                                 this relay and waiting for its verdict"
-                            );
-                            r.verified(hash, machine.expected_signature());
-                            self.relay_hash = Some(hash);
-                        }
-                        None => machine.confirm(Status::Ok, hash, ""),
-                    }
+                    (Status::Ok, hash, String::new())
                 }
                 Err(e) => {
                     self.sink.discard();
-                    machine.confirm(Status::Io, hash, &format!("cannot store the object: {e}"));
+                    (Status::Io, hash, format!("cannot store the object: {e}"))
                 }
             },
             Ok(hash) => {
                 self.sink.discard();
                 let text = format!(
-                    "received bytes hash to {}, the sender's Close says {}",
+                    "received bytes hash to {}, the sender says {}",
                     hex(&hash[..8]),
                     hex(&expected[..8])
                 );
-                machine.confirm(Status::HashMismatch, hash, &text);
+                (Status::HashMismatch, hash, text)
             }
             Err(e) => {
                 self.sink.discard();
-                machine.confirm(
-                    Status::Io,
-                    [0; rmcast_proto::HASH_LEN],
-                    &format!("cannot read the object back: {e}"),
-                );
+                let text = format!("cannot read the object back: {e}");
+                (Status::Io, [0; rmcast_proto::HASH_LEN], text)
             }
         }
     }
 
+    /// `--laggard tcp`: the sender moved this receiver to a TCP catch-up.
+    /// Fetches the rest of the object there (on this thread: the other
+    /// sessions of a `serve` wait meanwhile), verifies it as a `Close`
+    /// would, and tells the sender and the machine the verdict.
+    fn catch_up(&mut self, machine: &mut Receiver, to: SocketAddr, from: u64) {
+        let (Some(offer), Some(session), Some(rank)) =
+            (self.offer.as_ref(), machine.session(), machine.rank())
+        else {
+            machine.catch_up_done(Err("moved before the object was offered".into()));
+            return;
+        };
+        if self.relay.is_some() {
+            self.sink.discard();
+            machine.catch_up_done(Err(
+                "a relay cannot catch up over TCP: the group behind it would wait".into(),
+            ));
+            return;
+        }
+        tracing::warn!(
+            "the sender moved this receiver, far behind the group, to a TCP catch-up at {to}: \
+             fetching bytes {from}..{} there",
+            offer.size
+        );
+        self.caught_up_from = Some(from);
+        let req = crate::catch_up::Request {
+            to,
+            session: session.0,
+            rank,
+            from,
+            size: offer.size,
+            key: self.cfg.group_key.as_ref(),
+            limit: self.cfg.sender_timeout,
+        };
+        let abort = std::sync::atomic::AtomicBool::new(net::is_cancelled(self.cfg.cancel.as_ref()));
+        let (sink, throttle, rate) = (&mut self.sink, &mut self.throttle, self.cfg.store_rate);
+        let fetched = crate::catch_up::fetch(&req, &abort, |at, bytes| {
+            throttle.stored(rate, bytes.len());
+            sink.write(at, bytes)?;
+            sink.hash_ahead(at + bytes.len() as u64)
+        });
+        let f = match fetched {
+            Ok(f) => f,
+            Err(why) => {
+                self.sink.discard();
+                machine.catch_up_done(Err(why));
+                return;
+            }
+        };
+        self.all_data = true;
+        let (status, _, text) = self.check(f.hash, f.signature);
+        f.confirm(status, &text, req.limit);
+        machine.catch_up_done(if status == Status::Ok {
+            Ok(())
+        } else {
+            Err(format!("its copy did not verify ({status:?}): {text}"))
+        });
+    }
+
     /// Whether the object may be kept: no `--trust` keys, or a signature
     /// by one of them over this hash, size and name.
-    fn trusted(&self, machine: &Receiver, hash: &[u8; 32]) -> bool {
+    fn trusted(
+        &self,
+        signature: Option<&[u8; rmcast_wire::SIGNATURE_LEN]>,
+        hash: &[u8; 32],
+    ) -> bool {
         if self.cfg.trust.is_empty() {
             return true;
         }
         let Some(offer) = &self.offer else {
             return false;
         };
-        crate::keys::signature_trusted(
-            &self.cfg.trust,
-            machine.expected_signature().as_ref(),
-            hash,
-            offer.size,
-            &offer.name,
-        )
+        crate::keys::signature_trusted(&self.cfg.trust, signature, hash, offer.size, &offer.name)
     }
 
     /// A relay: passes the downstream half's verdict on once it came. Our
@@ -595,6 +690,8 @@ impl<'a> Driver<'a> {
             relay,
             relay_hash: None,
             relay_done: false,
+            throttle: Throttle::default(),
+            caught_up_from: None,
         }
     }
 
@@ -622,6 +719,7 @@ impl<'a> Driver<'a> {
             tree: self.sink.tree_counts(),
             held_bytes: self.held_bytes,
             group: machine.group_outcome().cloned(),
+            caught_up_from: self.caught_up_from,
         };
         match self.end.take() {
             _ if self.verified => Ok((report, std::mem::replace(&mut self.sink, Sink::None))),

@@ -11,7 +11,7 @@ use rmcast_proto::{
 };
 use std::fs::File;
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -292,7 +292,20 @@ pub(crate) fn run(
     // report what they hold once it is in (resume, delta), and its hash is
     // the object's (below).
     let manifest = crate::tree::manifest_extent_of(name, data);
-    let proto = session_config(cfg, manifest)?;
+    let mut proto = session_config(cfg, manifest)?;
+    // `--laggard tcp`: the catch-up port, bound before the session starts
+    // so that every `Move` can name it.
+    let catch_up = match proto.laggard {
+        rmcast_proto::Laggard::Tcp { after, .. } => {
+            let (server, verdicts) = crate::catch_up::Server::bind(IpAddr::V4(cfg.iface))?;
+            proto.laggard = rmcast_proto::Laggard::Tcp {
+                after,
+                port: server.port(),
+            };
+            Some((server, verdicts))
+        }
+        _ => None,
+    };
 
     let poll = Poll::new().map_err(|source| Error::Io {
         context: "cannot create an event loop".into(),
@@ -308,6 +321,7 @@ pub(crate) fn run(
     }
     let stop = AtomicBool::new(false);
     let (hashed_tx, hashed) = mpsc::channel();
+    let (catch_up_key, limit) = (proto.group_key.clone(), proto.peer_timeout);
     std::thread::scope(|scope| {
         let (stop, waker) = (&stop, &waker);
         // A tree's hash is its manifest's: the manifest holds every file's
@@ -333,9 +347,29 @@ pub(crate) fn run(
                 context: "cannot start the hashing thread".into(),
                 source,
             })?;
-        let result = drive(name, data, cfg, progress, proto, poll, &hashed, None, split);
+        if let Some((server, _)) = &catch_up {
+            let key = catch_up_key.as_ref();
+            let wake = move || {
+                let _ = waker.wake();
+            };
+            std::thread::Builder::new()
+                .name("rmcast-catch-up".into())
+                .spawn_scoped(scope, move || server.run(scope, data, key, limit, wake))
+                .map_err(|source| Error::Io {
+                    context: "cannot start the catch-up thread".into(),
+                    source,
+                })?;
+        }
+        let ends = Ends {
+            split,
+            catch_up: catch_up.as_ref().map(|(s, rx)| (s, rx)),
+        };
+        let result = drive(name, data, cfg, progress, proto, poll, &hashed, None, ends);
         // Ended early (error, cancel): the hash is not needed any more.
         stop.store(true, Ordering::Relaxed);
+        if let Some((server, _)) = &catch_up {
+            server.stop();
+        }
         result
     })
 }
@@ -371,9 +405,35 @@ pub(crate) fn send_streamed(
 ) -> Result<SendReport, Error> {
     // No resume or delta downstream: the receivers' reports of what they
     // hold would have to wait for the manifest the relay is still getting.
-    let proto = session_config(cfg, None)?;
-    drive(name, data, cfg, None, proto, poll, hashed, Some(feed), None)
+    let mut proto = session_config(cfg, None)?;
+    // Nor a TCP catch-up: the relay does not hold what a laggard lacks
+    // until the upstream session brought it. A laggard is waited for.
+    if let rmcast_proto::Laggard::Tcp { .. } = proto.laggard {
+        proto.laggard = rmcast_proto::Laggard::Wait;
+    }
+    drive(
+        name,
+        data,
+        cfg,
+        None,
+        proto,
+        poll,
+        hashed,
+        Some(feed),
+        Ends::default(),
+    )
 }
+
+/// What a session's loop serves beside its multicast: the TCP half of a
+/// hybrid session, the TCP catch-ups of `--laggard tcp`.
+#[derive(Default)]
+struct Ends<'a> {
+    split: Option<&'a crate::hybrid::Split>,
+    catch_up: Option<(&'a crate::catch_up::Server, &'a CatchUpVerdicts)>,
+}
+
+/// The catch-ups' verdicts, by rank.
+type CatchUpVerdicts = mpsc::Receiver<crate::catch_up::Verdict>;
 
 /// The event loop of [`run`]: `hashed` brings the object's hash when the
 /// hashing thread has it (it also wakes `poll` under [`HASH_TOKEN`]);
@@ -388,8 +448,9 @@ fn drive(
     mut poll: Poll,
     hashed: &mpsc::Receiver<Hashed>,
     feed: Option<&Feed>,
-    split: Option<&crate::hybrid::Split>,
+    ends: Ends<'_>,
 ) -> Result<SendReport, Error> {
+    let Ends { split, catch_up } = ends;
     let protocol = if proto.auto.is_some() {
         "auto"
     } else {
@@ -454,7 +515,12 @@ fn drive(
             "session {session}: insecure (no group key): unauthenticated, in the clear"
         ),
     }
+    let catch_up_limit = proto.peer_timeout;
     let mut sender = Sender::new(proto, session, isn, object, started)?;
+    if let Some((server, _)) = catch_up {
+        server.set_session(session.0);
+    }
+    let mut moved = 0usize;
     if let Some(s) = split {
         s.set_session(session);
     }
@@ -518,13 +584,30 @@ fn drive(
                 sender.acked_bytes()
             );
             // The Close, if every byte is acknowledged, goes out below.
-            match (&h.signature, &cfg.signing_key) {
-                (Some(sig), _) => sender.set_signed_object_hash(h.hash, *sig),
-                (None, Some(key)) => {
-                    let sig = crate::keys::sign_object(key, &h.hash, size, name);
-                    sender.set_signed_object_hash(h.hash, sig);
-                }
-                (None, None) => sender.set_object_hash(h.hash),
+            let signature = match (&h.signature, &cfg.signing_key) {
+                (Some(sig), _) => Some(*sig),
+                (None, Some(key)) => Some(crate::keys::sign_object(key, &h.hash, size, name)),
+                (None, None) => None,
+            };
+            match signature {
+                Some(sig) => sender.set_signed_object_hash(h.hash, sig),
+                None => sender.set_object_hash(h.hash),
+            }
+            if let Some((server, _)) = catch_up {
+                server.set_hash((h.hash, signature));
+            }
+        }
+        if let Some((server, verdicts)) = catch_up
+            && moved > 0
+        {
+            if sender.acked_bytes() >= size {
+                server.release();
+            }
+            while let Ok((rank, verdict)) = verdicts.try_recv() {
+                sender.catch_up_done(now, rank, verdict);
+            }
+            for (rank, verdict) in server.overdue(catch_up_limit) {
+                sender.catch_up_done(now, rank, verdict);
             }
         }
 
@@ -585,10 +668,32 @@ fn drive(
                 SenderEvent::MemberFailed { rank, name, reason } => {
                     last_confirmation = Some(now);
                     tracing::warn!("receiver {name:?} (rank {rank}) failed: {reason}");
+                    if let Some((server, _)) = catch_up {
+                        server.forget(rank);
+                    }
                 }
                 SenderEvent::Verified { rank } => {
                     last_confirmation = Some(now);
                     tracing::debug!("rank {rank} verified the object");
+                    if let Some((server, _)) = catch_up {
+                        server.forget(rank);
+                    }
+                }
+                SenderEvent::Moved {
+                    rank,
+                    name,
+                    addr,
+                    from,
+                    reason,
+                } => {
+                    tracing::warn!(
+                        "receiver {name:?} (rank {rank}) at {addr}: {reason}; it catches up from \
+                         byte {from} while the group goes on"
+                    );
+                    if let Some((server, _)) = catch_up {
+                        server.expect(rank, addr);
+                        moved += 1;
+                    }
                 }
                 SenderEvent::Finished => finished = true,
             }

@@ -10,7 +10,8 @@
 //! down, loss), `group.rs` (late joiner, colliding sessions), `disk.rs`,
 //! `overlay.rs` (an interior node of a TCP overlay killed: self-healing),
 //! `hybrid.rs` (receivers whose network drops multicast: hybrid sessions),
-//! `laggard.rs` (a slow receiver waited for, then ejected).
+//! `laggard.rs` (a slow receiver waited for, ejected, or moved to a TCP
+//! catch-up).
 //! Root only; `tests/chaos.rs` runs them with `RMCAST_LAB_NETNS=1`.
 
 mod disk;
@@ -55,7 +56,7 @@ pub struct Ctx<'a> {
 pub type Scenario = fn(&Ctx) -> Result<(String, Option<Duration>)>;
 
 /// Every scenario, by name, in the order of the issue.
-pub const SCENARIOS: [(&str, Scenario); 19] = [
+pub const SCENARIOS: [(&str, Scenario); 20] = [
     ("kill-receiver", process::kill_receiver),
     ("stop-receiver", process::stop_receiver),
     ("kill-sender", process::kill_sender),
@@ -75,6 +76,7 @@ pub const SCENARIOS: [(&str, Scenario); 19] = [
     ("hybrid-some-deaf", hybrid::some_deaf),
     ("hybrid-no-multicast", hybrid::no_multicast),
     ("laggard-eject", laggard::eject),
+    ("laggard-tcp", laggard::tcp),
 ];
 
 /// The common LAN: 3 receivers, 4 MB, 20 Mbit/s (a transfer lasts ~1.7 s,

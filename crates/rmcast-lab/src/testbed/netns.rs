@@ -31,6 +31,13 @@ const TBF_BURST: &str = "256kb";
 /// and uftp ask 4 MiB, doubled by the kernel to 8 MiB; NORM 16 MiB → 32 MiB),
 /// so the socket blocks before the shaper could drop.
 const TBF_LIMIT: &str = "80mb";
+/// tbf queue limit of a switch port shaped slower than the rest
+/// ([`Netns::shape_download`]): a switch's buffer, which drops what
+/// does not fit. A queue as long as [`TBF_LIMIT`] would hold the skbs of
+/// the sender's multicast, charged to its socket, for seconds: the sender's
+/// socket would block on the slow port, and the whole group would go at
+/// its pace, which no switch does.
+const PORT_LIMIT: &str = "1mb";
 
 /// What to build.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -341,8 +348,9 @@ impl Netns {
     }
 
     /// Shapes what host `i` (1..) can take in: a tbf of `rate` on its
-    /// switch port's egress (its download; its upload keeps the spec's).
-    /// A slow link, or a slow receiver, among fast ones.
+    /// switch port's egress (its download; its upload keeps the spec's),
+    /// with a switch port's buffer ([`PORT_LIMIT`]: what does not fit is
+    /// dropped). A slow link, or a slow receiver, among fast ones.
     pub fn shape_download(&self, i: usize, rate_bits_per_s: u64) -> Result<()> {
         if self.spec.segments.is_some() || i == 0 || i >= self.hosts.len() {
             bail!(
@@ -367,7 +375,7 @@ impl Netns {
                 "burst",
                 TBF_BURST,
                 "limit",
-                TBF_LIMIT,
+                PORT_LIMIT,
             ],
             None,
         )?;

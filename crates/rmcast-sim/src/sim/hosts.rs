@@ -43,6 +43,26 @@ pub(super) fn deliver(app: &mut RxApp, object: &[u8], chunk: DataChunk<'_>) -> R
     Ok(())
 }
 
+/// How long host `h`'s TCP catch-up of the bytes after `from` takes: a
+/// connection's set-up (two round trips), then the rest at the slower
+/// of its link and its CPU (its per-packet cost for packets of the
+/// session's size: a slow disk or CPU is as slow over TCP). The model
+/// of the TCP transfer is this time, not its segments.
+fn catch_up_ns(sc: &Scenario, h: usize, app: &RxApp, from: u64) -> u64 {
+    let bytes = app.size.saturating_sub(from);
+    let link = sc.link_rate_bits_per_s.max(1) as f64;
+    let cost = sc.cost_of(h);
+    let per_packet = cost.recv_per_packet.as_secs_f64()
+        + cost.recv_ps_per_byte as f64 * app.payload_size as f64 * 1e-12;
+    let cpu = if per_packet > 0.0 {
+        app.payload_size as f64 * 8.0 / per_packet
+    } else {
+        f64::INFINITY
+    };
+    let secs = bytes as f64 * 8.0 / link.min(cpu);
+    4 * nanos(sc.propagation_delay) + (secs * 1e9) as u64
+}
+
 fn has(delivered: &[u64], i: u32) -> bool {
     delivered[(i / 64) as usize] & (1 << (i % 64)) != 0
 }
@@ -244,6 +264,7 @@ impl Sim<'_> {
     /// Handles the machine's events; returns whether any arrived.
     pub(super) fn react(&mut self, h: usize, now: u64) -> Result<bool, Fail> {
         let mut any = false;
+        let mut catch_ups: Vec<(u64, u16)> = Vec::new();
         let mut finished = false;
         let host = &mut self.hosts[h];
         match &mut host.machine {
@@ -330,6 +351,10 @@ impl Sim<'_> {
                                 r.confirm(Status::HashMismatch, got, "hash differs");
                             }
                         }
+                        ReceiverEvent::Moved { from, .. } => {
+                            app.moved_from = Some(from);
+                            catch_ups.push((now, s.0 as u16));
+                        }
                         ReceiverEvent::Finished => app.ended_at = Some(now),
                         ReceiverEvent::Failed(why) => {
                             app.ended_at = Some(now);
@@ -338,6 +363,9 @@ impl Sim<'_> {
                     }
                 }
             }
+        }
+        for (at, s) in catch_ups {
+            self.push(at, Ev::CatchUpReady(h as u16, s));
         }
         // The session is over once every sender finished, or died (a
         // restart's first sender).
@@ -369,6 +397,84 @@ impl Sim<'_> {
             Some(t) => self.push_timer(h, t, generation),
             None => self.timers.remove(h as u16),
         }
+    }
+
+    /// Host `h`'s TCP catch-up of session `s` starts once its sender's
+    /// multicast data is all acknowledged (as the runtime's does: the
+    /// group's data keeps the uplink); until then, looks every 10 ms.
+    pub(super) fn catch_up_ready(&mut self, h: usize, s: usize) {
+        let now = self.now;
+        let Machine::Receivers(rxs) = &self.hosts[h].machine else {
+            return;
+        };
+        let app = &rxs.apps[s];
+        let r = rxs.endpoint.session(rmcast_proto::SessionHandle(s));
+        let (Some(from), Some(k)) = (app.moved_from, side_of(&self.sides, r)) else {
+            return;
+        };
+        let released = match &self.hosts[k].machine {
+            Machine::Sender(sender) => {
+                sender.acked_bytes() >= app.size || self.hosts[k].crashed_at.is_some()
+            }
+            Machine::Receivers(_) => true,
+        };
+        if released {
+            let ns = catch_up_ns(self.sc, h, app, from);
+            self.push(now.saturating_add(ns), Ev::CatchUp(h as u16, s as u16));
+        } else {
+            self.push(now + 10_000_000, Ev::CatchUpReady(h as u16, s as u16));
+        }
+    }
+
+    /// Host `h`'s TCP catch-up of session `s` is over: the bytes arrived
+    /// intact (TCP under a checksum and, keyed, an AEAD), so it holds the
+    /// object; both machines hear the verdict.
+    pub(super) fn catch_up(&mut self, h: usize, s: usize) -> Result<(), Fail> {
+        let now = self.now;
+        if self.hosts[h].crashed_at.is_some() {
+            return Ok(());
+        }
+        let crashed: Vec<bool> = (0..self.senders)
+            .map(|k| self.hosts[k].crashed_at.is_some())
+            .collect();
+        let Machine::Receivers(rxs) = &mut self.hosts[h].machine else {
+            return Ok(());
+        };
+        let r = rxs.endpoint.session_mut(rmcast_proto::SessionHandle(s));
+        let (Some(rank), Some(k)) = (r.rank(), side_of(&self.sides, r)) else {
+            return Err(invariant(now, format!("host {h} caught up in no session")));
+        };
+        if crashed.get(k).copied().unwrap_or(true) {
+            // The sender died: the catch-up's connection broke.
+            r.catch_up_done(Err("the sender's catch-up connection closed".into()));
+            self.react(h, now)?;
+            self.arm_timer(h, now);
+            return Ok(());
+        }
+        let app = &mut rxs.apps[s];
+        for i in 0..app.packets {
+            let (word, bit) = ((i / 64) as usize, i % 64);
+            if app.delivered[word] & (1 << bit) == 0 {
+                app.delivered[word] |= 1 << bit;
+                app.delivered_count += 1;
+            }
+        }
+        app.all_data_at = Some(now);
+        app.hash_ok = app.all_matched;
+        r.catch_up_done(Ok(()));
+        if let Machine::Sender(sender) = &mut self.hosts[k].machine {
+            sender.catch_up_done(Instant::from_nanos(now), rank, Ok(()));
+        }
+        for host in [h, k] {
+            if self.hosts[host].cpu_free <= now && self.hosts[host].crashed_at.is_none() {
+                let end = self.service(host, now)?;
+                self.hosts[host].cpu_free = end;
+            } else {
+                self.react(host, now)?;
+                self.arm_timer(host, now);
+            }
+        }
+        Ok(())
     }
 
     /// The driver's hashing thread hands the machine the hash and wakes the

@@ -161,6 +161,12 @@ enum Ev {
     Garbage,
     /// The sender host's driver finished hashing the object.
     HashReady(u16),
+    /// A receiver host's TCP catch-up (`Laggard::Tcp`) of its session (by
+    /// handle index) may start once the multicast data is all acknowledged:
+    /// look.
+    CatchUpReady(u16, u16),
+    /// A receiver host's TCP catch-up of its session is over.
+    CatchUp(u16, u16),
 }
 
 struct Scheduled {
@@ -452,6 +458,8 @@ struct RxApp {
     /// packets this receiver finds "on its disk" once it holds the
     /// packets before it (`Scenario::held`); `None` once reported.
     held: Option<(u32, Vec<(u32, u32)>)>,
+    /// Moved to a TCP catch-up (`Laggard::Tcp`) holding this many bytes.
+    moved_from: Option<u64>,
 }
 
 /// What happened to a host's input, whatever session it belonged to.
@@ -883,6 +891,8 @@ impl<'s> Sim<'s> {
                 }
                 Ev::Garbage => self.garbage(),
                 Ev::HashReady(h) => self.hash_ready(usize::from(h))?,
+                Ev::CatchUpReady(h, s) => self.catch_up_ready(usize::from(h), usize::from(s)),
+                Ev::CatchUp(h, s) => self.catch_up(usize::from(h), usize::from(s))?,
             }
             if self.log.finished_at.is_some() && self.all_receivers_ended() {
                 break;

@@ -497,6 +497,7 @@ impl<'n, 'a> Driver<'n, 'a> {
             tree: None,
             held_bytes: 0,
             group: None,
+            caught_up_from: None,
         })))
     }
 

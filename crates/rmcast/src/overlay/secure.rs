@@ -268,6 +268,13 @@ impl SegmentOut {
         }
     }
 
+    /// The sealer back, for control frames after the segments (call
+    /// [`SegmentOut::flush`] first).
+    pub(crate) fn into_sealer(self) -> Option<Sealer> {
+        debug_assert_eq!(self.at, 0, "segments left unwritten");
+        self.sealer
+    }
+
     /// Whether segments are sealed.
     pub(crate) fn sealed(&self) -> bool {
         self.sealer.is_some()

@@ -581,6 +581,7 @@ impl SenderMachine {
                     addr: m.data_addr,
                     verified: m.state == State::Complete,
                     reason: m.reason.clone(),
+                    caught_up_from: None,
                 })
                 .collect(),
             error: self.error.clone(),

@@ -55,6 +55,18 @@ pub enum ReceiverEvent {
     /// [`Receiver::expected_hash`]: crate::Receiver::expected_hash
     /// [`Receiver::confirm`]: crate::Receiver::confirm
     AllData,
+    /// The sender moved this receiver, far behind the group, to a TCP
+    /// catch-up (`rmcast send --laggard tcp`): connect to `to`, fetch the
+    /// object from byte `from` on (the bytes before it are held and in
+    /// order), verify, and report with
+    /// [`Receiver::catch_up_done`](crate::Receiver::catch_up_done). The
+    /// machine takes no more of the session's packets meanwhile.
+    Moved {
+        /// The sender's catch-up address.
+        to: SocketAddr,
+        /// The bytes held in order from the start of the object.
+        from: u64,
+    },
     /// The session ended after this receiver confirmed; nothing more to do.
     Finished,
     /// The transfer failed; the text says why.

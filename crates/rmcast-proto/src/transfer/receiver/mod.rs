@@ -25,6 +25,7 @@ mod events;
 mod fec;
 mod feedback;
 mod have;
+mod moved;
 #[cfg(test)]
 mod test_support;
 
@@ -45,7 +46,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     Listening,
     Joining,
     /// Admitted, waiting for the offer.
@@ -60,6 +61,9 @@ enum Phase {
     Verifying,
     /// Verdict sent, waiting for the sender's Bye.
     Confirmed,
+    /// Moved by the sender to a TCP catch-up (`Move`): deaf to the session
+    /// until the driver says how the catch-up ended.
+    Moved,
     Done,
 }
 
@@ -260,7 +264,7 @@ impl Receiver {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Done => None,
+            Phase::Done | Phase::Moved => None,
             Phase::Listening => self.config.listen_timeout.map(|t| self.started + t),
             Phase::Joining => Some(self.join_at.min(self.sender_deadline())),
             _ => {
@@ -289,7 +293,7 @@ impl Receiver {
     /// Processes expired timers.
     pub fn handle_timeout(&mut self, now: Instant) {
         match self.phase {
-            Phase::Done => {}
+            Phase::Done | Phase::Moved => {}
             Phase::Listening => {
                 if let Some(t) = self.config.listen_timeout
                     && now >= self.started + t
@@ -359,6 +363,9 @@ impl Receiver {
             self.stats.foreign += 1;
             return None;
         }
+        if self.phase == Phase::Moved {
+            return None;
+        }
         if self.phase == Phase::Done {
             // Repeat a refusal or a failed verdict the sender may have missed.
             match packet.body {
@@ -400,6 +407,10 @@ impl Receiver {
                 self.on_bye(b.text);
                 None
             }
+            Body::Move(m) => {
+                self.on_move(from, m);
+                None
+            }
             _ => {
                 self.stats.foreign += 1;
                 None
@@ -436,6 +447,9 @@ impl Receiver {
                 names: &names,
             });
             return emit(to, header, body, buf);
+        }
+        if self.phase == Phase::Moved {
+            return None;
         }
         if self.phase == Phase::Joining {
             if self.join_at > now {

@@ -31,7 +31,9 @@ impl Sender {
             return;
         };
         self.members.list[i].last_heard = now;
-        if !self.members.list[i].in_data() {
+        // A receiver moved to a TCP catch-up just as its last bytes came
+        // over multicast answers the Close: that is its verdict.
+        if !self.members.list[i].in_data() && self.members.list[i].state != MemberState::Moved {
             return;
         }
         match (c.status, self.object.hash) {
@@ -96,6 +98,7 @@ impl Sender {
                 addr: m.addr,
                 verified: m.state == MemberState::Verified,
                 reason: m.reason.clone(),
+                caught_up_from: m.caught_up_from,
             })
             .collect();
         let ok = self.error.is_none()

@@ -180,6 +180,32 @@ pub enum Laggard {
         /// How long it may stay that far behind (at least 100 ms).
         after: Duration,
     },
+    /// Move it, by the same rule as `Eject`, to a TCP catch-up: it is sent
+    /// a `Move` naming `port`, stops taking the multicast data and fetches
+    /// the rest of the object over TCP from the sender (the driver serves
+    /// the port and reports the outcome with
+    /// [`Sender::catch_up_done`](crate::Sender::catch_up_done)). The group
+    /// goes on at its own pace, and the session ends once the moved
+    /// receivers are done too.
+    Tcp {
+        /// How long it may stay that far behind (at least 100 ms).
+        after: Duration,
+        /// The driver's TCP port for catch-ups; 0 until the driver binds
+        /// one (a sender that must move a receiver with port 0 ejects it).
+        port: u16,
+    },
+}
+
+impl Laggard {
+    /// How long a receiver may stay far behind before it is ejected or
+    /// moved; `None` for [`Laggard::Wait`].
+    #[must_use]
+    pub fn after(self) -> Option<Duration> {
+        match self {
+            Self::Wait => None,
+            Self::Eject { after } | Self::Tcp { after, .. } => Some(after),
+        }
+    }
 }
 
 /// A sender configuration or object that cannot work.
@@ -414,7 +440,7 @@ impl SenderConfig {
         if self.receivers == 0 || self.receivers > MAX_RECEIVERS {
             return Err(ConfigError::Receivers(self.receivers));
         }
-        if let Laggard::Eject { after } = self.laggard
+        if let Some(after) = self.laggard.after()
             && after < Duration::from_millis(100)
         {
             return Err(ConfigError::LaggardAfter(after));

@@ -53,6 +53,22 @@ pub enum SenderEvent {
         /// Why, for a human.
         reason: String,
     },
+    /// A receiver far behind the group was moved to a TCP catch-up
+    /// ([`Laggard::Tcp`](crate::Laggard::Tcp)): the driver is to serve it
+    /// the object from byte `from` on, and report how that ended with
+    /// [`Sender::catch_up_done`](crate::Sender::catch_up_done).
+    Moved {
+        /// Its rank.
+        rank: u16,
+        /// Its name.
+        name: String,
+        /// Its unicast address (the catch-up comes from its IP).
+        addr: SocketAddr,
+        /// The bytes it held from the start of the object.
+        from: u64,
+        /// Why, for a human.
+        reason: String,
+    },
     /// A receiver confirmed a verified copy.
     Verified {
         /// Its rank.
@@ -75,6 +91,10 @@ pub struct MemberOutcome {
     pub verified: bool,
     /// Why not, when not.
     pub reason: Option<String>,
+    /// It fell far behind the group and was moved to a TCP catch-up
+    /// ([`Laggard::Tcp`](crate::Laggard::Tcp)) holding this many bytes of
+    /// the object; `verified` says how that ended.
+    pub caught_up_from: Option<u64>,
 }
 
 /// The result of a finished session.

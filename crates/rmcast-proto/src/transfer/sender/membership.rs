@@ -15,7 +15,7 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 /// Bound on queued unicast control packets; peers retransmit what is dropped.
-const CTRL_QUEUE_MAX: usize = 4096;
+pub(super) const CTRL_QUEUE_MAX: usize = 4096;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum MemberState {
@@ -23,6 +23,9 @@ pub(super) enum MemberState {
     Accepted,
     Verified,
     Failed,
+    /// Moved to a TCP catch-up (`Laggard::Tcp`): out of the multicast
+    /// data, its outcome up to the driver.
+    Moved,
 }
 
 #[derive(Debug)]
@@ -47,6 +50,10 @@ pub(super) struct Member {
     pub(super) behind: Option<String>,
     /// Since when it has been far behind the group (`Laggard::Eject`).
     pub(super) lagging_since: Option<Instant>,
+    /// Moved to a TCP catch-up holding this many bytes (`Laggard::Tcp`).
+    pub(super) caught_up_from: Option<u64>,
+    /// When its last `Move` was queued.
+    pub(super) move_sent: Option<Instant>,
 }
 
 /// A member's cumulative point at a few moments (at most one sample per
@@ -107,6 +114,8 @@ pub(super) struct Membership {
     /// the reason: the session's closing Byes carry the session's error,
     /// not each removed member's.
     pub(super) byes_owed: VecDeque<u16>,
+    /// `Move`s owed (`Laggard::Tcp`): ranks.
+    pub(super) moves_owed: VecDeque<u16>,
     /// Other sessions announced on the group while this one waited for its
     /// receivers (at most [`OTHER_SESSIONS_MAX`]): receivers take the first
     /// session they hear, so senders sharing a group split them.
@@ -122,6 +131,7 @@ impl Membership {
             list: Vec::with_capacity(usize::from(receivers)),
             welcomes: VecDeque::new(),
             byes_owed: VecDeque::new(),
+            moves_owed: VecDeque::new(),
             other_sessions: Vec::new(),
         }
     }
@@ -154,6 +164,8 @@ impl Sender {
             history: AckHistory::default(),
             behind: None,
             lagging_since: None,
+            caught_up_from: None,
+            move_sent: None,
         });
         self.queue_welcome(from, receiver_id, rank);
         self.events.push_back(SenderEvent::Joined {
@@ -473,7 +485,12 @@ impl Sender {
         match self.phase {
             Phase::Offering => self.maybe_start_sending(now),
             Phase::Sending => self.advance_base(now),
-            Phase::Closing if !self.members.list.iter().any(Member::in_data) => {
+            // The farewell's verdict waits for the receivers catching up
+            // over TCP (`Laggard::Tcp`); meanwhile the Close goes on
+            // repeating, which keeps the verified receivers listening.
+            Phase::Closing
+                if !self.members.list.iter().any(Member::in_data) && !self.any_moved() =>
+            {
                 self.enter_farewell(now);
             }
             _ => {}

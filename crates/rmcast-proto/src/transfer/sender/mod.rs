@@ -604,6 +604,12 @@ impl Sender {
             return;
         }
         self.stats.control_packets += 1;
+        if matches!(packet.body, Body::Ack(_) | Body::Nak(_))
+            && let Some(i) = self.moved_member(rank, from)
+        {
+            self.on_moved_feedback(now, i);
+            return;
+        }
         match packet.body {
             Body::Join(j) => self.on_join(now, from, j.receiver_id, j.name),
             Body::OfferReply(r) => self.on_offer_reply(now, rank, from, &r),
@@ -695,6 +701,17 @@ impl Sender {
             });
             return emit(Dest::Unicast(m.addr), header, bye, buf);
         }
+        while let Some(rank) = self.members.moves_owed.pop_front() {
+            let (Laggard::Tcp { port, .. }, Some(i)) = (
+                self.config.laggard,
+                self.moved_member(rank, self.members.list[usize::from(rank)].addr),
+            ) else {
+                continue; // no longer moved: failed, or caught up
+            };
+            self.stats.control_sent += 1;
+            let body = Body::Move(rmcast_wire::Move { rank, port });
+            return emit(Dest::Unicast(self.members.list[i].addr), header, body, buf);
+        }
         if let Some(own) = self.own_rate()
             && let Some(body) = self
                 .pacing
@@ -737,6 +754,11 @@ impl Sender {
         if phase == Phase::Sending {
             // No multicast control timer while sending: the RTO drives it.
             self.timers.stop(Timer::Control);
+        }
+        if phase == Phase::Closing {
+            // The group's data is out: the receivers moved to a TCP
+            // catch-up may now take the uplink (`Laggard::Tcp`).
+            self.send_moves(now);
         }
         if phase == Phase::Closing && self.object.hash.is_none() {
             // The Close waits for the hash (`set_object_hash` sends it);

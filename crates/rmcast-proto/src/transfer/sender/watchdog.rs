@@ -15,7 +15,12 @@ impl Sender {
     pub(super) fn stall_deadline(&self) -> Option<Instant> {
         let watched = match self.phase {
             Phase::Sending => true,
-            Phase::Closing => self.object.hash.is_some(),
+            // Waiting only for receivers catching up over TCP: the driver
+            // bounds those.
+            Phase::Closing => {
+                self.object.hash.is_some()
+                    && (self.members.list.iter()).any(super::membership::Member::in_data)
+            }
             _ => false,
         };
         watched.then(|| self.progress_at + self.config.stall_timeout())

@@ -1,0 +1,134 @@
+//! `--laggard tcp` over loopback: one receiver stores at a fraction of the
+//! group's rate (the store-rate test knob: a slow disk). The sender moves
+//! it to a TCP catch-up; the others finish at the group's pace, and the
+//! slow one still gets a byte-exact, verified copy. Plain and keyed. Every
+//! test is bounded in time.
+
+use rmcast::{GroupKey, Laggard, RecvConfig, RecvReport, SendConfig, SendReport, SenderConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod common;
+use common::bounded;
+
+const SLOW: usize = 2;
+
+fn data(size: usize) -> Vec<u8> {
+    (0..size)
+        .map(|i| (i as u8).wrapping_mul(29) ^ (i >> 9) as u8)
+        .collect()
+}
+
+struct Session {
+    report: SendReport,
+    receivers: Vec<Result<(RecvReport, Vec<u8>), String>>,
+    data: Vec<u8>,
+}
+
+fn run(key: Option<Arc<GroupKey>>, laggard: Laggard, size: usize) -> Session {
+    let group = rmcast::random_group();
+    let payload = data(size);
+    let cfg = SendConfig {
+        group,
+        proto: SenderConfig {
+            receivers: 4,
+            join_wait: Duration::from_secs(15),
+            group_key: key.clone(),
+            rate_bits_per_s: Some(100_000_000),
+            laggard,
+            ..SenderConfig::default()
+        },
+        ..SendConfig::default()
+    };
+    let mut handles = Vec::new();
+    for i in 0..4 {
+        let rc = RecvConfig {
+            group,
+            name: format!("r{i}"),
+            listen_timeout: Some(Duration::from_secs(15)),
+            group_key: key.clone(),
+            // 1.5 MB/s against the group's 12.5 MB/s.
+            store_rate: (i == SLOW).then_some(1_500_000),
+            ..RecvConfig::default()
+        };
+        handles.push(std::thread::spawn(move || {
+            rmcast::recv_to_memory(&rc, None)
+                .map(|(r, bytes)| (r, bytes.to_vec()))
+                .map_err(|e| e.to_string())
+        }));
+    }
+    let sent = payload.clone();
+    let report = rmcast::send_bytes("obj.bin", &sent, &cfg, None).expect("the session runs");
+    let receivers = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    Session {
+        report,
+        receivers,
+        data: payload,
+    }
+}
+
+fn tcp() -> Laggard {
+    Laggard::Tcp {
+        after: Duration::from_millis(300),
+        port: 0,
+    }
+}
+
+/// Everyone verified a byte-exact copy; only the slow one caught up over
+/// TCP, and the others did not wait for it.
+fn check(s: &Session) {
+    let r = &s.report;
+    assert!(
+        r.ok,
+        "{r:#?}\n{:#?}",
+        s.receivers
+            .iter()
+            .map(|x| x.as_ref().map(|(r, _)| r))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(r.verified, 4);
+    let moved: Vec<&str> = (r.members.iter())
+        .filter(|m| m.caught_up_from.is_some())
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(moved, [format!("r{SLOW}")], "{:#?}", r.members);
+    let json = r.to_json();
+    assert_eq!(json["caught_up"][0]["name"], format!("r{SLOW}"));
+    assert_eq!(json["caught_up"][0]["verified"], true);
+    let mut fast = 0f64;
+    let mut slow = 0f64;
+    for (i, got) in s.receivers.iter().enumerate() {
+        let (rep, bytes) = got.as_ref().unwrap_or_else(|e| panic!("r{i}: {e}"));
+        assert!(rep.verified, "r{i}");
+        assert!(*bytes == s.data, "r{i}: the copy differs");
+        if i == SLOW {
+            slow = rep.seconds;
+        } else {
+            fast = fast.max(rep.seconds);
+        }
+    }
+    eprintln!(
+        "the 3 fast receivers verified within {fast:.2} s, the slow one (caught up over \
+         TCP) in {slow:.2} s; the session took {:.2} s",
+        r.seconds
+    );
+    assert!(
+        fast < slow / 2.0,
+        "the group waited for the slow receiver: fast {fast:.2} s, slow {slow:.2} s"
+    );
+}
+
+#[test]
+fn a_slow_receiver_catches_up_over_tcp_and_the_group_goes_on() {
+    bounded(Duration::from_secs(60), || {
+        check(&run(None, tcp(), 6_000_000));
+    });
+}
+
+#[test]
+fn a_keyed_catch_up_is_sealed_and_verifies() {
+    bounded(Duration::from_secs(60), || {
+        let key = Arc::new(GroupKey::from_secret([0x3c; 32]));
+        check(&run(Some(key), tcp(), 6_000_000));
+    });
+}
