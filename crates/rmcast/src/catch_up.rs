@@ -370,7 +370,7 @@ impl Fetched {
 const LINGER: Duration = Duration::from_secs(1);
 
 /// What a receiver's catch-up fetches.
-pub(crate) struct Request<'a> {
+pub(crate) struct Request {
     /// The sender's catch-up address (the `Move`'s).
     pub(crate) to: SocketAddr,
     /// The multicast session's id (the key exchange is bound to it).
@@ -382,7 +382,7 @@ pub(crate) struct Request<'a> {
     /// The object's size.
     pub(crate) size: u64,
     /// The group key, when sealed.
-    pub(crate) key: Option<&'a Arc<GroupKey>>,
+    pub(crate) key: Option<Arc<GroupKey>>,
     /// The longest wait for the sender.
     pub(crate) limit: Duration,
 }
@@ -390,7 +390,7 @@ pub(crate) struct Request<'a> {
 /// Connects, fetches the object from `req.from` to its end (each piece
 /// handed to `store` at its offset) and the sender's hash.
 pub(crate) fn fetch(
-    req: &Request<'_>,
+    req: &Request,
     abort: &AtomicBool,
     mut store: impl FnMut(u64, &[u8]) -> std::io::Result<()>,
 ) -> Result<Fetched, String> {
@@ -401,7 +401,7 @@ pub(crate) fn fetch(
             req.to
         )
     })?;
-    let (opener, mut sealer) = match req.key {
+    let (opener, mut sealer) = match &req.key {
         None => (None, None),
         Some(key) => {
             let ch = secure::initiate(&mut s, key, Some(req.session), abort, limit)
@@ -460,7 +460,7 @@ pub(crate) fn fetch(
 /// Reads the object's bytes from `req.from` on; the opener back.
 fn read_rest(
     s: &mut TcpStream,
-    req: &Request<'_>,
+    req: &Request,
     mut opener: Option<Opener>,
     abort: &AtomicBool,
     store: &mut impl FnMut(u64, &[u8]) -> std::io::Result<()>,
@@ -556,7 +556,7 @@ mod tests {
             rank,
             from,
             size: data.len() as u64,
-            key,
+            key: key.cloned(),
             limit: LIMIT,
         };
         let never = AtomicBool::new(false);

@@ -17,12 +17,16 @@ use std::collections::HashSet;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How long a finished receiver keeps answering (a repeated Offer or Close)
 /// so that its last words reach the sender; not at all once the sender
 /// said Bye.
 const LINGER: Duration = Duration::from_millis(200);
+/// How often the loop looks whether a TCP catch-up ended.
+const CATCH_UP_LOOK: Duration = Duration::from_millis(20);
 
 /// Receives the next object announced on `cfg.group` into `cfg.out_dir`.
 ///
@@ -232,6 +236,16 @@ struct Driver<'a> {
     throttle: Throttle,
     /// Moved to a TCP catch-up holding this many bytes (`--laggard tcp`).
     caught_up_from: Option<u64>,
+    /// That catch-up, while it runs.
+    catching_up: Option<CatchUpJob>,
+}
+
+/// A TCP catch-up on its thread: it gives back the sink (and the store-rate
+/// account) it took, with what it fetched.
+struct CatchUpJob {
+    handle: std::thread::JoinHandle<(Sink, Throttle, Result<crate::catch_up::Fetched, String>)>,
+    /// Bytes held in order so far, for progress.
+    stored: Arc<AtomicU64>,
 }
 
 /// The store-rate test knob ([`RecvConfig::store_rate`]): sleeps so that
@@ -513,9 +527,9 @@ impl Driver<'_> {
     }
 
     /// `--laggard tcp`: the sender moved this receiver to a TCP catch-up.
-    /// Fetches the rest of the object there (on this thread: the other
-    /// sessions of a `serve` wait meanwhile), verifies it as a `Close`
-    /// would, and tells the sender and the machine the verdict.
+    /// Starts fetching the rest of the object there, on a thread of its own
+    /// that takes the sink along ([`Driver::poll_catch_up`] finishes it), so
+    /// the loop goes on serving the other sessions and reporting progress.
     fn catch_up(&mut self, machine: &mut Receiver, to: SocketAddr, from: u64) {
         let (Some(offer), Some(session), Some(rank)) =
             (self.offer.as_ref(), machine.session(), machine.rank())
@@ -542,32 +556,72 @@ impl Driver<'_> {
             rank,
             from,
             size: offer.size,
-            key: self.cfg.group_key.as_ref(),
+            key: self.cfg.group_key.clone(),
             limit: self.cfg.sender_timeout,
         };
-        let abort = std::sync::atomic::AtomicBool::new(net::is_cancelled(self.cfg.cancel.as_ref()));
-        let (sink, throttle, rate) = (&mut self.sink, &mut self.throttle, self.cfg.store_rate);
-        let fetched = crate::catch_up::fetch(&req, &abort, |at, bytes| {
-            throttle.stored(rate, bytes.len());
-            sink.write(at, bytes)?;
-            sink.hash_ahead(at + bytes.len() as u64)
-        });
-        let f = match fetched {
-            Ok(f) => f,
+        // Ctrl-C (the receive's cancel flag) stops the fetch too.
+        let abort = self.cfg.cancel.clone().unwrap_or_default();
+        let stored = Arc::new(AtomicU64::new(from));
+        let (mut sink, mut throttle) = (
+            std::mem::replace(&mut self.sink, Sink::None),
+            std::mem::take(&mut self.throttle),
+        );
+        let (rate, done) = (self.cfg.store_rate, stored.clone());
+        let spawned = std::thread::Builder::new()
+            .name("rmcast-catch-up".into())
+            .spawn(move || {
+                let fetched = crate::catch_up::fetch(&req, &abort, |at, bytes| {
+                    throttle.stored(rate, bytes.len());
+                    sink.write(at, bytes)?;
+                    let end = at + bytes.len() as u64;
+                    sink.hash_ahead(end)?;
+                    done.store(end, Ordering::Relaxed);
+                    Ok(())
+                });
+                (sink, throttle, fetched)
+            });
+        match spawned {
+            Ok(handle) => self.catching_up = Some(CatchUpJob { handle, stored }),
+            Err(e) => machine.catch_up_done(Err(format!("cannot start the catch-up: {e}"))),
+        }
+    }
+
+    /// A catch-up that ended: verifies what it fetched as a `Close` would,
+    /// tells the sender and the machine. True when one ended.
+    fn poll_catch_up(&mut self, machine: &mut Receiver) -> bool {
+        if !self
+            .catching_up
+            .as_ref()
+            .is_some_and(|j| j.handle.is_finished())
+        {
+            return false;
+        }
+        let job = self.catching_up.take().expect("a finished catch-up");
+        let (sink, throttle, fetched) = match job.handle.join() {
+            Ok(x) => x,
+            Err(_) => {
+                machine.catch_up_done(Err("the catch-up thread panicked".into()));
+                return true;
+            }
+        };
+        (self.sink, self.throttle) = (sink, throttle);
+        match fetched {
+            Ok(f) => {
+                self.all_data = true;
+                let (status, _, text) = self.check(f.hash, f.signature);
+                f.confirm(status, &text, self.cfg.sender_timeout);
+                machine.catch_up_done(if status == Status::Ok {
+                    Ok(())
+                } else {
+                    Err(format!("its copy did not verify ({status:?}): {text}"))
+                });
+            }
             Err(why) => {
                 self.sink.discard();
                 machine.catch_up_done(Err(why));
-                return;
             }
-        };
-        self.all_data = true;
-        let (status, _, text) = self.check(f.hash, f.signature);
-        f.confirm(status, &text, req.limit);
-        machine.catch_up_done(if status == Status::Ok {
-            Ok(())
-        } else {
-            Err(format!("its copy did not verify ({status:?}): {text}"))
-        });
+        }
+        true
     }
 
     /// Whether the object may be kept: no `--trust` keys, or a signature
@@ -635,10 +689,18 @@ impl Driver<'_> {
         } else {
             "listening"
         };
+        let done_bytes = match &self.catching_up {
+            Some(job) => job.stored.load(Ordering::Relaxed),
+            None => machine.received_bytes(),
+        };
         Progress {
-            done_bytes: machine.received_bytes(),
+            done_bytes,
             total_bytes: self.offer.as_ref().map_or(0, |o| o.size),
-            phase,
+            phase: if self.catching_up.is_some() {
+                "catching up over TCP"
+            } else {
+                phase
+            },
             joined: None,
         }
     }
@@ -692,6 +754,7 @@ impl<'a> Driver<'a> {
             relay_done: false,
             throttle: Throttle::default(),
             caught_up_from: None,
+            catching_up: None,
         }
     }
 
@@ -926,6 +989,20 @@ impl<'a> Sessions<'a> {
             any = true;
         }
         any
+    }
+
+    /// `--laggard tcp`: finishes the catch-ups that ended; true if any did.
+    fn poll_catch_ups(&mut self) -> bool {
+        let mut any = false;
+        for (h, machine) in self.endpoint.iter_mut() {
+            any |= self.drivers[h.0].poll_catch_up(machine);
+        }
+        any
+    }
+
+    /// Whether a catch-up runs (the loop then looks at it often).
+    fn catching_up(&self) -> bool {
+        self.drivers.iter().any(|d| d.catching_up.is_some())
     }
 
     /// A relay: passes on the downstream half's verdict; true if it came.
@@ -1203,6 +1280,10 @@ fn run_sessions(
             let _ = d.on_events();
             tx_more = true;
         }
+        if d.poll_catch_ups() {
+            let _ = d.on_events();
+            tx_more = true;
+        }
         if let Some(cb) = serve.as_deref_mut() {
             stopping |= cancel_seen;
             if d.serve_step(now, cb, &mut stopping) {
@@ -1211,7 +1292,12 @@ fn run_sessions(
         }
 
         let over = serve.is_none() || stopping;
-        if over && d.drivers.iter().all(|d| d.end.is_some() || d.reported) && linger_until.is_none()
+        // A catch-up's thread holds its sink: the loop outlives it, so that
+        // an interrupted one's partial file is removed here.
+        if over
+            && d.drivers.iter().all(|d| d.end.is_some() || d.reported)
+            && !d.catching_up()
+            && linger_until.is_none()
         {
             // Every sender said Bye (or went quiet after our Complete): none
             // is left to repeat an Offer or a Close, so nothing to linger for.
@@ -1245,6 +1331,9 @@ fn run_sessions(
             .min(MAX_WAIT);
         if let Some(until) = linger_until {
             wait = wait.min(until.saturating_since(now));
+        }
+        if d.catching_up() {
+            wait = wait.min(CATCH_UP_LOOK);
         }
         if rx_backlog || tx_more {
             wait = Duration::ZERO;

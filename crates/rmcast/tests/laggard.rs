@@ -132,3 +132,87 @@ fn a_keyed_catch_up_is_sealed_and_verifies() {
         check(&run(Some(key), tcp(), 6_000_000));
     });
 }
+
+#[test]
+fn a_catch_up_reports_its_progress_and_ctrl_c_ends_it_leaving_no_partial_file() {
+    bounded(Duration::from_secs(60), || {
+        let group = rmcast::random_group();
+        let payload = data(6_000_000);
+        let dir = std::env::temp_dir().join(format!("rmcast-laggard-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cfg = SendConfig {
+            group,
+            proto: SenderConfig {
+                receivers: 2,
+                join_wait: Duration::from_secs(15),
+                rate_bits_per_s: Some(100_000_000),
+                laggard: tcp(),
+                ..SenderConfig::default()
+            },
+            ..SendConfig::default()
+        };
+        let fast = std::thread::spawn(move || {
+            let rc = RecvConfig {
+                group,
+                name: "fast".into(),
+                listen_timeout: Some(Duration::from_secs(15)),
+                ..RecvConfig::default()
+            };
+            rmcast::recv_to_memory(&rc, None).map(|(r, _)| r)
+        });
+        let (slow_dir, stop) = (dir.clone(), cancel.clone());
+        let slow = std::thread::spawn(move || {
+            let rc = RecvConfig {
+                group,
+                name: "slow".into(),
+                out_dir: slow_dir,
+                listen_timeout: Some(Duration::from_secs(15)),
+                store_rate: Some(1_000_000),
+                cancel: Some(stop.clone()),
+                ..RecvConfig::default()
+            };
+            let mut seen: Vec<(u64, &'static str)> = Vec::new();
+            let mut on_progress = |p: rmcast::Progress| {
+                if p.phase == "catching up over TCP" {
+                    seen.push((p.done_bytes, p.phase));
+                    if seen.len() == 3 {
+                        // Interrupted mid-way through its catch-up.
+                        stop.store(true, std::sync::atomic::Ordering::Release);
+                    }
+                }
+            };
+            let r = rmcast::recv_to_dir(&rc, Some(&mut on_progress));
+            (r, seen)
+        });
+        let report = rmcast::send_bytes("obj.bin", &payload, &cfg, None).expect("the session runs");
+        let fast = fast.join().unwrap().expect("the fast receiver verifies");
+        assert!(fast.verified);
+        let (slow, seen) = slow.join().unwrap();
+        assert!(
+            matches!(slow, Err(rmcast::Error::Cancelled)),
+            "the interrupted catch-up: {slow:?}"
+        );
+        assert!(seen.len() >= 3, "progress while catching up: {seen:?}");
+        assert!(
+            seen.windows(2).all(|w| w[0].0 <= w[1].0) && seen[0].0 < seen[seen.len() - 1].0,
+            "the bytes grow: {seen:?}"
+        );
+        assert!(!report.ok, "{report:#?}");
+        let m = (report.members.iter())
+            .find(|m| m.name == "slow")
+            .expect("the slow receiver joined");
+        assert!(m.caught_up_from.is_some() && !m.verified, "{m:?}");
+        // Its Leave says why (or, had it been lost, the catch-up's end).
+        let why = m.reason.as_deref().unwrap_or("");
+        assert!(
+            why.contains("interrupted") || why.contains("catch-up"),
+            "{why}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "files left behind: {left:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
