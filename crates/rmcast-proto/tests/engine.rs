@@ -170,9 +170,20 @@ impl Net {
 
     /// Runs until the sender finishes or `limit` of simulated time passes.
     fn run(&mut self, limit: Duration) {
+        self.run_to(limit, |_| false);
+        // Let the receivers hear the Byes.
+        while let Some((_, from, to, bytes)) = self.flights.pop_front() {
+            self.deliver(from, to, &bytes);
+        }
+        self.flush();
+    }
+
+    /// Runs until the sender finishes, `stop` says so, or `limit` of
+    /// simulated time passes.
+    fn run_to(&mut self, limit: Duration, mut stop: impl FnMut(&mut Net) -> bool) {
         let end = Instant::ZERO + limit;
         self.flush();
-        while !self.sender.is_finished() {
+        while !self.sender.is_finished() && !stop(self) {
             let Some(t) = self.next_deadline() else { break };
             assert!(
                 t <= end,
@@ -195,11 +206,6 @@ impl Net {
             }
             self.flush();
         }
-        // Let the receivers hear the Byes.
-        while let Some((_, from, to, bytes)) = self.flights.pop_front() {
-            self.deliver(from, to, &bytes);
-        }
-        self.flush();
     }
 
     fn deliver(&mut self, from: SocketAddr, to: Option<SocketAddr>, bytes: &[u8]) {
@@ -655,8 +661,20 @@ fn a_refusing_receiver_fails_alone_with_its_reason() {
 
 #[test]
 fn a_crashed_receiver_is_removed_after_the_peer_timeout() {
-    for protocol in [ProtocolId::Ack, ProtocolId::NakPoll] {
-        let mut net = Net::new(config(protocol, 3), 3, 100 * 1000, Seq(0));
+    // Whatever the laggard policy: a silent receiver is no laggard (once
+    // `after` is past a quarter of the peer timeout, 125 ms here).
+    let tcp = rmcast_proto::Laggard::Tcp {
+        after: Duration::from_millis(200),
+        port: 7702,
+    };
+    for (protocol, laggard) in [
+        (ProtocolId::Ack, rmcast_proto::Laggard::Wait),
+        (ProtocolId::NakPoll, rmcast_proto::Laggard::Wait),
+        (ProtocolId::NakPoll, tcp),
+    ] {
+        let mut cfg = config(protocol, 3);
+        cfg.laggard = laggard;
+        let mut net = Net::new(cfg, 3, 100 * 1000, Seq(0));
         // Crash r2 as soon as it holds a few packets.
         net.flush();
         while net.nodes[2].machine.received_bytes() < 500 {
@@ -673,9 +691,14 @@ fn a_crashed_receiver_is_removed_after_the_peer_timeout() {
         net.run(Duration::from_secs(10));
         let outcome = net.sender.outcome().unwrap();
         assert!(!outcome.ok);
-        assert_eq!(outcome.verified(), 2, "{protocol:?}: {outcome:?}");
+        assert_eq!(
+            outcome.verified(),
+            2,
+            "{protocol:?} {laggard:?}: {outcome:?}"
+        );
         let why = outcome.members[2].reason.as_deref().unwrap();
         assert!(why.contains("silent"), "{why}");
+        assert_eq!(outcome.members[2].caught_up_from, None, "{laggard:?}");
         // peer timeout (0.5 s) plus at most two backed-off timeouts.
         let bound = Duration::from_millis(500) + 2 * SenderConfig::default().rto_max;
         assert!(
@@ -952,4 +975,106 @@ fn a_paced_sender_with_large_datagrams_bursts_two_not_sixteen() {
     // the pace: 1.98 s (1.845 s with 16).
     let t = paced_transfer_seconds(50_000, 100, 200);
     assert!((1.975..2.02).contains(&t), "took {t:.3} s");
+}
+
+#[test]
+fn a_laggard_moved_to_tcp_is_told_only_once_the_groups_data_is_out() {
+    use rmcast_proto::Laggard;
+    let mut cfg = config(ProtocolId::NakPoll, 3);
+    cfg.laggard = Laggard::Tcp {
+        after: Duration::from_millis(100),
+        port: 7702,
+    };
+    cfg.rto_max = Duration::from_millis(200);
+    let mut net = Net::new(cfg, 3, 40_000, Seq(5));
+    // r2 takes one data packet in ten (it answers all the same): a laggard.
+    let mut n = 0u64;
+    net.drop_rule = Box::new(move |kind, _, to| {
+        if kind == Kind::Data && to == Some(2) {
+            n += 1;
+            return !n.is_multiple_of(10);
+        }
+        false
+    });
+    net.run_to(Duration::from_secs(30), |net| {
+        (net.nodes[2].events.iter()).any(|e| matches!(e, ReceiverEvent::Moved { .. }))
+    });
+    let moved = (net.sender_events.iter())
+        .find_map(|e| match e {
+            SenderEvent::Moved { rank, from, .. } => Some((*rank, *from)),
+            _ => None,
+        })
+        .expect("the sender moved the laggard");
+    let to = (net.nodes[2].events.iter())
+        .find_map(|e| match e {
+            ReceiverEvent::Moved { to, from } => Some((*to, *from)),
+            _ => None,
+        })
+        .expect("r2 was told");
+    assert_eq!(to.0, SocketAddr::new(sender_addr().ip(), 7702));
+    assert!(to.1 < 40_000, "it held {} bytes", to.1);
+    // Told only once the group's data is out: no data packet follows the
+    // first Move, and the first Close comes with it.
+    let first_move = (net.sent_kinds.iter())
+        .position(|k| *k == Kind::Move)
+        .expect("a Move went out");
+    assert!(
+        !net.sent_kinds[first_move..].contains(&Kind::Data),
+        "data after the Move: {:?}",
+        &net.sent_kinds[first_move..]
+    );
+    assert_eq!(net.sent_kinds.get(first_move + 1), Some(&Kind::Close));
+    // The other two verified meanwhile; the session waits for the moved one.
+    assert!(!net.sender.is_finished());
+    for k in 0..2 {
+        assert!(
+            net.nodes[k].events.contains(&ReceiverEvent::AllData),
+            "r{k} got every byte while r2 lagged"
+        );
+    }
+    // The driver's catch-up ends well: both machines hear it.
+    let now = net.now;
+    net.sender.catch_up_done(now, moved.0, Ok(()));
+    net.nodes[2].machine.catch_up_done(Ok(()));
+    net.nodes[2].data = net.object.clone();
+    net.run(Duration::from_secs(40));
+    let outcome = net.sender.outcome().expect("finished");
+    assert!(outcome.ok, "{outcome:?}");
+    assert_eq!(outcome.verified(), 3);
+    let m = &outcome.members[usize::from(moved.0)];
+    assert_eq!(m.caught_up_from, Some(moved.1));
+    assert!(net.nodes[2].events.contains(&ReceiverEvent::Finished));
+}
+
+#[test]
+fn a_failed_catch_up_fails_the_moved_receiver_named_and_the_session_ends() {
+    use rmcast_proto::Laggard;
+    let mut cfg = config(ProtocolId::NakPoll, 2);
+    cfg.laggard = Laggard::Tcp {
+        after: Duration::from_millis(100),
+        port: 7702,
+    };
+    let mut net = Net::new(cfg, 2, 40_000, Seq(5));
+    let mut n = 0u64;
+    net.drop_rule = Box::new(move |kind, _, to| {
+        if kind == Kind::Data && to == Some(1) {
+            n += 1;
+            return !n.is_multiple_of(10);
+        }
+        false
+    });
+    // Two receivers: the median is the faster one, so r1 lags behind it.
+    net.run_to(Duration::from_secs(30), |net| {
+        (net.sender_events.iter()).any(|e| matches!(e, SenderEvent::Moved { .. }))
+            && net.sent_kinds.contains(&Kind::Move)
+    });
+    let now = net.now;
+    net.sender
+        .catch_up_done(now, 1, Err("no route to host".into()));
+    net.run(Duration::from_secs(40));
+    let outcome = net.sender.outcome().expect("finished");
+    assert!(!outcome.ok);
+    let why = outcome.members[1].reason.as_deref().unwrap_or("");
+    assert!(why.contains("catch-up failed: no route to host"), "{why}");
+    assert!(outcome.members[0].verified);
 }

@@ -12,7 +12,9 @@
 //! more being slow is the group's pace, not a laggard: nobody is ejected or
 //! moved then. Nor is a receiver that stopped answering (for a quarter of
 //! the peer timeout): that one may be dead or paused, and the peer timeout
-//! removes it if it stays silent.
+//! removes it if it stays silent. (With `after` shorter than that quarter,
+//! one that dies just as it falls behind may be moved first; its catch-up
+//! then never comes, and the driver names it.)
 //!
 //! A moved receiver leaves the window at once: the group goes on at its own
 //! pace. It is told only once the group's data is out (the sender enters
@@ -75,11 +77,13 @@ impl Sender {
                 m.lagging_since = None;
                 continue;
             }
-            if now.saturating_since(m.last_heard) > silent {
-                continue;
-            }
             let since = *m.lagging_since.get_or_insert(now);
-            if now.saturating_since(since) >= after {
+            // Talking: heard within a quarter of the peer timeout. (Not
+            // within `after`: a receiver slow to store answers in bursts,
+            // one per batch it took from its socket, half a second apart
+            // and more.)
+            let talking = now.saturating_since(m.last_heard) <= silent;
+            if talking && now.saturating_since(since) >= after {
                 lagging.push((i, m.cumulative, since));
             }
         }
