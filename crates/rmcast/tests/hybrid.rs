@@ -47,6 +47,9 @@ struct Opts {
     wanted: Option<u16>,
     /// How long it waits for them (default 15 s).
     wait: Option<Duration>,
+    /// This receiver stores at 1.5 MB/s (a slow disk), and the multicast
+    /// half moves laggards to TCP after 300 ms.
+    slow: Option<usize>,
 }
 
 fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
@@ -55,6 +58,7 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
         tcp_shape,
         wanted,
         wait,
+        slow,
     } = opts;
     let group = rmcast::random_group();
     let deaf_group = {
@@ -68,6 +72,14 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
                 receivers: wanted.unwrap_or(vias.len() as u16),
                 join_wait: wait.unwrap_or(Duration::from_secs(15)),
                 group_key: key.clone(),
+                laggard: match slow {
+                    Some(_) => rmcast::Laggard::Tcp {
+                        after: Duration::from_millis(300),
+                        port: 0,
+                    },
+                    None => rmcast::Laggard::Wait,
+                },
+                rate_bits_per_s: slow.map(|_| 100_000_000),
                 ..SenderConfig::default()
             },
             ..SendConfig::default()
@@ -98,6 +110,7 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
                 name: n.clone(),
                 listen_timeout: Some(Duration::from_secs(15)),
                 group_key: key.clone(),
+                store_rate: (slow == Some(i)).then_some(1_500_000),
                 ..RecvConfig::default()
             };
             let r = match via {
@@ -235,6 +248,28 @@ fn a_keyed_hybrid_session_seals_both_halves() {
         let s = run(&vias, 1_000_000, opts, &dir);
         check(&s, &vias);
         assert!(s.report.sealed);
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn a_multicast_receiver_that_lags_catches_up_over_tcp_beside_the_tcp_half() {
+    bounded(Duration::from_secs(60), || {
+        let dir = tmp("laggard");
+        // r1 heard the group and joined the multicast half, but stores at a
+        // tenth of its pace; r2 is deaf and goes to the TCP half.
+        let vias = [Via::Group, Via::LobbyHears, Via::LobbyDeaf, Via::Group];
+        let opts = Opts {
+            slow: Some(1),
+            ..Opts::default()
+        };
+        let s = run(&vias, 4_000_000, opts, &dir);
+        check(&s, &vias);
+        let moved: Vec<&str> = (s.report.members.iter())
+            .filter(|m| m.caught_up_from.is_some())
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(moved, ["r1-LobbyHears"], "{:#?}", s.report.members);
         let _ = std::fs::remove_dir_all(&dir);
     });
 }
