@@ -977,25 +977,30 @@ fn a_paced_sender_with_large_datagrams_bursts_two_not_sixteen() {
     assert!((1.975..2.02).contains(&t), "took {t:.3} s");
 }
 
-#[test]
-fn a_laggard_moved_to_tcp_is_told_only_once_the_groups_data_is_out() {
-    use rmcast_proto::Laggard;
-    let mut cfg = config(ProtocolId::NakPoll, 3);
-    cfg.laggard = Laggard::Tcp {
+/// `receivers` under `--laggard tcp --laggard-after 100ms`, the last of
+/// which takes one data packet in ten (it answers all the same): a laggard.
+fn lagging_net(receivers: usize) -> Net {
+    let mut cfg = config(ProtocolId::NakPoll, receivers as u16);
+    cfg.laggard = rmcast_proto::Laggard::Tcp {
         after: Duration::from_millis(100),
         port: 7702,
     };
     cfg.rto_max = Duration::from_millis(200);
-    let mut net = Net::new(cfg, 3, 40_000, Seq(5));
-    // r2 takes one data packet in ten (it answers all the same): a laggard.
-    let mut n = 0u64;
+    let mut net = Net::new(cfg, receivers, 40_000, Seq(5));
+    let (slow, mut n) = (receivers - 1, 0u64);
     net.drop_rule = Box::new(move |kind, _, to| {
-        if kind == Kind::Data && to == Some(2) {
+        if kind == Kind::Data && to == Some(slow) {
             n += 1;
             return !n.is_multiple_of(10);
         }
         false
     });
+    net
+}
+
+#[test]
+fn a_laggard_moved_to_tcp_is_told_only_once_the_groups_data_is_out() {
+    let mut net = lagging_net(3);
     net.run_to(Duration::from_secs(30), |net| {
         (net.nodes[2].events.iter()).any(|e| matches!(e, ReceiverEvent::Moved { .. }))
     });
@@ -1048,21 +1053,7 @@ fn a_laggard_moved_to_tcp_is_told_only_once_the_groups_data_is_out() {
 
 #[test]
 fn a_failed_catch_up_fails_the_moved_receiver_named_and_the_session_ends() {
-    use rmcast_proto::Laggard;
-    let mut cfg = config(ProtocolId::NakPoll, 2);
-    cfg.laggard = Laggard::Tcp {
-        after: Duration::from_millis(100),
-        port: 7702,
-    };
-    let mut net = Net::new(cfg, 2, 40_000, Seq(5));
-    let mut n = 0u64;
-    net.drop_rule = Box::new(move |kind, _, to| {
-        if kind == Kind::Data && to == Some(1) {
-            n += 1;
-            return !n.is_multiple_of(10);
-        }
-        false
-    });
+    let mut net = lagging_net(2);
     // Two receivers: the median is the faster one, so r1 lags behind it.
     net.run_to(Duration::from_secs(30), |net| {
         (net.sender_events.iter()).any(|e| matches!(e, SenderEvent::Moved { .. }))

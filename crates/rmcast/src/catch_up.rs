@@ -596,28 +596,33 @@ mod tests {
         assert!(why.contains("bytes differ"), "{why}");
     }
 
+    /// A catch-up of `rank` under `theirs` the server (keyed `ours`) turns
+    /// away: why, and that no verdict came.
+    fn turned_away(
+        rank: u16,
+        ours: Option<&Arc<GroupKey>>,
+        theirs: Option<&Arc<GroupKey>>,
+    ) -> String {
+        let data = object();
+        let (got, verdicts) = with_server(&data, ours, ([1; HASH_LEN], None), |addr| {
+            fetch_all(addr, rank, 0, &data, theirs).map(|_| ())
+        });
+        assert!(verdicts.is_empty(), "{verdicts:?}");
+        got.unwrap_err()
+    }
+
     #[test]
     fn a_rank_that_was_not_moved_is_turned_away_without_a_verdict() {
-        let data = object();
-        let (got, verdicts) = with_server(&data, None, ([1; HASH_LEN], None), |addr| {
-            fetch_all(addr, 2, 0, &data, None).map(|_| ())
-        });
-        let why = got.unwrap_err();
+        let why = turned_away(2, None, None);
         assert!(why.contains("closed"), "{why}");
-        assert!(verdicts.is_empty(), "{verdicts:?}");
     }
 
     #[test]
     fn a_wrong_key_fails_the_key_exchange() {
-        let data = object();
         let ours = Arc::new(GroupKey::from_secret([7; 32]));
         let theirs = Arc::new(GroupKey::from_secret([8; 32]));
-        let (got, verdicts) = with_server(&data, Some(&ours), ([1; HASH_LEN], None), |addr| {
-            fetch_all(addr, 1, 0, &data, Some(&theirs)).map(|_| ())
-        });
-        let why = got.unwrap_err();
+        let why = turned_away(1, Some(&ours), Some(&theirs));
         assert!(why.contains("key"), "{why}");
-        assert!(verdicts.is_empty(), "{verdicts:?}");
     }
 
     #[test]
