@@ -1040,7 +1040,7 @@ fn a_laggard_moved_to_tcp_is_told_only_once_the_groups_data_is_out() {
     // The driver's catch-up ends well: both machines hear it.
     let now = net.now;
     net.sender.catch_up_done(now, moved.0, Ok(()));
-    net.nodes[2].machine.catch_up_done(Ok(()));
+    net.nodes[2].machine.catch_up_done(now, Ok(()));
     net.nodes[2].data = net.object.clone();
     net.run(Duration::from_secs(40));
     let outcome = net.sender.outcome().expect("finished");
@@ -1049,6 +1049,9 @@ fn a_laggard_moved_to_tcp_is_told_only_once_the_groups_data_is_out() {
     let m = &outcome.members[usize::from(moved.0)];
     assert_eq!(m.caught_up_from, Some(moved.1));
     assert!(net.nodes[2].events.contains(&ReceiverEvent::Finished));
+    // The moved receiver heard the group's verdict in the Bye, as the
+    // others did.
+    assert_eq!(net.nodes[2].machine.group_outcome(), Some(&Ok(())));
 }
 
 #[test]

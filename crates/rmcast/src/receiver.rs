@@ -534,14 +534,18 @@ impl Driver<'_> {
         let (Some(offer), Some(session), Some(rank)) =
             (self.offer.as_ref(), machine.session(), machine.rank())
         else {
-            machine.catch_up_done(Err("moved before the object was offered".into()));
+            machine.catch_up_done(
+                self.clock.now(),
+                Err("moved before the object was offered".into()),
+            );
             return;
         };
         if self.relay.is_some() {
             self.sink.discard();
-            machine.catch_up_done(Err(
-                "a relay cannot catch up over TCP: the group behind it would wait".into(),
-            ));
+            machine.catch_up_done(
+                self.clock.now(),
+                Err("a relay cannot catch up over TCP: the group behind it would wait".into()),
+            );
             return;
         }
         tracing::warn!(
@@ -582,7 +586,10 @@ impl Driver<'_> {
             });
         match spawned {
             Ok(handle) => self.catching_up = Some(CatchUpJob { handle, stored }),
-            Err(e) => machine.catch_up_done(Err(format!("cannot start the catch-up: {e}"))),
+            Err(e) => machine.catch_up_done(
+                self.clock.now(),
+                Err(format!("cannot start the catch-up: {e}")),
+            ),
         }
     }
 
@@ -600,7 +607,7 @@ impl Driver<'_> {
         let (sink, throttle, fetched) = match job.handle.join() {
             Ok(x) => x,
             Err(_) => {
-                machine.catch_up_done(Err("the catch-up thread panicked".into()));
+                machine.catch_up_done(self.clock.now(), Err("the catch-up thread panicked".into()));
                 return true;
             }
         };
@@ -610,15 +617,18 @@ impl Driver<'_> {
                 self.all_data = true;
                 let (status, _, text) = self.check(f.hash, f.signature);
                 f.confirm(status, &text, self.cfg.sender_timeout);
-                machine.catch_up_done(if status == Status::Ok {
-                    Ok(())
-                } else {
-                    Err(format!("its copy did not verify ({status:?}): {text}"))
-                });
+                machine.catch_up_done(
+                    self.clock.now(),
+                    if status == Status::Ok {
+                        Ok(())
+                    } else {
+                        Err(format!("its copy did not verify ({status:?}): {text}"))
+                    },
+                );
             }
             Err(why) => {
                 self.sink.discard();
-                machine.catch_up_done(Err(why));
+                machine.catch_up_done(self.clock.now(), Err(why));
             }
         }
         true

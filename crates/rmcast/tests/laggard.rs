@@ -101,6 +101,9 @@ fn check(s: &Session) {
         let (rep, bytes) = got.as_ref().unwrap_or_else(|e| panic!("r{i}: {e}"));
         assert!(rep.verified, "r{i}");
         assert!(*bytes == s.data, "r{i}: the copy differs");
+        // The group's verdict reached every receiver, the one that caught
+        // up over TCP too (`rmcast bcast` exits by it).
+        assert_eq!(rep.group, Some(Ok(())), "r{i}");
         if i == SLOW {
             slow = rep.seconds;
         } else {

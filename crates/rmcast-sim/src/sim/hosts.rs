@@ -446,7 +446,10 @@ impl Sim<'_> {
         };
         if crashed.get(k).copied().unwrap_or(true) {
             // The sender died: the catch-up's connection broke.
-            r.catch_up_done(Err("the sender's catch-up connection closed".into()));
+            r.catch_up_done(
+                Instant::from_nanos(now),
+                Err("the sender's catch-up connection closed".into()),
+            );
             self.react(h, now)?;
             self.arm_timer(h, now);
             return Ok(());
@@ -461,7 +464,7 @@ impl Sim<'_> {
         }
         app.all_data_at = Some(now);
         app.hash_ok = app.all_matched;
-        r.catch_up_done(Ok(()));
+        r.catch_up_done(Instant::from_nanos(now), Ok(()));
         if let Machine::Sender(sender) = &mut self.hosts[k].machine {
             sender.catch_up_done(Instant::from_nanos(now), rank, Ok(()));
         }

@@ -2,22 +2,28 @@
 //! group out of the multicast data; its driver fetches the rest over TCP.
 
 use super::{Phase, Receiver};
-use crate::ReceiverEvent;
+use crate::{Instant, ReceiverEvent};
 use std::net::SocketAddr;
 
 impl Receiver {
     /// The driver's verdict on the TCP catch-up a
-    /// [`ReceiverEvent::Moved`] asked for: `Ok` once the bytes fetched over
-    /// TCP completed a copy that verified against the sender's hash (and
-    /// the sender was told), or why not. Ignored unless moved.
-    pub fn catch_up_done(&mut self, verdict: Result<(), String>) {
+    /// [`ReceiverEvent::Moved`] asked for, at `now`: `Ok` once the bytes
+    /// fetched over TCP completed a copy that verified against the sender's
+    /// hash (and the sender was told), or why not. Ignored unless moved.
+    ///
+    /// A verified copy waits for the sender's `Bye`, as any confirmed
+    /// receiver does: it carries the group's verdict (`rmcast bcast`'s exit
+    /// status), and the sender says it once every moved receiver is done.
+    /// (The `Bye`s that came meanwhile are still in the socket: the driver
+    /// reports before it reads on.)
+    pub fn catch_up_done(&mut self, now: Instant, verdict: Result<(), String>) {
         if self.phase != Phase::Moved {
             return;
         }
         match verdict {
             Ok(()) => {
-                self.phase = Phase::Done;
-                self.events.push_back(ReceiverEvent::Finished);
+                self.phase = Phase::Confirmed;
+                self.last_from_sender = now;
             }
             Err(why) => self.fail(format!("the TCP catch-up failed: {why}")),
         }
@@ -44,7 +50,7 @@ impl Receiver {
 mod tests {
     use super::super::test_support::{PAYLOAD, events, holding, packet, sender, with_every_byte};
     use crate::{HASH_LEN, Instant, ReceiverEvent};
-    use rmcast_wire::{Body, Close, Data, Move, POLL_ALL, Seq};
+    use rmcast_wire::{Body, Bye, Close, Data, Move, POLL_ALL, Seq};
     use std::net::SocketAddr;
     use std::time::Duration;
 
@@ -85,9 +91,17 @@ mod tests {
         let mut buf = vec![0u8; 4096];
         assert!(r.poll_transmit(now, &mut buf).is_none());
         assert!(events(&mut r).is_empty());
-        r.catch_up_done(Ok(()));
+        r.catch_up_done(now, Ok(()));
+        // It waits for the group's verdict, in the sender's Bye.
+        assert!(events(&mut r).is_empty());
+        assert!(!r.is_finished());
+        let bye = packet(Body::Bye(Bye {
+            aborted: false,
+            text: "",
+        }));
+        r.handle_datagram(now, sender(), &mut bye.clone());
         assert_eq!(events(&mut r), [ReceiverEvent::Finished]);
-        assert!(r.is_finished());
+        assert_eq!(r.group_outcome(), Some(&Ok(())));
     }
 
     #[test]
@@ -96,7 +110,7 @@ mod tests {
         let _ = events(&mut r);
         r.handle_datagram(Instant::ZERO, sender(), &mut move_to(0));
         let _ = events(&mut r);
-        r.catch_up_done(Err("no route".into()));
+        r.catch_up_done(Instant::ZERO, Err("no route".into()));
         let e = events(&mut r);
         assert!(
             matches!(&e[..], [ReceiverEvent::Failed(why)] if why.contains("no route")),
@@ -112,7 +126,7 @@ mod tests {
         r.handle_datagram(now, sender(), &mut move_to(1));
         assert!(events(&mut r).is_empty(), "rank 1's Move is not ours");
         // A verdict ignored when not moved.
-        r.catch_up_done(Ok(()));
+        r.catch_up_done(now, Ok(()));
         assert!(!r.is_finished());
 
         // Every byte in and the Close heard: the Complete answers for it.
