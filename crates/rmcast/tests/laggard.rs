@@ -219,3 +219,71 @@ fn a_catch_up_reports_its_progress_and_ctrl_c_ends_it_leaving_no_partial_file() 
         let _ = std::fs::remove_dir_all(&dir);
     });
 }
+
+#[test]
+fn a_directory_tree_caught_up_over_tcp_is_stored_whole() {
+    bounded(Duration::from_secs(60), || {
+        let root = std::env::temp_dir().join(format!("rmcast-laggard-tree-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let src = root.join("src/ckpt");
+        std::fs::create_dir_all(src.join("shards")).unwrap();
+        for (i, size) in [1_500_000usize, 700_000, 1].iter().enumerate() {
+            let bytes: Vec<u8> = data(*size).iter().map(|b| b ^ i as u8).collect();
+            std::fs::write(src.join("shards").join(format!("s{i}.bin")), bytes).unwrap();
+        }
+        std::fs::write(src.join("meta.json"), b"{\"step\": 7}").unwrap();
+        let group = rmcast::random_group();
+        let cfg = SendConfig {
+            group,
+            proto: SenderConfig {
+                receivers: 3,
+                join_wait: Duration::from_secs(15),
+                rate_bits_per_s: Some(100_000_000),
+                laggard: tcp(),
+                ..SenderConfig::default()
+            },
+            ..SendConfig::default()
+        };
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let out = root.join(format!("r{i}"));
+                std::thread::spawn(move || {
+                    let rc = RecvConfig {
+                        group,
+                        name: format!("r{i}"),
+                        out_dir: out,
+                        listen_timeout: Some(Duration::from_secs(15)),
+                        store_rate: (i == 2).then_some(1_000_000),
+                        ..RecvConfig::default()
+                    };
+                    rmcast::recv_to_dir(&rc, None)
+                })
+            })
+            .collect();
+        let report = rmcast::send_path(&src, &cfg, None).expect("the session runs");
+        assert!(report.ok, "{report:#?}");
+        let moved: Vec<&str> = (report.members.iter())
+            .filter(|m| m.caught_up_from.is_some())
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(moved, ["r2"], "{:#?}", report.members);
+        for (i, h) in handles.into_iter().enumerate() {
+            let r = h.join().unwrap().unwrap_or_else(|e| panic!("r{i}: {e}"));
+            assert!(r.verified, "r{i}");
+            let got = root.join(format!("r{i}/ckpt"));
+            for f in [
+                "shards/s0.bin",
+                "shards/s1.bin",
+                "shards/s2.bin",
+                "meta.json",
+            ] {
+                let (a, b) = (
+                    std::fs::read(src.join(f)).unwrap(),
+                    std::fs::read(got.join(f)),
+                );
+                assert!(b.is_ok_and(|b| b == a), "r{i}: {f} differs or is missing");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    });
+}
