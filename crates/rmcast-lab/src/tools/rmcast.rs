@@ -95,8 +95,17 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
         s("--protocol"),
         protocol,
     ];
-    // TCP overlays pace themselves (rmcast refuses --rate for them).
-    if let Some(r) = paced.filter(|_| overlay_control.is_none()) {
+    // TCP overlays pace themselves (rmcast refuses --rate for them), and so
+    // do the rate controls that refuse --rate (off, find).
+    let paces_itself = tool
+        .args
+        .windows(2)
+        .any(|w| w[0] == "--rate-control" && matches!(w[1].as_str(), "off" | "find"))
+        || tool
+            .args
+            .iter()
+            .any(|a| a == "--rate-control=off" || a == "--rate-control=find");
+    if let Some(r) = paced.filter(|_| overlay_control.is_none() && !paces_itself) {
         args.extend([s("--rate"), s(r)]);
     }
     if let Some(ctl) = overlay_control {
