@@ -45,6 +45,9 @@ use std::time::{Duration, Instant};
 pub const SEGMENT: usize = 64 * 1024;
 /// How often waits look at the abort flag and the hash.
 const LOOK_EVERY: Duration = Duration::from_millis(5);
+/// Catch-up connections served at once, at most: more are closed at once,
+/// so a flood of idle connections cannot pile up threads.
+const CONNECTIONS_MAX: usize = 64;
 /// How often a catch-up that waits for the multicast data to end hears
 /// that the sender is alive (the receiver's limit is seconds).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
@@ -74,6 +77,8 @@ pub(crate) struct Server {
     released: AtomicBool,
     released_at: OnceLock<Instant>,
     abort: AtomicBool,
+    /// Connections being served.
+    serving: std::sync::atomic::AtomicUsize,
     /// Verdicts, by rank, for the sender's machine.
     done_tx: Mutex<mpsc::Sender<Verdict>>,
 }
@@ -98,6 +103,7 @@ impl Server {
                 released: AtomicBool::new(false),
                 released_at: OnceLock::new(),
                 abort: AtomicBool::new(false),
+                serving: std::sync::atomic::AtomicUsize::new(0),
                 done_tx: Mutex::new(tx),
             },
             rx,
@@ -192,7 +198,8 @@ impl Server {
         }
     }
 
-    /// Accepts catch-ups until stopped; each runs on a thread of `scope`.
+    /// Accepts catch-ups until stopped; each runs on a thread of `scope`
+    /// (at most [`CONNECTIONS_MAX`] at once).
     pub(crate) fn run<'s, 'e: 's>(
         &'e self,
         scope: &'s std::thread::Scope<'s, 'e>,
@@ -209,22 +216,42 @@ impl Server {
             let Some(&session) = self.session.get() else {
                 continue; // nobody was moved yet: a stranger
             };
+            if self.serving.fetch_add(1, Ordering::AcqRel) >= CONNECTIONS_MAX {
+                self.serving.fetch_sub(1, Ordering::AcqRel);
+                continue;
+            }
             scope.spawn(move || {
-                let (rank, verdict) = self.serve(s, peer, data, session, key, limit);
-                match rank {
-                    Some(rank) => {
-                        self.forget(rank);
-                        let tx = self.done_tx.lock().unwrap_or_else(|p| p.into_inner());
-                        let _ = tx.send((rank, verdict));
-                        wake();
-                    }
-                    None => {
-                        if let Err(why) = verdict {
-                            tracing::warn!("catch-up connection from {peer} refused: {why}");
-                        }
-                    }
-                }
+                self.serve_and_report(s, peer, data, session, key, limit, wake);
+                self.serving.fetch_sub(1, Ordering::AcqRel);
             });
+        }
+    }
+
+    /// Serves one connection and hands a claimed rank's verdict on.
+    #[allow(clippy::too_many_arguments)]
+    fn serve_and_report(
+        &self,
+        s: TcpStream,
+        peer: SocketAddr,
+        data: &[u8],
+        session: u64,
+        key: Option<&Arc<GroupKey>>,
+        limit: Duration,
+        wake: impl Fn(),
+    ) {
+        let (rank, verdict) = self.serve(s, peer, data, session, key, limit);
+        match rank {
+            Some(rank) => {
+                self.forget(rank);
+                let tx = self.done_tx.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = tx.send((rank, verdict));
+                wake();
+            }
+            None => {
+                if let Err(why) = verdict {
+                    tracing::warn!("catch-up connection from {peer} refused: {why}");
+                }
+            }
         }
     }
 
