@@ -207,6 +207,11 @@ pub enum RateControlArg {
     Fixed,
     /// No pacing: the window alone limits the sender; --rate is refused.
     Off,
+    /// Find the path's rate: pace at the group's measured delivery rate
+    /// (what every receiver acknowledged, over 10 ms or a window's time),
+    /// doubling from 1 Gbit/s while the path keeps up, then probing a
+    /// quarter above it now and then; --rate is refused.
+    Find,
 }
 
 /// What the sender does with a receiver that falls far behind the group.
@@ -422,6 +427,10 @@ impl CommonArgs {
                 bail!("--rate-control off sends unpaced; drop --rate or use --rate-control fixed")
             }
             RateControlArg::Off => Some(rmcast::RateControl::Off),
+            RateControlArg::Find if self.rate.is_some() => {
+                bail!("--rate-control find finds the rate itself; drop --rate")
+            }
+            RateControlArg::Find => Some(rmcast::RateControl::Find),
         };
         proto.tree_height = self.tree_height;
         proto.tree_shape = match self.tree_shape {

@@ -555,6 +555,10 @@ fn bad_input_gets_a_clear_message() {
             "not a tcp-* overlay's",
         ),
         (
+            &["demo", "--rate-control", "find", "--rate", "100mbit"],
+            "--rate-control find finds the rate itself; drop --rate",
+        ),
+        (
             &["demo", "--laggard", "wait", "--laggard-after", "1s"],
             "--laggard-after applies to --laggard tcp and --laggard eject, not wait",
         ),

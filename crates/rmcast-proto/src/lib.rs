@@ -59,6 +59,7 @@ pub use transfer::rate::{
     AdaptiveTimers, ErrorSignal, HuntParams, HuntState, HuntStep, HuntTimers, RateControl,
     RateController, RateStats,
 };
+pub use transfer::rate::{FinderState, RateFinder};
 pub use transfer::rate::{MAX_PEERS, OwnRate, RateGroup, RateGroupConfig, RateGroupStats};
 pub use transfer::receiver::{
     DataChunk, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats,

@@ -47,6 +47,16 @@ impl Pacer {
         }
     }
 
+    /// From `now` on, `rate_bits_per_s` with a bucket of `burst_bytes` (the
+    /// tokens earned so far at the old rate are kept, up to the new bucket).
+    pub fn set_rate(&mut self, now: Instant, rate_bits_per_s: u64, burst_bytes: u64) {
+        self.refill(now);
+        self.updated = now;
+        self.rate_bytes_per_s = (rate_bits_per_s / 8).max(1);
+        self.burst_bytes = burst_bytes;
+        self.tokens = self.tokens.min(burst_bytes);
+    }
+
     /// Whether `len` bytes may go now; if so they are taken from the bucket.
     pub fn try_take(&mut self, now: Instant, len: usize) -> bool {
         self.refill(now);

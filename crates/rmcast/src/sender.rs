@@ -761,6 +761,15 @@ fn drive(
     if let Some(t) = trace.as_mut() {
         t.finish()?;
     }
+    if let Some(f) = sender.rate_finder() {
+        tracing::info!(
+            "session {session}: --rate-control find: the path's rate found {:.1} Mbit/s on the \
+             wire, paced at {:.1} at the end ({:?})",
+            f.found_bits_per_s() as f64 / 1e6,
+            f.pace_bits_per_s() as f64 / 1e6,
+            f.state()
+        );
+    }
 
     let end = clock.now();
     if cancelled_at.is_some() {

@@ -60,6 +60,10 @@ pub enum RateControl {
     },
     /// Hunt's send-rate control: the spacing adapts to errors.
     Hunt(HuntParams),
+    /// The sender finds the path's rate itself: it paces at the group's
+    /// measured delivery rate, probing above it now and then
+    /// ([`crate::RateFinder`]).
+    Find,
 }
 
 /// The two states of Table 4.1.

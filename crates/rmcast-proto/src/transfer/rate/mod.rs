@@ -3,9 +3,11 @@
 //! and rate resynchronisation (`group.rs`). The fixed-rate token bucket is
 //! [`crate::Pacer`]; the sender chooses among them in its `pacing.rs`.
 
+mod finder;
 mod group;
 mod hunt;
 
+pub use finder::{FinderState, RateFinder};
 pub use group::{MAX_PEERS, OwnRate, RateGroup, RateGroupConfig, RateGroupStats};
 pub use hunt::{
     AdaptiveTimers, ErrorSignal, HuntParams, HuntState, HuntStep, HuntTimers, RateControl,

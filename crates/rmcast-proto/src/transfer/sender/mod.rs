@@ -385,6 +385,18 @@ impl Sender {
     pub fn pacer_bucket_bytes(&self) -> Option<u64> {
         match &self.pacing.mode {
             Mode::Fixed(p) => Some(p.burst_bytes()),
+            Mode::Find(f) => Some(f.pacer_ref().burst_bytes()),
+            _ => None,
+        }
+    }
+
+    /// [`RateControl::Find`]'s finder: the pace and the rate found.
+    ///
+    /// [`RateControl::Find`]: crate::RateControl::Find
+    #[must_use]
+    pub fn rate_finder(&self) -> Option<&crate::RateFinder> {
+        match &self.pacing.mode {
+            Mode::Find(f) => Some(f),
             _ => None,
         }
     }

@@ -20,6 +20,7 @@ pub(super) enum Mode {
     Off,
     Fixed(Pacer),
     Hunt(Box<RateController>),
+    Find(Box<crate::RateFinder>),
 }
 
 /// The sender's pacing and its part in the rate group.
@@ -42,6 +43,11 @@ impl Pacing {
                 Mode::Fixed(fixed_pacer(config, bytes_per_s, now))
             }
             RateControl::Hunt(params) => Mode::Hunt(Box::new(RateController::new(params, now))),
+            RateControl::Find => {
+                let wire = (config.packet_size + WIRE_OVERHEAD_BYTES) as u64;
+                let window = u64::from(config.window) * wire;
+                Mode::Find(Box::new(crate::RateFinder::new(now, window)))
+            }
         };
         let group = match (&mode, &config.rate_group) {
             (Mode::Hunt(_), Some(g)) => Some(RateGroup::new(g.clone(), session, now)),
@@ -130,6 +136,16 @@ impl Sender {
         })
     }
 
+    /// `RateControl::Find`: every receiver acknowledged up to the window's
+    /// base at `now`, a delivery-rate sample.
+    pub(super) fn rate_found(&mut self, now: Instant) {
+        if let Mode::Find(f) = &mut self.pacing.mode {
+            // On the wire, as the pacer counts: each packet with its headers.
+            let wire = (self.config.packet_size + WIRE_OVERHEAD_BYTES) as u64;
+            f.on_acked(now, u64::from(self.window.base) * wire);
+        }
+    }
+
     pub(super) fn rate_error(&mut self, now: Instant, signal: ErrorSignal) {
         if let Mode::Hunt(c) = &mut self.pacing.mode {
             c.on_error(now, signal);
@@ -146,6 +162,10 @@ impl Sender {
             Mode::Off => None,
             Mode::Fixed(p) => Some(p.ready_at(self.config.packet_size + WIRE_OVERHEAD_BYTES)),
             Mode::Hunt(c) => Some(c.ready_at()),
+            Mode::Find(f) => Some(
+                f.pacer_ref()
+                    .ready_at(self.config.packet_size + WIRE_OVERHEAD_BYTES),
+            ),
         }
     }
 }

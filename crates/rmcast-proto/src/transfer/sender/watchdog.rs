@@ -79,6 +79,15 @@ impl Sender {
             Mode::Fixed(_) => {
                 let _ = write!(msg, "; paced at a fixed rate");
             }
+            Mode::Find(f) => {
+                let _ = write!(
+                    msg,
+                    "; paced at {:.1} Mbit/s, the rate found {:.1} Mbit/s ({:?})",
+                    f.pace_bits_per_s() as f64 / 1e6,
+                    f.found_bits_per_s() as f64 / 1e6,
+                    f.state()
+                );
+            }
             Mode::Hunt(c) => {
                 let _ = write!(
                     msg,

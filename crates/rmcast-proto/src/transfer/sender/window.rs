@@ -212,6 +212,7 @@ impl Sender {
         let allowed = match &mut self.pacing.mode {
             Mode::Off => true,
             Mode::Fixed(p) => p.try_take(now, len + WIRE_OVERHEAD_BYTES),
+            Mode::Find(f) => f.pacer().try_take(now, len + WIRE_OVERHEAD_BYTES),
             Mode::Hunt(c) => {
                 c.on_timer(now);
                 c.try_take(now)
@@ -516,6 +517,7 @@ impl Sender {
         }
         if base > self.window.base {
             self.window.base = base;
+            self.rate_found(now);
             self.progress_at = now;
             self.window.last_activity = now;
             self.rto = self.config.rto;
