@@ -14,12 +14,16 @@
 //! [`Lobby::poll_op`] asks and wakes at [`Lobby::poll_timeout`].
 //!
 //! The exchange on each connection (`docs/wire-format.md`, overlay types
-//! 13–15): `Register` → `Probe` (the group, the session, how long to
-//! listen); then either the connection closes (the receiver heard the
-//! group and joined the multicast half) or `Unheard` (it waits, kept alive
-//! by `Heartbeat`s) → `Redirect` to the overlay once registration closes.
-//! Whoever comes when the session already has its receivers gets an
-//! `Abort` saying so.
+//! 13–15 and 17): `Register` → `Probe` (the group, the session, how long to
+//! listen); then either the receiver hears the group and takes the object
+//! over multicast, or says `Unheard` and is sent a `Redirect` to the
+//! overlay once registration closes. Either way its connection stays
+//! open, kept alive by `Heartbeat`s, until both halves are over
+//! ([`Lobby::handle_session_over`]): it then gets the session's `Verdict`
+//! (every receiver verified, or why not) and closes, so every receiver
+//! can exit with the group's outcome. A connection that closes before
+//! it said `Unheard` heard the group (or went away). Whoever comes when
+//! the session already has its receivers gets an `Abort` saying so.
 
 use crate::Instant;
 use rmcast_wire::overlay::Msg;
@@ -73,7 +77,9 @@ enum Stage {
     Probing,
     /// Did not hear the group: waits for the overlay.
     Waiting,
-    /// Sent to the overlay, or refused: nothing more to say.
+    /// Sent to the overlay: waits for the session's verdict.
+    Redirected,
+    /// Refused or sent away: nothing more to say.
     Done,
 }
 
@@ -97,6 +103,8 @@ pub struct Lobby {
     closed: bool,
     ops: std::collections::VecDeque<LobbyOp>,
     next_beat: Option<Instant>,
+    /// The session is over: every verdict is sent.
+    over: bool,
 }
 
 impl Lobby {
@@ -111,6 +119,7 @@ impl Lobby {
             closed: false,
             ops: std::collections::VecDeque::new(),
             next_beat: None,
+            over: false,
         }
     }
 
@@ -128,7 +137,7 @@ impl Lobby {
 
     /// A connection is open (its key exchange done, if keyed).
     pub fn handle_connected(&mut self, conn: ConnId) {
-        if self.closed {
+        if self.closed || self.over {
             self.refuse(conn);
             return;
         }
@@ -161,6 +170,9 @@ impl Lobby {
                 };
                 self.ops.push_back(LobbyOp::Send(conn, probe));
                 self.ops.push_back(LobbyOp::Announce);
+                // From now on it hears from the sender every heartbeat,
+                // whichever half serves it, until the verdict.
+                self.arm_beat(now);
             }
             (Stage::Probing, Msg::Unheard) => {
                 let full = usize::from(self.joined) + self.waiting.len()
@@ -171,8 +183,6 @@ impl Lobby {
                 }
                 c.stage = Stage::Waiting;
                 self.waiting.push(conn);
-                self.next_beat
-                    .get_or_insert(now + self.cfg.heartbeat.max(Duration::from_millis(1)));
                 self.ops
                     .push_back(LobbyOp::ServeElsewhere(self.waiting.len() as u16));
                 if self.waiting.len() >= usize::from(self.cfg.receivers) {
@@ -190,7 +200,8 @@ impl Lobby {
     }
 
     /// Connection `conn` closed or failed. A prober that closes heard the
-    /// group (or went away); a waiting one is no longer counted.
+    /// group and was done with it (or went away); a waiting one is no
+    /// longer counted.
     pub fn handle_closed(&mut self, conn: ConnId) {
         let Some(c) = self.conns.remove(&conn) else {
             return;
@@ -222,7 +233,6 @@ impl Lobby {
             return Vec::new();
         }
         self.closed = true;
-        self.next_beat = None;
         let mut names = Vec::new();
         for conn in std::mem::take(&mut self.waiting) {
             if let Some(c) = self.conns.get_mut(&conn) {
@@ -236,9 +246,44 @@ impl Lobby {
         names
     }
 
+    /// Both halves are over: every registered receiver still connected
+    /// (those that heard the group, those sent to the overlay) gets the
+    /// session's `Verdict` (`Ok`: every receiver verified; `Err`: why not)
+    /// and its connection closes; one that has not registered yet is told
+    /// the session ended. Newcomers are refused from now on.
+    pub fn handle_session_over(&mut self, verdict: Result<(), String>) {
+        if self.over {
+            return;
+        }
+        self.over = true;
+        self.closed = true;
+        self.next_beat = None;
+        self.waiting.clear();
+        let (ok, text) = match verdict {
+            Ok(()) => (true, String::new()),
+            Err(why) => (false, why),
+        };
+        for (&conn, c) in &mut self.conns {
+            let msg = match c.stage {
+                Stage::Probing | Stage::Redirected => Msg::Verdict {
+                    ok,
+                    text: text.clone(),
+                },
+                Stage::Connected | Stage::Waiting => Msg::Abort {
+                    text: "the session ended before this receiver was served".into(),
+                },
+                Stage::Done => continue,
+            };
+            c.stage = Stage::Done;
+            self.ops.push_back(LobbyOp::Send(conn, msg));
+            self.ops.push_back(LobbyOp::Close(conn));
+        }
+        self.conns.clear();
+    }
+
     /// The overlay asked for by [`LobbyOp::OpenOverlay`] listens at
     /// `control`: each of its receivers gets a `Redirect` there (their
-    /// connections stay open until the session ends).
+    /// connections stay open until the session's verdict).
     pub fn redirect(&mut self, conns: &[ConnId], control: SocketAddr) {
         for &conn in conns {
             self.ops
@@ -257,7 +302,9 @@ impl Lobby {
         self.next_beat
     }
 
-    /// Heartbeats to the waiting receivers, when due.
+    /// Heartbeats to every registered receiver, when due: those probing
+    /// or taking the object over multicast, those waiting for the overlay
+    /// and those it serves, until the session's verdict.
     pub fn handle_timeout(&mut self, now: Instant) {
         let Some(due) = self.next_beat else {
             return;
@@ -265,16 +312,28 @@ impl Lobby {
         if now < due {
             return;
         }
-        for &conn in &self.waiting {
-            self.ops.push_back(LobbyOp::Send(conn, Msg::Heartbeat));
+        let mut any = false;
+        for (&conn, c) in &self.conns {
+            if matches!(c.stage, Stage::Probing | Stage::Waiting | Stage::Redirected) {
+                self.ops.push_back(LobbyOp::Send(conn, Msg::Heartbeat));
+                any = true;
+            }
         }
-        self.next_beat = (!self.closed && !self.waiting.is_empty())
-            .then(|| now + self.cfg.heartbeat.max(Duration::from_millis(1)));
+        self.next_beat = None;
+        if any {
+            self.arm_beat(now);
+        }
+    }
+
+    fn arm_beat(&mut self, now: Instant) {
+        if !self.over {
+            self.next_beat
+                .get_or_insert(now + self.cfg.heartbeat.max(Duration::from_millis(1)));
+        }
     }
 
     fn open_overlay(&mut self) {
         self.closed = true;
-        self.next_beat = None;
         let waiting = std::mem::take(&mut self.waiting);
         if waiting.is_empty() {
             return;
@@ -282,7 +341,7 @@ impl Lobby {
         let mut list = Vec::with_capacity(waiting.len());
         for conn in waiting {
             if let Some(c) = self.conns.get_mut(&conn) {
-                c.stage = Stage::Done;
+                c.stage = Stage::Redirected;
                 list.push((conn, c.name.clone()));
             }
         }

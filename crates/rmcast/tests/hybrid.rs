@@ -50,6 +50,8 @@ struct Opts {
     /// This receiver stores at 1.5 MB/s (a slow disk), and the multicast
     /// half moves laggards to TCP after 300 ms.
     slow: Option<usize>,
+    /// This receiver refuses the object (it takes at most 1 byte).
+    refuse: Option<usize>,
 }
 
 fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
@@ -59,6 +61,7 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
         wanted,
         wait,
         slow,
+        refuse,
     } = opts;
     let group = rmcast::random_group();
     let deaf_group = {
@@ -124,6 +127,7 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
                         key,
                         multicast: Some(mc),
                         probe_group: (via == Via::LobbyDeaf).then_some(deaf_group),
+                        max_bytes: (refuse == Some(i)).then_some(1),
                         ..OverlayRecvConfig::default()
                     };
                     rmcast::overlay::recv_to_dir(&ov, None)
@@ -164,9 +168,13 @@ fn check(s: &Session, vias: &[Via]) {
     ranks.sort_unstable();
     ranks.dedup();
     assert_eq!(ranks.len(), vias.len(), "one rank each: {:?}", r.members);
-    for (name, got, out) in &s.receivers {
+    for ((name, got, out), via) in s.receivers.iter().zip(vias) {
         let got = got.as_ref().unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(got.verified, "{name}");
+        // Every receiver knows the whole session verified: those of the
+        // lobby from its verdict, whichever half served them, the plain
+        // one from the multicast half's farewell.
+        assert_eq!(got.group, Some(Ok(())), "{name} ({via:?})");
         let stored = std::fs::read(out.join("obj.bin")).unwrap();
         assert!(stored == s.data, "{name}: the stored copy differs");
     }
@@ -270,6 +278,39 @@ fn a_multicast_receiver_that_lags_catches_up_over_tcp_beside_the_tcp_half() {
             .map(|m| m.name.as_str())
             .collect();
         assert_eq!(moved, ["r1-LobbyHears"], "{:#?}", s.report.members);
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn a_failure_in_one_half_reaches_the_receivers_of_the_other() {
+    bounded(Duration::from_secs(60), || {
+        let dir = tmp("verdict");
+        // r2 is deaf and refuses the object over TCP: the multicast half
+        // verifies, its farewell says so, but the session failed.
+        let vias = [Via::Group, Via::LobbyHears, Via::LobbyDeaf];
+        let opts = Opts {
+            refuse: Some(2),
+            ..Opts::default()
+        };
+        let s = run(&vias, 300_000, opts, &dir);
+        let r = &s.report;
+        assert!(!r.ok, "{r:#?}");
+        assert_eq!(r.verified, 2, "{r:#?}");
+        let error = r.error.clone().unwrap_or_default();
+        assert!(error.contains("r2-LobbyDeaf"), "{error}");
+        let group = |i: usize| match &s.receivers[i].1 {
+            Ok(got) => got.group.clone(),
+            Err(e) => panic!("r{i}: {e}"),
+        };
+        // The plain receiver hears only its own half's farewell.
+        assert_eq!(group(0), Some(Ok(())));
+        // The lobby's: the whole session, naming the one that failed.
+        let why = group(1)
+            .expect("a verdict")
+            .expect_err("the session failed");
+        assert!(why.contains("r2-LobbyDeaf"), "{why}");
+        assert!(s.receivers[2].1.is_err(), "r2 refused the object");
         let _ = std::fs::remove_dir_all(&dir);
     });
 }

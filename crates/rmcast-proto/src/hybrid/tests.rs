@@ -46,23 +46,74 @@ fn a_receiver_that_does_not_hear_the_group_waits_and_is_redirected_once_registra
     l.handle_connected(1);
     l.handle_msg(t(0), 1, register("a"));
     assert_eq!(ops(&mut l), [LobbyOp::Send(1, probe()), LobbyOp::Announce]);
+    assert_eq!(l.poll_timeout(), Some(t(1000)));
     l.handle_msg(t(250), 1, Msg::Unheard);
     assert_eq!(ops(&mut l), [LobbyOp::ServeElsewhere(1)]);
-    assert_eq!(l.poll_timeout(), Some(t(1250)));
-    l.handle_timeout(t(1250));
+    assert_eq!(l.poll_timeout(), Some(t(1000)));
+    l.handle_timeout(t(1000));
     assert_eq!(ops(&mut l), [LobbyOp::Send(1, Msg::Heartbeat)]);
-    assert_eq!(l.poll_timeout(), Some(t(2250)));
+    assert_eq!(l.poll_timeout(), Some(t(2000)));
     l.handle_joined(2);
     l.handle_registration_closed();
     assert_eq!(ops(&mut l), [LobbyOp::OpenOverlay(vec![(1, "a".into())])]);
     assert!(l.is_closed());
-    assert_eq!(l.poll_timeout(), None, "the overlay keeps them alive now");
     let control: SocketAddr = "127.0.0.1:4000".parse().unwrap();
     l.redirect(&[1], control);
     assert_eq!(ops(&mut l), [LobbyOp::Send(1, Msg::Redirect { control })]);
     // Asked once only.
     l.handle_registration_closed();
     assert_eq!(ops(&mut l), []);
+    // Kept alive while the overlay serves it, until the verdict.
+    l.handle_timeout(t(2000));
+    assert_eq!(ops(&mut l), [LobbyOp::Send(1, Msg::Heartbeat)]);
+    l.handle_session_over(Err("rank 2 \"b\" died".into()));
+    let verdict = Msg::Verdict {
+        ok: false,
+        text: "rank 2 \"b\" died".into(),
+    };
+    assert_eq!(ops(&mut l), [LobbyOp::Send(1, verdict), LobbyOp::Close(1)]);
+    assert_eq!(l.poll_timeout(), None);
+}
+
+#[test]
+fn a_receiver_that_heard_the_group_is_kept_alive_until_the_verdict() {
+    let mut l = lobby(2);
+    l.handle_connected(1);
+    l.handle_msg(t(0), 1, register("a"));
+    // One that connected but never registered.
+    l.handle_connected(2);
+    ops(&mut l);
+    l.handle_joined(2);
+    l.handle_registration_closed();
+    assert_eq!(ops(&mut l), [], "nobody waits: no overlay");
+    l.handle_timeout(t(1000));
+    assert_eq!(ops(&mut l), [LobbyOp::Send(1, Msg::Heartbeat)]);
+    l.handle_session_over(Ok(()));
+    let verdict = Msg::Verdict {
+        ok: true,
+        text: String::new(),
+    };
+    let abort = Msg::Abort {
+        text: "the session ended before this receiver was served".into(),
+    };
+    assert_eq!(
+        ops(&mut l),
+        [
+            LobbyOp::Send(1, verdict),
+            LobbyOp::Close(1),
+            LobbyOp::Send(2, abort),
+            LobbyOp::Close(2)
+        ]
+    );
+    // Once only; newcomers are refused; no more heartbeats.
+    l.handle_session_over(Err("again".into()));
+    assert_eq!(ops(&mut l), []);
+    l.handle_connected(3);
+    assert_eq!(
+        ops(&mut l),
+        [LobbyOp::Send(3, abort_full(2)), LobbyOp::Close(3)]
+    );
+    assert_eq!(l.poll_timeout(), None);
 }
 
 #[test]
@@ -76,6 +127,9 @@ fn a_prober_that_closes_heard_the_group_and_is_not_counted() {
     l.handle_joined(2);
     l.handle_registration_closed();
     assert_eq!(ops(&mut l), [], "nobody waits: no overlay");
+    l.handle_timeout(t(1000));
+    assert_eq!(ops(&mut l), [], "nobody to keep alive");
+    assert_eq!(l.poll_timeout(), None);
 }
 
 #[test]
@@ -181,6 +235,8 @@ fn a_session_that_never_forms_sends_the_waiting_away_and_names_them() {
         text: "gone".into(),
     };
     assert_eq!(ops(&mut l), [LobbyOp::Send(1, abort), LobbyOp::Close(1)]);
+    l.handle_timeout(t(1000));
+    assert_eq!(ops(&mut l), [], "a receiver sent away is not kept alive");
     assert_eq!(l.poll_timeout(), None);
     assert!(l.handle_multicast_over("again").is_empty());
     l.handle_registration_closed();
@@ -197,6 +253,7 @@ enum Step {
     Joined,
     RegistrationClosed,
     MulticastOver,
+    SessionOver(bool),
     Tick(u16),
 }
 
@@ -209,6 +266,7 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::Joined),
         Just(Step::RegistrationClosed),
         Just(Step::MulticastOver),
+        any::<bool>().prop_map(Step::SessionOver),
         (0..3000u16).prop_map(Step::Tick),
     ]
 }
@@ -217,9 +275,12 @@ proptest! {
     /// Whatever happens in whatever order: the overlay is asked for at
     /// most once, never for a connection twice, never for more receivers
     /// than the session minus those that joined over multicast; the count
-    /// given to the multicast half is the number waiting; heartbeats and
-    /// redirects go only to connections that said `Unheard`; nothing is
-    /// sent on a connection after it was closed; no deadline is past.
+    /// given to the multicast half is the number waiting; redirects go
+    /// only to connections that said `Unheard`, heartbeats and verdicts
+    /// only to those that registered; at the session's end every
+    /// connection still open is told something and closed, each verdict
+    /// the session's; nothing is sent on a connection after it was
+    /// closed, nor after the end but refusals; no deadline is past.
     #[test]
     fn random_sessions_keep_the_lobby_s_promises(
         receivers in 1..6u16,
@@ -229,6 +290,7 @@ proptest! {
         let mut now = t(0);
         let (mut joined, mut opened, mut closed_conns) = (0u16, 0, Vec::new());
         let (mut unheard, mut live) = (Vec::new(), Vec::new());
+        let (mut registered, mut over) = (Vec::new(), None::<bool>);
         for s in steps {
             match s {
                 // A driver numbers each connection anew: a number comes
@@ -237,10 +299,14 @@ proptest! {
                     live.push(c.into());
                     closed_conns.retain(|&x| x != u64::from(c));
                     unheard.retain(|&x| x != u64::from(c));
+                    registered.retain(|&x| x != u64::from(c));
                     l.handle_connected(c.into());
                 }
                 Step::Connect(_) => {}
-                Step::Register(c) => l.handle_msg(now, c.into(), register("x")),
+                Step::Register(c) => {
+                    l.handle_msg(now, c.into(), register("x"));
+                    registered.push(u64::from(c));
+                }
                 Step::Unheard(c) => {
                     l.handle_msg(now, c.into(), Msg::Unheard);
                     unheard.push(u64::from(c));
@@ -256,6 +322,42 @@ proptest! {
                 Step::RegistrationClosed => l.handle_registration_closed(),
                 Step::MulticastOver => {
                     let _ = l.handle_multicast_over("over");
+                }
+                Step::SessionOver(ok) => {
+                    let open: Vec<u64> = live.clone();
+                    let first = over.is_none();
+                    l.handle_session_over(if ok { Ok(()) } else { Err("no".into()) });
+                    over.get_or_insert(ok);
+                    let told: Vec<LobbyOp> = std::iter::from_fn(|| l.poll_op()).collect();
+                    if first {
+                        for c in open {
+                            // Still open for the lobby: told, then closed.
+                            if closed_conns.contains(&c) {
+                                continue;
+                            }
+                            prop_assert!(
+                                told.contains(&LobbyOp::Close(c)),
+                                "connection {} left open at the end: {:?}", c, told
+                            );
+                        }
+                    } else {
+                        prop_assert!(told.is_empty());
+                    }
+                    for op in told {
+                        match op {
+                            LobbyOp::Send(c, Msg::Verdict { ok: v, text }) => {
+                                prop_assert!(registered.contains(&c));
+                                prop_assert_eq!(Some(v), over);
+                                prop_assert_eq!(text.is_empty(), v);
+                            }
+                            LobbyOp::Send(_, Msg::Abort { .. }) => {}
+                            LobbyOp::Close(c) => {
+                                closed_conns.push(c);
+                                live.retain(|&x| x != c);
+                            }
+                            op => prop_assert!(false, "{:?} at the end", op),
+                        }
+                    }
                 }
                 Step::Tick(ms) => {
                     now = now + Duration::from_millis(ms.into());
@@ -280,8 +382,14 @@ proptest! {
                     LobbyOp::ServeElsewhere(k) => prop_assert!(k <= receivers),
                     LobbyOp::Send(c, m) => {
                         prop_assert!(!closed_conns.contains(&c), "sent on closed {}", c);
-                        if matches!(m, Msg::Heartbeat | Msg::Redirect { .. }) {
+                        if matches!(m, Msg::Redirect { .. }) {
                             prop_assert!(unheard.contains(&c));
+                        }
+                        if matches!(m, Msg::Heartbeat | Msg::Verdict { .. }) {
+                            prop_assert!(registered.contains(&c));
+                        }
+                        if over.is_some() {
+                            prop_assert!(matches!(m, Msg::Abort { .. }), "{:?} after the end", m);
                         }
                     }
                     LobbyOp::Close(c) => {
@@ -292,7 +400,7 @@ proptest! {
                 }
             }
             if let Some(d) = l.poll_timeout() {
-                prop_assert!(d > now || l.waiting() > 0);
+                prop_assert!(d > now && over.is_none());
             }
         }
     }

@@ -159,6 +159,7 @@ impl Msg {
             Msg::Unheard => MsgKind::Unheard,
             Msg::Redirect { .. } => MsgKind::Redirect,
             Msg::CatchUp { .. } => MsgKind::CatchUp,
+            Msg::Verdict { .. } => MsgKind::Verdict,
         }
     }
 
@@ -190,6 +191,7 @@ impl Msg {
                 Msg::Probe { group, .. } => addr_len(group) + 8 + 4,
                 Msg::Redirect { control } => addr_len(control),
                 Msg::CatchUp { .. } => 2 + 8,
+                Msg::Verdict { text, .. } => 1 + str_len(text, MAX_STR),
                 Msg::Hash { hash, signature } => hash.len() + 1 + signature.map_or(0, |s| s.len()),
             }
     }
@@ -267,6 +269,10 @@ impl Msg {
             Msg::CatchUp { rank, from } => {
                 w.u16(*rank)?;
                 w.u64(*from)?;
+            }
+            Msg::Verdict { ok, text } => {
+                w.u8(u8::from(*ok))?;
+                w.text16(truncate_utf8(text, MAX_STR))?;
             }
             Msg::Hash { hash, signature } => {
                 w.bytes(hash)?;
@@ -395,6 +401,14 @@ impl Msg {
             MsgKind::CatchUp => Msg::CatchUp {
                 rank: r.u16()?,
                 from: r.u64()?,
+            },
+            MsgKind::Verdict => Msg::Verdict {
+                ok: match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::BadField("ok")),
+                },
+                text: read_str(&mut r)?,
             },
             MsgKind::Hash => Msg::Hash {
                 hash: r.array()?,

@@ -138,6 +138,9 @@ wire_enum! {
         /// Receiver → sender (`--laggard tcp`): the first frame of a TCP
         /// catch-up.
         CatchUp = 16,
+        /// Sender → receiver (hybrid session): the whole session's outcome,
+        /// on the lobby connection.
+        Verdict = 17,
     }
 }
 
@@ -571,6 +574,18 @@ pub enum Msg {
         /// hashed already).
         from: u64,
     },
+    /// Sender → receiver, on a hybrid session's lobby connection once both
+    /// halves are over: whether every receiver of the session, multicast
+    /// and TCP, verified its copy. The lobby keeps every registered
+    /// receiver's connection open until then (heartbeating it), whichever
+    /// half served it, so each can exit with the group's outcome (`rmcast
+    /// bcast`); the connection closes after it.
+    Verdict {
+        /// Every receiver verified.
+        ok: bool,
+        /// Why not (empty when `ok`), for a human.
+        text: String,
+    },
 }
 
 /// One of every overlay message, with awkward values (an empty name, IPv6,
@@ -659,6 +674,14 @@ pub fn sample_messages() -> Vec<Msg> {
         },
         Msg::Redirect {
             control: "[::1]:65535".parse().unwrap(),
+        },
+        Msg::Verdict {
+            ok: true,
+            text: String::new(),
+        },
+        Msg::Verdict {
+            ok: false,
+            text: "rank 7 \"h7\" died".into(),
         },
     ]
 }

@@ -100,6 +100,21 @@ fn fixed_bytes_of_a_probe_an_unheard_and_a_redirect() {
             4, 10, 0, 0, 1, 0x1e, 0x15, // IPv4 10.0.0.1 port 7701
         ]
     );
+    let verdict = Msg::Verdict {
+        ok: false,
+        text: "h2".into(),
+    };
+    assert_eq!(
+        verdict.to_frame(),
+        [
+            b'R', b'O', 5, 17, 0, 0, 0, 5, // header: Verdict, 5 bytes
+            0, // not ok
+            0, 2, b'h', b'2', // text
+        ]
+    );
+    let mut bad = verdict.to_frame();
+    bad[8] = 2;
+    assert_eq!(Msg::decode(&bad), Err(DecodeError::BadField("ok")));
 }
 
 #[test]
@@ -188,7 +203,7 @@ fn bad_headers_are_refused() {
     let mut bad = good.clone();
     bad[2] = 1;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Version(1)));
-    let last = MsgKind::CatchUp.to_u8();
+    let last = MsgKind::Verdict.to_u8();
     let mut bad = good.clone();
     bad[3] = last + 1;
     assert_eq!(Msg::decode(&bad), Err(DecodeError::Type(last + 1)));
@@ -418,7 +433,7 @@ fn check_canonical(bytes: &[u8]) {
 fn arbitrary_bytes_decode_to_a_message_or_an_error() {
     let mut rng = Mix(0x5eed);
     let samples: Vec<Vec<u8>> = sample_messages().iter().map(Msg::to_frame).collect();
-    let types = usize::from(MsgKind::CatchUp.to_u8()) + 2;
+    let types = usize::from(MsgKind::Verdict.to_u8()) + 2;
     for round in 0..200_000 {
         let bytes: Vec<u8> = if round % 2 == 0 {
             // Random garbage behind a plausible header.

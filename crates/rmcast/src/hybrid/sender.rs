@@ -22,8 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-/// How often the lobby tells the receivers waiting for the overlay that
-/// the sender is alive (their inactivity timeout is seconds).
+/// How often the lobby tells its registered receivers (waiting for the
+/// overlay, or served by either half and waiting for the verdict) that the
+/// sender is alive (their inactivity timeout is seconds).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// The driver's longest sleep: it looks at the multicast half this often.
 const LOOK_EVERY: Duration = Duration::from_millis(5);
@@ -210,14 +211,57 @@ fn run(
         let driver = scope.spawn(move || drive(scope, cfg, name, data, split, mc_over, &rx, start));
         let mc = crate::sender::run(name, data, &mc, progress, Some(split));
         mc_over.store(true, Ordering::Release);
-        let tcp = driver.join().unwrap_or_else(|_| {
-            Err(Error::Failed(
-                "the TCP half of the session panicked".to_owned(),
-            ))
+        let (tcp, lobby) = driver.join().unwrap_or_else(|_| {
+            let why = "the TCP half of the session panicked".to_owned();
+            (Err(Error::Failed(why)), None)
         });
+        let report = merge(mc, tcp, cfg);
+        if let Some((lobby, conns)) = lobby {
+            tell_verdict(lobby, conns, &report, cfg);
+        }
         abort.store(true, Ordering::Release);
-        merge(mc, tcp, cfg)
+        report
     })
+}
+
+/// Both halves are over: every receiver still on its lobby connection
+/// (whichever half served it) hears whether the whole session verified.
+fn tell_verdict(
+    mut lobby: Lobby,
+    mut conns: Conns,
+    report: &Result<SendReport, Error>,
+    cfg: &HybridConfig,
+) {
+    let verdict = match report {
+        Ok(r) if r.ok => Ok(()),
+        Ok(r) => Err(r.error.clone().unwrap_or_else(|| {
+            format!(
+                "{} of {} receivers verified",
+                r.verified,
+                usize::from(r.receivers).max(r.verified)
+            )
+        })),
+        Err(e) => Err(format!("the sender failed: {e}")),
+    };
+    lobby.handle_session_over(verdict);
+    let limit = cfg.overlay.inactivity;
+    while let Some(op) = lobby.poll_op() {
+        match op {
+            LobbyOp::Send(c, m) => {
+                if let Some((s, sealer)) = conns.get_mut(&c)
+                    && let Err(e) = io::send_msg(s, sealer.as_deref_mut(), &m, limit)
+                {
+                    tracing::debug!("lobby connection {c}: cannot send the verdict: {e}");
+                }
+            }
+            LobbyOp::Close(c) => {
+                if let Some((s, _)) = conns.remove(&c) {
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Accepts lobby connections; for each, a thread does the key exchange
@@ -298,8 +342,9 @@ fn greet(
 
 /// The lobby's driver: feeds the machine, carries out its ops, runs the
 /// overlay when asked; returns once the multicast half is over and the
-/// overlay (if any) too.
-#[allow(clippy::too_many_arguments)]
+/// overlay (if any) too, with the lobby and its connections (the session's
+/// verdict is still to be told on them).
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn drive<'s, 'e: 's>(
     scope: &'s std::thread::Scope<'s, 'e>,
     cfg: &'e HybridConfig,
@@ -309,14 +354,14 @@ fn drive<'s, 'e: 's>(
     mc_over: &'e AtomicBool,
     rx: &mpsc::Receiver<Ev>,
     start: Instant,
-) -> Result<Half, Error> {
+) -> (Result<Half, Error>, Option<(Lobby, Conns)>) {
     let clock = io::Clock::start();
     let session = loop {
         if let Some(id) = split.session() {
             break id;
         }
         if mc_over.load(Ordering::Acquire) {
-            return Ok(Half::Nobody);
+            return (Ok(Half::Nobody), None);
         }
         std::thread::sleep(LOOK_EVERY);
     };
@@ -350,7 +395,10 @@ fn drive<'s, 'e: 's>(
                 LobbyOp::Announce => split.announce(),
                 LobbyOp::ServeElsewhere(k) => split.serve_elsewhere(k),
                 LobbyOp::OpenOverlay(list) => {
-                    let (ov, control_port) = open_overlay(cfg, name, list.len())?;
+                    let (ov, control_port) = match open_overlay(cfg, name, list.len()) {
+                        Ok(x) => x,
+                        Err(e) => return (Err(e), Some((lobby, conns))),
+                    };
                     for (c, _) in &list {
                         let ip = conns
                             .get(c)
@@ -410,24 +458,22 @@ fn drive<'s, 'e: 's>(
             lobby.handle_timeout(now);
         }
     }
-    // The lobby connections stay open until the overlay is over: each
-    // receiver reads its `Redirect` before it could see them close.
+    // The lobby connections stay open for the verdict.
     let half = match overlay {
-        Some((h, names)) => {
-            let report = h
-                .join()
-                .unwrap_or_else(|_| Err(Error::Failed("the TCP overlay panicked".to_owned())))?;
-            Half::Served(Box::new(Tcp {
-                report,
-                names,
-                ended: start.elapsed(),
-            }))
-        }
-        None if sent_away.is_empty() => Half::Nobody,
-        None => Half::SentAway(sent_away),
+        Some((h, names)) => h
+            .join()
+            .unwrap_or_else(|_| Err(Error::Failed("the TCP overlay panicked".to_owned())))
+            .map(|report| {
+                Half::Served(Box::new(Tcp {
+                    report,
+                    names,
+                    ended: start.elapsed(),
+                }))
+            }),
+        None if sent_away.is_empty() => Ok(Half::Nobody),
+        None => Ok(Half::SentAway(sent_away)),
     };
-    drop(conns);
-    Ok(half)
+    (half, Some((lobby, conns)))
 }
 
 /// Hands one event to the machine.

@@ -55,35 +55,18 @@ const FILE_CHUNK: usize = 256 << 10;
 /// overlay the sender redirects it to.
 pub fn recv_to_dir(
     cfg: &OverlayRecvConfig,
-    mut progress: Option<&mut dyn FnMut(Progress)>,
+    progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<RecvReport, Error> {
-    let first = progress
-        .as_deref_mut()
-        .map(|p| p as &mut dyn FnMut(Progress));
-    match recv_once(cfg, first, true)? {
-        Done::Report(r) => Ok(*r),
-        Done::Redirect(to) => {
-            tracing::info!("registering with the sender's TCP overlay at {to}");
-            let redirected = OverlayRecvConfig {
-                sender: to,
-                ..cfg.clone()
-            };
-            match recv_once(&redirected, progress, false)? {
-                Done::Report(r) => Ok(*r),
-                Done::Redirect(_) => Err(Error::Failed(format!(
-                    "the sender's overlay at {to} redirected this receiver again"
-                ))),
-            }
-        }
-    }
+    let Done::Report(r) = recv_once(cfg, progress, true)?;
+    Ok(*r)
 }
 
-/// How one registration ended: the object, or the sender's word to
-/// register with its TCP overlay instead (a hybrid session's receiver
-/// that did not hear the group).
+/// How one registration ended: the object. (A hybrid session's receiver
+/// that did not hear the group runs its registration with the TCP overlay
+/// from the first one, keeping the lobby connection for the session's
+/// verdict.)
 enum Done {
     Report(Box<RecvReport>),
-    Redirect(std::net::SocketAddr),
 }
 
 /// One registration with the sender at `cfg.sender`; `hybrid`: a `Probe`
@@ -589,7 +572,7 @@ impl<'n, 'a> Driver<'n, 'a> {
                     "the sender's assignment names another session than its key exchange",
                 );
             }
-            Ev::Ctl(Ok(msg @ (Msg::Probe { .. } | Msg::Redirect { .. }))) => {
+            Ev::Ctl(Ok(msg @ (Msg::Probe { .. } | Msg::Redirect { .. } | Msg::Verdict { .. }))) => {
                 self.on_hybrid(m, now, msg);
             }
             Ev::Ctl(Ok(msg)) => m.handle_msg(now, msg),

@@ -1,14 +1,19 @@
 //! A hybrid session's receiver side ([`crate::hybrid`]): the sender
 //! answers `Register` with a `Probe`; the receiver listens for the
-//! multicast session and takes the object there, or says `Unheard` and
-//! waits for the `Redirect` to the TCP overlay.
+//! multicast session and takes the object there, or says `Unheard`, waits
+//! for the `Redirect` and takes it from the TCP overlay there. Either way
+//! it keeps the lobby connection and, its copy verified, waits on it for
+//! the session's `Verdict`: whether every receiver of both halves
+//! verified.
 
-use super::{Done, Driver};
+use super::{Done, Driver, Ev};
+use crate::overlay::OverlayRecvConfig;
 use crate::overlay::io;
 use crate::{Error, Progress, RecvConfig, RecvReport, SessionId};
 use rmcast_proto::overlay::NodeMachine;
 use rmcast_wire::overlay::Msg;
 use std::net::SocketAddr;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 /// Where a hybrid registration stands.
@@ -42,6 +47,18 @@ impl Driver<'_, '_> {
                 wait_ms,
             } if !h.probed && h.probe.is_none() => h.probe = Some((group, session, wait_ms)),
             Msg::Redirect { control } if h.probed => h.redirect = Some(control),
+            Msg::Verdict { ok, text } => m.handle_closed(
+                now,
+                &format!(
+                    "the hybrid sender at {sender} ended the session before this receiver had \
+                     the object ({})",
+                    if ok {
+                        "every other receiver verified"
+                    } else {
+                        &text
+                    }
+                ),
+            ),
             msg => m.handle_closed(
                 now,
                 &format!(
@@ -54,7 +71,8 @@ impl Driver<'_, '_> {
 
     /// Runs a pending probe (blocking: listening for the multicast session
     /// for its wait, then receiving the object over multicast if heard),
-    /// or ends the registration on a redirect.
+    /// or, redirected, the registration with the TCP overlay (blocking);
+    /// then waits for the session's verdict.
     pub(super) fn hybrid_step(
         &mut self,
         progress: Option<&mut dyn FnMut(Progress)>,
@@ -63,15 +81,68 @@ impl Driver<'_, '_> {
             return Ok(None);
         };
         if let Some(to) = h.redirect.take() {
-            return Ok(Some(Done::Redirect(to)));
+            tracing::info!("registering with the sender's TCP overlay at {to}");
+            let redirected = OverlayRecvConfig {
+                sender: to,
+                ..self.node.cfg.clone()
+            };
+            let Done::Report(mut r) = super::recv_once(&redirected, progress, false)?;
+            r.group = self.await_verdict(None);
+            return Ok(Some(Done::Report(r)));
         }
         let Some((group, session, wait_ms)) = h.probe.take() else {
             return Ok(None);
         };
         h.probed = true;
         match self.probe(group, session, wait_ms, progress)? {
-            Some(r) => Ok(Some(Done::Report(Box::new(r)))),
+            Some(mut r) => {
+                r.group = self.await_verdict(r.group.take());
+                Ok(Some(Done::Report(Box::new(r))))
+            }
             None => Ok(None),
+        }
+    }
+
+    /// This receiver's copy is verified: the session's outcome, from the
+    /// hybrid sender's `Verdict` on the lobby connection once both halves
+    /// are over. `multicast`: what the multicast half's farewell said
+    /// (about its own receivers only). No verdict (the sender went away,
+    /// or fell silent for the inactivity timeout): unknown, unless the
+    /// multicast half already failed.
+    fn await_verdict(
+        &mut self,
+        multicast: Option<Result<(), String>>,
+    ) -> Option<Result<(), String>> {
+        let sender = self.node.cfg.sender;
+        let limit = self.node.cfg.inactivity;
+        let failed = multicast.filter(Result::is_err);
+        tracing::info!("copy verified: waiting for the sender's word on the whole session");
+        loop {
+            match self.rx.recv_timeout(limit) {
+                Ok(Ev::Ctl(Ok(Msg::Verdict { ok: true, .. }))) => return Some(Ok(())),
+                Ok(Ev::Ctl(Ok(Msg::Verdict { text, .. }))) => return Some(Err(text)),
+                Ok(Ev::Ctl(Ok(Msg::Abort { text }))) => return Some(Err(text)),
+                Ok(Ev::Ctl(Err(why))) => {
+                    tracing::warn!(
+                        "the hybrid sender at {sender} closed before its verdict on the \
+                         session: {why}"
+                    );
+                    return failed;
+                }
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    tracing::warn!(
+                        "the hybrid sender at {sender} was silent for {:.1} s: no verdict on \
+                         the session",
+                        limit.as_secs_f64()
+                    );
+                    return failed;
+                }
+                Err(RecvTimeoutError::Disconnected) => return failed,
+            }
+            if super::cancelled(self.node.cfg) {
+                return failed;
+            }
         }
     }
 
