@@ -368,14 +368,8 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
         ov.cancel = Some(cancel);
         rmcast::overlay::send_file(&a.file, &ov, Some(&mut progress))
     } else if let Some(mut ov) = a.common.hybrid() {
-        if tree {
-            bail!(
-                "{} is a directory: a hybrid session (--control with a multicast protocol) \
-                 sends one file, as its TCP overlay does; send the tree without --control, or \
-                 tar it first",
-                a.file.display()
-            );
-        }
+        // A tree goes over multicast only: the lobby refuses, by name,
+        // receivers that do not hear the group.
         ov.key = cfg.proto.group_key.clone();
         ov.signing_key = cfg.signing_key.clone();
         ov.cancel = Some(cancel);

@@ -1174,10 +1174,14 @@ fn send_with_control_serves_lobby_and_plain_receivers_in_one_hybrid_session() {
             "{name}'s copy differs"
         );
     }
-    // A directory cannot go: the TCP half carries one file.
-    let (code, _, err) = Proc::spawn(
+    // A directory tree goes over multicast (the TCP half carries one
+    // file): a lobby receiver that hears the group stores it whole.
+    let tree = dir.path().join("ckpt");
+    std::fs::create_dir_all(tree.join("shards")).unwrap();
+    write_file(&tree.join("shards"), "0.bin", 300_000);
+    let sender = Proc::spawn(
         "tree",
-        rmcast().arg("send").arg(dir.path()).args([
+        rmcast().arg("send").arg(&tree).args([
             "--receivers",
             "1",
             "--group",
@@ -1185,10 +1189,22 @@ fn send_with_control_serves_lobby_and_plain_receivers_in_one_hybrid_session() {
             "--control",
             &control,
         ]),
-    )
-    .wait(Duration::from_secs(20));
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("hybrid session"), "{err}");
+    );
+    let lobby = recv(
+        &g,
+        &dir.path().join("tree-out"),
+        "lobby",
+        &["--sender", &control],
+    );
+    let (code, _, err) = sender.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = lobby.wait(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        std::fs::read(dir.path().join("tree-out/ckpt/shards/0.bin")).unwrap()
+            == std::fs::read(tree.join("shards/0.bin")).unwrap(),
+        "the tree's file differs"
+    );
 }
 
 /// Issue 18's "a receiver that can neither hear multicast nor reach the

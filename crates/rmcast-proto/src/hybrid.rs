@@ -45,8 +45,12 @@ pub struct LobbyConfig {
     pub session: u64,
     /// How long a receiver listens for the group.
     pub probe_wait: Duration,
-    /// How often receivers waiting for the overlay hear from the sender.
+    /// How often registered receivers hear from the sender.
     pub heartbeat: Duration,
+    /// The session has no TCP half (a directory tree: the overlay carries
+    /// one file): a receiver that does not hear the group is refused with
+    /// this text, named in [`Lobby::refused`], and not waited for.
+    pub refuse_unheard: Option<String>,
 }
 
 /// What the lobby asks its driver to do.
@@ -96,6 +100,9 @@ pub struct Lobby {
     conns: BTreeMap<ConnId, Conn>,
     /// Connections waiting for the overlay, in the order they said so.
     waiting: Vec<ConnId>,
+    /// Receivers that did not hear the group of a session without a TCP
+    /// half, refused.
+    refused: Vec<String>,
     /// Receivers the multicast half admitted.
     joined: u16,
     /// Registration is over (the overlay was asked for, or the session
@@ -115,6 +122,7 @@ impl Lobby {
             cfg,
             conns: BTreeMap::new(),
             waiting: Vec::new(),
+            refused: Vec::new(),
             joined: 0,
             closed: false,
             ops: std::collections::VecDeque::new(),
@@ -127,6 +135,13 @@ impl Lobby {
     #[must_use]
     pub fn waiting(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// The names of the receivers refused for not hearing the group of a
+    /// session without a TCP half ([`LobbyConfig::refuse_unheard`]).
+    #[must_use]
+    pub fn refused(&self) -> &[String] {
+        &self.refused
     }
 
     /// Whether registration is over.
@@ -175,16 +190,23 @@ impl Lobby {
                 self.arm_beat(now);
             }
             (Stage::Probing, Msg::Unheard) => {
-                let full = usize::from(self.joined) + self.waiting.len()
+                let full = usize::from(self.joined) + self.waiting.len() + self.refused.len()
                     >= usize::from(self.cfg.receivers);
                 if self.closed || full {
                     self.refuse(conn);
                     return;
                 }
+                if let Some(text) = self.cfg.refuse_unheard.clone() {
+                    self.refused.push(c.name.clone());
+                    self.refuse_with(conn, &text);
+                    self.ops
+                        .push_back(LobbyOp::ServeElsewhere(self.elsewhere() as u16));
+                    return;
+                }
                 c.stage = Stage::Waiting;
                 self.waiting.push(conn);
                 self.ops
-                    .push_back(LobbyOp::ServeElsewhere(self.waiting.len() as u16));
+                    .push_back(LobbyOp::ServeElsewhere(self.elsewhere() as u16));
                 if self.waiting.len() >= usize::from(self.cfg.receivers) {
                     // Nobody is left for multicast: no need to wait for it.
                     self.open_overlay();
@@ -209,7 +231,7 @@ impl Lobby {
         if c.stage == Stage::Waiting && !self.closed {
             self.waiting.retain(|&w| w != conn);
             self.ops
-                .push_back(LobbyOp::ServeElsewhere(self.waiting.len() as u16));
+                .push_back(LobbyOp::ServeElsewhere(self.elsewhere() as u16));
         }
     }
 
@@ -330,6 +352,12 @@ impl Lobby {
             self.next_beat
                 .get_or_insert(now + self.cfg.heartbeat.max(Duration::from_millis(1)));
         }
+    }
+
+    /// Receivers the multicast half does not wait for: those waiting for
+    /// the overlay, and those refused.
+    fn elsewhere(&self) -> usize {
+        self.waiting.len() + self.refused.len()
     }
 
     fn open_overlay(&mut self) {

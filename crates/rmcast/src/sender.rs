@@ -213,7 +213,17 @@ pub fn send_path(
     if !meta.is_dir() {
         return send_file(path, cfg, progress);
     }
-    let name = match &cfg.name {
+    let (name, tree) = tree_object(path, cfg.name.as_deref())?;
+    run(&name, tree.as_slice(), cfg, progress, None)
+}
+
+/// The directory tree at `path` as one object, and its name (`name`, or
+/// the directory's, with the tree's trailing `/`).
+pub(crate) fn tree_object(
+    path: &Path,
+    name: Option<&str>,
+) -> Result<(String, crate::tree::TreeObject), Error> {
+    let name = match name {
         Some(n) => n.trim_end_matches(crate::tree::TREE_SUFFIX).to_owned(),
         None => {
             let full = path.canonicalize().map_err(|source| Error::Io {
@@ -238,13 +248,7 @@ pub fn send_path(
         path.display(),
         tree.as_slice().len()
     );
-    run(
-        &format!("{name}{}", crate::tree::TREE_SUFFIX),
-        tree.as_slice(),
-        cfg,
-        progress,
-        None,
-    )
+    Ok((format!("{name}{}", crate::tree::TREE_SUFFIX), tree))
 }
 
 /// Sends `data` under `name` to `cfg.proto.receivers` receivers (see [`send_file`]).

@@ -316,6 +316,114 @@ fn a_failure_in_one_half_reaches_the_receivers_of_the_other() {
 }
 
 #[test]
+fn a_tree_goes_over_multicast_and_a_receiver_that_does_not_hear_it_is_refused_by_name() {
+    bounded(Duration::from_secs(60), || {
+        let dir = tmp("tree");
+        let src = dir.join("src").join("ckpt");
+        std::fs::create_dir_all(src.join("shards")).unwrap();
+        std::fs::write(src.join("meta.json"), b"{\"step\": 7}").unwrap();
+        std::fs::write(src.join("shards").join("0.bin"), data(300_000, 1)).unwrap();
+        // How many of the two do not hear the group.
+        for deaf in [0, 1, 2] {
+            let group = rmcast::random_group();
+            let deaf_group = SocketAddrV4::new(*group.ip(), group.port().wrapping_add(1).max(1024));
+            let cfg = HybridConfig {
+                multicast: SendConfig {
+                    group,
+                    proto: SenderConfig {
+                        receivers: 2,
+                        join_wait: Duration::from_secs(15),
+                        ..SenderConfig::default()
+                    },
+                    ..SendConfig::default()
+                },
+                overlay: OverlaySendConfig {
+                    control: "127.0.0.1:0".parse().unwrap(),
+                    ..OverlaySendConfig::default()
+                },
+                tcp_shape: None,
+                probe_wait: rmcast::hybrid::DEFAULT_PROBE_WAIT,
+            };
+            let sender = HybridSender::bind(&cfg).expect("lobby binds");
+            let lobby = sender.local_addr().unwrap();
+            let path = src.clone();
+            let send = std::thread::spawn(move || sender.send_file(&path, None));
+            let recvs: Vec<_> = (0..2)
+                .map(|i| {
+                    let out = dir.join(format!("out-{deaf}-{i}"));
+                    let ov = OverlayRecvConfig {
+                        sender: lobby,
+                        out_dir: out.clone(),
+                        name: format!("r{i}"),
+                        connect_timeout: Some(Duration::from_secs(15)),
+                        multicast: Some(RecvConfig {
+                            group,
+                            ..RecvConfig::default()
+                        }),
+                        probe_group: (i >= 2 - deaf).then_some(deaf_group),
+                        ..OverlayRecvConfig::default()
+                    };
+                    let h = std::thread::spawn(move || {
+                        rmcast::overlay::recv_to_dir(&ov, None).map_err(|e| e.to_string())
+                    });
+                    (h, out)
+                })
+                .collect();
+            let report = send.join().unwrap().expect("the session runs");
+            let got: Vec<_> = recvs
+                .into_iter()
+                .map(|(h, out)| (h.join().unwrap(), out))
+                .collect();
+            if deaf == 2 {
+                assert!(!report.ok, "{report:#?}");
+                assert_eq!(report.verified, 0);
+                let error = report.error.clone().unwrap_or_default();
+                assert!(
+                    error.starts_with("all 2 receivers did not hear the group")
+                        && error.contains("r0")
+                        && error.contains("r1"),
+                    "{error}"
+                );
+                for (r, _) in &got {
+                    let e = r.as_ref().expect_err("refused");
+                    assert!(e.contains("goes over multicast only"), "{e}");
+                }
+                continue;
+            }
+            let r0 = got[0].0.as_ref().expect("r0 heard the group");
+            assert!(r0.verified);
+            let stored = got[0].1.join("ckpt");
+            assert_eq!(
+                std::fs::read(stored.join("shards").join("0.bin")).unwrap(),
+                data(300_000, 1)
+            );
+            assert_eq!(
+                std::fs::read(stored.join("meta.json")).unwrap(),
+                b"{\"step\": 7}"
+            );
+            if deaf == 0 {
+                assert!(report.ok, "{report:#?}");
+                assert_eq!(r0.group, Some(Ok(())));
+                continue;
+            }
+            assert!(!report.ok, "{report:#?}");
+            assert_eq!(report.verified, 1);
+            let error = report.error.clone().unwrap_or_default();
+            assert!(
+                error.contains("1 more did not hear the group and were refused")
+                    && error.contains("r1"),
+                "{error}"
+            );
+            let why = r0.group.clone().unwrap().expect_err("the session failed");
+            assert!(why.contains("r1"), "{why}");
+            let e1 = got[1].0.as_ref().expect_err("r1 was refused");
+            assert!(e1.contains("goes over multicast only"), "{e1}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
 fn the_tcp_half_is_a_chain_for_a_few_and_a_bintree_for_more() {
     use rmcast::hybrid::tcp_shape_for;
     assert_eq!(tcp_shape_for(1), OverlayShape::Chain);

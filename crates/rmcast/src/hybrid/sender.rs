@@ -32,6 +32,10 @@ const LOOK_EVERY: Duration = Duration::from_millis(5);
 /// dropped, so a flood of idle connections cannot pile up threads.
 const HANDSHAKES_MAX: usize = 64;
 
+/// Why receivers of a tree's session were not served.
+const REFUSED_TREE: &str =
+    "did not hear the group and were refused (a directory tree goes over multicast only)";
+
 /// What the lobby's driver hears.
 enum Ev {
     /// A connection is ready (its key exchange done): its write half.
@@ -65,9 +69,10 @@ struct Tcp {
 enum Half {
     /// Nobody was waiting in the lobby.
     Nobody,
-    /// The multicast half ended before its registration closed: the
-    /// receivers waiting in the lobby (named) were sent away.
-    SentAway(Vec<String>),
+    /// Receivers of the lobby were not served (named, and why): the
+    /// multicast half ended before its registration closed, or they did
+    /// not hear the group of a session without a TCP half (a tree).
+    SentAway(Vec<String>, &'static str),
     /// The overlay ran.
     Served(Box<Tcp>),
 }
@@ -76,7 +81,9 @@ enum Half {
 ///
 /// Returns `Ok` once both halves are over, also when receivers failed
 /// (`report.ok == false`); `Err` only for local problems or cancellation.
-/// A directory is refused: the TCP overlay carries one file.
+/// A directory tree goes over multicast only (the TCP overlay carries one
+/// file): a receiver that does not hear the group is refused, named in
+/// the report, and the session fails.
 pub fn send_file(
     path: &Path,
     cfg: &HybridConfig,
@@ -151,12 +158,9 @@ impl HybridSender {
         progress: Option<&mut dyn FnMut(Progress)>,
     ) -> Result<SendReport, Error> {
         if path.is_dir() {
-            return Err(Error::Invalid(format!(
-                "{} is a directory: a hybrid session (--control with a multicast protocol) \
-                 sends one file, as its TCP overlay does; send the tree without --control, or \
-                 tar it first",
-                path.display()
-            )));
+            let (name, tree) =
+                crate::sender::tree_object(path, self.cfg.multicast.name.as_deref())?;
+            return run(self.listener, &self.cfg, &name, tree.as_slice(), progress);
         }
         let (name, map) = crate::sender::map_file(path, self.cfg.multicast.name.as_deref())?;
         self.send_bytes(&name, map.bytes(), progress)
@@ -234,13 +238,7 @@ fn tell_verdict(
 ) {
     let verdict = match report {
         Ok(r) if r.ok => Ok(()),
-        Ok(r) => Err(r.error.clone().unwrap_or_else(|| {
-            format!(
-                "{} of {} receivers verified",
-                r.verified,
-                usize::from(r.receivers).max(r.verified)
-            )
-        })),
+        Ok(r) => Err(verdict_text(r)),
         Err(e) => Err(format!("the sender failed: {e}")),
     };
     lobby.handle_session_over(verdict);
@@ -340,6 +338,39 @@ fn greet(
     }
 }
 
+/// Why a session failed, for its receivers: the session's error, and the
+/// receivers that did not verify, each with its reason (the first few).
+fn verdict_text(r: &SendReport) -> String {
+    const NAMED: usize = 4;
+    let mut parts = Vec::new();
+    if let Some(e) = &r.error {
+        parts.push(e.clone());
+    }
+    let failed: Vec<_> = r.members.iter().filter(|m| !m.verified).collect();
+    if !failed.is_empty() {
+        let mut text = format!(
+            "{} of {} receivers did not verify: ",
+            failed.len(),
+            r.members.len()
+        );
+        for (i, m) in failed.iter().take(NAMED).enumerate() {
+            if i > 0 {
+                text.push_str("; ");
+            }
+            let why = m.reason.as_deref().unwrap_or("no reason given");
+            let _ = write!(text, "{:?}: {why}", m.name);
+        }
+        if failed.len() > NAMED {
+            let _ = write!(text, "; and {} more", failed.len() - NAMED);
+        }
+        parts.push(text);
+    }
+    if parts.is_empty() {
+        parts.push(format!("{} receivers verified", r.verified));
+    }
+    parts.join("; ")
+}
+
 /// The lobby's driver: feeds the machine, carries out its ops, runs the
 /// overlay when asked; returns once the multicast half is over and the
 /// overlay (if any) too, with the lobby and its connections (the session's
@@ -371,6 +402,13 @@ fn drive<'s, 'e: 's>(
         session: session.0,
         probe_wait: cfg.probe_wait,
         heartbeat: HEARTBEAT_EVERY,
+        refuse_unheard: name.ends_with(crate::tree::TREE_SUFFIX).then(|| {
+            format!(
+                "this receiver did not hear the multicast group {}, and the directory tree \
+                 {name} goes over multicast only (the TCP overlay carries one file: tar it)",
+                cfg.multicast.group
+            )
+        }),
     });
     let limit = cfg.overlay.inactivity;
     let mut conns: Conns = HashMap::new();
@@ -470,8 +508,12 @@ fn drive<'s, 'e: 's>(
                     ended: start.elapsed(),
                 }))
             }),
-        None if sent_away.is_empty() => Ok(Half::Nobody),
-        None => Ok(Half::SentAway(sent_away)),
+        None if !sent_away.is_empty() => Ok(Half::SentAway(
+            sent_away,
+            "registered over TCP and were sent away",
+        )),
+        None if lobby.refused().is_empty() => Ok(Half::Nobody),
+        None => Ok(Half::SentAway(lobby.refused().to_vec(), REFUSED_TREE)),
     };
     (half, Some((lobby, conns)))
 }
@@ -541,15 +583,20 @@ fn merge(
             m.hybrid = Some(hybrid(names(&m), Vec::new()));
             return Ok(m);
         }
-        Half::SentAway(away) => {
+        Half::SentAway(away, why) => {
             // The multicast half's count left them out: say who they were.
             let e = m.error.get_or_insert_with(String::new);
-            let _ = write!(
-                e,
-                "; {} more registered over TCP and were sent away: {}",
-                away.len(),
-                away.join(", ")
-            );
+            if m.members.is_empty() && why == REFUSED_TREE {
+                // The multicast half had nobody left ("every receiver is
+                // served over TCP"): these are the whole story.
+                e.clear();
+                let _ = write!(e, "all {} receivers {why}: {}", away.len(), away.join(", "));
+            } else {
+                if !e.is_empty() {
+                    e.push_str("; ");
+                }
+                let _ = write!(e, "{} more {why}: {}", away.len(), away.join(", "));
+            }
             m.ok = false;
             m.hybrid = Some(hybrid(names(&m), away));
             return Ok(m);
