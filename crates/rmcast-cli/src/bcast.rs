@@ -2,9 +2,17 @@
 //! cluster's launcher started (`mpirun`, `srun`, `torchrun`, a Kubernetes
 //! indexed Job). Each process reads its rank and the job's size from the
 //! launcher's environment; rank 0 sends PATH and every other rank receives
-//! it into `--out`. Every rank exits 0 only when every rank verified: the
-//! receivers read the whole group's outcome from the sender's farewell, so
+//! it into `--out`. Every rank exits 0 only when every rank verified, so
 //! `mpirun` and `srun` report a failure whichever rank they look at.
+//!
+//! Where rank 0's host is known (`--sender`, `MASTER_ADDR`) the send is a
+//! hybrid session (`rmcast::hybrid`): every receiving rank registers with
+//! rank 0 over TCP (the port after the group's), listens for the multicast
+//! session, and takes the object there, or, on a network that does not
+//! carry multicast to it, over a TCP overlay in the same session; either
+//! way it reads the whole job's outcome from rank 0's verdict on that
+//! connection. Otherwise the ranks find rank 0 on the group, and read the
+//! outcome from its multicast farewell.
 
 use crate::args::KeyArgs;
 use anyhow::{Context, Result, bail};
@@ -34,8 +42,11 @@ pub struct BcastArgs {
     /// PMI_SIZE, WORLD_SIZE or SLURM_NTASKS].
     #[arg(long, requires = "rank")]
     pub size: Option<u32>,
-    /// Host of rank 0: picks the local interface that reaches it
-    /// [default: $MASTER_ADDR; neither: 127.0.0.1, one machine].
+    /// Host of rank 0: picks the local interface that reaches it, and lets
+    /// ranks that do not hear multicast get the object over TCP from it
+    /// (the group's port + 1) [default: $MASTER_ADDR; neither: the ranks
+    /// find rank 0 on the group, multicast only, on 127.0.0.1 unless
+    /// --iface].
     #[arg(long, value_name = "HOST")]
     pub sender: Option<String>,
     /// Local interface address [default: the one routing to --sender].
@@ -49,6 +60,11 @@ pub struct BcastArgs {
     /// How long rank 0 waits for the others to join, and they for it.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub wait: HumanDuration,
+    /// TESTING: listen for rank 0's multicast session on this group
+    /// instead of the job's (one nobody sends to makes this rank behave as
+    /// one whose network drops multicast: it goes TCP).
+    #[arg(long, hide = true, value_name = "ADDR:PORT")]
+    pub probe_group: Option<SocketAddrV4>,
     /// Print the rank's report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -211,6 +227,15 @@ pub fn run(a: BcastArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         Some(g) => g,
         None => SocketAddrV4::new(Ipv4Addr::new(239, 77, 0, 1), group_port(&env)?),
     };
+    // Rank 0's lobby: TCP, the port after the group's (torchrun's own
+    // store holds MASTER_PORT over TCP on rank 0's host).
+    let lobby_port = group.port().checked_add(1).with_context(|| {
+        format!(
+            "the group's port {} leaves no port after it for rank 0's TCP lobby; give \
+             --group ADDR:PORT with a lower port",
+            group.port()
+        )
+    })?;
     let who = format!("rank {} of {}", place.rank, place.size);
     tracing::info!("{who} ({}), group {group}, interface {iface}", place.from);
     if place.rank == 0 && !a.path.exists() {
@@ -232,6 +257,9 @@ pub fn run(a: BcastArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         ]);
         argv.extend(["--group".into(), group.to_string().into()]);
         argv.extend(["--iface".into(), iface.to_string().into()]);
+        if sender.is_some() {
+            argv.extend(["--control".into(), format!("{iface}:{lobby_port}").into()]);
+        }
         if let Some(k) = &a.keys.key {
             argv.extend(["--key".into(), k.clone().into()]);
         }
@@ -252,32 +280,78 @@ pub fn run(a: BcastArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         }
         return Ok(ok);
     }
-    receive(&a, &who, group, iface, cancel)
+    let lobby = match &sender {
+        Some(host) => Some(lobby_addr(host, lobby_port)?),
+        None => None,
+    };
+    receive(&a, &who, group, iface, lobby, cancel)
 }
 
-/// A receiving rank: its own copy, and the group's outcome from the
-/// sender's farewell.
+/// Rank 0's lobby: `host`'s IPv4 address, at `port`.
+fn lobby_addr(host: &str, port: u16) -> Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve rank 0's host {host:?}"))?
+        .find(SocketAddr::is_ipv4)
+        .with_context(|| format!("rank 0's host {host:?} has no IPv4 address"))
+}
+
+/// A receiving rank: its own copy, and the job's outcome, from rank 0's
+/// verdict through its `lobby`, else from its multicast farewell.
 fn receive(
     a: &BcastArgs,
     who: &str,
     group: SocketAddrV4,
     iface: Ipv4Addr,
+    lobby: Option<SocketAddr>,
     cancel: Arc<AtomicBool>,
 ) -> Result<bool> {
     let (key, trust) = crate::receiver_setup(&a.keys, &[], &a.out, "bcast")?;
-    let cfg = rmcast::RecvConfig {
+    // "rank 3 of 9 on HOST:PID": the sender's report names the rank.
+    let name = format!("{who} on {}", rmcast::default_receiver_name());
+    let multicast = rmcast::RecvConfig {
         group,
         iface,
         out_dir: a.out.clone(),
-        // "rank 3 of 9 on HOST:PID": the sender's report names the rank.
-        name: format!("{who} on {}", rmcast::default_receiver_name()),
-        listen_timeout: Some(a.wait.0),
-        cancel: Some(cancel),
-        group_key: key,
-        trust,
+        name: name.clone(),
+        cancel: Some(cancel.clone()),
+        group_key: key.clone(),
+        trust: trust.clone(),
         ..rmcast::RecvConfig::default()
     };
-    let r = match rmcast::recv_to_dir(&cfg, None) {
+    let Some(lobby) = lobby else {
+        if a.probe_group.is_some() {
+            bail!("--probe-group needs rank 0's host (--sender or MASTER_ADDR)");
+        }
+        let cfg = rmcast::RecvConfig {
+            listen_timeout: Some(a.wait.0),
+            ..multicast
+        };
+        return finish(a, who, rmcast::recv_to_dir(&cfg, None));
+    };
+    let cfg = rmcast::overlay::OverlayRecvConfig {
+        sender: lobby,
+        listen: SocketAddr::new(iface.into(), 0),
+        out_dir: a.out.clone(),
+        name,
+        connect_timeout: Some(a.wait.0),
+        cancel: Some(cancel),
+        key,
+        trust,
+        multicast: Some(multicast),
+        probe_group: a.probe_group,
+        ..rmcast::overlay::OverlayRecvConfig::default()
+    };
+    finish(a, who, rmcast::overlay::recv_to_dir(&cfg, None))
+}
+
+/// Reports this rank's copy; whether every rank verified.
+fn finish(
+    a: &BcastArgs,
+    who: &str,
+    got: Result<rmcast::RecvReport, rmcast::Error>,
+) -> Result<bool> {
+    let r = match got {
         Ok(r) => r,
         Err(e) => {
             crate::report::print_recv(Err(&e.to_string()), a.json);
@@ -293,7 +367,7 @@ fn receive(
         ),
         None => (
             false,
-            "our copy verified, but the sender's word on the other ranks never came".to_owned(),
+            "our copy verified, but rank 0's word on the other ranks never came".to_owned(),
         ),
     };
     if !a.json {

@@ -35,7 +35,7 @@ pub fn send_json(r: &rmcast::SendReport, demo: Option<&rmcast::DemoReport>) -> V
 pub fn never_came(expected: &[String], r: &rmcast::SendReport) -> Vec<String> {
     // A hybrid session's lobby receivers came even when the session never
     // formed and sent them away (they are no members then).
-    let lobby = r.hybrid.iter().flat_map(|h| h.tcp.iter());
+    let lobby = r.hybrid.iter().flat_map(|h| h.tcp.iter().chain(&h.refused));
     let came: Vec<&str> = (r.members.iter().map(|m| m.name.as_str()))
         .chain(lobby.map(String::as_str))
         .collect();
@@ -145,7 +145,16 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
         }
     );
     if let Some(h) = &r.hybrid {
-        if h.tcp.is_empty() {
+        if !h.refused.is_empty() {
+            eprintln!(
+                "  hybrid: {} over multicast; {} did not hear the group within {} ms and were \
+                 refused (a directory tree goes over multicast only): {}",
+                h.multicast.len(),
+                h.refused.len(),
+                h.probe_wait.as_millis(),
+                h.refused.join(", ")
+            );
+        } else if h.tcp.is_empty() {
             eprintln!("  hybrid: every receiver heard the group: all over multicast");
         } else {
             eprintln!(

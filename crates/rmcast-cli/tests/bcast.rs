@@ -139,6 +139,96 @@ fn one_rank_failing_fails_every_rank() {
     }
 }
 
+/// A rank "whose network drops multicast" listens on a group nobody sends
+/// to (the hidden `--probe-group`): it really listens and hears nothing.
+fn deaf(c: &mut Command, master_port: u16) -> &mut Command {
+    let silent = master_port.wrapping_add(7_000).max(1024);
+    c.args(["--probe-group", &format!("239.77.0.1:{silent}")])
+}
+
+/// Ranks 2 and 4 do not hear the group: rank 0's hybrid session serves
+/// them over a TCP chain beside the multicast ones, and every rank exits 0
+/// with rank 0's verdict on the whole job.
+#[test]
+fn ranks_that_do_not_hear_multicast_get_the_object_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = object(dir.path(), 2_000_000);
+    let mp = port(4);
+    let size = 5;
+    let mut procs = Vec::new();
+    for rank in (0..size).rev() {
+        let out = dir.path().join(format!("rank{rank}"));
+        let mut c = torchrun_rank(rank, size, mp, &path, &out);
+        if rank == 2 || rank == 4 {
+            deaf(&mut c, mp);
+        }
+        procs.push((rank, out, Proc::spawn(&format!("rank {rank}"), &mut c)));
+    }
+    let want = std::fs::read(&path).unwrap();
+    for (rank, out, p) in procs {
+        let (code, _, err) = p.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "rank {rank}:\n{err}");
+        assert!(
+            err.contains(&format!("rank {rank} of {size}: every rank verified")),
+            "rank {rank}:\n{err}"
+        );
+        if rank == 0 {
+            assert!(
+                err.contains("hybrid: 2 over multicast, 2 over tcp-chain"),
+                "rank 0 says who went which way:\n{err}"
+            );
+        } else {
+            assert_eq!(
+                std::fs::read(out.join("ckpt.bin")).unwrap(),
+                want,
+                "rank {rank}"
+            );
+        }
+    }
+}
+
+/// A directory tree goes over multicast only: the rank that does not hear
+/// the group is refused by name, the one that does stores the tree, and
+/// every rank exits 1 saying why.
+#[test]
+fn a_tree_names_the_rank_that_cannot_hear_multicast_on_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("ckpt");
+    std::fs::create_dir_all(tree.join("shards")).unwrap();
+    object(&tree.join("shards"), 500_000);
+    let mp = port(5);
+    let size = 3;
+    let mut procs = Vec::new();
+    for rank in (0..size).rev() {
+        let out = dir.path().join(format!("rank{rank}"));
+        let mut c = torchrun_rank(rank, size, mp, &tree, &out);
+        if rank == 2 {
+            deaf(&mut c, mp);
+        }
+        procs.push((rank, out, Proc::spawn(&format!("rank {rank}"), &mut c)));
+    }
+    for (rank, out, p) in procs {
+        let (code, _, err) = p.wait(Duration::from_secs(60));
+        assert_eq!(code, 1, "rank {rank}:\n{err}");
+        match rank {
+            1 => {
+                assert!(
+                    err.contains("our copy verified, but not every rank's")
+                        && err.contains("rank 2 of 3")
+                        && err.contains("did not hear the group"),
+                    "rank 1 names rank 2 and why:\n{err}"
+                );
+                assert_eq!(
+                    std::fs::read(out.join("ckpt/shards/ckpt.bin")).unwrap(),
+                    std::fs::read(tree.join("shards/ckpt.bin")).unwrap()
+                );
+            }
+            2 => assert!(err.contains("goes over multicast only"), "rank 2:\n{err}"),
+            _ => assert!(err.contains("rank 2 of 3"), "rank 0:\n{err}"),
+        }
+    }
+}
+
 #[test]
 fn an_inconsistent_launcher_environment_is_refused_naming_the_variables() {
     let dir = tempfile::tempdir().unwrap();

@@ -181,6 +181,11 @@ fn netns_chaos_with_no_multicast_a_hybrid_send_is_as_fast_as_a_tcp_chain() {
 }
 
 #[test]
+fn netns_chaos_bcast_ranks_whose_network_drops_multicast_get_the_object_over_tcp() {
+    scenario("bcast-some-deaf");
+}
+
+#[test]
 fn netns_chaos_a_slow_receiver_sets_the_pace_or_is_ejected_and_named() {
     scenario("laggard-eject");
 }

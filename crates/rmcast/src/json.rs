@@ -84,6 +84,7 @@ impl SendReport {
                 "tcp": h.tcp,
                 "tcp_protocol": h.tcp_protocol,
                 "probe_wait_ms": h.probe_wait.as_millis() as u64,
+                "refused": h.refused,
                 "why": (!h.tcp.is_empty()).then(|| format!(
                     "{} receiver(s) did not hear the multicast session within {} ms of asking",
                     h.tcp.len(),

@@ -365,7 +365,13 @@ impl Driver<'_> {
                 if let Some(r) = self.relay {
                     r.failed(format!("the relay's upstream session failed: {reason}"));
                 }
-                tracing::warn!("transfer failed: {reason}");
+                if machine.session().is_some() {
+                    tracing::warn!("transfer failed: {reason}");
+                } else {
+                    // Nothing announced: the caller says so (a hybrid
+                    // session's probe expects it and goes TCP).
+                    tracing::debug!("no session: {reason}");
+                }
                 self.end.get_or_insert(End::Failed(reason));
             }
         }

@@ -414,6 +414,9 @@ fn a_tree_goes_over_multicast_and_a_receiver_that_does_not_hear_it_is_refused_by
                     && error.contains("r1"),
                 "{error}"
             );
+            let h = report.hybrid.as_ref().unwrap();
+            assert_eq!(h.refused, ["r1"], "{h:?}");
+            assert!(h.tcp.is_empty(), "{h:?}");
             let why = r0.group.clone().unwrap().expect_err("the session failed");
             assert!(why.contains("r1"), "{why}");
             let e1 = got[1].0.as_ref().expect_err("r1 was refused");

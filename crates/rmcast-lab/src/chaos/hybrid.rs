@@ -139,6 +139,70 @@ pub(super) fn no_multicast(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
     ))
 }
 
+/// `rmcast bcast` as torchrun starts it on 9 ranks (h0 rank 0), ranks 3
+/// and 6 on hosts whose networks drop multicast: rank 0's hybrid session
+/// serves those two over TCP and the rest over multicast; every rank exits
+/// 0, each copy byte-exact, rank 0's report naming the two that went TCP.
+/// 8 MB at 40 Mbit/s per host.
+pub(super) fn bcast_some_deaf(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
+    let setup = Setup {
+        receivers: 8,
+        size: 8_000_000,
+        rate_bits_per_s: 40_000_000,
+    };
+    let mut lan = Lan::new(ctx.work, ctx.rmcast, setup)?;
+    let size = lan.setup.receivers as usize + 1;
+    let deaf = [3, 6];
+    for &i in &deaf {
+        lan.drop_multicast(i)?;
+    }
+    std::fs::create_dir_all(lan.out_dir(0))?;
+    let port = 29_500;
+    let t0 = Instant::now();
+    let ranks: Vec<P> = (0..size)
+        .rev()
+        .map(|i| lan.bcast(i, size, port, &[]))
+        .collect::<Result<_>>()?;
+    let ranks: Vec<P> = ranks.into_iter().rev().collect();
+    let (exit, at) = lan.wait_exit(ranks[0], Duration::from_secs(45))?;
+    let text = lan.text(ranks[0]);
+    ensure!(exit == Exit::Code(0), "rank 0: {exit:?}\n{text}");
+    let report = lan.report(ranks[0])?;
+    let mut tcp: Vec<String> = names(&report["hybrid"]["tcp"]);
+    tcp.sort();
+    let want: Vec<String> = deaf.iter().map(|i| format!("rank {i} of {size}")).collect();
+    ensure!(
+        tcp.len() == want.len() && tcp.iter().zip(&want).all(|(t, w)| t.starts_with(w)),
+        "went TCP: {tcp:?}, want the deaf ranks {want:?}"
+    );
+    for (i, &p) in ranks.iter().enumerate().skip(1) {
+        let (e, _) = lan.wait_exit(p, Duration::from_secs(10))?;
+        ensure!(e == Exit::Code(0), "rank {i}: {e:?}\n{}", lan.text(p));
+        ensure!(lan.verified(i, 0)?, "rank {i}'s copy is not byte-exact");
+    }
+    let mut dropped = 0;
+    for &i in &deaf {
+        let d = lan.multicast_drops(i)?;
+        ensure!(
+            d > 0,
+            "h{i}'s rule dropped no multicast: the test proves nothing"
+        );
+        dropped += d;
+    }
+    let protocol = report["protocol"].as_str().unwrap_or("?").to_owned();
+    let took = at - t0;
+    lan.finish()?;
+    Ok((
+        format!(
+            "{protocol}: all {size} ranks exit 0, {} over multicast and ranks {deaf:?} \
+             ({dropped} multicast packets dropped on them) over TCP, in {}",
+            size - 1 - deaf.len(),
+            secs(took)
+        ),
+        None,
+    ))
+}
+
 /// Waits for the sender `s` and the receivers `r`: all exit 0 with
 /// byte-exact copies; when the sender exited.
 fn finished(lan: &mut Lan, s: P, r: &[P], what: &str) -> Result<Instant> {

@@ -107,11 +107,24 @@ impl Lan {
     }
 
     fn spawn(&mut self, host: usize, label: String, args: Vec<String>) -> Result<P> {
+        self.spawn_env(host, label, args, &[])
+    }
+
+    fn spawn_env(
+        &mut self,
+        host: usize,
+        label: String,
+        args: Vec<String>,
+        env: &[(&str, String)],
+    ) -> Result<P> {
         let mut cmd = self
             .tb
             .command(host, &self.rmcast.display().to_string(), &args);
         // Plain log lines in the files (tracing honours NO_COLOR).
         cmd.env("NO_COLOR", "1");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let p = Proc::spawn(cmd, label, host, &self.work)?;
         self.procs.procs.push(p);
         Ok(P(self.procs.procs.len() - 1))
@@ -417,6 +430,27 @@ impl Lan {
             None,
         )?;
         Ok(crate::testbed::nft_counted_packets(&text))
+    }
+
+    /// `rmcast bcast` of object 0 as torchrun starts it on host `i`: rank
+    /// `i` of `size`, `MASTER_ADDR` h0's address, `MASTER_PORT` `port`
+    /// (the group's; rank 0's TCP lobby takes the next); into
+    /// `out_dir(i)`, `--json`, plus `extra`. Rank 0 is h0, the sender.
+    pub fn bcast(&mut self, i: usize, size: usize, port: u16, extra: &[&str]) -> Result<P> {
+        let object = self.object(0)?.display().to_string();
+        let master = self.tb.hosts()[0].addr.to_string();
+        let mut args: Vec<String> = vec!["bcast".into(), object, "--out".into()];
+        args.push(self.out_dir(i).display().to_string());
+        args.extend(["--wait".into(), "30s".into(), "--json".into()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let env = [
+            ("RANK", i.to_string()),
+            ("WORLD_SIZE", size.to_string()),
+            ("MASTER_ADDR", master),
+            ("MASTER_PORT", port.to_string()),
+        ];
+        let n = self.procs.procs.len();
+        self.spawn_env(i, format!("h{i} bcast {n}"), args, &env)
     }
 
     /// `rmcast recv --sender` on host `i` for a hybrid session: it

@@ -56,7 +56,7 @@ pub struct Ctx<'a> {
 pub type Scenario = fn(&Ctx) -> Result<(String, Option<Duration>)>;
 
 /// Every scenario, by name, in the order of the issue.
-pub const SCENARIOS: [(&str, Scenario); 20] = [
+pub const SCENARIOS: [(&str, Scenario); 21] = [
     ("kill-receiver", process::kill_receiver),
     ("stop-receiver", process::stop_receiver),
     ("kill-sender", process::kill_sender),
@@ -75,6 +75,7 @@ pub const SCENARIOS: [(&str, Scenario); 20] = [
     ("stop-overlay-chain", overlay::stop_chain),
     ("hybrid-some-deaf", hybrid::some_deaf),
     ("hybrid-no-multicast", hybrid::no_multicast),
+    ("bcast-some-deaf", hybrid::bcast_some_deaf),
     ("laggard-eject", laggard::eject),
     ("laggard-tcp", laggard::tcp),
 ];

@@ -91,6 +91,9 @@ pub struct HybridReport {
     pub tcp_protocol: String,
     /// How long each of them listened for the group.
     pub probe_wait: Duration,
+    /// Receivers that did not hear the group of a session without a TCP
+    /// half (a directory tree goes over multicast only), refused, by name.
+    pub refused: Vec<String>,
 }
 
 /// What the lobby and the multicast half share: the count of receivers

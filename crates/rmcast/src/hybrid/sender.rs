@@ -575,6 +575,7 @@ fn merge(
         tcp,
         tcp_protocol: tcp_protocol.clone(),
         probe_wait: cfg.probe_wait,
+        refused: Vec::new(),
     };
     let names = |r: &SendReport| r.members.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
     let t = match tcp {
@@ -598,7 +599,14 @@ fn merge(
                 let _ = write!(e, "{} more {why}: {}", away.len(), away.join(", "));
             }
             m.ok = false;
-            m.hybrid = Some(hybrid(names(&m), away));
+            m.hybrid = Some(if why == REFUSED_TREE {
+                HybridReport {
+                    refused: away,
+                    ..hybrid(names(&m), Vec::new())
+                }
+            } else {
+                hybrid(names(&m), away)
+            });
             return Ok(m);
         }
     };
