@@ -280,7 +280,7 @@ impl Scenario {
             }
             if t.kind == ToolKind::Rmcast {
                 if let Some(p) = t.protocol.as_deref()
-                    && !crate::tools::rmcast::PROTOCOLS.contains(&p)
+                    && !crate::tools::rmcast::accepts(p)
                 {
                     bail!("tool {}: unknown rmcast protocol {p}", t.name);
                 }

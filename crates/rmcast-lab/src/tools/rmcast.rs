@@ -3,7 +3,8 @@
 
 use super::driver::{Completion, Ctx, Plan, ProcSpec, Tool, paced_rate, s};
 
-/// The protocols `kind = "rmcast"` accepts (the CLI's `--protocol`).
+/// The protocols `kind = "rmcast"` accepts (the CLI's `--protocol`;
+/// `auto` too, in scenarios: [`accepts`]).
 pub const PROTOCOLS: [&str; 10] = [
     "ack",
     "nak-poll",
@@ -16,6 +17,13 @@ pub const PROTOCOLS: [&str; 10] = [
     "tcp-bintree",
     "tcp-pipeline",
 ];
+
+/// Whether a scenario's rmcast tool may name `protocol`: one of
+/// [`PROTOCOLS`], or `auto`, the CLI's default, as a user who gives no
+/// `--protocol` runs it (without a `rate_fraction`, no `--rate` either).
+pub fn accepts(protocol: &str) -> bool {
+    protocol == "auto" || PROTOCOLS.contains(&protocol)
+}
 
 /// The rmcast plan.
 /// `rmcast recv` on host `i` for `group`: its copy under the run's
@@ -96,11 +104,13 @@ pub fn plan(tool: &Tool, c: &Ctx) -> Result<Plan, String> {
         protocol,
     ];
     // TCP overlays pace themselves (rmcast refuses --rate for them), and so
-    // do the rate controls that refuse --rate (off, find).
-    let paces_itself = tool
-        .args
-        .windows(2)
-        .any(|w| w[0] == "--rate-control" && matches!(w[1].as_str(), "off" | "find"))
+    // do the rate controls that refuse --rate (off, find), and auto without
+    // a rate_fraction (what a user who gives no flag runs: unpaced).
+    let paces_itself = (tool.protocol.as_deref() == Some("auto") && tool.rate_fraction.is_none())
+        || tool
+            .args
+            .windows(2)
+            .any(|w| w[0] == "--rate-control" && matches!(w[1].as_str(), "off" | "find"))
         || tool
             .args
             .iter()
