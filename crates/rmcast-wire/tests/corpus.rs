@@ -609,6 +609,10 @@ fn overlay_valid() -> Vec<Vec<u8>> {
             rank: 3,
             from: 1_048_576,
         },
+        Msg::Verdict {
+            ok: false,
+            text: "1 of 8 receivers did not verify".into(),
+        },
     ];
     msgs.iter().map(Msg::to_frame).collect()
 }
