@@ -649,7 +649,9 @@ pub struct RecvArgs {
     /// multicast group: a tcp-* sender serves this receiver over its TCP
     /// overlay; a hybrid sender (a multicast protocol with --control) has
     /// it listen on its group (--iface) first, and serves it over TCP if
-    /// the group is not heard (networks without multicast).
+    /// the group is not heard (networks without multicast), then tells it
+    /// whether every receiver of the session verified (it waits for that
+    /// word before it exits).
     #[arg(long, value_name = "ADDR:PORT")]
     pub sender: Option<std::net::SocketAddr>,
     /// tcp-*: address to accept data connections on (port 0: any free port).
