@@ -52,6 +52,10 @@ struct Opts {
     slow: Option<usize>,
     /// This receiver refuses the object (it takes at most 1 byte).
     refuse: Option<usize>,
+    /// The send starts this long after the receivers (its lobby bound
+    /// from the start): their connections wait in the listen backlog and
+    /// arrive at once, as a job's ranks do when rank 0 comes up last.
+    start_after: Option<Duration>,
 }
 
 fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
@@ -62,6 +66,7 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
         wait,
         slow,
         refuse,
+        start_after,
     } = opts;
     let group = rmcast::random_group();
     let deaf_group = {
@@ -99,7 +104,14 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
     let lobby: SocketAddr = sender.local_addr().unwrap();
     let payload = data(size, vias.len() as u8);
     let sent = payload.clone();
-    let send = std::thread::spawn(move || sender.send_bytes("obj.bin", &sent, None));
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let send = std::thread::spawn(move || {
+        let _ = go_rx.recv();
+        sender.send_bytes("obj.bin", &sent, None)
+    });
+    if start_after.is_none() {
+        let _ = go_tx.send(());
+    }
     let mut handles = Vec::new();
     for (i, via) in vias.iter().copied().enumerate() {
         let out = dir.join(format!("r{i}"));
@@ -136,6 +148,10 @@ fn run(vias: &[Via], size: usize, opts: Opts, dir: &Path) -> Session {
             r.map_err(|e| e.to_string())
         });
         handles.push((name, h, out));
+    }
+    if let Some(d) = start_after {
+        std::thread::sleep(d);
+        let _ = go_tx.send(());
     }
     let report = send.join().unwrap().expect("the session runs");
     let receivers = handles
@@ -422,6 +438,28 @@ fn a_tree_goes_over_multicast_and_a_receiver_that_does_not_hear_it_is_refused_by
             let e1 = got[1].0.as_ref().expect_err("r1 was refused");
             assert!(e1.contains("goes over multicast only"), "{e1}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+/// More receivers than the lobby's key exchanges in flight (64) come
+/// through it at once, as the ranks of a large job do the moment rank 0
+/// listens: none is turned away, every one verifies.
+#[test]
+fn a_burst_of_keyed_registrations_larger_than_the_handshake_cap_all_get_in() {
+    bounded(Duration::from_secs(120), || {
+        let dir = tmp("burst");
+        let key = Arc::new(GroupKey::from_secret([0x3c; 32]));
+        let mut vias = vec![Via::LobbyHears; 96];
+        vias.extend([Via::LobbyDeaf; 4]);
+        let opts = Opts {
+            key: Some(key),
+            wait: Some(Duration::from_secs(60)),
+            start_after: Some(Duration::from_millis(800)),
+            ..Opts::default()
+        };
+        let s = run(&vias, 20_000, opts, &dir);
+        check(&s, &vias);
         let _ = std::fs::remove_dir_all(&dir);
     });
 }

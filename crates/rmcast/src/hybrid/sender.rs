@@ -28,8 +28,10 @@ use std::time::{Duration, Instant};
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// The driver's longest sleep: it looks at the multicast half this often.
 const LOOK_EVERY: Duration = Duration::from_millis(5);
-/// Lobby connections in their key exchange at once, at most: more are
-/// dropped, so a flood of idle connections cannot pile up threads.
+/// Lobby connections in their key exchange at once, at most: more wait in
+/// the listen backlog until one ends, so a flood of idle connections
+/// cannot pile up threads, and a burst of receivers (a job's ranks the
+/// moment rank 0 listens) is let in as fast as the exchanges go.
 const HANDSHAKES_MAX: usize = 64;
 
 /// Why receivers of a tree's session were not served.
@@ -274,7 +276,25 @@ fn accept<'s, 'e: 's>(
 ) {
     let handshakes = Arc::new(AtomicUsize::new(0));
     let mut next: ConnId = 0;
-    while let Some(r) = io::accept_unless(listener, abort) {
+    // Nothing is accepted before the multicast session has its id (a
+    // `Probe` names it, a keyed exchange is bound to it): connections that
+    // come first wait in the backlog, not in a handshake slot.
+    while split.session().is_none() {
+        if abort.load(Ordering::Acquire) {
+            return;
+        }
+        std::thread::sleep(LOOK_EVERY);
+    }
+    loop {
+        while handshakes.load(Ordering::Acquire) >= HANDSHAKES_MAX {
+            if abort.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep(LOOK_EVERY);
+        }
+        let Some(r) = io::accept_unless(listener, abort) else {
+            return;
+        };
         let (mut s, from) = match r {
             Ok(c) => c,
             Err(e) => {
@@ -283,10 +303,7 @@ fn accept<'s, 'e: 's>(
                 continue;
             }
         };
-        if handshakes.fetch_add(1, Ordering::AcqRel) >= HANDSHAKES_MAX {
-            handshakes.fetch_sub(1, Ordering::AcqRel);
-            continue;
-        }
+        handshakes.fetch_add(1, Ordering::AcqRel);
         next += 1;
         let (id, tx, handshakes) = (next, tx.clone(), handshakes.clone());
         scope.spawn(move || {

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 /// Bytes the sender hands to the kernel per write on an edge carrying every segment.
 const WRITE_CHUNK: usize = 256 << 10;
 /// Key exchanges in progress at once, at most (keyed): connections beyond
-/// are dropped, so a flood of idle connections cannot pile up threads.
+/// wait in the listen backlog until one ends, so a flood of idle
+/// connections cannot pile up threads and a burst of receivers all get in.
 const HANDSHAKES_MAX: usize = 64;
 
 /// A sender bound to its control address, ready to run one session.
@@ -501,7 +502,18 @@ fn accept_loop<'scope>(
 ) {
     let mut next_conn = 0u64;
     let busy = Arc::new(AtomicUsize::new(0));
-    while let Some(accepted) = io::accept_unless(listener, stop) {
+    loop {
+        // At the cap, the next connections wait in the listen backlog
+        // until a key exchange ends (a burst of receivers all get in).
+        while hs.key.is_some() && busy.load(Ordering::Relaxed) >= HANDSHAKES_MAX {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let Some(accepted) = io::accept_unless(listener, stop) else {
+            return;
+        };
         match accepted {
             Ok((mut stream, peer)) => {
                 let setup = stream
@@ -515,12 +527,6 @@ fn accept_loop<'scope>(
                         continue;
                     }
                 };
-                if hs.key.is_some() && busy.load(Ordering::Relaxed) >= HANDSHAKES_MAX {
-                    tracing::debug!(
-                        "dropping control connection from {peer}: too many key exchanges"
-                    );
-                    continue;
-                }
                 next_conn += 1;
                 let conn = next_conn;
                 let (rtx, key, busy) = (tx.clone(), hs.key.clone(), busy.clone());
