@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Proc, rmcast};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -56,6 +56,33 @@ fn torchrun_rank(rank: u32, size: u32, master_port: u16, path: &Path, out: &Path
     c
 }
 
+/// Starts the `size` ranks of a torchrun job sending `path` (the last
+/// rank first, rank 0, the sender, last), each into `dir/rankR`; the ranks
+/// in `deaf` are on a network that drops multicast: they listen on a group
+/// nobody sends to (the hidden `--probe-group`), really listen and hear
+/// nothing. Rank, its directory and its process, from rank `size - 1`.
+fn start_ranks(
+    size: u32,
+    master_port: u16,
+    path: &Path,
+    dir: &Path,
+    deaf: &[u32],
+) -> Vec<(u32, PathBuf, Proc)> {
+    let silent = master_port.wrapping_add(7_000).max(1024);
+    (0..size)
+        .rev()
+        .map(|rank| {
+            let out = dir.join(format!("rank{rank}"));
+            let mut c = torchrun_rank(rank, size, master_port, path, &out);
+            if deaf.contains(&rank) {
+                c.args(["--probe-group", &format!("239.77.0.1:{silent}")]);
+            }
+            let p = Proc::spawn(&format!("rank {rank}"), &mut c);
+            (rank, out, p)
+        })
+        .collect()
+}
+
 fn object(dir: &Path, len: usize) -> std::path::PathBuf {
     let path = dir.join("ckpt.bin");
     let bytes: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
@@ -69,19 +96,15 @@ fn torchrun_ranks_get_the_object_and_all_exit_zero() {
     let path = object(dir.path(), 3_000_000);
     let mp = port(1);
     let size = 4;
-    let mut procs = Vec::new();
-    for rank in (0..size).rev() {
-        let out = dir.path().join(format!("rank{rank}"));
-        procs.push((
-            rank,
-            out.clone(),
-            Proc::spawn(
-                &format!("rank {rank}"),
-                &mut torchrun_rank(rank, size, mp, &path, &out),
-            ),
-        ));
-    }
-    let want = std::fs::read(&path).unwrap();
+    every_rank_verified(start_ranks(size, mp, &path, dir.path(), &[]), &path);
+}
+
+/// Waits for the ranks: each exits 0 saying every rank verified, and
+/// each receiving rank holds a byte-exact copy of `path`; rank 0's stderr.
+fn every_rank_verified(procs: Vec<(u32, PathBuf, Proc)>, path: &Path) -> String {
+    let size = procs.len();
+    let want = std::fs::read(path).unwrap();
+    let mut rank0 = String::new();
     for (rank, out, p) in procs {
         let (code, _, err) = p.wait(Duration::from_secs(60));
         assert_eq!(code, 0, "rank {rank}:\n{err}");
@@ -89,7 +112,9 @@ fn torchrun_ranks_get_the_object_and_all_exit_zero() {
             err.contains(&format!("rank {rank} of {size}: every rank verified")),
             "rank {rank}:\n{err}"
         );
-        if rank > 0 {
+        if rank == 0 {
+            rank0 = err;
+        } else {
             assert_eq!(
                 std::fs::read(out.join("ckpt.bin")).unwrap(),
                 want,
@@ -97,6 +122,7 @@ fn torchrun_ranks_get_the_object_and_all_exit_zero() {
             );
         }
     }
+    rank0
 }
 
 /// One rank cannot store the object (a directory stands where the file
@@ -110,18 +136,7 @@ fn one_rank_failing_fails_every_rank() {
     let size = 3;
     let blocked = dir.path().join("rank2");
     std::fs::create_dir_all(blocked.join("ckpt.bin")).unwrap();
-    let mut procs = Vec::new();
-    for rank in (0..size).rev() {
-        let out = dir.path().join(format!("rank{rank}"));
-        procs.push((
-            rank,
-            Proc::spawn(
-                &format!("rank {rank}"),
-                &mut torchrun_rank(rank, size, mp, &path, &out),
-            ),
-        ));
-    }
-    for (rank, p) in procs {
+    for (rank, _, p) in start_ranks(size, mp, &path, dir.path(), &[]) {
         let (code, _, err) = p.wait(Duration::from_secs(60));
         assert_eq!(code, 1, "rank {rank}:\n{err}");
         if rank == 1 {
@@ -139,13 +154,6 @@ fn one_rank_failing_fails_every_rank() {
     }
 }
 
-/// A rank "whose network drops multicast" listens on a group nobody sends
-/// to (the hidden `--probe-group`): it really listens and hears nothing.
-fn deaf(c: &mut Command, master_port: u16) -> &mut Command {
-    let silent = master_port.wrapping_add(7_000).max(1024);
-    c.args(["--probe-group", &format!("239.77.0.1:{silent}")])
-}
-
 /// Ranks 2 and 4 do not hear the group: rank 0's hybrid session serves
 /// them over a TCP chain beside the multicast ones, and every rank exits 0
 /// with rank 0's verdict on the whole job.
@@ -155,36 +163,11 @@ fn ranks_that_do_not_hear_multicast_get_the_object_over_tcp() {
     let path = object(dir.path(), 2_000_000);
     let mp = port(4);
     let size = 5;
-    let mut procs = Vec::new();
-    for rank in (0..size).rev() {
-        let out = dir.path().join(format!("rank{rank}"));
-        let mut c = torchrun_rank(rank, size, mp, &path, &out);
-        if rank == 2 || rank == 4 {
-            deaf(&mut c, mp);
-        }
-        procs.push((rank, out, Proc::spawn(&format!("rank {rank}"), &mut c)));
-    }
-    let want = std::fs::read(&path).unwrap();
-    for (rank, out, p) in procs {
-        let (code, _, err) = p.wait(Duration::from_secs(60));
-        assert_eq!(code, 0, "rank {rank}:\n{err}");
-        assert!(
-            err.contains(&format!("rank {rank} of {size}: every rank verified")),
-            "rank {rank}:\n{err}"
-        );
-        if rank == 0 {
-            assert!(
-                err.contains("hybrid: 2 over multicast, 2 over tcp-chain"),
-                "rank 0 says who went which way:\n{err}"
-            );
-        } else {
-            assert_eq!(
-                std::fs::read(out.join("ckpt.bin")).unwrap(),
-                want,
-                "rank {rank}"
-            );
-        }
-    }
+    let rank0 = every_rank_verified(start_ranks(size, mp, &path, dir.path(), &[2, 4]), &path);
+    assert!(
+        rank0.contains("hybrid: 2 over multicast, 2 over tcp-chain"),
+        "rank 0 says who went which way:\n{rank0}"
+    );
 }
 
 /// A directory tree goes over multicast only: the rank that does not hear
@@ -198,16 +181,7 @@ fn a_tree_names_the_rank_that_cannot_hear_multicast_on_every_rank() {
     object(&tree.join("shards"), 500_000);
     let mp = port(5);
     let size = 3;
-    let mut procs = Vec::new();
-    for rank in (0..size).rev() {
-        let out = dir.path().join(format!("rank{rank}"));
-        let mut c = torchrun_rank(rank, size, mp, &tree, &out);
-        if rank == 2 {
-            deaf(&mut c, mp);
-        }
-        procs.push((rank, out, Proc::spawn(&format!("rank {rank}"), &mut c)));
-    }
-    for (rank, out, p) in procs {
+    for (rank, out, p) in start_ranks(size, mp, &tree, dir.path(), &[2]) {
         let (code, _, err) = p.wait(Duration::from_secs(60));
         assert_eq!(code, 1, "rank {rank}:\n{err}");
         match rank {

@@ -52,15 +52,7 @@ pub(super) fn some_deaf(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
         ensure!(e == Exit::Code(0), "h{i}: {e:?}\n{}", lan.text(p));
         ensure!(lan.verified(i, 0)?, "h{i}'s copy is not byte-exact");
     }
-    let mut dropped = 0;
-    for &i in &deaf {
-        let d = lan.multicast_drops(i)?;
-        ensure!(
-            d > 0,
-            "h{i}'s rule dropped no multicast: the test proves nothing"
-        );
-        dropped += d;
-    }
+    let dropped = dropped_on(&lan, &deaf)?;
     let took = at - t0;
     let protocol = report["protocol"].as_str().unwrap_or("?").to_owned();
     lan.finish()?;
@@ -180,15 +172,7 @@ pub(super) fn bcast_some_deaf(ctx: &Ctx) -> Result<(String, Option<Duration>)> {
         ensure!(e == Exit::Code(0), "rank {i}: {e:?}\n{}", lan.text(p));
         ensure!(lan.verified(i, 0)?, "rank {i}'s copy is not byte-exact");
     }
-    let mut dropped = 0;
-    for &i in &deaf {
-        let d = lan.multicast_drops(i)?;
-        ensure!(
-            d > 0,
-            "h{i}'s rule dropped no multicast: the test proves nothing"
-        );
-        dropped += d;
-    }
+    let dropped = dropped_on(&lan, &deaf)?;
     let protocol = report["protocol"].as_str().unwrap_or("?").to_owned();
     let took = at - t0;
     lan.finish()?;
@@ -219,6 +203,21 @@ fn finished(lan: &mut Lan, s: P, r: &[P], what: &str) -> Result<Instant> {
         ensure!(lan.verified(i, 0)?, "{what}: h{i}'s copy is not byte-exact");
     }
     Ok(at)
+}
+
+/// Multicast packets the rules of the `deaf` hosts dropped, in all; each
+/// must have dropped some, else the scenario proves nothing.
+fn dropped_on(lan: &Lan, deaf: &[usize]) -> Result<u64> {
+    let mut dropped = 0;
+    for &i in deaf {
+        let d = lan.multicast_drops(i)?;
+        ensure!(
+            d > 0,
+            "h{i}'s rule dropped no multicast: the test proves nothing"
+        );
+        dropped += d;
+    }
+    Ok(dropped)
 }
 
 /// Removes receiver `i`'s copy, so the next transfer writes it anew.
