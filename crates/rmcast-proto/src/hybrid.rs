@@ -167,6 +167,7 @@ impl Lobby {
 
     /// A frame from connection `conn`.
     pub fn handle_msg(&mut self, now: Instant, conn: ConnId, msg: Msg) {
+        let elsewhere = self.elsewhere();
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -190,8 +191,7 @@ impl Lobby {
                 self.arm_beat(now);
             }
             (Stage::Probing, Msg::Unheard) => {
-                let full = usize::from(self.joined) + self.waiting.len() + self.refused.len()
-                    >= usize::from(self.cfg.receivers);
+                let full = usize::from(self.joined) + elsewhere >= usize::from(self.cfg.receivers);
                 if self.closed || full {
                     self.refuse(conn);
                     return;

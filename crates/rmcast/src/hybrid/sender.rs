@@ -248,19 +248,28 @@ fn tell_verdict(
     while let Some(op) = lobby.poll_op() {
         match op {
             LobbyOp::Send(c, m) => {
-                if let Some((s, sealer)) = conns.get_mut(&c)
-                    && let Err(e) = io::send_msg(s, sealer.as_deref_mut(), &m, limit)
-                {
-                    tracing::debug!("lobby connection {c}: cannot send the verdict: {e}");
+                let sent = send_on(&mut conns, c, &m, limit);
+                if !sent {
+                    tracing::debug!("lobby connection {c}: cannot send the verdict");
                 }
             }
-            LobbyOp::Close(c) => {
-                if let Some((s, _)) = conns.remove(&c) {
-                    let _ = s.shutdown(std::net::Shutdown::Write);
-                }
-            }
+            LobbyOp::Close(c) => close(&mut conns, c),
             _ => {}
         }
+    }
+}
+
+/// Writes `m` on lobby connection `c`; false when it is gone or failed.
+fn send_on(conns: &mut Conns, c: ConnId, m: &Msg, limit: Duration) -> bool {
+    conns
+        .get_mut(&c)
+        .is_some_and(|(s, sealer)| io::send_msg(s, sealer.as_deref_mut(), m, limit).is_ok())
+}
+
+/// Closes lobby connection `c` (after what was written on it).
+fn close(conns: &mut Conns, c: ConnId) {
+    if let Some((s, _)) = conns.remove(&c) {
+        let _ = s.shutdown(std::net::Shutdown::Both);
     }
 }
 
@@ -279,12 +288,15 @@ fn accept<'s, 'e: 's>(
     // Nothing is accepted before the multicast session has its id (a
     // `Probe` names it, a keyed exchange is bound to it): connections that
     // come first wait in the backlog, not in a handshake slot.
-    while split.session().is_none() {
+    let session = loop {
+        if let Some(id) = split.session() {
+            break id.0;
+        }
         if abort.load(Ordering::Acquire) {
             return;
         }
         std::thread::sleep(LOOK_EVERY);
-    }
+    };
     loop {
         while handshakes.load(Ordering::Acquire) >= HANDSHAKES_MAX {
             if abort.load(Ordering::Acquire) {
@@ -307,7 +319,7 @@ fn accept<'s, 'e: 's>(
         next += 1;
         let (id, tx, handshakes) = (next, tx.clone(), handshakes.clone());
         scope.spawn(move || {
-            let ready = greet(&mut s, cfg, split, abort);
+            let ready = greet(&mut s, cfg, session, abort);
             handshakes.fetch_sub(1, Ordering::AcqRel);
             let (reader, sealer) = match ready.and_then(|(frames, sealer)| {
                 let r = s.try_clone().map_err(|e| e.to_string())?;
@@ -326,29 +338,20 @@ fn accept<'s, 'e: 's>(
     }
 }
 
-/// A lobby connection's key exchange (keyed), once the multicast session
-/// has its id: the reader and the sealer of the connection.
+/// A lobby connection's key exchange (keyed) for the multicast session
+/// `session`: the reader and the sealer of the connection.
 fn greet(
     s: &mut TcpStream,
     cfg: &HybridConfig,
-    split: &Split,
+    session: u64,
     abort: &AtomicBool,
 ) -> Result<(FrameReader, Option<Box<Sealer>>), String> {
     io::tune(s).map_err(|e| e.to_string())?;
-    let session = loop {
-        if let Some(id) = split.session() {
-            break id;
-        }
-        if abort.load(Ordering::Acquire) {
-            return Err("the session ended".into());
-        }
-        std::thread::sleep(LOOK_EVERY);
-    };
     match &cfg.overlay.key {
         None => Ok((FrameReader::default(), None)),
         Some(key) => {
             let limit = cfg.overlay.inactivity;
-            let ch = secure::respond(s, "sender", key, session.0, abort, limit)
+            let ch = secure::respond(s, "sender", key, session, abort, limit)
                 .map_err(|e| e.to_string())?;
             Ok((FrameReader::sealed(ch.opener), Some(Box::new(ch.sealer))))
         }
@@ -435,18 +438,11 @@ fn drive<'s, 'e: 's>(
         while let Some(op) = lobby.poll_op() {
             match op {
                 LobbyOp::Send(c, m) => {
-                    let ok = conns.get_mut(&c).is_some_and(|(s, sealer)| {
-                        io::send_msg(s, sealer.as_deref_mut(), &m, limit).is_ok()
-                    });
-                    if !ok {
+                    if !send_on(&mut conns, c, &m, limit) {
                         lobby.handle_closed(c);
                     }
                 }
-                LobbyOp::Close(c) => {
-                    if let Some((s, _)) = conns.remove(&c) {
-                        let _ = s.shutdown(std::net::Shutdown::Both);
-                    }
-                }
+                LobbyOp::Close(c) => close(&mut conns, c),
                 LobbyOp::Announce => split.announce(),
                 LobbyOp::ServeElsewhere(k) => split.serve_elsewhere(k),
                 LobbyOp::OpenOverlay(list) => {

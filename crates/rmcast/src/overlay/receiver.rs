@@ -57,17 +57,14 @@ pub fn recv_to_dir(
     cfg: &OverlayRecvConfig,
     progress: Option<&mut dyn FnMut(Progress)>,
 ) -> Result<RecvReport, Error> {
-    let Done::Report(r) = recv_once(cfg, progress, true)?;
-    Ok(*r)
+    recv_once(cfg, progress, true).map(|r| *r)
 }
 
-/// How one registration ended: the object. (A hybrid session's receiver
-/// that did not hear the group runs its registration with the TCP overlay
-/// from the first one, keeping the lobby connection for the session's
-/// verdict.)
-enum Done {
-    Report(Box<RecvReport>),
-}
+/// How one registration ended: the object's report. (A hybrid session's
+/// receiver that did not hear the group runs its registration with the TCP
+/// overlay from inside the first one, keeping the lobby connection for the
+/// session's verdict.)
+type Done = Box<RecvReport>;
 
 /// One registration with the sender at `cfg.sender`; `hybrid`: a `Probe`
 /// and a `Redirect` are welcome (the first registration, not the
@@ -465,7 +462,7 @@ impl<'n, 'a> Driver<'n, 'a> {
         };
         let seconds = self.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
         report(&mut progress, a.size, a.size, "done");
-        Ok(Done::Report(Box::new(RecvReport {
+        Ok(Box::new(RecvReport {
             path: self.path.take().flatten(),
             name: a.name.clone(),
             bytes: a.size,
@@ -481,7 +478,7 @@ impl<'n, 'a> Driver<'n, 'a> {
             held_bytes: 0,
             group: None,
             caught_up_from: None,
-        })))
+        }))
     }
 
     /// Prepares storage for the assigned object and answers the machine.

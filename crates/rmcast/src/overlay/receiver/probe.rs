@@ -86,9 +86,9 @@ impl Driver<'_, '_> {
                 sender: to,
                 ..self.node.cfg.clone()
             };
-            let Done::Report(mut r) = super::recv_once(&redirected, progress, false)?;
+            let mut r = super::recv_once(&redirected, progress, false)?;
             r.group = self.await_verdict(None);
-            return Ok(Some(Done::Report(r)));
+            return Ok(Some(r));
         }
         let Some((group, session, wait_ms)) = h.probe.take() else {
             return Ok(None);
@@ -97,7 +97,7 @@ impl Driver<'_, '_> {
         match self.probe(group, session, wait_ms, progress)? {
             Some(mut r) => {
                 r.group = self.await_verdict(r.group.take());
-                Ok(Some(Done::Report(Box::new(r))))
+                Ok(Some(Box::new(r)))
             }
             None => Ok(None),
         }
