@@ -45,8 +45,10 @@ use std::time::{Duration, Instant};
 pub const SEGMENT: usize = 64 * 1024;
 /// How often waits look at the abort flag and the hash.
 const LOOK_EVERY: Duration = Duration::from_millis(5);
-/// Catch-up connections served at once, at most: more are closed at once,
-/// so a flood of idle connections cannot pile up threads.
+/// Catch-up connections served at once beyond one per moved receiver the
+/// server still expects: more are closed at once, so a flood of idle
+/// connections cannot pile up threads, nor crowd out a moved receiver
+/// (however many were moved, each has its place).
 const CONNECTIONS_MAX: usize = 64;
 /// How often a catch-up that waits for the multicast data to end hears
 /// that the sender is alive (the receiver's limit is seconds).
@@ -199,7 +201,7 @@ impl Server {
     }
 
     /// Accepts catch-ups until stopped; each runs on a thread of `scope`
-    /// (at most [`CONNECTIONS_MAX`] at once).
+    /// (at most [`CONNECTIONS_MAX`] more at once than receivers expected).
     pub(crate) fn run<'s, 'e: 's>(
         &'e self,
         scope: &'s std::thread::Scope<'s, 'e>,
@@ -216,7 +218,8 @@ impl Server {
             let Some(&session) = self.session.get() else {
                 continue; // nobody was moved yet: a stranger
             };
-            if self.serving.fetch_add(1, Ordering::AcqRel) >= CONNECTIONS_MAX {
+            let places = CONNECTIONS_MAX + self.lock().len();
+            if self.serving.fetch_add(1, Ordering::AcqRel) >= places {
                 self.serving.fetch_sub(1, Ordering::AcqRel);
                 continue;
             }
@@ -608,6 +611,28 @@ mod tests {
             let () = got;
             assert_eq!(verdicts, [(1, Ok(()))], "keyed {}", key.is_some());
         }
+    }
+
+    #[test]
+    fn idle_strangers_cannot_crowd_out_a_moved_receiver() {
+        let data = object();
+        let hash = *blake3::hash(&data).as_bytes();
+        let (got, verdicts) = with_server(&data, None, (hash, None), |addr| {
+            // As many idle connections as the server takes beyond the
+            // receivers it expects, all accepted before rank 1 connects.
+            let idle: Vec<TcpStream> = (0..CONNECTIONS_MAX)
+                .map(|_| TcpStream::connect(addr).unwrap())
+                .collect();
+            std::thread::sleep(Duration::from_millis(300));
+            let got = fetch_all(addr, 1, 0, &data, None).map(|(copy, f)| {
+                f.confirm(Status::Ok, "", LIMIT);
+                copy == data
+            });
+            drop(idle);
+            got
+        });
+        assert_eq!(got, Ok(true));
+        assert_eq!(verdicts, [(1, Ok(()))]);
     }
 
     #[test]
