@@ -176,6 +176,9 @@ pub struct RunArgs {
     /// Override the scenario's receiver counts (comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub receivers: Vec<u16>,
+    /// Override the scenario's object sizes (comma-separated: `1MB,256MiB`).
+    #[arg(long, value_delimiter = ',', value_name = "SIZE,SIZE")]
+    pub sizes: Vec<String>,
     /// Override the scenario's repeats.
     #[arg(long)]
     pub repeats: Option<u32>,
@@ -289,8 +292,12 @@ pub fn run(args: LabArgs) -> Result<i32> {
                     a.scenario.display()
                 );
             }
-            let scenario = scenario::Scenario::load(&a.scenario)
+            let mut scenario = scenario::Scenario::load(&a.scenario)
                 .with_context(|| format!("scenario {}", a.scenario.display()))?;
+            if !a.sizes.is_empty() {
+                scenario.sizes = a.sizes;
+                scenario.validate().context("--sizes")?;
+            }
             let rmcast = resolve_rmcast(a.rmcast.as_deref())?;
             let opts = scenario::runner::RunOptions {
                 // Absolute: the ssh testbed maps the paths under it.
@@ -367,8 +374,10 @@ pub fn run(args: LabArgs) -> Result<i32> {
 
 /// `lab run SUITE`: runs a reproduction suite; exit 0 when every point succeeded.
 fn run_suite_command(a: RunArgs) -> Result<i32> {
-    if !a.receivers.is_empty() {
-        bail!("--receivers applies to scenarios; a suite sets its receivers per experiment");
+    if !a.receivers.is_empty() || !a.sizes.is_empty() {
+        bail!(
+            "--receivers and --sizes apply to scenarios; a suite sets its receivers and sizes per experiment"
+        );
     }
     let mut suite = suite::Suite::load(&a.scenario, a.quick)?;
     // Overrides are part of the suite as run (DIR/suite.toml, the report).

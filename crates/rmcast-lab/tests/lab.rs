@@ -158,6 +158,8 @@ fn a_loopback_run_succeeds_and_writes_plausible_metrics() {
             "--out",
             out.to_str().unwrap(),
             "--report",
+            "--sizes",
+            "512KiB",
         ],
         &rmcast,
     );
@@ -166,6 +168,11 @@ fn a_loopback_run_succeeds_and_writes_plausible_metrics() {
     assert_eq!(r.len(), 2);
     for run in &r {
         assert_eq!(run["status"], "ok", "{run}");
+        assert_eq!(
+            run["size_bytes"],
+            512 * 1024,
+            "--sizes replaced the scenario's"
+        );
         assert!(run["goodput_mbps"].as_f64().unwrap() > 0.0);
         assert!(run["overhead_bytes"].as_i64().unwrap() >= 0, "{run}");
         assert!(run["cpu_sender_s"].as_f64().is_some());
@@ -178,6 +185,26 @@ fn a_loopback_run_succeeds_and_writes_plausible_metrics() {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     assert!(std::fs::read_dir(out.join("plots")).unwrap().count() >= 3);
+}
+
+#[test]
+fn a_bad_size_override_is_refused_before_anything_runs() {
+    let Some(rmcast) = rmcast_bin() else {
+        return skip("no rmcast binary (build rmcast-cli or set RMCAST_BIN)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let sc = scenario(
+        dir.path(),
+        "name='t'\ntestbed='local'\nreceivers=[1]\nsizes=['1MiB']\nrates=['none']\n\
+         [[tools]]\nname='rm'\nkind='rmcast'\n",
+    );
+    let args = ["run", sc.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let o = lab(&[&args[..], &["--sizes", "12 apples"]].concat(), &rmcast);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("--sizes") && err.contains("apples"), "{err}");
+    assert!(!out.join("runs").exists(), "nothing ran");
 }
 
 #[test]
