@@ -303,11 +303,13 @@ pub struct CommonArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub fanout: u32,
     /// tcp-*: address the sender accepts receiver registrations on. With a
-    /// multicast protocol (auto too), `send --control` runs a hybrid
-    /// session: receivers that may not hear the group register here
-    /// (`recv --sender ADDR:PORT`) and listen for it for 250 ms; those that
-    /// hear nothing get the file over a TCP chain (a bintree beyond 8) in
-    /// the same send
+    /// multicast protocol, `send --control` runs a hybrid session:
+    /// receivers that may not hear the group register here (`recv --sender
+    /// ADDR:PORT`) and listen for it for 250 ms; those that hear nothing
+    /// get the file over a TCP chain (a bintree beyond 8) in the same send.
+    /// `send --protocol auto` (the default) on an --iface other than
+    /// loopback opens this lobby by itself at the --iface address and the
+    /// group's port + 1 (see --no-lobby)
     #[arg(long, default_value = "127.0.0.1:7701", value_name = "ADDR:PORT")]
     pub control: std::net::SocketAddr,
     /// Initial retransmission timeout (doubles while nothing moves).
@@ -464,12 +466,32 @@ impl CommonArgs {
         Some(self.overlay_of(self.protocol.overlay(self.fanout)?))
     }
 
-    /// The TCP half of a hybrid session (a multicast protocol with
-    /// `--control`), from the overlay flags; its shape is chosen once the
-    /// session knows how many receivers it serves.
-    pub fn hybrid(&self) -> Option<rmcast::overlay::OverlaySendConfig> {
-        (self.protocol.multicast().is_some() && self.given("control"))
-            .then(|| self.overlay_of(rmcast::overlay::OverlayShape::Chain))
+    /// Where a send's lobby listens, if it has one, and whether the user
+    /// asked for it: `--control` with any multicast protocol; else, under
+    /// `--protocol auto` on an interface other than loopback (where every
+    /// receiver hears the group), the interface's address at the group's
+    /// port + 1, which `recv --sender HOST` looks for, unless `no_lobby`.
+    pub fn lobby(&self, no_lobby: bool) -> Option<(std::net::SocketAddr, bool)> {
+        self.protocol.multicast()?;
+        if self.given("control") {
+            return Some((self.control, true));
+        }
+        let implied = self.protocol == Protocol::Auto && !no_lobby && !self.iface.is_loopback();
+        let port = self.group.port().checked_add(1)?;
+        implied.then(|| (std::net::SocketAddr::from((self.iface, port)), false))
+    }
+
+    /// The TCP half of a hybrid session (a send with a lobby, see
+    /// [`Self::lobby`]), from the overlay flags, and whether the user
+    /// asked for the lobby; its shape is chosen once the session knows how
+    /// many receivers it serves.
+    pub fn hybrid(&self, no_lobby: bool) -> Option<(rmcast::overlay::OverlaySendConfig, bool)> {
+        let (control, asked) = self.lobby(no_lobby)?;
+        let ov = rmcast::overlay::OverlaySendConfig {
+            control,
+            ..self.overlay_of(rmcast::overlay::OverlayShape::Chain)
+        };
+        Some((ov, asked))
     }
 
     fn overlay_of(
@@ -624,6 +646,14 @@ pub struct SendArgs {
     /// then keep it, and refuse content any other member sends.
     #[arg(long, value_name = "FILE")]
     pub sign: Option<PathBuf>,
+    /// --protocol auto on an --iface other than loopback opens a lobby at
+    /// the --iface address and the group's port + 1 (TCP), where receivers
+    /// that may not hear the group register (`recv --sender HOST`): those
+    /// that do not hear it get the file over TCP in the same session. This
+    /// says not to (the port is taken, or a firewall would rather not see
+    /// it); --control ADDR:PORT puts the lobby elsewhere.
+    #[arg(long, conflicts_with = "control")]
+    pub no_lobby: bool,
     #[command(flatten)]
     pub keys: KeyArgs,
     #[command(flatten)]
@@ -645,15 +675,17 @@ pub struct RecvArgs {
     /// Name shown in the sender's report [default: HOST:PID].
     #[arg(long)]
     pub name: Option<String>,
-    /// Register with the sender's control address instead of joining a
-    /// multicast group: a tcp-* sender serves this receiver over its TCP
-    /// overlay; a hybrid sender (a multicast protocol with --control) has
-    /// it listen on its group (--iface) first, and serves it over TCP if
-    /// the group is not heard (networks without multicast), then tells it
+    /// Register with the sender at HOST (a name or an IPv4 address) and
+    /// PORT [default: the group's port + 1] instead of joining a multicast
+    /// group: a tcp-* sender serves this receiver over its TCP overlay; a
+    /// hybrid sender (a multicast protocol with --control, or the default
+    /// auto on a LAN, which opens its lobby at the group's port + 1) has it
+    /// listen on its group (--iface) first, and serves it over TCP if the
+    /// group is not heard (networks without multicast), then tells it
     /// whether every receiver of the session verified (it waits for that
     /// word before it exits).
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub sender: Option<std::net::SocketAddr>,
+    #[arg(long, value_name = "HOST[:PORT]", value_parser = parse_sender)]
+    pub sender: Option<SenderArg>,
     /// tcp-*: address to accept data connections on (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR:PORT")]
     pub listen: std::net::SocketAddr,
@@ -816,6 +848,55 @@ pub struct DemoArgs {
     pub common: CommonArgs,
 }
 
+/// `recv --sender`: a host and perhaps a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SenderArg {
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl SenderArg {
+    /// The sender's IPv4 address; the port, unless given, is the group's
+    /// port + 1 (where a hybrid send's default lobby and a tcp-* sender's
+    /// default --control listen).
+    pub fn resolve(&self, group: SocketAddrV4) -> anyhow::Result<std::net::SocketAddr> {
+        use anyhow::Context as _;
+        use std::net::ToSocketAddrs as _;
+        let port = match self.port {
+            Some(p) => p,
+            None => group.port().checked_add(1).with_context(|| {
+                format!(
+                    "--sender {}: give the port (the group's port + 1 is past 65535)",
+                    self.host
+                )
+            })?,
+        };
+        (self.host.as_str(), port)
+            .to_socket_addrs()
+            .with_context(|| format!("--sender: cannot resolve {:?}", self.host))?
+            .find(std::net::SocketAddr::is_ipv4)
+            .with_context(|| format!("--sender: {:?} has no IPv4 address", self.host))
+    }
+}
+
+fn parse_sender(s: &str) -> Result<SenderArg, String> {
+    let bad = || format!("invalid sender `{s}`: expected HOST or HOST:PORT, like 10.0.0.1:7701");
+    let (host, port) = match s.rsplit_once(':') {
+        Some((h, p)) => {
+            let port = p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(bad)?;
+            (h, Some(port))
+        }
+        None => (s, None),
+    };
+    if host.is_empty() || host.contains(':') || host.chars().any(char::is_whitespace) {
+        return Err(bad());
+    }
+    Ok(SenderArg {
+        host: host.to_owned(),
+        port,
+    })
+}
+
 fn parse_probability(s: &str) -> Result<f64, String> {
     let p: f64 = s
         .parse()
@@ -867,6 +948,85 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    fn send(argv: &[&str]) -> SendArgs {
+        let mut all = vec!["rmcast", "send", "f", "-n", "2"];
+        all.extend_from_slice(argv);
+        let Command::Send(mut s) = Cli::try_parse_from(all).unwrap().command else {
+            panic!()
+        };
+        // What main does from the matches.
+        if argv.contains(&"--control") {
+            s.common.given.push("control".into());
+        }
+        s
+    }
+
+    #[test]
+    fn auto_opens_a_lobby_at_the_group_port_plus_one_off_loopback_only() {
+        let lobby = |argv: &[&str]| {
+            let s = send(argv);
+            s.common.lobby(s.no_lobby)
+        };
+        let lan = ["--iface", "10.0.0.1", "--group", "239.1.2.3:9000"];
+        assert_eq!(lobby(&lan), Some(("10.0.0.1:9001".parse().unwrap(), false)));
+        assert_eq!(
+            lobby(&[]),
+            None,
+            "on loopback every receiver hears the group"
+        );
+        assert_eq!(lobby(&[&lan[..], &["--no-lobby"]].concat()), None);
+        let nak = [&lan[..], &["--protocol", "nak-poll"]].concat();
+        assert_eq!(lobby(&nak), None, "a protocol named by hand runs as asked");
+        let asked = [&nak[..], &["--control", "10.0.0.1:7000"]].concat();
+        assert_eq!(
+            lobby(&asked),
+            Some(("10.0.0.1:7000".parse().unwrap(), true))
+        );
+        let tcp = [&lan[..], &["--protocol", "tcp-chain"]].concat();
+        assert_eq!(lobby(&tcp), None, "an overlay is no hybrid session");
+        let top = ["--iface", "10.0.0.1", "--group", "239.1.2.3:65535"];
+        assert_eq!(lobby(&top), None, "no port + 1");
+        let both = [
+            "rmcast",
+            "send",
+            "f",
+            "-n",
+            "1",
+            "--no-lobby",
+            "--control",
+            "1.2.3.4:5",
+        ];
+        assert!(
+            Cli::try_parse_from(both).is_err(),
+            "--no-lobby with --control"
+        );
+    }
+
+    #[test]
+    fn a_sender_is_a_host_with_the_group_port_plus_one_unless_a_port_is_given() {
+        let group: SocketAddrV4 = "239.77.0.1:7700".parse().unwrap();
+        let at =
+            |s: &str| parse_sender(s).and_then(|a| a.resolve(group).map_err(|e| e.to_string()));
+        assert_eq!(at("10.0.0.1").unwrap(), "10.0.0.1:7701".parse().unwrap());
+        assert_eq!(at("10.0.0.1:9").unwrap(), "10.0.0.1:9".parse().unwrap());
+        assert_eq!(at("localhost:9").unwrap(), "127.0.0.1:9".parse().unwrap());
+        for bad in [
+            "",
+            ":7701",
+            "10.0.0.1:",
+            "10.0.0.1:0",
+            "10.0.0.1:x",
+            "a b",
+            "::1",
+        ] {
+            let e = parse_sender(bad).unwrap_err();
+            assert!(e.contains("HOST or HOST:PORT"), "{bad:?}: {e}");
+        }
+        let top: SocketAddrV4 = "239.77.0.1:65535".parse().unwrap();
+        let e = parse_sender("10.0.0.1").unwrap().resolve(top).unwrap_err();
+        assert!(e.to_string().contains("give the port"), "{e}");
     }
 
     #[test]

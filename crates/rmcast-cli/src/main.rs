@@ -367,7 +367,7 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
         ov.join_wait = a.wait.0;
         ov.cancel = Some(cancel);
         rmcast::overlay::send_file(&a.file, &ov, Some(&mut progress))
-    } else if let Some(mut ov) = a.common.hybrid() {
+    } else if let Some((mut ov, asked)) = a.common.hybrid(a.no_lobby) {
         // A tree goes over multicast only: the lobby refuses, by name,
         // receivers that do not hear the group.
         ov.key = cfg.proto.group_key.clone();
@@ -379,7 +379,29 @@ fn send(a: SendArgs, cancel: Arc<AtomicBool>) -> Result<Outcome> {
             tcp_shape: None,
             probe_wait: rmcast::hybrid::DEFAULT_PROBE_WAIT,
         };
-        rmcast::hybrid::send_file(&a.file, &h, Some(&mut progress))
+        match rmcast::hybrid::HybridSender::bind(&h) {
+            Ok(lobby) => lobby.send_file(&a.file, Some(&mut progress)).map(|mut r| {
+                // A lobby nobody needed is no news: the session was all
+                // multicast, as without one.
+                if !asked
+                    && r.hybrid
+                        .as_ref()
+                        .is_some_and(|h| h.tcp.is_empty() && h.refused.is_empty())
+                {
+                    r.hybrid = None;
+                }
+                r
+            }),
+            Err(e) if !asked => {
+                eprintln!(
+                    "rmcast: warning: no lobby: {e}; receivers that cannot hear the group \
+                     cannot register (--control ADDR:PORT puts the lobby elsewhere, \
+                     --no-lobby goes without)"
+                );
+                rmcast::send_path(&a.file, &h.multicast, Some(&mut progress))
+            }
+            Err(e) => Err(e),
+        }
     } else {
         rmcast::send_path(&a.file, &cfg, Some(&mut progress))
     }
@@ -501,10 +523,10 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         }
         return Ok(report::print_recv_sessions(&results, a.json));
     }
-    let result = match a.sender {
+    let result = match &a.sender {
         Some(sender) => {
             let ov = rmcast::overlay::OverlayRecvConfig {
-                sender,
+                sender: sender.resolve(a.group)?,
                 listen: a.listen,
                 out_dir: cfg.out_dir.clone(),
                 name: cfg.name.clone(),

@@ -1,7 +1,8 @@
 //! Hybrid sessions on a LAN where some receivers' networks drop multicast
-//! (an nftables rule in their namespaces drops 224.0.0.0/4): one `rmcast
-//! send --control` serves the others over multicast and them over a TCP
-//! overlay, every copy byte-exact; with no multicast at all it is a TCP
+//! (an nftables rule in their namespaces drops 224.0.0.0/4): one plain
+//! `rmcast send` (auto, with the lobby it opens by itself on a LAN; the
+//! receivers run `recv --sender HOST`) serves the others over multicast
+//! and them over a TCP overlay, every copy byte-exact; with no multicast at all it is a TCP
 //! overlay about as fast as `tcp-chain` run by hand.
 
 use super::process::SLACK;

@@ -457,31 +457,30 @@ impl Lan {
     /// registers at [`Lan::overlay_control`], listens for the group on its
     /// own address, and takes TCP data on any port of it.
     pub fn recv_hybrid(&mut self, i: usize) -> Result<P> {
-        let control = self.overlay_control();
+        // The host alone: the lobby is at the group's port + 1.
+        let sender = self.tb.hosts()[0].addr.to_string();
         let addr = self.tb.hosts()[i].addr.to_string();
         let listen = format!("{addr}:0");
         let args = [
-            "--sender", &control, "--listen", &listen, "--group", GROUP, "--iface", &addr,
+            "--sender", &sender, "--listen", &listen, "--group", GROUP, "--iface", &addr,
         ];
         self.spawn_recv(i, &args, &[])
     }
 
     /// `rmcast send` of object 0 on h0 in a hybrid session: the default
-    /// protocol (auto), the multicast half paced at `rate` bit/s, its
-    /// lobby at [`Lan::overlay_control`], to `n` receivers, plus `extra`.
+    /// protocol (auto) with the lobby it opens by itself on a LAN (at the
+    /// group's port + 1, [`Lan::overlay_control`]), the multicast half
+    /// paced at `rate` bit/s, to `n` receivers, plus `extra`.
     pub fn send_hybrid(&mut self, n: usize, rate: u64, extra: &[&str]) -> Result<P> {
         let object = self.object(0)?.display().to_string();
         let iface = self.tb.hosts()[0].addr.to_string();
-        let (control, n) = (self.overlay_control(), n.to_string());
-        let rate = rate.to_string();
+        let (n, rate) = (n.to_string(), rate.to_string());
         let args = [
             &object,
             "--group",
             GROUP,
             "--iface",
             &iface,
-            "--control",
-            &control,
             "--receivers",
             &n,
             "--rate",
