@@ -5,10 +5,12 @@
 # and static), and runs them, each bounded in time. Traffic stays on this
 # machine (127.0.0.1, TTL 1, random groups).
 #
-# RMCAST_FFI_PROFILE (default `test`) picks the cargo profile: right after
-# `cargo test --workspace` the `test` profile finds every dependency
-# already built, so only this crate compiles (seconds); `release` does the
-# same after a release build of the workspace.
+# RMCAST_FFI_PROFILE (default `test`) picks the cargo profile of the build.
+# RMCAST_FFI_LIB_DIR names a directory that already holds librmcast_ffi.so
+# and .a, and skips the build: `cargo test --workspace` leaves them in
+# target/debug/deps, built with the workspace's features. (`cargo build -p
+# rmcast-ffi` unifies the features of this crate's dependencies alone, so
+# it rebuilds libc, ring and rmcast itself: 73 s of a CI run.)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -26,12 +28,24 @@ for tool in cc pkg-config timeout; do
   fi
 done
 
-echo "== rmcast-ffi: build ($profile profile)"
-cargo build --locked --profile "$profile" -p rmcast-ffi
+if [ -n "${RMCAST_FFI_LIB_DIR:-}" ]; then
+  lib_dir=$RMCAST_FFI_LIB_DIR
+  for f in librmcast_ffi.so librmcast_ffi.a; do
+    if [ ! -f "$lib_dir/$f" ]; then
+      echo "rmcast-ffi/ci.sh: RMCAST_FFI_LIB_DIR=$lib_dir holds no $f" >&2
+      exit 1
+    fi
+  done
+  echo "== rmcast-ffi: the library built already, in $lib_dir"
+else
+  echo "== rmcast-ffi: build ($profile profile)"
+  cargo build --locked --profile "$profile" -p rmcast-ffi
+  lib_dir=$root/target/$out_dir
+fi
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-RMCAST_FFI_LIB_DIR="$root/target/$out_dir" "$here/install.sh" "$scratch/prefix" >/dev/null
+RMCAST_FFI_LIB_DIR="$lib_dir" "$here/install.sh" "$scratch/prefix" >/dev/null
 export PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig"
 libdir=$(pkg-config --variable=libdir rmcast)
 cc=${CC:-cc}  # the system compiler unless CC says otherwise
