@@ -686,9 +686,10 @@ pub struct RecvArgs {
     /// word before it exits).
     #[arg(long, value_name = "HOST[:PORT]", value_parser = parse_sender)]
     pub sender: Option<SenderArg>,
-    /// tcp-*: address to accept data connections on (port 0: any free port).
-    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR:PORT")]
-    pub listen: std::net::SocketAddr,
+    /// With --sender: address to accept the TCP overlay's data connections
+    /// on (port 0: any free port) [default: the --iface address, any port].
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
     /// Give up if no session is announced within this time [default: wait forever].
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<HumanDuration>,
@@ -848,6 +849,15 @@ pub struct DemoArgs {
     pub common: CommonArgs,
 }
 
+impl RecvArgs {
+    /// Where the TCP overlay's peers reach this receiver: `--listen`, else
+    /// the `--iface` address (the one a LAN's members share), any port.
+    pub fn listen(&self) -> std::net::SocketAddr {
+        self.listen
+            .unwrap_or_else(|| std::net::SocketAddr::from((self.iface, 0)))
+    }
+}
+
 /// `recv --sender`: a host and perhaps a port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SenderArg {
@@ -1002,6 +1012,22 @@ mod tests {
             Cli::try_parse_from(both).is_err(),
             "--no-lobby with --control"
         );
+    }
+
+    #[test]
+    fn a_receiver_listens_for_overlay_peers_on_its_interface_unless_told() {
+        let listen = |argv: &[&str]| {
+            let all = [&["rmcast", "recv", "-o", "d", "--sender", "10.0.0.1"], argv].concat();
+            let Command::Recv(r) = Cli::try_parse_from(all).unwrap().command else {
+                panic!()
+            };
+            r.listen()
+        };
+        assert_eq!(listen(&[]), "127.0.0.1:0".parse().unwrap());
+        let lan = ["--iface", "10.0.0.7"];
+        assert_eq!(listen(&lan), "10.0.0.7:0".parse().unwrap());
+        let told = [&lan[..], &["--listen", "10.0.0.7:9000"]].concat();
+        assert_eq!(listen(&told), "10.0.0.7:9000".parse().unwrap());
     }
 
     #[test]

@@ -485,8 +485,8 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         merge_tree: !a.atomic_tree,
         ..rmcast::RecvConfig::default()
     };
-    if let Some(name) = a.name {
-        cfg.name = name;
+    if let Some(name) = &a.name {
+        cfg.name = name.clone();
     }
     let events = a.json_events.then(events::Events::new);
     let bar = progress_bar(a.json || a.json_events, "recv");
@@ -527,7 +527,7 @@ fn recv(a: RecvArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         Some(sender) => {
             let ov = rmcast::overlay::OverlayRecvConfig {
                 sender: sender.resolve(a.group)?,
-                listen: a.listen,
+                listen: a.listen(),
                 out_dir: cfg.out_dir.clone(),
                 name: cfg.name.clone(),
                 connect_timeout: cfg.listen_timeout,

@@ -457,13 +457,11 @@ impl Lan {
     /// registers at [`Lan::overlay_control`], listens for the group on its
     /// own address, and takes TCP data on any port of it.
     pub fn recv_hybrid(&mut self, i: usize) -> Result<P> {
-        // The host alone: the lobby is at the group's port + 1.
+        // The host alone: the lobby is at the group's port + 1; the TCP
+        // half's peers connect to the --iface address.
         let sender = self.tb.hosts()[0].addr.to_string();
         let addr = self.tb.hosts()[i].addr.to_string();
-        let listen = format!("{addr}:0");
-        let args = [
-            "--sender", &sender, "--listen", &listen, "--group", GROUP, "--iface", &addr,
-        ];
+        let args = ["--sender", &sender, "--group", GROUP, "--iface", &addr];
         self.spawn_recv(i, &args, &[])
     }
 
