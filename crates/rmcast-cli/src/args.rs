@@ -871,7 +871,6 @@ impl SenderArg {
     /// default --control listen).
     pub fn resolve(&self, group: SocketAddrV4) -> anyhow::Result<std::net::SocketAddr> {
         use anyhow::Context as _;
-        use std::net::ToSocketAddrs as _;
         let port = match self.port {
             Some(p) => p,
             None => group.port().checked_add(1).with_context(|| {
@@ -881,12 +880,20 @@ impl SenderArg {
                 )
             })?,
         };
-        (self.host.as_str(), port)
-            .to_socket_addrs()
-            .with_context(|| format!("--sender: cannot resolve {:?}", self.host))?
-            .find(std::net::SocketAddr::is_ipv4)
-            .with_context(|| format!("--sender: {:?} has no IPv4 address", self.host))
+        ipv4_addr(&self.host, port, "--sender")
     }
+}
+
+/// `host`'s first IPv4 address, at `port`; errors name it as `what` (the
+/// flag or the role it came from).
+pub fn ipv4_addr(host: &str, port: u16, what: &str) -> anyhow::Result<std::net::SocketAddr> {
+    use anyhow::Context as _;
+    use std::net::ToSocketAddrs as _;
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {what} {host:?}"))?
+        .find(std::net::SocketAddr::is_ipv4)
+        .with_context(|| format!("{what} {host:?} has no IPv4 address"))
 }
 
 fn parse_sender(s: &str) -> Result<SenderArg, String> {

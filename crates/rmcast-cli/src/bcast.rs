@@ -14,12 +14,12 @@
 //! connection. Otherwise the ranks find rank 0 on the group, and read the
 //! outcome from its multicast farewell.
 
-use crate::args::KeyArgs;
+use crate::args::{KeyArgs, ipv4_addr};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use rmcast::HumanDuration;
 use std::ffi::OsString;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -196,11 +196,7 @@ fn group_port(get: &dyn Fn(&str) -> Option<String>) -> Result<u16> {
 /// The local address whose route reaches `host` (a UDP socket connected to
 /// it: nothing is sent).
 fn iface_towards(host: &str) -> Result<Ipv4Addr> {
-    let target = (host, 9)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve rank 0's host {host:?}"))?
-        .find(SocketAddr::is_ipv4)
-        .with_context(|| format!("rank 0's host {host:?} has no IPv4 address"))?;
+    let target = ipv4_addr(host, 9, "rank 0's host")?;
     if target.ip().is_loopback() {
         return Ok(Ipv4Addr::LOCALHOST);
     }
@@ -281,19 +277,10 @@ pub fn run(a: BcastArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
         return Ok(ok);
     }
     let lobby = match &sender {
-        Some(host) => Some(lobby_addr(host, lobby_port)?),
+        Some(host) => Some(ipv4_addr(host, lobby_port, "rank 0's host")?),
         None => None,
     };
     receive(&a, &who, group, iface, lobby, cancel)
-}
-
-/// Rank 0's lobby: `host`'s IPv4 address, at `port`.
-fn lobby_addr(host: &str, port: u16) -> Result<SocketAddr> {
-    (host, port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve rank 0's host {host:?}"))?
-        .find(SocketAddr::is_ipv4)
-        .with_context(|| format!("rank 0's host {host:?} has no IPv4 address"))
 }
 
 /// A receiving rank: its own copy, and the job's outcome, from rank 0's
