@@ -70,6 +70,8 @@ struct Expected {
 /// What the sender's loop and the catch-up threads share.
 pub(crate) struct Server {
     listener: TcpListener,
+    /// Wakes the accepting thread when the server stops.
+    accept_stop: Option<io::AcceptStop>,
     /// The multicast session's id (the key exchange is bound to it), set
     /// before any receiver is moved.
     session: OnceLock<u64>,
@@ -98,6 +100,7 @@ impl Server {
         let (tx, rx) = mpsc::channel();
         Ok((
             Self {
+                accept_stop: io::AcceptStop::new(&listener).ok(),
                 listener,
                 session: OnceLock::new(),
                 expected: Mutex::new(HashMap::new()),
@@ -181,6 +184,9 @@ impl Server {
     /// current write's stall limit.
     pub(crate) fn stop(&self) {
         self.abort.store(true, Ordering::Release);
+        if let Some(stop) = &self.accept_stop {
+            stop.stop();
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Expected>> {

@@ -211,6 +211,7 @@ fn run(
     let split = Split::default();
     let mc_over = AtomicBool::new(false);
     let abort = AtomicBool::new(false);
+    let accept_stop = io::AcceptStop::new(&listener).ok();
     let (split, mc_over, abort, listener) = (&split, &mc_over, &abort, &listener);
     std::thread::scope(|scope| {
         scope.spawn(move || accept(scope, listener, cfg, split, abort, &tx));
@@ -226,6 +227,9 @@ fn run(
             tell_verdict(lobby, conns, &report, cfg);
         }
         abort.store(true, Ordering::Release);
+        if let Some(stop) = &accept_stop {
+            stop.stop();
+        }
         report
     })
 }

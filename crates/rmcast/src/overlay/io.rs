@@ -200,12 +200,13 @@ pub(crate) fn sleep_unless(abort: &AtomicBool, d: Duration) -> bool {
 }
 
 /// How long [`accept_unless`] waits for a connection before it looks at
-/// the abort flag again.
+/// the abort flag again, unless an [`AcceptStop`] wakes it first.
 const ACCEPT_TICK: Duration = Duration::from_millis(20);
 
 /// Accepts the next connection on the non-blocking `listener` as soon as
 /// it arrives (the thread sleeps in `poll(2)`, not in steps), or `None`
-/// once `abort` is raised.
+/// once `abort` is raised: within [`ACCEPT_TICK`], or at once when the
+/// one who raises it then calls [`AcceptStop::stop`].
 pub(crate) fn accept_unless(
     listener: &TcpListener,
     abort: &AtomicBool,
@@ -215,9 +216,11 @@ pub(crate) fn accept_unless(
         events: libc::POLLIN,
         revents: 0,
     };
-    while !abort.load(Ordering::Relaxed) {
+    while !abort.load(Ordering::Acquire) {
         match listener.accept() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            // A listener stopped by `AcceptStop` fails its accepts (EINVAL).
+            Err(_) if abort.load(Ordering::Acquire) => return None,
             r => return Some(r),
         }
         // SAFETY: `fd` is one valid pollfd that outlives the call, and the
@@ -231,6 +234,27 @@ pub(crate) fn accept_unless(
         }
     }
     None
+}
+
+/// Wakes a thread in [`accept_unless`] at once when its session ends, so
+/// that the process need not wait out the [`ACCEPT_TICK`] before it exits
+/// (every send and receive that listens paid up to 20 ms for it).
+/// `shutdown(2)` of a listening socket stops it listening and wakes its
+/// `poll(2)`; the stop holds a duplicate of the descriptor, so it never
+/// touches a socket that reused the number.
+pub(crate) struct AcceptStop(TcpListener);
+
+impl AcceptStop {
+    pub(crate) fn new(listener: &TcpListener) -> io::Result<Self> {
+        listener.try_clone().map(Self)
+    }
+
+    /// Raise the accepting thread's abort flag first: then it returns
+    /// `None`, and no connection is accepted any more.
+    pub(crate) fn stop(&self) {
+        // SAFETY: the descriptor is our own duplicate, open while `self` is.
+        unsafe { libc::shutdown(self.0.as_raw_fd(), libc::SHUT_RD) };
+    }
 }
 
 /// How [`control_reader`] starts the reason when the peer sent garbage
@@ -426,6 +450,35 @@ mod tests {
         assert_eq!(pool.view(a)[0], 7);
         pool.release(a);
         assert_eq!(pool.free_slots(), 2);
+    }
+
+    #[test]
+    fn a_stopped_listener_wakes_its_acceptor_at_once() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = AcceptStop::new(&listener).unwrap();
+        let ready = || {
+            let mut fd = libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd; the listener is open.
+            unsafe { libc::poll(&mut fd, 1, 0) }
+        };
+        // A listener nobody connects to keeps poll(2) asleep ...
+        assert_eq!(ready(), 0);
+        let abort = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let t = s.spawn(|| accept_unless(&listener, &abort).is_none());
+            std::thread::sleep(Duration::from_millis(30));
+            abort.store(true, Ordering::Release);
+            stop.stop();
+            assert!(t.join().unwrap(), "an aborted acceptor accepts nothing");
+        });
+        // ... and a stopped one wakes it at once, not at its next tick.
+        assert_eq!(ready(), 1);
+        assert!(TcpStream::connect(listener.local_addr().unwrap()).is_err());
     }
 
     #[test]

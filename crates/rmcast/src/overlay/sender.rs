@@ -197,6 +197,7 @@ fn run(
     );
 
     let stop = AtomicBool::new(false);
+    let accept_stop = io::AcceptStop::new(&listener).ok();
     let abort = AtomicBool::new(false);
     let segments_sent = AtomicU64::new(0);
     let (tx, rx) = mpsc::channel::<Ev>();
@@ -351,8 +352,11 @@ fn run(
             }
             m.handle_timeout(clock.now());
         }
-        stop.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::Release);
         abort.store(true, Ordering::Relaxed);
+        if let Some(s) = &accept_stop {
+            s.stop();
+        }
         for (c, _) in conns.values() {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
