@@ -264,7 +264,7 @@ pub struct CommonArgs {
     #[arg(long, default_value_t = 1472, value_name = "BYTES")]
     pub packet_size: usize,
     /// Packets in flight before waiting for acknowledgements (--protocol
-    /// auto: 512, or 2048 for 300 receivers or more, unless given).
+    /// auto: 1024, or 2048 for 300 receivers or more, unless given).
     #[arg(long, default_value_t = 512, value_name = "PACKETS")]
     pub window: u32,
     /// nak-poll: packets between polls [default: 85 % of the window].
