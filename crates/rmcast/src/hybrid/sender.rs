@@ -48,6 +48,9 @@ enum Ev {
     Joined(u16),
     /// The multicast half closed its registration.
     RegistrationClosed,
+    /// The multicast half ended (`mc_over` says so too; this wakes the
+    /// driver at once rather than at its next look).
+    MulticastOver,
 }
 
 /// The overlay running on its thread, and the names of its receivers.
@@ -212,12 +215,14 @@ fn run(
     let mc_over = AtomicBool::new(false);
     let abort = AtomicBool::new(false);
     let accept_stop = io::AcceptStop::new(&listener).ok();
+    let over_tx = tx.clone();
     let (split, mc_over, abort, listener) = (&split, &mc_over, &abort, &listener);
     std::thread::scope(|scope| {
         scope.spawn(move || accept(scope, listener, cfg, split, abort, &tx));
         let driver = scope.spawn(move || drive(scope, cfg, name, data, split, mc_over, &rx, start));
         let mc = crate::sender::run(name, data, &mc, progress, Some(split));
         mc_over.store(true, Ordering::Release);
+        let _ = over_tx.send(Ev::MulticastOver);
         let (tcp, lobby) = driver.join().unwrap_or_else(|_| {
             let why = "the TCP half of the session panicked".to_owned();
             (Err(Error::Failed(why)), None)
@@ -550,6 +555,7 @@ fn feed(lobby: &mut Lobby, conns: &mut Conns, now: rmcast_proto::Instant, ev: Ev
         }
         Ev::Joined(n) => lobby.handle_joined(n),
         Ev::RegistrationClosed => lobby.handle_registration_closed(),
+        Ev::MulticastOver => {}
     }
 }
 
