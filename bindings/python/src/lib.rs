@@ -418,11 +418,13 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
                 signing_key,
                 ..Default::default()
             };
-            if o.str("fec")?.is_some() {
-                return Err(invalid(
-                    py,
-                    format!("fec applies to the UDP multicast protocols, not to {proto_name}"),
-                ));
+            for k in ["fec", "laggard"] {
+                if o.str(k)?.is_some() {
+                    return Err(invalid(
+                        py,
+                        format!("{k} applies to the UDP multicast protocols, not to {proto_name}"),
+                    ));
+                }
             }
             if let Some(ctl) = o.str("control")? {
                 c.control = ctl
@@ -503,10 +505,41 @@ fn send_config(py: Python<'_>, o: &Opts<'_, '_>, cancel: Arc<AtomicBool>) -> PyR
                 keep_poll_interval: false,
             });
             p.rate_bits_per_s = o.u64("rate")?;
+            p.laggard = laggard(py, o.str("laggard")?.as_deref(), o.secs("laggard_after")?)?;
             p.validate()
                 .map_err(|e| lib_err(py, rmcast::Error::Config(e)))?;
             Ok(SendCfg::Multicast(Box::new(c)))
         }
+    }
+}
+
+/// `laggard="tcp"|"eject"|"wait"` and `laggard_after` (seconds), as
+/// `rmcast send --laggard` and `--laggard-after`; unset: the library's
+/// `wait` (`after` defaults to the CLI's 2 s).
+fn laggard(
+    py: Python<'_>,
+    mode: Option<&str>,
+    after: Option<Duration>,
+) -> PyResult<rmcast::Laggard> {
+    let after_or_default = after.unwrap_or(Duration::from_secs(2));
+    match mode {
+        None | Some("wait") if after.is_some() => Err(invalid(
+            py,
+            "laggard_after applies to laggard=\"tcp\" and laggard=\"eject\", not wait".to_owned(),
+        )),
+        None | Some("wait") => Ok(rmcast::Laggard::Wait),
+        Some("eject") => Ok(rmcast::Laggard::Eject {
+            after: after_or_default,
+        }),
+        // The port is the sender's to bind when the session starts.
+        Some("tcp") => Ok(rmcast::Laggard::Tcp {
+            after: after_or_default,
+            port: 0,
+        }),
+        Some(other) => Err(invalid(
+            py,
+            format!("laggard={other:?}: one of \"tcp\", \"eject\", \"wait\""),
+        )),
     }
 }
 
@@ -543,6 +576,7 @@ fn send_dict<'py>(py: Python<'py>, r: &rmcast::SendReport) -> PyResult<Bound<'py
     let d = PyDict::new(py);
     let members = PyList::empty(py);
     let failures = PyList::empty(py);
+    let caught_up = PyList::empty(py);
     for m in &r.members {
         let md = PyDict::new(py);
         md.set_item("rank", m.rank)?;
@@ -550,7 +584,17 @@ fn send_dict<'py>(py: Python<'py>, r: &rmcast::SendReport) -> PyResult<Bound<'py
         md.set_item("addr", m.addr.to_string())?;
         md.set_item("verified", m.verified)?;
         md.set_item("reason", m.reason.as_deref())?;
+        md.set_item("caught_up_from", m.caught_up_from)?;
         members.append(&md)?;
+        if let Some(from) = m.caught_up_from {
+            let c = PyDict::new(py);
+            c.set_item("rank", m.rank)?;
+            c.set_item("name", &m.name)?;
+            c.set_item("addr", m.addr.to_string())?;
+            c.set_item("from_bytes", from)?;
+            c.set_item("verified", m.verified)?;
+            caught_up.append(c)?;
+        }
         if !m.verified {
             let f = PyDict::new(py);
             f.set_item("rank", m.rank)?;
@@ -593,6 +637,7 @@ fn send_dict<'py>(py: Python<'py>, r: &rmcast::SendReport) -> PyResult<Bound<'py
     d.set_item("error", r.error.as_deref())?;
     d.set_item("failures", failures)?;
     d.set_item("members", members)?;
+    d.set_item("caught_up", caught_up)?;
     d.set_item("session", r.session.to_string())?;
     d.set_item("data_seconds", r.data_seconds)?;
     Ok(d)
@@ -732,6 +777,7 @@ fn recv_config(
     if let Some(l) = o.f64("loss")? {
         c.loss = l;
     }
+    c.store_rate = o.u64("store_rate")?;
     if let Some(b) = o.u64("socket_buffer")? {
         c.socket_buffer_bytes = usize::try_from(b).unwrap_or(usize::MAX);
     }

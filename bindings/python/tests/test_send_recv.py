@@ -113,6 +113,32 @@ def test_fec_repairs_with_parity(key, group, threads):
         rmcast.send(b"x", receivers=1, key=key, protocol="tcp-chain", fec="8:1")
 
 
+def test_a_slow_receiver_catches_up_over_tcp(key, group, threads):
+    payload = os.urandom(6_000_000)
+    for i in range(3):
+        # r1 stores 1.5 MB/s against the group's 12.5 MB/s.
+        slow = {"store_rate": 1_500_000} if i == 1 else {}
+        threads.start(lambda i=i, slow=slow: rmcast.recv(key=key, group=group, listen_timeout=LISTEN,
+                                                         name=f"r{i}", **slow))
+    report = rmcast.send(payload, receivers=3, key=key, group=group, wait=WAIT, rate="100mbit",
+                         laggard="tcp", laggard_after=0.3)
+    got = threads.join()
+    assert report.ok and all(bytes(r.data) == payload for r in got)
+    assert [c["name"] for c in report.caught_up] == ["r1"], report.caught_up
+    assert report.caught_up[0]["verified"] and report.caught_up[0]["from_bytes"] < len(payload)
+    assert [m.name for m in report.members if m.caught_up_from is not None] == ["r1"]
+    fast = max(got[0].report.seconds, got[2].report.seconds)
+    slow = got[1].report.seconds
+    # The two others did not wait for it: its disk needs 4 s for 6 MB.
+    assert fast < slow / 2, (fast, slow)
+    with pytest.raises(rmcast.InvalidArgument, match="one of"):
+        rmcast.send(b"x", receivers=1, key=key, group=group, laggard="later")
+    with pytest.raises(rmcast.InvalidArgument, match="not wait"):
+        rmcast.send(b"x", receivers=1, key=key, group=group, laggard_after=1)
+    with pytest.raises(rmcast.InvalidArgument, match="UDP multicast"):
+        rmcast.send(b"x", receivers=1, key=key, protocol="tcp-chain", laggard="tcp")
+
+
 def test_auto_is_the_default_and_says_what_it_chose(key, group, threads):
     payload = os.urandom(200_000)
     for _ in range(2):

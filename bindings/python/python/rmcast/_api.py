@@ -101,6 +101,8 @@ def send_options(
     loss: Optional[float] = None,
     socket_buffer: Union[None, int, str] = None,
     fec: Optional[str] = None,
+    laggard: Optional[str] = None,
+    laggard_after: Seconds = None,
 ) -> Dict[str, Any]:
     if not isinstance(receivers, int) or receivers < 1:
         raise InvalidArgument(f"receivers must be a whole number >= 1, not {receivers!r}")
@@ -123,6 +125,8 @@ def send_options(
         loss=loss,
         socket_buffer=_rmcast.parse_size(socket_buffer) if isinstance(socket_buffer, str) else socket_buffer,
         fec=fec,
+        laggard=laggard,
+        laggard_after=_secs(laggard_after, "laggard_after"),
     )
     return o
 
@@ -167,7 +171,13 @@ def send(
     key file), ``loss`` (test knob), ``socket_buffer``, ``fec`` (``"K:P"``:
     repair with Reed-Solomon parity, K data packets per block, P parity
     packets sent with each and more on demand; for large groups on lossy
-    links, e.g. ``"64:2"``; the report's ``parity_packets`` counts them).
+    links, e.g. ``"64:2"``; the report's ``parity_packets`` counts them),
+    ``laggard`` (a receiver that falls far behind the rest while it keeps
+    answering: ``"tcp"`` moves it to a TCP catch-up with the sender, the
+    report's ``caught_up`` names it; ``"eject"`` fails it; ``"wait"``, the
+    default here, lets it set the group's pace; ``rmcast send`` defaults to
+    ``"tcp"``), ``laggard_after`` (seconds it may stay half a window behind
+    the median receiver; default 2).
 
     Raises :class:`SendFailed` (with the report and every failed receiver's
     name and reason) when a receiver did not verify its copy, unless
@@ -246,6 +256,7 @@ def recv_options(
     trust: Optional[Iterable[PathLike]] = None,
     loss: Optional[float] = None,
     socket_buffer: Union[None, int, str] = None,
+    store_rate: Union[None, int, str] = None,
 ) -> Dict[str, Any]:
     o = _common(group, iface, key, insecure)
     o.update(
@@ -257,6 +268,7 @@ def recv_options(
         trust=[os.fspath(p) for p in trust] if trust is not None else None,
         loss=loss,
         socket_buffer=_rmcast.parse_size(socket_buffer) if isinstance(socket_buffer, str) else socket_buffer,
+        store_rate=_rmcast.parse_size(store_rate) if isinstance(store_rate, str) else store_rate,
     )
     return o
 
@@ -308,7 +320,8 @@ def recv(
     ``iface``, ``name`` (shown in the sender's report), ``max_bytes``,
     ``sender`` (``"ADDR:PORT"``: join a tcp-* overlay sender), ``trust``
     (public key files: keep only signed objects), ``loss`` (test knob),
-    ``socket_buffer``.
+    ``socket_buffer``, ``store_rate`` (test knob: store at most this many
+    bytes/s, a slow disk; ``"2MB"`` or an int).
 
     Raises :class:`TransferFailed`, :class:`Refused`, :class:`InvalidArgument`
     or :class:`RmcastIOError`; Ctrl-C leaves the session and raises

@@ -26,6 +26,8 @@ class Member:
     addr: str
     verified: bool
     reason: Optional[str] = None
+    #: Moved to a TCP catch-up (``laggard="tcp"``) holding this many bytes.
+    caught_up_from: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class SendReport:
     #: ``protocol="auto"``: what it chose for the group and why, in a line
     #: (``rmcast send --explain``); ``None`` when the protocol was given.
     auto: Optional[str] = None
+    #: ``laggard="tcp"``: the receivers moved to a TCP catch-up (``rank``,
+    #: ``name``, ``addr``, ``from_bytes``, ``verified``), as ``--json``.
+    caught_up: List[Dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def _from_dict(cls, d: Dict[str, Any]) -> "SendReport":
