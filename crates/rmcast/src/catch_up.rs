@@ -71,7 +71,7 @@ struct Expected {
 pub(crate) struct Server {
     listener: TcpListener,
     /// Wakes the accepting thread when the server stops.
-    accept_stop: Option<io::AcceptStop>,
+    accept_stop: io::AcceptStop,
     /// The multicast session's id (the key exchange is bound to it), set
     /// before any receiver is moved.
     session: OnceLock<u64>,
@@ -100,7 +100,7 @@ impl Server {
         let (tx, rx) = mpsc::channel();
         Ok((
             Self {
-                accept_stop: io::AcceptStop::new(&listener).ok(),
+                accept_stop: io::AcceptStop::new(&listener),
                 listener,
                 session: OnceLock::new(),
                 expected: Mutex::new(HashMap::new()),
@@ -183,10 +183,7 @@ impl Server {
     /// Stops the server: its threads end within [`LOOK_EVERY`] or their
     /// current write's stall limit.
     pub(crate) fn stop(&self) {
-        self.abort.store(true, Ordering::Release);
-        if let Some(stop) = &self.accept_stop {
-            stop.stop();
-        }
+        self.accept_stop.stop(&self.abort);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Expected>> {

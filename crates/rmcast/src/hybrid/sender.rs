@@ -214,7 +214,7 @@ fn run(
     let split = Split::default();
     let mc_over = AtomicBool::new(false);
     let abort = AtomicBool::new(false);
-    let accept_stop = io::AcceptStop::new(&listener).ok();
+    let accept_stop = io::AcceptStop::new(&listener);
     let over_tx = tx.clone();
     let (split, mc_over, abort, listener) = (&split, &mc_over, &abort, &listener);
     std::thread::scope(|scope| {
@@ -231,10 +231,7 @@ fn run(
         if let Some((lobby, conns)) = lobby {
             tell_verdict(lobby, conns, &report, cfg);
         }
-        abort.store(true, Ordering::Release);
-        if let Some(stop) = &accept_stop {
-            stop.stop();
-        }
+        accept_stop.stop(abort);
         report
     })
 }

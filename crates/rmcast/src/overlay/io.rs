@@ -205,8 +205,8 @@ const ACCEPT_TICK: Duration = Duration::from_millis(20);
 
 /// Accepts the next connection on the non-blocking `listener` as soon as
 /// it arrives (the thread sleeps in `poll(2)`, not in steps), or `None`
-/// once `abort` is raised: within [`ACCEPT_TICK`], or at once when the
-/// one who raises it then calls [`AcceptStop::stop`].
+/// once `abort` is raised: within [`ACCEPT_TICK`], or at once when it is
+/// raised by [`AcceptStop::stop`].
 pub(crate) fn accept_unless(
     listener: &TcpListener,
     abort: &AtomicBool,
@@ -241,19 +241,23 @@ pub(crate) fn accept_unless(
 /// (every send and receive that listens paid up to 20 ms for it).
 /// `shutdown(2)` of a listening socket stops it listening and wakes its
 /// `poll(2)`; the stop holds a duplicate of the descriptor, so it never
-/// touches a socket that reused the number.
-pub(crate) struct AcceptStop(TcpListener);
+/// touches a socket that reused the number (if `dup(2)` failed, the
+/// thread wakes at its next tick, as before).
+pub(crate) struct AcceptStop(Option<TcpListener>);
 
 impl AcceptStop {
-    pub(crate) fn new(listener: &TcpListener) -> io::Result<Self> {
-        listener.try_clone().map(Self)
+    pub(crate) fn new(listener: &TcpListener) -> Self {
+        Self(listener.try_clone().ok())
     }
 
-    /// Raise the accepting thread's abort flag first: then it returns
-    /// `None`, and no connection is accepted any more.
-    pub(crate) fn stop(&self) {
-        // SAFETY: the descriptor is our own duplicate, open while `self` is.
-        unsafe { libc::shutdown(self.0.as_raw_fd(), libc::SHUT_RD) };
+    /// Raises `abort`, the accepting thread's flag, and wakes the thread:
+    /// it returns `None`, and no connection is accepted any more.
+    pub(crate) fn stop(&self, abort: &AtomicBool) {
+        abort.store(true, Ordering::Release);
+        if let Some(l) = &self.0 {
+            // SAFETY: the descriptor is our own duplicate, open while `self` is.
+            unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RD) };
+        }
     }
 }
 
@@ -456,7 +460,7 @@ mod tests {
     fn a_stopped_listener_wakes_its_acceptor_at_once() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
-        let stop = AcceptStop::new(&listener).unwrap();
+        let stop = AcceptStop::new(&listener);
         let ready = || {
             let mut fd = libc::pollfd {
                 fd: listener.as_raw_fd(),
@@ -472,8 +476,7 @@ mod tests {
         std::thread::scope(|s| {
             let t = s.spawn(|| accept_unless(&listener, &abort).is_none());
             std::thread::sleep(Duration::from_millis(30));
-            abort.store(true, Ordering::Release);
-            stop.stop();
+            stop.stop(&abort);
             assert!(t.join().unwrap(), "an aborted acceptor accepts nothing");
         });
         // ... and a stopped one wakes it at once, not at its next tick.

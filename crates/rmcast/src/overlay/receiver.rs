@@ -145,7 +145,7 @@ fn recv_once(
             ctl_seal,
             session,
             rx,
-            accept_stop: io::AcceptStop::new(&listener).ok(),
+            accept_stop: io::AcceptStop::new(&listener),
             listener: Some(listener),
             sink: None,
             assignment: None,
@@ -156,8 +156,7 @@ fn recv_once(
             hybrid: hybrid.then(probe::Hybrid::default),
         };
         let result = driver.run(scope, progress);
-        node.abort.store(true, Ordering::Release);
-        driver.stop_accepting();
+        driver.accept_stop.stop(&node.abort);
         stop.store(true, Ordering::Relaxed);
         let _ = driver.ctl.shutdown(std::net::Shutdown::Both);
         result
@@ -254,7 +253,7 @@ struct Driver<'n, 'a> {
     rx: mpsc::Receiver<Ev>,
     listener: Option<TcpListener>,
     /// Wakes the thread accepting on `listener` when the node is done.
-    accept_stop: Option<io::AcceptStop>,
+    accept_stop: io::AcceptStop,
     /// Storage, from the assignment until the data phase takes it.
     sink: Option<Sink>,
     assignment: Option<Box<Assignment>>,
@@ -276,14 +275,6 @@ fn cancelled(cfg: &OverlayRecvConfig) -> bool {
 }
 
 impl<'n, 'a> Driver<'n, 'a> {
-    /// After raising the node's abort flag: the data listener's thread
-    /// ends at once.
-    fn stop_accepting(&self) {
-        if let Some(stop) = &self.accept_stop {
-            stop.stop();
-        }
-    }
-
     fn run<'s>(
         &mut self,
         scope: &'s std::thread::Scope<'s, 'n>,
@@ -450,8 +441,7 @@ impl<'n, 'a> Driver<'n, 'a> {
                 break;
             }
         }
-        node.abort.store(true, Ordering::Release);
-        self.stop_accepting();
+        self.accept_stop.stop(&node.abort);
         let a = match (result, self.assignment.take()) {
             (Ok(()), Some(a)) => a,
             (Ok(()), None) => unreachable!("success needs an assignment"),

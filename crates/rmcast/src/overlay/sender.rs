@@ -197,7 +197,7 @@ fn run(
     );
 
     let stop = AtomicBool::new(false);
-    let accept_stop = io::AcceptStop::new(&listener).ok();
+    let accept_stop = io::AcceptStop::new(&listener);
     let abort = AtomicBool::new(false);
     let segments_sent = AtomicU64::new(0);
     let (tx, rx) = mpsc::channel::<Ev>();
@@ -352,11 +352,8 @@ fn run(
             }
             m.handle_timeout(clock.now());
         }
-        stop.store(true, Ordering::Release);
+        accept_stop.stop(&stop);
         abort.store(true, Ordering::Relaxed);
-        if let Some(s) = &accept_stop {
-            s.stop();
-        }
         for (c, _) in conns.values() {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
