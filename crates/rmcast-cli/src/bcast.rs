@@ -164,9 +164,11 @@ fn checked(rank: u32, size: u32, from: String) -> Result<Place> {
     Ok(Place { rank, size, from })
 }
 
-/// The group's port when not given: `MASTER_PORT`, else one of 20000–39999
+/// The group's port when not given: `MASTER_PORT`, else one of 20000–31999
 /// derived from the job's id (so two jobs on one network do not meet),
-/// else 7700.
+/// else 7700. The derived range stays below Linux's ephemeral ports
+/// (32768–60999 by default): an outgoing connection that happens to hold
+/// the lobby's port (the group's + 1) would make rank 0's listen fail.
 fn group_port(get: &dyn Fn(&str) -> Option<String>) -> Result<u16> {
     if let Some(p) = get("MASTER_PORT") {
         return p
@@ -187,7 +189,7 @@ fn group_port(get: &dyn Fn(&str) -> Option<String>) -> Result<u16> {
             let h = (id.bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
             });
-            return Ok(20_000 + (h % 20_000) as u16);
+            return Ok(20_000 + (h % 12_000) as u16);
         }
     }
     Ok(7700)
@@ -484,7 +486,7 @@ mod tests {
         assert!(group_port(&env(&[("MASTER_PORT", "x")])).is_err());
         let a = group_port(&env(&[("SLURM_JOB_ID", "1234")])).unwrap();
         let b = group_port(&env(&[("SLURM_JOB_ID", "1235")])).unwrap();
-        assert!((20_000..40_000).contains(&a) && a != b, "{a} {b}");
+        assert!((20_000..32_000).contains(&a) && a != b, "{a} {b}");
         assert_eq!(group_port(&env(&[])).unwrap(), 7700);
     }
 

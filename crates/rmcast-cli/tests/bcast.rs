@@ -29,13 +29,27 @@ const LAUNCHER_VARS: [&str; 14] = [
     "TORCHELASTIC_RUN_ID",
 ];
 
-/// A port of its own per test run (the group port comes from MASTER_PORT).
+/// A port of its own per test run (the group port comes from MASTER_PORT;
+/// rank 0's TCP lobby takes the next one). Both lie below Linux's
+/// ephemeral range (32768–60999), where another test's outgoing connection
+/// could hold the lobby's port and make rank 0's listen fail, and both are
+/// free when picked.
 fn port(salt: u16) -> u16 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
-    21_000 + ((std::process::id() + t + u32::from(salt) * 7919) % 18_000) as u16
+    let mut seed = std::process::id() ^ t ^ u32::from(salt).wrapping_mul(7919);
+    for _ in 0..64 {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let p = 21_000 + ((seed >> 8) % 11_000) as u16;
+        let udp = std::net::UdpSocket::bind(("0.0.0.0", p));
+        let tcp = std::net::TcpListener::bind(("127.0.0.1", p + 1));
+        if udp.is_ok() && tcp.is_ok() {
+            return p;
+        }
+    }
+    panic!("no free pair of ports in 21000–32000")
 }
 
 /// One rank as torchrun starts it: RANK, WORLD_SIZE, MASTER_ADDR/PORT.

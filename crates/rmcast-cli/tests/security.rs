@@ -419,10 +419,7 @@ fn trust_refuses_a_receiver_turned_sender_and_keeps_the_signed_file() {
     for ((what, sign, refusal), overlay) in cases.iter().flat_map(|c| [(*c, false), (*c, true)]) {
         let g = rmcast::random_group().to_string();
         // A free port for the overlay's control listener.
-        let control = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().to_string()
-        };
+        let control = common::free_tcp_addr();
         let out = dir
             .path()
             .join(format!("out-{}-{overlay}", what.replace(' ', "-")));

@@ -147,9 +147,22 @@ pub fn write(root: &std::path::Path, rel: &str, bytes: &[u8]) {
 }
 
 /// A loopback address with a port free at the moment (for a control
-/// listener the test's sender binds next).
+/// listener the test's sender binds next). It lies below Linux's ephemeral
+/// range (32768–60999): a port the kernel hands out there could be taken
+/// by another test's outgoing connection before the sender listens on it.
 #[allow(dead_code)]
 pub fn free_tcp_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let mut seed = std::process::id() ^ t;
+    for _ in 0..64 {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let p = 21_000 + ((seed >> 8) % 11_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return format!("127.0.0.1:{p}");
+        }
+    }
+    panic!("no free port in 21000–32000")
 }
