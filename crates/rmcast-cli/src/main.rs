@@ -71,7 +71,7 @@ fn main() -> ExitCode {
         return match rmcast_lab::run(a) {
             Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
             Err(e) => {
-                eprintln!("rmcast lab: error: {e:#}");
+                eprintln!("rmcast lab: error: {}", error_text(&e));
                 ExitCode::from(1)
             }
         };
@@ -139,11 +139,31 @@ fn finish(result: Result<Outcome>, interrupted: bool) -> ExitCode {
         Ok(Outcome::Failed) => 1,
         Ok(Outcome::Partial) => 3,
         Err(e) => {
-            eprintln!("rmcast: error: {e:#}");
+            eprintln!("rmcast: error: {}", error_text(&e));
             1
         }
     };
     ExitCode::from(if interrupted { 130 } else { code })
+}
+
+/// `e` and its causes on one line, as `{:#}` prints them, but a cause
+/// whose text its parent already ends with is said once: the library's
+/// errors show their system error in their own text *and* as their source
+/// (for programs that print only the top), which `{:#}` would repeat
+/// ("cannot listen on ...: Address already in use (os error 98): Address
+/// already in use (os error 98)").
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.is_empty() {
+            text = part;
+        } else if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+    }
+    text
 }
 
 fn init_tracing(verbose: u8) {
@@ -617,4 +637,30 @@ fn demo(a: DemoArgs, cancel: Arc<AtomicBool>) -> Result<bool> {
     }
     report::print_send(&report.send, a.common.json, Some(&report));
     Ok(report.send.ok && report.all_files_match)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+    use anyhow::Context;
+
+    #[test]
+    fn an_error_says_each_cause_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let lib = rmcast::Error::Io {
+            context: "cannot listen for receivers on 127.0.0.1:7701".into(),
+            source: io,
+        };
+        let e = Err::<(), _>(lib).context("sending ckpt.bin").unwrap_err();
+        let text = error_text(&e);
+        assert_eq!(
+            text,
+            "sending ckpt.bin: cannot listen for receivers on 127.0.0.1:7701: address in use"
+        );
+        // A cause its parent does not already say is kept.
+        let e = Err::<(), _>(std::io::Error::other("disk full"))
+            .context("writing out/a")
+            .unwrap_err();
+        assert_eq!(error_text(&e), "writing out/a: disk full");
+    }
 }

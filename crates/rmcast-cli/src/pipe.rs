@@ -177,7 +177,7 @@ pub fn run(a: PipeArgs) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("rmcast pipe: error: {e:#}");
+            eprintln!("rmcast pipe: error: {}", crate::error_text(&e));
             ExitCode::from(1)
         }
     }
