@@ -143,9 +143,7 @@ impl Testbed {
         procs: impl IntoIterator<Item = (usize, &'a str, &'a [String])>,
     ) -> Result<()> {
         if let Testbed::Ssh(s) = self {
-            for (i, program, args) in procs {
-                s.stage(i, program, args)?;
-            }
+            s.stage_many(procs)?;
         }
         Ok(())
     }
@@ -157,9 +155,7 @@ impl Testbed {
     pub fn fetch_run_dir(&self, run_dir: &Path) -> Result<()> {
         if let Testbed::Ssh(s) = self {
             s.stop_probes();
-            for i in 0..self.hosts().len() {
-                s.fetch(i, run_dir)?;
-            }
+            s.fetch_all(self.hosts().len(), run_dir)?;
         }
         Ok(())
     }
@@ -178,10 +174,14 @@ impl Testbed {
     ) -> Result<()> {
         match self {
             Testbed::Ssh(s) => {
+                let dirs: Vec<(usize, &Path)> = out_dirs
+                    .iter()
+                    .enumerate()
+                    .skip(1)
+                    .map(|(i, d)| (i, d.as_path()))
+                    .collect();
                 let mut listings = vec![Vec::new()];
-                for (i, d) in out_dirs.iter().enumerate().skip(1) {
-                    listings.push(s.list_copies(i, d, self_cmd)?);
-                }
+                listings.extend(s.list_copies_each(&dirs, self_cmd)?);
                 crate::scenario::judge::verify_listings(&listings, objects, size, reasons)
             }
             _ => crate::scenario::judge::verify_copies(out_dirs, objects, size, reasons),
@@ -192,10 +192,14 @@ impl Testbed {
     /// the hosts too).
     pub fn remove_copies(&self, out_dirs: &[PathBuf]) {
         if let Testbed::Ssh(s) = self {
-            for (i, d) in out_dirs.iter().enumerate().skip(1) {
-                if let Err(e) = s.remove(i, d) {
-                    eprintln!("rmcast-lab: {e:#}");
-                }
+            let dirs: Vec<(usize, &Path)> = out_dirs
+                .iter()
+                .enumerate()
+                .skip(1)
+                .map(|(i, d)| (i, d.as_path()))
+                .collect();
+            for e in s.remove_each(&dirs).into_iter().filter_map(Result::err) {
+                eprintln!("rmcast-lab: {e:#}");
             }
         }
         for d in &out_dirs[1..] {

@@ -66,6 +66,9 @@ const LOSS_TABLE: &str = "rmcast_lab_loss";
 /// How long one control command over ssh may take.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A command for [`Ssh::run_each`]: the host, its shell script, its stdin.
+type Job = (usize, String, Option<Vec<u8>>);
+
 /// The ssh testbed: hosts h0..hN of an inventory.
 pub struct Ssh {
     /// This testbed's id (in the remote session directories' names).
@@ -175,20 +178,24 @@ impl Ssh {
             tb.masters[i] = tb.start_master(i)?;
             tb.connected[i] = true;
         }
-        for i in 0..want {
+        let jobs = (0..want)
+            .map(|i| {
+                let mut script =
+                    format!("mkdir -p {s}/fs {s}/bin", s = shell_quote(&tb.session[i]));
+                for (ifc, _) in tb.remote[i].interfaces() {
+                    let ifc = shell_quote(ifc);
+                    let _ = write!(
+                        script,
+                        " && cat /sys/class/net/{ifc}/address >/dev/null && \
+                         (ip -4 -o addr show dev {ifc} 2>/dev/null || echo no-ip-command)"
+                    );
+                }
+                (i, script, None)
+            })
+            .collect();
+        for (i, out) in tb.run_each(jobs).into_iter().enumerate() {
             let h = &tb.remote[i];
-            let mut script = format!("mkdir -p {s}/fs {s}/bin", s = shell_quote(&tb.session[i]));
-            for (ifc, _) in h.interfaces() {
-                let ifc = shell_quote(ifc);
-                let _ = write!(
-                    script,
-                    " && cat /sys/class/net/{ifc}/address >/dev/null && \
-                     (ip -4 -o addr show dev {ifc} 2>/dev/null || echo no-ip-command)"
-                );
-            }
-            let out = tb
-                .run(i, &script, None)
-                .with_context(|| format!("{}: preparing {}", h.name, tb.session[i]))?;
+            let out = out.with_context(|| format!("{}: preparing {}", h.name, tb.session[i]))?;
             for (ifc, addr) in h.interfaces() {
                 let want_addr = format!("inet {addr}/");
                 if !out.contains("no-ip-command") && !out.contains(&want_addr) {
@@ -199,10 +206,10 @@ impl Ssh {
                 }
             }
         }
-        let key_remote: Vec<String> = (0..want).map(|i| tb.key_path(i)).collect();
-        for (i, path) in key_remote.iter().enumerate() {
-            tb.upload(i, tb.key.path(), path, "600")?;
-        }
+        let keys = (0..want)
+            .map(|i| tb.upload_job(i, tb.key.path(), &tb.key_path(i), "600"))
+            .collect::<Result<Vec<_>>>()?;
+        tb.run_all(keys)?;
         Ok(tb)
     }
 
@@ -388,55 +395,68 @@ impl Ssh {
 
     /// Runs a shell command on host `i`, bounded; fails with its stderr.
     pub fn run(&self, i: usize, script: &str, stdin: Option<&[u8]>) -> Result<String> {
-        let argv = self.ssh_argv(i);
-        let mut c = Command::new(&argv[0]);
-        c.args(&argv[1..])
-            .arg(script)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().context("cannot run ssh")?;
-        let feeder = stdin.map(|data| {
-            let mut pipe = child.stdin.take().expect("stdin is piped");
-            let data = data.to_vec();
-            std::thread::spawn(move || pipe.write_all(&data))
-        });
-        let mut out = child.stdout.take().expect("stdout is piped");
-        let mut err = child.stderr.take().expect("stderr is piped");
-        let reader = std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = out.read_to_end(&mut v);
-            v
-        });
-        let err_reader = std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = err.read_to_end(&mut v);
-            v
-        });
-        let status = wait_bounded(child, CONTROL_TIMEOUT);
-        if let Some(f) = feeder {
-            let _ = f.join();
-        }
-        let out = reader.join().unwrap_or_default();
-        let err = err_reader.join().unwrap_or_default();
-        let status = status?;
-        if !status.success() {
-            bail!(
-                "{}: `{script}` failed ({status}): {}",
-                self.remote[i].name,
-                String::from_utf8_lossy(&err).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out).into_owned())
+        run_argv(&self.ssh_argv(i), &self.remote[i].name, script, stdin)
     }
 
-    /// Copies a local file to `remote` on host `i` (`ssh … 'cat > FILE'`),
-    /// with the given mode.
-    fn upload(&self, i: usize, local: &Path, remote: &str, mode: &str) -> Result<()> {
+    /// Runs the jobs (host, shell command, its stdin), the hosts at once
+    /// and each host's jobs in turn, and waits for all: a step that visits
+    /// every host costs the slowest host's round trips, not their sum (a
+    /// remote login shell's start-up files run for every command), and a
+    /// host's master connection never carries more than one of them (sshd
+    /// allows 10 sessions on a connection by default). Results in the
+    /// jobs' order.
+    fn run_each(&self, jobs: Vec<Job>) -> Vec<Result<String>> {
+        let mut by_host: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (k, (i, _, _)) in jobs.iter().enumerate() {
+            match by_host.iter_mut().find(|(h, _)| h == i) {
+                Some((_, ks)) => ks.push(k),
+                None => by_host.push((*i, vec![k])),
+            }
+        }
+        let clients: Vec<(Vec<String>, &str)> = by_host
+            .iter()
+            .map(|&(i, _)| (self.ssh_argv(i), self.remote[i].name.as_str()))
+            .collect();
+        let jobs = &jobs;
+        let mut results: Vec<Option<Result<String>>> = jobs.iter().map(|_| None).collect();
+        std::thread::scope(|s| {
+            let running: Vec<_> = by_host
+                .iter()
+                .zip(&clients)
+                .map(|((_, ks), (argv, name))| {
+                    s.spawn(move || {
+                        ks.iter()
+                            .map(|&k| {
+                                let (_, script, stdin) = &jobs[k];
+                                (k, run_argv(argv, name, script, stdin.as_deref()))
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for h in running {
+                // A panicking job leaves its host's results None (below).
+                for (k, r) in h.join().unwrap_or_default() {
+                    results[k] = Some(r);
+                }
+            }
+        });
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(anyhow::anyhow!("an ssh job panicked"))))
+            .collect()
+    }
+
+    /// The job (for [`Ssh::run_each`]) that copies a local file to `remote`
+    /// on host `i` (`ssh … 'cat > FILE'`) with the given mode, and what it
+    /// does, for its error.
+    fn upload_job(
+        &self,
+        i: usize,
+        local: &Path,
+        remote: &str,
+        mode: &str,
+    ) -> Result<(Job, String)> {
         let data = std::fs::read(local).with_context(|| format!("reading {}", local.display()))?;
         let dir = Path::new(remote)
             .parent()
@@ -449,8 +469,17 @@ impl Ssh {
             p = shell_quote(&part),
             r = shell_quote(remote)
         );
-        self.run(i, &script, Some(&data))
-            .with_context(|| format!("copying {} to {}", local.display(), self.remote[i].name))?;
+        let what = format!("copying {} to {}", local.display(), self.remote[i].name);
+        Ok(((i, script, Some(data)), what))
+    }
+
+    /// Runs `jobs`, each with what it does, at once ([`Ssh::run_each`]);
+    /// the first failure, said with what it was doing.
+    fn run_all(&self, jobs: Vec<(Job, String)>) -> Result<()> {
+        let (jobs, whats): (Vec<Job>, Vec<String>) = jobs.into_iter().unzip();
+        for (done, what) in self.run_each(jobs).into_iter().zip(whats) {
+            done.context(what)?;
+        }
         Ok(())
     }
 
@@ -498,6 +527,30 @@ impl Ssh {
     /// path, files named in its arguments) and makes the directories it
     /// writes into, once per host.
     pub fn stage(&self, i: usize, program: &str, args: &[String]) -> Result<()> {
+        self.stage_many(std::iter::once((i, program, args)))
+    }
+
+    /// [`Ssh::stage`] for several commands, every host's copies at once.
+    pub fn stage_many<'a>(
+        &self,
+        procs: impl IntoIterator<Item = (usize, &'a str, &'a [String])>,
+    ) -> Result<()> {
+        let mut jobs = Vec::new();
+        for (i, program, args) in procs {
+            self.stage_jobs(i, program, args, &mut jobs)?;
+        }
+        self.run_all(jobs)
+    }
+
+    /// The uploads and `mkdir` that stage `program args` on host `i`
+    /// (what is staged already is not again).
+    fn stage_jobs(
+        &self,
+        i: usize,
+        program: &str,
+        args: &[String],
+        jobs: &mut Vec<(Job, String)>,
+    ) -> Result<()> {
         let mut dirs = Vec::new();
         let p = Path::new(program);
         if p.is_absolute() && self.staged.borrow_mut().insert((i, p.to_path_buf())) {
@@ -505,7 +558,7 @@ impl Ssh {
             if !meta.is_file() {
                 bail!("program {program} is not a file");
             }
-            self.upload(i, p, &self.program_path(i, program), "755")?;
+            jobs.push(self.upload_job(i, p, &self.program_path(i, program), "755")?);
         }
         for a in args {
             let local = Path::new(a);
@@ -516,7 +569,7 @@ impl Ssh {
                 continue;
             }
             match std::fs::metadata(local) {
-                Ok(m) if m.is_file() => self.upload(i, local, &remote, "644")?,
+                Ok(m) if m.is_file() => jobs.push(self.upload_job(i, local, &remote, "644")?),
                 Ok(m) if m.is_dir() => dirs.push(remote),
                 _ => {
                     if let Some(parent) = Path::new(&remote).parent() {
@@ -527,7 +580,9 @@ impl Ssh {
         }
         if !dirs.is_empty() {
             let quoted: Vec<String> = dirs.iter().map(|d| shell_quote(d)).collect();
-            self.run(i, &format!("mkdir -p {}", quoted.join(" ")), None)?;
+            let script = format!("mkdir -p {}", quoted.join(" "));
+            let what = format!("{}: making the run's directories", self.remote[i].name);
+            jobs.push(((i, script, None), what));
         }
         Ok(())
     }
@@ -604,78 +659,91 @@ impl Ssh {
         )
     }
 
-    /// Brings back what host `i` wrote under `local` (a directory under the
-    /// roots), merged into it: `tar` over ssh.
-    pub fn fetch(&self, i: usize, local: &Path) -> Result<()> {
-        let remote = self.mapped(i, local)?;
+    /// Brings back what hosts 0..n wrote under `local` (a directory under
+    /// the roots), merged into it: `tar` over ssh, from every host at once.
+    pub fn fetch_all(&self, n: usize, local: &Path) -> Result<()> {
         std::fs::create_dir_all(local)?;
-        let argv = self.ssh_argv(i);
-        let q = shell_quote(&remote);
-        // Always an archive (of an empty directory when nothing was written),
-        // streamed straight into tar here.
-        let mut ssh = Command::new(&argv[0])
-            .args(&argv[1..])
-            .arg(format!("mkdir -p {q} && cd {q} && tar -cf - ."))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("cannot run ssh")?;
-        let pipe = ssh.stdout.take().expect("stdout is piped");
-        let tar = Command::new("tar")
-            .args(["-xf", "-", "-C"])
-            .arg(local)
-            .stdin(Stdio::from(pipe))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("cannot run tar")?;
-        let status = wait_bounded(ssh, CONTROL_TIMEOUT)?;
-        let out = tar.wait_with_output()?;
-        if !status.success() {
-            bail!(
-                "{}: fetching {remote} failed ({status})",
-                self.remote[i].name
-            );
-        }
-        if !out.status.success() {
-            bail!(
-                "unpacking {}'s {remote}: {}",
-                self.remote[i].name,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
+        let jobs = (0..n)
+            .map(|i| {
+                Ok((
+                    self.ssh_argv(i),
+                    self.remote[i].name.as_str(),
+                    self.mapped(i, local)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        std::thread::scope(|s| {
+            let running: Vec<_> = jobs
+                .iter()
+                .map(|(argv, name, remote)| s.spawn(move || fetch_argv(argv, name, remote, local)))
+                .collect();
+            for h in running {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a fetch over ssh panicked")))?;
+            }
+            Ok(())
+        })
     }
 
-    /// The files under `local`'s place on host `i`, hashed there by this
-    /// program (`self_cmd`, copied to the host) and listed back as JSON.
-    pub fn list_copies(
+    /// The files under each `(i, local)`'s place on host `i`, hashed there
+    /// by this program (`self_cmd`, copied to the host) and listed back as
+    /// JSON; every host at once.
+    pub fn list_copies_each(
         &self,
-        i: usize,
-        local: &Path,
+        dirs: &[(usize, &Path)],
         self_cmd: &[String],
-    ) -> Result<Vec<CopyFile>> {
-        let remote = self.mapped(i, local)?;
-        self.stage(i, &self_cmd[0], &[])?;
-        let mut words = vec![self.program_path(i, &self_cmd[0])];
-        words.extend(self_cmd[1..].iter().cloned());
-        words.extend(["list-copies".to_string(), remote]);
-        let quoted: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
-        let text = self
-            .run(i, &quoted.join(" "), None)
-            .with_context(|| format!("{}: listing the copies", self.remote[i].name))?;
-        serde_json::from_str(text.trim())
-            .with_context(|| format!("{}: the copies' listing", self.remote[i].name))
+    ) -> Result<Vec<Vec<CopyFile>>> {
+        self.stage_many(
+            dirs.iter()
+                .map(|&(i, _)| (i, self_cmd[0].as_str(), &[][..])),
+        )?;
+        let jobs = dirs
+            .iter()
+            .map(|&(i, local)| {
+                let mut words = vec![self.program_path(i, &self_cmd[0])];
+                words.extend(self_cmd[1..].iter().cloned());
+                words.extend(["list-copies".to_string(), self.mapped(i, local)?]);
+                let quoted: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
+                Ok((i, quoted.join(" "), None))
+            })
+            .collect::<Result<Vec<Job>>>()?;
+        dirs.iter()
+            .zip(self.run_each(jobs))
+            .map(|(&(i, _), text)| {
+                let name = &self.remote[i].name;
+                let text = text.with_context(|| format!("{name}: listing the copies"))?;
+                serde_json::from_str(text.trim())
+                    .with_context(|| format!("{name}: the copies' listing"))
+            })
+            .collect()
     }
 
-    /// Removes `local`'s place on host `i` (a run's copies).
-    pub fn remove(&self, i: usize, local: &Path) -> Result<()> {
-        let remote = self.mapped(i, local)?;
-        self.run(i, &format!("rm -rf {}", shell_quote(&remote)), None)?;
-        // Staged again if a later command names it.
-        self.staged.borrow_mut().remove(&(i, local.to_path_buf()));
-        Ok(())
+    /// Removes each `(i, local)`'s place on host `i` (a run's copies), on
+    /// every host at once; each host's outcome.
+    pub fn remove_each(&self, dirs: &[(usize, &Path)]) -> Vec<Result<()>> {
+        let mut jobs = Vec::new();
+        let mut results: Vec<Result<()>> = Vec::new();
+        for &(i, local) in dirs {
+            match self.mapped(i, local) {
+                Ok(remote) => {
+                    jobs.push((i, format!("rm -rf {}", shell_quote(&remote)), None));
+                    results.push(Ok(()));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        let mut done = self.run_each(jobs).into_iter();
+        for (r, &(i, local)) in results.iter_mut().zip(dirs) {
+            if r.is_ok() {
+                *r = done
+                    .next()
+                    .expect("one job per mapped directory")
+                    .map(|_| ());
+                // Staged again if a later command names it.
+                self.staged.borrow_mut().remove(&(i, local.to_path_buf()));
+            }
+        }
+        results
     }
 
     /// Progress of hosts 1..: bytes allocated under each `dirs[k]` (host
@@ -756,29 +824,38 @@ impl Ssh {
 
     /// Counters of the tools' interface on hosts 0..n.
     pub fn counters(&self, n: usize) -> Result<Vec<IfCounters>> {
-        (0..n)
-            .map(|i| self.read_counters(i, &self.remote[i].iface))
-            .collect()
+        self.read_counters((0..n).map(|i| (i, self.remote[i].iface.as_str())))
     }
 
     /// Counters of every relay interface (upstream, then downstream, of r1,
     /// then r2, …).
     pub fn relay_counters(&self) -> Result<Vec<IfCounters>> {
-        let mut v = Vec::new();
-        for i in self.hosts.len()..self.remote.len() {
-            for (ifc, _) in self.remote[i].interfaces() {
-                v.push(self.read_counters(i, ifc)?);
-            }
-        }
-        Ok(v)
+        self.read_counters((self.hosts.len()..self.remote.len()).flat_map(|i| {
+            self.remote[i]
+                .interfaces()
+                .into_iter()
+                .map(move |(ifc, _)| (i, ifc))
+        }))
     }
 
-    fn read_counters(&self, i: usize, iface: &str) -> Result<IfCounters> {
-        let ifc = shell_quote(iface);
-        let files = ["tx_bytes", "tx_packets", "rx_bytes", "rx_packets"]
-            .map(|f| format!("/sys/class/net/{ifc}/statistics/{f}"))
-            .join(" ");
-        parse_counters(&self.run(i, &format!("cat {files}"), None)?)
+    /// The counters of each (host, interface), read on all hosts at once.
+    fn read_counters<'a>(
+        &self,
+        ifaces: impl Iterator<Item = (usize, &'a str)>,
+    ) -> Result<Vec<IfCounters>> {
+        let jobs = ifaces
+            .map(|(i, iface)| {
+                let ifc = shell_quote(iface);
+                let files = ["tx_bytes", "tx_packets", "rx_bytes", "rx_packets"]
+                    .map(|f| format!("/sys/class/net/{ifc}/statistics/{f}"))
+                    .join(" ");
+                (i, format!("cat {files}"), None)
+            })
+            .collect();
+        self.run_each(jobs)
+            .into_iter()
+            .map(|text| parse_counters(&text?))
+            .collect()
     }
 
     /// Random loss with probability `p` on the receivers' UDP and TCP input
@@ -801,23 +878,27 @@ impl Ssh {
                  iifname {{ IFACES }} tcp dport != SSHPORT numgen random mod 100000 < {per_100k} counter drop\n  }}\n}}"
             )?;
         }
-        for i in 1..self.remote.len() {
-            // The lab's own ssh connections (to sshd's port) are spared.
-            let ifaces: Vec<String> = self.remote[i]
-                .interfaces()
-                .iter()
-                .map(|(ifc, _)| format!("\"{ifc}\""))
-                .collect();
-            let s = script
-                .replace("IFACES", &ifaces.join(", "))
-                .replace("SSHPORT", &self.remote[i].port.to_string());
-            self.run(i, "nft -f -", Some(s.as_bytes()))
-                .with_context(|| {
-                    format!(
-                        "{}: setting loss with nftables (needs root and nft there)",
-                        self.remote[i].name
-                    )
-                })?;
+        let jobs = (1..self.remote.len())
+            .map(|i| {
+                // The lab's own ssh connections (to sshd's port) are spared.
+                let ifaces: Vec<String> = self.remote[i]
+                    .interfaces()
+                    .iter()
+                    .map(|(ifc, _)| format!("\"{ifc}\""))
+                    .collect();
+                let s = script
+                    .replace("IFACES", &ifaces.join(", "))
+                    .replace("SSHPORT", &self.remote[i].port.to_string());
+                (i, "nft -f -".to_string(), Some(s.into_bytes()))
+            })
+            .collect();
+        for (i, done) in (1..).zip(self.run_each(jobs)) {
+            done.with_context(|| {
+                format!(
+                    "{}: setting loss with nftables (needs root and nft there)",
+                    self.remote[i].name
+                )
+            })?;
         }
         self.loss = p;
         Ok(())
@@ -828,10 +909,12 @@ impl Ssh {
         if self.loss == 0.0 {
             return Ok(0);
         }
+        let jobs = (1..self.remote.len())
+            .map(|i| (i, format!("nft list table inet {LOSS_TABLE}"), None))
+            .collect();
         let mut total = 0;
-        for i in 1..self.remote.len() {
-            let text = self.run(i, &format!("nft list table inet {LOSS_TABLE}"), None)?;
-            total += nft_counted_packets(&text);
+        for text in self.run_each(jobs) {
+            total += nft_counted_packets(&text?);
         }
         Ok(total)
     }
@@ -894,22 +977,32 @@ impl Ssh {
         }
         self.torn_down = true;
         self.stop_probes();
-        let mut errors = Vec::new();
-        for i in (0..self.remote.len()).filter(|&i| self.connected[i]) {
-            let mut script = format!(
-                "rm -rf {} {}",
-                shell_quote(&self.session[i]),
-                shell_quote(&self.remote_tmpfs())
-            );
-            if self.loss != 0.0 && i > 0 {
-                let _ = write!(
-                    script,
-                    "; nft delete table inet {LOSS_TABLE} 2>/dev/null; true"
+        let hosts: Vec<usize> = (0..self.remote.len())
+            .filter(|&i| self.connected[i])
+            .collect();
+        let jobs = hosts
+            .iter()
+            .map(|&i| {
+                let mut script = format!(
+                    "rm -rf {} {}",
+                    shell_quote(&self.session[i]),
+                    shell_quote(&self.remote_tmpfs())
                 );
-            }
-            if let Err(e) = self.run(i, &script, None) {
-                errors.push(format!("{e:#}"));
-            }
+                if self.loss != 0.0 && i > 0 {
+                    let _ = write!(
+                        script,
+                        "; nft delete table inet {LOSS_TABLE} 2>/dev/null; true"
+                    );
+                }
+                (i, script, None)
+            })
+            .collect();
+        let errors: Vec<String> = self
+            .run_each(jobs)
+            .into_iter()
+            .filter_map(|r| r.err().map(|e| format!("{e:#}")))
+            .collect();
+        for i in hosts {
             self.stop_master(i);
         }
         if !errors.is_empty() {
@@ -917,6 +1010,92 @@ impl Ssh {
         }
         Ok(())
     }
+}
+
+/// Runs `script` through the ssh client `argv` (to host `name`), bounded;
+/// fails with its stderr.
+fn run_argv(argv: &[String], name: &str, script: &str, stdin: Option<&[u8]>) -> Result<String> {
+    let mut c = Command::new(&argv[0]);
+    c.args(&argv[1..])
+        .arg(script)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().context("cannot run ssh")?;
+    let feeder = stdin.map(|data| {
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        let data = data.to_vec();
+        std::thread::spawn(move || pipe.write_all(&data))
+    });
+    let mut out = child.stdout.take().expect("stdout is piped");
+    let mut err = child.stderr.take().expect("stderr is piped");
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let status = wait_bounded(child, CONTROL_TIMEOUT);
+    if let Some(f) = feeder {
+        let _ = f.join();
+    }
+    let out = reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    let status = status?;
+    if !status.success() {
+        bail!(
+            "{}: `{script}` failed ({status}): {}",
+            name,
+            String::from_utf8_lossy(&err).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Brings back what the host behind the ssh client `argv` (named `name`)
+/// wrote under `remote` into `local`: `tar` over ssh.
+fn fetch_argv(argv: &[String], name: &str, remote: &str, local: &Path) -> Result<()> {
+    let q = shell_quote(remote);
+    // Always an archive (of an empty directory when nothing was written),
+    // streamed straight into tar here.
+    let mut ssh = Command::new(&argv[0])
+        .args(&argv[1..])
+        .arg(format!("mkdir -p {q} && cd {q} && tar -cf - ."))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run ssh")?;
+    let pipe = ssh.stdout.take().expect("stdout is piped");
+    let tar = Command::new("tar")
+        .args(["-xf", "-", "-C"])
+        .arg(local)
+        .stdin(Stdio::from(pipe))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run tar")?;
+    let status = wait_bounded(ssh, CONTROL_TIMEOUT)?;
+    let out = tar.wait_with_output()?;
+    if !status.success() {
+        bail!("{}: fetching {remote} failed ({status})", name);
+    }
+    if !out.status.success() {
+        bail!(
+            "unpacking {}'s {remote}: {}",
+            name,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 impl Drop for Ssh {
