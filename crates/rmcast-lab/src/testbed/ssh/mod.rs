@@ -4,7 +4,9 @@
 //!
 //! - **Connections.** One master connection per host (`ssh -M -N -f`,
 //!   `ControlPersist` bounding its idle life), which every later command
-//!   multiplexes, so a probe costs a round trip and not a handshake. The
+//!   multiplexes, so a probe costs a round trip and not a handshake. A
+//!   step that visits every host visits them at once ([`Ssh::run_each`]),
+//!   each host's own commands in turn on its master. The
 //!   masters are told to exit (`ssh -O exit`) at teardown, and killed by
 //!   their PID (`ssh -O check` says it) should they not.
 //! - **Files.** Each host gets a session directory `WORKDIR/rmcast-lab-ID`,
