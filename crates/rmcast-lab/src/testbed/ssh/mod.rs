@@ -5,7 +5,7 @@
 //! - **Connections.** One master connection per host (`ssh -M -N -f`,
 //!   `ControlPersist` bounding its idle life), which every later command
 //!   multiplexes, so a probe costs a round trip and not a handshake. A
-//!   step that visits every host visits them at once ([`Ssh::run_each`]),
+//!   step that visits every host visits them at once (`Ssh::run_each`),
 //!   each host's own commands in turn on its master. The
 //!   masters are told to exit (`ssh -O exit`) at teardown, and killed by
 //!   their PID (`ssh -O check` says it) should they not.
@@ -16,9 +16,9 @@
 //!   a program given by path is copied to `SESSION/bin`. What a command
 //!   reads is copied before the run starts ([`Ssh::stage`]), with `ssh …
 //!   'cat > FILE'`. The receivers' copies are hashed where they are (this
-//!   program's `list-copies`, [`Ssh::list_copies`]) and judged from the
+//!   program's `list-copies`, [`Ssh::list_copies_each`]) and judged from the
 //!   listing by the netns testbed's rules; the run directory (status
-//!   files, reports) comes back with `tar` over ssh ([`Ssh::fetch`]).
+//!   files, reports) comes back with `tar` over ssh ([`Ssh::fetch_all`]).
 //! - **Processes.** A tool runs as the child of a remote shell that says
 //!   its PID (`rmcast-lab-pid=…` on stderr), waits for it and then says
 //!   its CPU time (`times`); the runner stops it by that PID over ssh
@@ -475,7 +475,7 @@ impl Ssh {
         Ok(((i, script, Some(data)), what))
     }
 
-    /// Runs `jobs`, each with what it does, at once ([`Ssh::run_each`]);
+    /// Runs `jobs`, each with what it does, at once (`Ssh::run_each`);
     /// the first failure, said with what it was doing.
     fn run_all(&self, jobs: Vec<(Job, String)>) -> Result<()> {
         let (jobs, whats): (Vec<Job>, Vec<String>) = jobs.into_iter().unzip();
