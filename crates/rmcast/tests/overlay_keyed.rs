@@ -294,11 +294,8 @@ fn an_outsider_at_a_data_port_is_refused_and_the_transfer_completes() {
         let cfg = send_config(OverlayShape::Chain, 2, Some(key(1)));
         let sender = OverlaySender::bind(&cfg).unwrap();
         let control = sender.local_addr().unwrap();
-        // A data port known in advance: bind, note, free, reuse.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        // A data port known in advance.
+        let port = common::free_tcp_addr();
         let a = spawn_receiver(control, dir.path(), "a", Some(key(1)));
         std::thread::sleep(Duration::from_millis(200));
         let rc = OverlayRecvConfig {
