@@ -521,26 +521,13 @@ fn laggard(
     mode: Option<&str>,
     after: Option<Duration>,
 ) -> PyResult<rmcast::Laggard> {
-    let after_or_default = after.unwrap_or(Duration::from_secs(2));
-    match mode {
-        None | Some("wait") if after.is_some() => Err(invalid(
-            py,
-            "laggard_after applies to laggard=\"tcp\" and laggard=\"eject\", not wait".to_owned(),
-        )),
-        None | Some("wait") => Ok(rmcast::Laggard::Wait),
-        Some("eject") => Ok(rmcast::Laggard::Eject {
-            after: after_or_default,
-        }),
-        // The port is the sender's to bind when the session starts.
-        Some("tcp") => Ok(rmcast::Laggard::Tcp {
-            after: after_or_default,
-            port: 0,
-        }),
-        Some(other) => Err(invalid(
-            py,
-            format!("laggard={other:?}: one of \"tcp\", \"eject\", \"wait\""),
-        )),
-    }
+    let mode = mode.unwrap_or("wait");
+    rmcast::Laggard::from_setting(mode, after).map_err(|e| {
+        let after = after.map_or_else(String::new, |a| {
+            format!(", laggard_after={}", a.as_secs_f64())
+        });
+        invalid(py, format!("laggard={mode:?}{after}: {e}"))
+    })
 }
 
 /// `fec="K:P"` (or `"off"`): the block shape, as `rmcast send --fec`.

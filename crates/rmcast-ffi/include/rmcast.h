@@ -72,7 +72,9 @@ typedef struct RmcastCancel RmcastCancel;
 // changed by the `rmcast_config_set_*` functions, freed by
 // `rmcast_config_free`. Defaults: group 239.77.0.1:7700, interface
 // 127.0.0.1, TTL 1 (traffic stays on the machine), 1 receiver, no
-// timeout, no key and not insecure (a session then refuses to start).
+// timeout, no key and not insecure (a session then refuses to start);
+// a sender's protocol `"auto"` (chosen for the group that registers, as
+// `rmcast send` does), FEC as auto chooses, laggards waited for.
 //
 // A config is read, never changed, by the calls that use it: several
 // threads may use one config at once as long as none of them changes it.
@@ -159,6 +161,40 @@ RmcastStatus rmcast_config_set_iface(struct RmcastConfig *cfg, const char *iface
 // # Safety
 // `cfg` is NULL or a live config.
 RmcastStatus rmcast_config_set_receivers(struct RmcastConfig *cfg, uint32_t receivers);
+
+// Sets a sender's reliability protocol by the name `rmcast send
+// --protocol` takes: `"auto"` (the default: chosen for the group once it
+// has registered, from its size, the object's size and the rate), `"ack"`,
+// `"nak-poll"`, `"ring"` or `"tree"`. NULL is `"auto"`. The TCP overlays
+// (`tcp-*`) are not in the C library: it sends over UDP multicast.
+//
+// # Safety
+// `cfg` is NULL or a live config; `name` is NULL or a NUL-terminated string.
+RmcastStatus rmcast_config_set_protocol(struct RmcastConfig *cfg, const char *name);
+
+// Sets a sender's block FEC as `rmcast send --fec` takes it: `"K:P"` (K
+// data packets per block, P parity packets sent with each before anyone
+// asks; more on demand), or `"off"`. NULL goes back to the default: what
+// the protocol `"auto"` chooses for the group, else off.
+//
+// # Safety
+// `cfg` is NULL or a live config; `shape` is NULL or a NUL-terminated string.
+RmcastStatus rmcast_config_set_fec(struct RmcastConfig *cfg, const char *shape);
+
+// What a sender does with a receiver that falls far behind the group (at
+// least half a window behind its median receiver for `after_ms`), as
+// `rmcast send --laggard`: `"wait"` (the default: the group goes at its
+// pace), `"eject"` (it is named as failed and the others go on) or
+// `"tcp"` (it fetches the rest over TCP from the sender while the group
+// goes on, and still gets a verified copy). `after_ms` 0 is the default,
+// 2 s; it must be 0 with `"wait"`, and at least 100 otherwise. NULL is
+// `"wait"`.
+//
+// # Safety
+// `cfg` is NULL or a live config; `mode` is NULL or a NUL-terminated string.
+RmcastStatus rmcast_config_set_laggard(struct RmcastConfig *cfg,
+                                       const char *mode,
+                                       uint64_t after_ms);
 
 // Sets a name: a sender stores the object under it at the receivers (by
 // default a file keeps its own name; `rmcast_send_buffer` takes its own);

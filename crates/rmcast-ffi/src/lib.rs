@@ -64,6 +64,7 @@ pub enum RmcastStatus {
 }
 
 /// A failed call: the code and the message `rmcast_last_error` will show.
+#[derive(Debug)]
 pub(crate) struct FfiError {
     pub(crate) status: RmcastStatus,
     pub(crate) message: String,
@@ -198,7 +199,9 @@ pub(crate) unsafe fn hand_out<T>(out: *mut *mut T, value: T) {
 /// changed by the `rmcast_config_set_*` functions, freed by
 /// `rmcast_config_free`. Defaults: group 239.77.0.1:7700, interface
 /// 127.0.0.1, TTL 1 (traffic stays on the machine), 1 receiver, no
-/// timeout, no key and not insecure (a session then refuses to start).
+/// timeout, no key and not insecure (a session then refuses to start);
+/// a sender's protocol `"auto"` (chosen for the group that registers, as
+/// `rmcast send` does), FEC as auto chooses, laggards waited for.
 ///
 /// A config is read, never changed, by the calls that use it: several
 /// threads may use one config at once as long as none of them changes it.
@@ -213,6 +216,11 @@ pub struct RmcastConfig {
     cancel: Option<Arc<AtomicBool>>,
     max_bytes: Option<u64>,
     progress: Option<(ProgressFn, usize)>,
+    /// `None`: auto.
+    protocol: Option<rmcast::ProtocolId>,
+    /// `None`: the protocol's (or auto's) choice; `Some(None)`: off.
+    fec: Option<Option<rmcast::FecShape>>,
+    laggard: rmcast::Laggard,
 }
 
 /// A progress callback: `done` bytes of `total` (0 until known), and the
@@ -237,6 +245,9 @@ impl Default for RmcastConfig {
             cancel: None,
             max_bytes: None,
             progress: None,
+            protocol: None,
+            fec: None,
+            laggard: rmcast::Laggard::Wait,
         }
     }
 }
@@ -285,11 +296,30 @@ impl RmcastConfig {
             name: self.name.clone(),
             ..rmcast::SendConfig::default()
         };
-        cfg.proto.receivers = self.receivers;
-        cfg.proto.group_key = self.session_key(call)?;
+        let p = &mut cfg.proto;
+        p.receivers = self.receivers;
+        p.group_key = self.session_key(call)?;
         if let Some(t) = self.timeout {
-            cfg.proto.join_wait = t;
+            p.join_wait = t;
         }
+        match self.protocol {
+            Some(id) => p.protocol = id,
+            // Chosen for the group that registers, keeping a FEC shape
+            // the caller set (as `rmcast send --protocol auto`).
+            None => {
+                p.auto = Some(rmcast::AutoConfig {
+                    keep_window: false,
+                    keep_fec: self.fec.is_some(),
+                    keep_poll_interval: false,
+                });
+            }
+        }
+        if let Some(f) = self.fec {
+            p.fec = f;
+        }
+        p.laggard = self.laggard;
+        p.validate()
+            .map_err(|e| FfiError::invalid(format!("{call}: {e}")))?;
         Ok(cfg)
     }
 
@@ -461,6 +491,123 @@ pub unsafe extern "C" fn rmcast_config_set_receivers(
             )));
         }
         cfg.receivers = receivers as u16;
+        Ok(())
+    })
+}
+
+/// Sets a sender's reliability protocol by the name `rmcast send
+/// --protocol` takes: `"auto"` (the default: chosen for the group once it
+/// has registered, from its size, the object's size and the rate), `"ack"`,
+/// `"nak-poll"`, `"ring"` or `"tree"`. NULL is `"auto"`. The TCP overlays
+/// (`tcp-*`) are not in the C library: it sends over UDP multicast.
+///
+/// # Safety
+/// `cfg` is NULL or a live config; `name` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmcast_config_set_protocol(
+    cfg: *mut RmcastConfig,
+    name: *const c_char,
+) -> RmcastStatus {
+    entry(|| {
+        // SAFETY: forwarded from this function's contract.
+        let cfg = unsafe { handle_mut(cfg, "cfg") }?;
+        if name.is_null() {
+            cfg.protocol = None;
+            return Ok(());
+        }
+        // SAFETY: forwarded from this function's contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        cfg.protocol = parse_protocol(name)?;
+        Ok(())
+    })
+}
+
+/// A protocol's name: `None` for auto.
+fn parse_protocol(name: &str) -> FfiResult<Option<rmcast::ProtocolId>> {
+    use rmcast::ProtocolId as P;
+    if name == "auto" {
+        return Ok(None);
+    }
+    if let Some(id) = [P::Ack, P::NakPoll, P::Ring, P::Tree]
+        .into_iter()
+        .find(|p| p.cli_name() == name)
+    {
+        return Ok(Some(id));
+    }
+    Err(FfiError::invalid(if name.starts_with("tcp-") {
+        format!(
+            "protocol {name:?} is a TCP overlay, which the C library does not run \
+             (it sends over UDP multicast); the rmcast CLI and the Rust and Python \
+             libraries do"
+        )
+    } else {
+        format!("unknown protocol {name:?}: one of auto, ack, nak-poll, ring, tree")
+    }))
+}
+
+/// Sets a sender's block FEC as `rmcast send --fec` takes it: `"K:P"` (K
+/// data packets per block, P parity packets sent with each before anyone
+/// asks; more on demand), or `"off"`. NULL goes back to the default: what
+/// the protocol `"auto"` chooses for the group, else off.
+///
+/// # Safety
+/// `cfg` is NULL or a live config; `shape` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmcast_config_set_fec(
+    cfg: *mut RmcastConfig,
+    shape: *const c_char,
+) -> RmcastStatus {
+    entry(|| {
+        // SAFETY: forwarded from this function's contract.
+        let cfg = unsafe { handle_mut(cfg, "cfg") }?;
+        if shape.is_null() {
+            cfg.fec = None;
+            return Ok(());
+        }
+        // SAFETY: forwarded from this function's contract.
+        let shape = unsafe { str_arg(shape, "shape") }?;
+        let fec = rmcast::FecShape::from_setting(shape)
+            .map_err(|e| FfiError::invalid(format!("fec {shape:?}: {e}")))?;
+        cfg.fec = Some(fec);
+        Ok(())
+    })
+}
+
+/// What a sender does with a receiver that falls far behind the group (at
+/// least half a window behind its median receiver for `after_ms`), as
+/// `rmcast send --laggard`: `"wait"` (the default: the group goes at its
+/// pace), `"eject"` (it is named as failed and the others go on) or
+/// `"tcp"` (it fetches the rest over TCP from the sender while the group
+/// goes on, and still gets a verified copy). `after_ms` 0 is the default,
+/// 2 s; it must be 0 with `"wait"`, and at least 100 otherwise. NULL is
+/// `"wait"`.
+///
+/// # Safety
+/// `cfg` is NULL or a live config; `mode` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmcast_config_set_laggard(
+    cfg: *mut RmcastConfig,
+    mode: *const c_char,
+    after_ms: u64,
+) -> RmcastStatus {
+    entry(|| {
+        // SAFETY: forwarded from this function's contract.
+        let cfg = unsafe { handle_mut(cfg, "cfg") }?;
+        let mode = if mode.is_null() {
+            "wait"
+        } else {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { str_arg(mode, "mode") }?
+        };
+        let after = (after_ms > 0).then(|| Duration::from_millis(after_ms));
+        if after.is_some_and(|a| a < Duration::from_millis(100)) {
+            return Err(FfiError::invalid(format!(
+                "after_ms {after_ms} is below 100 (0 is the default, 2 s)"
+            )));
+        }
+        cfg.laggard = rmcast::Laggard::from_setting(mode, after).map_err(|e| {
+            FfiError::invalid(format!("laggard {mode:?}, after_ms {after_ms}: {e}"))
+        })?;
         Ok(())
     })
 }
@@ -970,6 +1117,102 @@ mod tests {
             .unwrap();
         assert!(msg.contains("boom"), "{msg}");
         assert_eq!(guard(7, || panic!("again")), 7);
+    }
+
+    #[test]
+    fn protocol_names_are_the_clis() {
+        assert_eq!(parse_protocol("auto").unwrap(), None);
+        assert_eq!(
+            parse_protocol("nak-poll").unwrap(),
+            Some(rmcast::ProtocolId::NakPoll)
+        );
+        assert_eq!(
+            parse_protocol("ring").unwrap(),
+            Some(rmcast::ProtocolId::Ring)
+        );
+        let e = parse_protocol("tcp-chain").unwrap_err();
+        assert!(e.message.contains("TCP overlay"), "{}", e.message);
+        let e = parse_protocol("nakpoll").unwrap_err();
+        assert!(e.message.contains("one of auto, ack"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_default_sender_is_auto_and_the_setters_reach_the_session() {
+        let mut c = RmcastConfig {
+            insecure: true,
+            ..RmcastConfig::default()
+        };
+        let s = c.send_config("t").unwrap();
+        assert!(s.proto.auto.is_some_and(|a| !a.keep_fec));
+        assert_eq!(s.proto.laggard, rmcast::Laggard::Wait);
+        c.protocol = Some(rmcast::ProtocolId::Ack);
+        c.fec = Some(Some(rmcast::FecShape::new(16, 1)));
+        c.laggard = rmcast::Laggard::from_setting("eject", None).unwrap();
+        let s = c.send_config("t").unwrap();
+        assert!(s.proto.auto.is_none());
+        assert_eq!(s.proto.protocol, rmcast::ProtocolId::Ack);
+        assert_eq!(s.proto.fec, Some(rmcast::FecShape::new(16, 1)));
+        assert_eq!(
+            s.proto.laggard,
+            rmcast::Laggard::Eject {
+                after: rmcast::Laggard::DEFAULT_AFTER
+            }
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_the_reason() {
+        let cfg = rmcast_config_new();
+        let msg = || {
+            // SAFETY: rmcast_last_error returns a valid NUL-terminated string.
+            unsafe { CStr::from_ptr(rmcast_last_error()) }
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
+        // SAFETY: a live config and NUL-terminated strings.
+        unsafe {
+            assert_eq!(
+                rmcast_config_set_fec(cfg, c"0:1".as_ptr()),
+                RmcastStatus::InvalidArgument
+            );
+            assert!(msg().contains("fec \"0:1\""), "{}", msg());
+            assert_eq!(
+                rmcast_config_set_fec(cfg, c"64:2".as_ptr()),
+                RmcastStatus::Ok
+            );
+            assert_eq!(
+                rmcast_config_set_laggard(cfg, c"wait".as_ptr(), 500),
+                RmcastStatus::InvalidArgument
+            );
+            assert!(msg().contains("not wait"), "{}", msg());
+            assert_eq!(
+                rmcast_config_set_laggard(cfg, c"tcp".as_ptr(), 50),
+                RmcastStatus::InvalidArgument
+            );
+            assert_eq!(
+                rmcast_config_set_laggard(cfg, c"later".as_ptr(), 0),
+                RmcastStatus::InvalidArgument
+            );
+            assert!(msg().contains("one of tcp, eject, wait"), "{}", msg());
+            assert_eq!(
+                rmcast_config_set_laggard(cfg, c"tcp".as_ptr(), 300),
+                RmcastStatus::Ok
+            );
+            assert_eq!(
+                rmcast_config_set_protocol(cfg, c"tcp-pipeline".as_ptr()),
+                RmcastStatus::InvalidArgument
+            );
+            assert_eq!(
+                rmcast_config_set_protocol(cfg, c"tree".as_ptr()),
+                RmcastStatus::Ok
+            );
+            assert_eq!(
+                rmcast_config_set_protocol(std::ptr::null_mut(), c"tree".as_ptr()),
+                RmcastStatus::InvalidArgument
+            );
+            rmcast_config_free(cfg);
+        }
     }
 
     #[test]

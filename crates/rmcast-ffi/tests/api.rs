@@ -160,6 +160,62 @@ fn a_buffer_reaches_every_receiver_under_a_key() {
     }
 }
 
+/// The protocol, FEC and laggard setters reach the session: the report
+/// says the protocol and FEC asked for (not auto's choice), and parity
+/// went out with every block.
+#[test]
+fn a_fixed_protocol_and_fec_run_as_set() {
+    let group = random_group();
+    let rx = std::sync::Arc::new(Config::new(&group, None));
+    let receivers: Vec<_> = (0..2).map(|_| spawn_receiver(&rx)).collect();
+    let tx = Config::new(&group, None);
+    // SAFETY: a live config and NUL-terminated strings.
+    unsafe {
+        assert_eq!(rmcast_config_set_receivers(tx.ptr(), 2), RmcastStatus::Ok);
+        assert_eq!(
+            rmcast_config_set_protocol(tx.ptr(), c("ring").as_ptr()),
+            RmcastStatus::Ok
+        );
+        assert_eq!(
+            rmcast_config_set_fec(tx.ptr(), c("16:1").as_ptr()),
+            RmcastStatus::Ok
+        );
+        assert_eq!(
+            rmcast_config_set_laggard(tx.ptr(), c("tcp").as_ptr(), 500),
+            RmcastStatus::Ok
+        );
+    }
+    let data = pattern(200_000);
+    let mut report = ptr::null_mut();
+    // SAFETY: live config, name, data of `len` bytes, writable report pointer.
+    let st = unsafe {
+        rmcast_send_buffer(
+            tx.ptr(),
+            c("fixed").as_ptr(),
+            data.as_ptr(),
+            data.len(),
+            &mut report,
+        )
+    };
+    assert_eq!(st, RmcastStatus::Ok, "{}", last_error());
+    // SAFETY: a live report, read then freed once.
+    unsafe {
+        let json: serde_json::Value =
+            serde_json::from_str(&text(rmcast_report_json(report)).unwrap()).unwrap();
+        assert_eq!(json["protocol"], "ring", "{json}");
+        assert_eq!(json["fec"], "16:1", "{json}");
+        assert!(json["auto"].is_null(), "{json}");
+        // 200,000 bytes are 9 blocks of 16 packets: one proactive parity each.
+        assert!(json["parity_packets"].as_u64().unwrap() >= 9, "{json}");
+        rmcast_report_free(report);
+    }
+    for r in receivers {
+        let (st, bytes) = r.join().unwrap();
+        assert_eq!(st, RmcastStatus::Ok);
+        assert!(bytes == data, "a receiver's copy differs");
+    }
+}
+
 /// What the progress callback saw.
 #[derive(Default)]
 struct Progress {

@@ -126,6 +126,21 @@ static void wrong_arguments(const char *dir) {
   expect(rmcast_config_set_iface(cfg, "localhost:7"), RMCAST_STATUS_INVALID_ARGUMENT,
          "a bad interface");
   expect(rmcast_config_set_receivers(cfg, 0), RMCAST_STATUS_INVALID_ARGUMENT, "zero receivers");
+  expect(rmcast_config_set_protocol(cfg, "nakpoll"), RMCAST_STATUS_INVALID_ARGUMENT,
+         "an unknown protocol");
+  check(strstr(rmcast_last_error(), "one of auto, ack, nak-poll") != NULL,
+        "the protocol message lists the names");
+  expect(rmcast_config_set_protocol(cfg, "tcp-chain"), RMCAST_STATUS_INVALID_ARGUMENT,
+         "a TCP overlay");
+  expect(rmcast_config_set_fec(cfg, "64"), RMCAST_STATUS_INVALID_ARGUMENT, "a FEC shape without P");
+  expect(rmcast_config_set_laggard(cfg, "wait", 500), RMCAST_STATUS_INVALID_ARGUMENT,
+         "a laggard delay with wait");
+  expect(rmcast_config_set_laggard(cfg, "tcp", 10), RMCAST_STATUS_INVALID_ARGUMENT,
+         "a laggard delay under 100 ms");
+  must(rmcast_config_set_protocol(cfg, "ring"), "protocol ring");
+  must(rmcast_config_set_fec(cfg, "off"), "fec off");
+  must(rmcast_config_set_laggard(cfg, "tcp", 0), "laggard tcp");
+  must(rmcast_config_set_protocol(cfg, NULL), "protocol back to auto");
   expect(rmcast_config_set_key_file(cfg, "/nonexistent/rmcast-test.key"), RMCAST_STATUS_KEY,
          "a missing key file");
   expect(rmcast_config_set_key_file(cfg, not_a_key), RMCAST_STATUS_KEY,

@@ -197,6 +197,35 @@ pub enum Laggard {
 }
 
 impl Laggard {
+    /// How long a receiver may stay far behind by default (`rmcast send
+    /// --laggard-after`'s default).
+    pub const DEFAULT_AFTER: Duration = Duration::from_secs(2);
+
+    /// The user's setting: `mode` `"tcp"`, `"eject"` or `"wait"` (as
+    /// `rmcast send --laggard`), and how long a receiver may stay far
+    /// behind (`None`: [`Laggard::DEFAULT_AFTER`]; only with tcp and
+    /// eject). A `Tcp`'s port is the driver's to bind. The error says what
+    /// is wrong, for a human.
+    pub fn from_setting(mode: &str, after: Option<Duration>) -> Result<Self, String> {
+        let after_or_default = after.unwrap_or(Self::DEFAULT_AFTER);
+        match mode {
+            "wait" if after.is_some() => {
+                Err("a laggard delay applies to the tcp and eject modes, not wait".into())
+            }
+            "wait" => Ok(Self::Wait),
+            "eject" => Ok(Self::Eject {
+                after: after_or_default,
+            }),
+            "tcp" => Ok(Self::Tcp {
+                after: after_or_default,
+                port: 0,
+            }),
+            other => Err(format!(
+                "unknown laggard mode {other:?}: one of tcp, eject, wait"
+            )),
+        }
+    }
+
     /// How long a receiver may stay far behind before it is ejected or
     /// moved; `None` for [`Laggard::Wait`].
     #[must_use]
@@ -507,6 +536,35 @@ pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(20);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn laggard_settings_read_as_the_cli_says_them() {
+        let after = Some(Duration::from_millis(300));
+        assert_eq!(Laggard::from_setting("wait", None), Ok(Laggard::Wait));
+        assert_eq!(
+            Laggard::from_setting("eject", None),
+            Ok(Laggard::Eject {
+                after: Laggard::DEFAULT_AFTER
+            })
+        );
+        assert_eq!(
+            Laggard::from_setting("tcp", after),
+            Ok(Laggard::Tcp {
+                after: Duration::from_millis(300),
+                port: 0
+            })
+        );
+        assert!(
+            Laggard::from_setting("wait", after)
+                .unwrap_err()
+                .contains("not wait")
+        );
+        assert!(
+            Laggard::from_setting("Tcp", None)
+                .unwrap_err()
+                .contains("one of tcp")
+        );
+    }
 
     #[test]
     fn the_default_stall_timeout_covers_a_paced_window_and_a_silent_receiver() {
