@@ -43,11 +43,12 @@ use crate::procs::{Proc, REMOTE_PID_PREFIX, REMOTE_TIMES_MARK, Remote, wait_boun
 use crate::scenario::files::CopyFile;
 use anyhow::{Context, Result, bail};
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Quotes a word for a POSIX shell.
@@ -68,8 +69,12 @@ const LOSS_TABLE: &str = "rmcast_lab_loss";
 /// How long one control command over ssh may take.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A command for [`Ssh::run_each`]: the host, its shell script, its stdin.
-type Job = (usize, String, Option<Vec<u8>>);
+/// A command for [`Ssh::run_each`]: the host, its shell script, its stdin
+/// (shared: one program copied to a hundred hosts is read and held once).
+type Job = (usize, String, Option<Arc<[u8]>>);
+
+/// Files read for uploads, by local path, so each is read once per step.
+type Reads = HashMap<PathBuf, Arc<[u8]>>;
 
 /// The ssh testbed: hosts h0..hN of an inventory.
 pub struct Ssh {
@@ -208,8 +213,9 @@ impl Ssh {
                 }
             }
         }
+        let mut reads = Reads::new();
         let keys = (0..want)
-            .map(|i| tb.upload_job(i, tb.key.path(), &tb.key_path(i), "600"))
+            .map(|i| tb.upload_job(i, tb.key.path(), &tb.key_path(i), "600", &mut reads))
             .collect::<Result<Vec<_>>>()?;
         tb.run_all(keys)?;
         Ok(tb)
@@ -397,7 +403,12 @@ impl Ssh {
 
     /// Runs a shell command on host `i`, bounded; fails with its stderr.
     pub fn run(&self, i: usize, script: &str, stdin: Option<&[u8]>) -> Result<String> {
-        run_argv(&self.ssh_argv(i), &self.remote[i].name, script, stdin)
+        run_argv(
+            &self.ssh_argv(i),
+            &self.remote[i].name,
+            script,
+            stdin.map(Arc::from),
+        )
     }
 
     /// Runs the jobs (host, shell command, its stdin), the hosts at once
@@ -430,7 +441,7 @@ impl Ssh {
                         ks.iter()
                             .map(|&k| {
                                 let (_, script, stdin) = &jobs[k];
-                                (k, run_argv(argv, name, script, stdin.as_deref()))
+                                (k, run_argv(argv, name, script, stdin.clone()))
                             })
                             .collect::<Vec<_>>()
                     })
@@ -458,8 +469,18 @@ impl Ssh {
         local: &Path,
         remote: &str,
         mode: &str,
+        reads: &mut Reads,
     ) -> Result<(Job, String)> {
-        let data = std::fs::read(local).with_context(|| format!("reading {}", local.display()))?;
+        let data = match reads.get(local) {
+            Some(d) => d.clone(),
+            None => {
+                let d: Arc<[u8]> = std::fs::read(local)
+                    .with_context(|| format!("reading {}", local.display()))?
+                    .into();
+                reads.insert(local.to_path_buf(), d.clone());
+                d
+            }
+        };
         let dir = Path::new(remote)
             .parent()
             .map(|p| p.display().to_string())
@@ -538,8 +559,9 @@ impl Ssh {
         procs: impl IntoIterator<Item = (usize, &'a str, &'a [String])>,
     ) -> Result<()> {
         let mut jobs = Vec::new();
+        let mut reads = Reads::new();
         for (i, program, args) in procs {
-            self.stage_jobs(i, program, args, &mut jobs)?;
+            self.stage_jobs(i, program, args, &mut jobs, &mut reads)?;
         }
         self.run_all(jobs)
     }
@@ -552,6 +574,7 @@ impl Ssh {
         program: &str,
         args: &[String],
         jobs: &mut Vec<(Job, String)>,
+        reads: &mut Reads,
     ) -> Result<()> {
         let mut dirs = Vec::new();
         let p = Path::new(program);
@@ -560,7 +583,7 @@ impl Ssh {
             if !meta.is_file() {
                 bail!("program {program} is not a file");
             }
-            jobs.push(self.upload_job(i, p, &self.program_path(i, program), "755")?);
+            jobs.push(self.upload_job(i, p, &self.program_path(i, program), "755", reads)?);
         }
         for a in args {
             let local = Path::new(a);
@@ -571,7 +594,9 @@ impl Ssh {
                 continue;
             }
             match std::fs::metadata(local) {
-                Ok(m) if m.is_file() => jobs.push(self.upload_job(i, local, &remote, "644")?),
+                Ok(m) if m.is_file() => {
+                    jobs.push(self.upload_job(i, local, &remote, "644", reads)?);
+                }
                 Ok(m) if m.is_dir() => dirs.push(remote),
                 _ => {
                     if let Some(parent) = Path::new(&remote).parent() {
@@ -891,7 +916,7 @@ impl Ssh {
                 let s = script
                     .replace("IFACES", &ifaces.join(", "))
                     .replace("SSHPORT", &self.remote[i].port.to_string());
-                (i, "nft -f -".to_string(), Some(s.into_bytes()))
+                (i, "nft -f -".to_string(), Some(s.into_bytes().into()))
             })
             .collect();
         for (i, done) in (1..).zip(self.run_each(jobs)) {
@@ -1016,7 +1041,7 @@ impl Ssh {
 
 /// Runs `script` through the ssh client `argv` (to host `name`), bounded;
 /// fails with its stderr.
-fn run_argv(argv: &[String], name: &str, script: &str, stdin: Option<&[u8]>) -> Result<String> {
+fn run_argv(argv: &[String], name: &str, script: &str, stdin: Option<Arc<[u8]>>) -> Result<String> {
     let mut c = Command::new(&argv[0]);
     c.args(&argv[1..])
         .arg(script)
@@ -1030,7 +1055,6 @@ fn run_argv(argv: &[String], name: &str, script: &str, stdin: Option<&[u8]>) -> 
     let mut child = c.spawn().context("cannot run ssh")?;
     let feeder = stdin.map(|data| {
         let mut pipe = child.stdin.take().expect("stdin is piped");
-        let data = data.to_vec();
         std::thread::spawn(move || pipe.write_all(&data))
     });
     let mut out = child.stdout.take().expect("stdout is piped");
