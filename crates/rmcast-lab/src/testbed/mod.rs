@@ -174,14 +174,8 @@ impl Testbed {
     ) -> Result<()> {
         match self {
             Testbed::Ssh(s) => {
-                let dirs: Vec<(usize, &Path)> = out_dirs
-                    .iter()
-                    .enumerate()
-                    .skip(1)
-                    .map(|(i, d)| (i, d.as_path()))
-                    .collect();
                 let mut listings = vec![Vec::new()];
-                listings.extend(s.list_copies_each(&dirs, self_cmd)?);
+                listings.extend(s.list_copies_each(&receiver_dirs(out_dirs), self_cmd)?);
                 crate::scenario::judge::verify_listings(&listings, objects, size, reasons)
             }
             _ => crate::scenario::judge::verify_copies(out_dirs, objects, size, reasons),
@@ -192,12 +186,7 @@ impl Testbed {
     /// the hosts too).
     pub fn remove_copies(&self, out_dirs: &[PathBuf]) {
         if let Testbed::Ssh(s) = self {
-            let dirs: Vec<(usize, &Path)> = out_dirs
-                .iter()
-                .enumerate()
-                .skip(1)
-                .map(|(i, d)| (i, d.as_path()))
-                .collect();
+            let dirs = receiver_dirs(out_dirs);
             for e in s.remove_each(&dirs).into_iter().filter_map(Result::err) {
                 eprintln!("rmcast-lab: {e:#}");
             }
@@ -451,6 +440,16 @@ impl Local {
         l.segments = Some(segments);
         l
     }
+}
+
+/// The receivers' directories (`out_dirs[1..]`), each with its host.
+fn receiver_dirs(out_dirs: &[PathBuf]) -> Vec<(usize, &Path)> {
+    out_dirs
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, d)| (i, d.as_path()))
+        .collect()
 }
 
 #[cfg(test)]
