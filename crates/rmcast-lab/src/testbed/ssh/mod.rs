@@ -401,16 +401,6 @@ impl Ssh {
         }
     }
 
-    /// Runs a shell command on host `i`, bounded; fails with its stderr.
-    pub fn run(&self, i: usize, script: &str, stdin: Option<&[u8]>) -> Result<String> {
-        run_argv(
-            &self.ssh_argv(i),
-            &self.remote[i].name,
-            script,
-            stdin.map(Arc::from),
-        )
-    }
-
     /// Runs the jobs (host, shell command, its stdin), the hosts at once
     /// and each host's jobs in turn, and waits for all: a step that visits
     /// every host costs the slowest host's round trips, not their sum (a
