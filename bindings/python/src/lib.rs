@@ -530,7 +530,7 @@ fn laggard(
     })
 }
 
-/// `fec="K:P"` (or `"off"`): the block shape, as `rmcast send --fec`.
+/// `fec="K:P"`, `"K:P:D"` (or `"off"`): the block shape, as `rmcast send --fec`.
 fn fec_shape(py: Python<'_>, s: &str) -> PyResult<Option<rmcast::FecShape>> {
     rmcast::FecShape::from_setting(s).map_err(|e| invalid(py, format!("fec={s:?}: {e}")))
 }

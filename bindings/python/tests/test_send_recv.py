@@ -100,15 +100,18 @@ def test_fec_repairs_with_parity(key, group, threads):
     for _ in range(3):
         threads.start(lambda: rmcast.recv(key=key, group=group, listen_timeout=LISTEN))
     report = rmcast.send(payload, receivers=3, key=key, group=group, protocol="nak-poll",
-                         wait=WAIT, fec="32:1", loss=0.05)
+                         wait=WAIT, fec="32:1:4", loss=0.05)
     got = threads.join()
     assert report.ok and all(bytes(r.data) == payload for r in got)
-    # One proactive parity packet per block of 32, more on demand; data
-    # goes again only as a stall poll after a timeout.
+    assert report.fec == "32:1:4"
+    # One proactive parity packet per block of 32 (4 blocks interleaved),
+    # more on demand; data goes again only as a stall poll after a timeout.
     assert report.parity_packets > report.data_packets // 32
     assert report.retransmitted_packets <= report.timeouts
     with pytest.raises(rmcast.InvalidArgument, match="is not K:P"):
         rmcast.send(b"x", receivers=1, key=key, group=group, protocol="nak-poll", fec="64")
+    with pytest.raises(rmcast.InvalidArgument, match="interleaved blocks is outside"):
+        rmcast.send(b"x", receivers=1, key=key, group=group, protocol="nak-poll", fec="64:2:0")
     with pytest.raises(rmcast.InvalidArgument, match="UDP multicast"):
         rmcast.send(b"x", receivers=1, key=key, protocol="tcp-chain", fec="8:1")
 

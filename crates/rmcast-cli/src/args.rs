@@ -285,12 +285,15 @@ pub struct CommonArgs {
     /// parity packets as the receiver lacking most needs, multicast, and
     /// each repairs a different loss at every receiver, so repair traffic
     /// stops growing with the group. P parity packets follow every block
-    /// before anyone asks (0: only on demand). `off`: resend lost packets.
-    /// Large groups on lossy links gain most (e.g. 64:0, or 64:2 where
-    /// loss is steady); needs --repair selective. [default: --protocol
-    /// auto's choice for the group (docs/auto.md); off with a protocol
-    /// given]
-    #[arg(long, default_value = "off", hide_default_value = true, value_parser = parse_fec, value_name = "K:P|off")]
+    /// before anyone asks (0: only on demand). `K:P:D` interleaves D
+    /// blocks (1..=64): each takes every D-th packet of a group of K·D, so
+    /// a burst of D losses in a row costs each block one packet (needs
+    /// --window K·D or more; 2·K·D keeps data flowing). `off`: resend lost
+    /// packets. Large groups on lossy links gain most (e.g. 64:0, 64:2
+    /// where loss is steady, 64:2:8 where it comes in bursts); needs
+    /// --repair selective. [default: --protocol auto's choice for the
+    /// group (docs/auto.md); off with a protocol given]
+    #[arg(long, default_value = "off", hide_default_value = true, value_parser = parse_fec, value_name = "K:P[:D]|off")]
     pub fec: FecArg,
     /// tcp-*: object bytes per segment relayed along the overlay. `auto`:
     /// the largest of 8 KiB … 128 KiB whose pipeline fill (two segments per
@@ -1119,8 +1122,16 @@ mod tests {
             parse_fec("64:2"),
             Ok(FecArg(Some(rmcast::FecShape::new(64, 2))))
         );
+        assert_eq!(
+            parse_fec("64:2:8"),
+            Ok(FecArg(Some(rmcast::FecShape::new(64, 2).with_depth(8))))
+        );
         for (bad, says) in [
             ("64", "not K:P"),
+            ("64:2:8:1", "not K:P"),
+            ("64:2:0", "outside 1..=64"),
+            ("64:2:65", "outside 1..=64"),
+            ("64:2:x", "D in"),
             ("0:1", "outside 1..=1024"),
             ("2000:1", "outside 1..=1024"),
             ("8:2000", "outside 0..=1024"),

@@ -99,7 +99,7 @@ pub fn print_send(r: &rmcast::SendReport, json: bool, demo: Option<&rmcast::Demo
     };
     let fec = r
         .fec
-        .map(|f| format!(", FEC {}:{}", f.data, f.proactive))
+        .map(|f| format!(", FEC {}", f.setting()))
         .unwrap_or_default();
     let protocol = match &r.auto {
         Some(_) => format!("{} (auto{fec})", r.protocol),

@@ -42,17 +42,23 @@ pub const MAX_DATA: u16 = 1024;
 /// of 1,444 bytes needs 91 MiB.
 pub const MAX_RING_BYTES: u64 = 256 << 20;
 
-/// Blocks of `data` packets a receiver's ring holds for `window`.
+/// Blocks a ring holds for `window` (a receiver's of block data, a
+/// sender's of repair state): every block a packet inside the window can
+/// belong to, the window counted from the start of the interleaving group
+/// of its first packet, so whole groups of D blocks, two more than the
+/// window spans. Slot `b mod n` holds block `b`; its packets lie in a
+/// ring of `n·K` packets by index (`n·K ≥ window + K·D`).
 #[must_use]
-pub fn ring_blocks(data: u16, window: u32) -> u64 {
-    u64::from(window.div_ceil(u32::from(data.max(1)))) + 2
+pub fn ring_blocks(shape: rmcast_wire::FecShape, window: u32) -> u64 {
+    let groups = u64::from(window.div_ceil(shape.group_len())) + 2;
+    groups * u64::from(shape.depth.max(1))
 }
 
-/// Bytes of a receiver's ring for blocks of `data` packets of
-/// `payload_size` bytes over `window` packets.
+/// Bytes of a receiver's ring of block data for `shape` over `window`
+/// packets of `payload_size` bytes.
 #[must_use]
-pub fn ring_bytes(data: u16, payload_size: usize, window: u32) -> u64 {
-    ring_blocks(data, window) * u64::from(data) * payload_size as u64
+pub fn ring_bytes(shape: rmcast_wire::FecShape, payload_size: usize, window: u32) -> u64 {
+    ring_blocks(shape, window) * u64::from(shape.data) * payload_size as u64
 }
 /// Most parity packets for one block.
 pub const MAX_PARITY: u16 = 1024;

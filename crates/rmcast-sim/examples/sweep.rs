@@ -32,13 +32,16 @@ Every list is comma-separated; the grid is their cross product.
   --packet-size LIST       UDP payload bytes per data packet, 25..=65507
                            (suffixes k/KB = 1000, KiB = 1024)   [1472]
   --window LIST            packets                               [128]
-  --poll-interval-pct LIST nak-poll: poll every max(1, window*pct/100) packets [85]
+  --poll-interval-pct LIST nak-poll: poll every max(1, window*pct/100) packets
+                           [the sender's default: 85 % of the window, less
+                           an interleaved FEC group]
   --poll-interval LIST     nak-poll: absolute poll intervals (instead of pct)
   --tree-height LIST       tree: chain length H of the flat tree [6]
   --tree-shape LIST        tree: flat, binary                    [flat]
   --repair LIST            selective, gbn                        [selective]
-  --fec LIST               off, or K:P (K data packets per block, P proactive
-                           parity packets; repair by parity on demand) [off]
+  --fec LIST               off, K:P or K:P:D (K data packets per block, P
+                           proactive parity packets, D blocks interleaved;
+                           repair by parity on demand) [off]
   --suppress LIST          min. time between two sends of one packet on NAKs,
                            counted from its last send (us, ms, s) [5ms]
   --rto LIST               initial retransmission timeout (us, ms, s) [50ms]
@@ -228,6 +231,10 @@ fn cells(g: &Grid) -> Vec<Cell> {
                     vec![None]
                 } else if !g.polls.is_empty() {
                     g.polls.iter().map(|&p| Some(p)).collect()
+                } else if g.poll_pcts.is_empty() {
+                    // The sender's own default (85 % of the window, less
+                    // an interleaved FEC group).
+                    vec![None]
                 } else {
                     let mut v: Vec<Option<u32>> = g
                         .poll_pcts
@@ -355,6 +362,22 @@ fn protocol_name(p: ProtocolId) -> &'static str {
     }
 }
 
+/// Nak-poll's packets between polls in cell `c`: as given, or the
+/// sender's default for its window and FEC.
+fn effective_poll(c: &Cell) -> Option<u32> {
+    let config = SenderConfig {
+        protocol: c.protocol,
+        window: c.window,
+        poll_interval: c.poll,
+        fec: c.fec,
+        ..SenderConfig::default()
+    };
+    match config.policy() {
+        Ok(rmcast_proto::FeedbackPolicy::NakPoll { poll_interval }) => Some(poll_interval),
+        _ => None,
+    }
+}
+
 fn table(rows: &[Row], csv: bool) -> String {
     let header = [
         "rank",
@@ -430,7 +453,7 @@ fn table(rows: &[Row], csv: bool) -> String {
                 protocol_name(c.protocol).into(),
                 c.packet_size.to_string(),
                 c.window.to_string(),
-                c.poll.map_or("-".into(), |p| p.to_string()),
+                effective_poll(c).map_or("-".into(), |p| p.to_string()),
                 c.tree.map_or("-".into(), |(h, s)| match s {
                     TreeShape::Flat => format!("H={h}"),
                     TreeShape::Binary => "binary".into(),
@@ -439,8 +462,7 @@ fn table(rows: &[Row], csv: bool) -> String {
                     Repair::GoBackN => "gbn".into(),
                     Repair::Selective => "selective".into(),
                 },
-                c.fec
-                    .map_or("off".into(), |f| format!("{}:{}", f.data, f.proactive)),
+                c.fec.map_or("off".into(), |f| f.setting()),
                 format!("{}", c.suppress.as_secs_f64() * 1e3),
                 format!("{}", c.rto.as_secs_f64() * 1e3),
                 c.receivers.to_string(),
@@ -474,7 +496,7 @@ fn parse(args: &[String]) -> Result<Grid, String> {
         protocols: vec![ProtocolId::NakPoll],
         packet_sizes: vec![1472],
         windows: vec![128],
-        poll_pcts: vec![85],
+        poll_pcts: Vec::new(),
         polls: Vec::new(),
         heights: vec![6],
         shapes: vec![TreeShape::Flat],

@@ -6,11 +6,12 @@ use crate::{DecodeError, EncodeError};
 
 /// The two bytes every rmcast datagram starts with: ASCII "RM".
 pub const MAGIC: [u8; 2] = *b"RM";
-/// The wire format version this crate speaks. Version 3 seals every datagram
+/// The wire format version this crate speaks. Version 4 interleaves FEC
+/// blocks (the `Offer`'s `fec_depth`); version 3 seals every datagram
 /// under the group key ([`crate::seal`]) unless both ends run insecure;
 /// version 2 moved the object's hash from `Offer` to `Close`. An older
 /// peer's packets are refused as `BadVersion`.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 /// Length of the common header.
 pub const HEADER_LEN: usize = 16;
 /// The rank field of packets sent by the sender.

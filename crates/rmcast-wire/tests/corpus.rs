@@ -248,6 +248,7 @@ fn transfer_valid() -> Vec<Vec<u8>> {
                     data: 64,
                     proactive: 2,
                     space: 128,
+                    depth: 8,
                 }),
                 name: "fec.bin",
             }),

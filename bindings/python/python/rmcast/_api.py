@@ -171,7 +171,9 @@ def send(
     key file), ``loss`` (test knob), ``socket_buffer``, ``fec`` (``"K:P"``:
     repair with Reed-Solomon parity, K data packets per block, P parity
     packets sent with each and more on demand; for large groups on lossy
-    links, e.g. ``"64:2"``; the report's ``parity_packets`` counts them),
+    links, e.g. ``"64:2"``; ``"K:P:D"`` interleaves D blocks so a burst of D
+    losses costs each one packet, e.g. ``"64:2:8"``; the report's
+    ``parity_packets`` counts them),
     ``laggard`` (a receiver that falls far behind the rest while it keeps
     answering: ``"tcp"`` moves it to a TCP catch-up with the sender, the
     report's ``caught_up`` names it; ``"eject"`` fails it; ``"wait"``, the

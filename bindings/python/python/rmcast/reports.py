@@ -79,7 +79,8 @@ class SendReport:
     skipped_bytes: int = 0
     #: FEC parity packets sent (``fec="K:P"``), proactive and on demand.
     parity_packets: int = 0
-    #: FEC in effect: ``"K:P"`` or ``"off"`` (given, or chosen by auto).
+    #: FEC in effect: ``"K:P"``, ``"K:P:D"`` (interleaved) or ``"off"``
+    #: (given, or chosen by auto).
     fec: str = "off"
     #: ``protocol="auto"``: what it chose for the group and why, in a line
     #: (``rmcast send --explain``); ``None`` when the protocol was given.

@@ -69,13 +69,18 @@ pub struct Offer<'a> {
     pub name: &'a str,
 }
 
-/// A session's block FEC (issue 20): data packets `b·K .. b·K + K` form
-/// block `b` (the last block is shorter), and a block's parity packets
-/// come from one Reed–Solomon code for its data packets and `space` parity
-/// packets (over GF(2⁸) while the two make at most 256, else over GF(2¹⁶);
-/// docs/wire-format.md, `Parity`), so parity packet `i` of a block is the
-/// same whenever it is sent. A receiver that holds any `K` of a block's
-/// packets rebuilds its data.
+/// A session's block FEC (issue 20). The data packets are dealt to blocks
+/// in *interleaving groups* of K·D packets: packet `i` belongs to block
+/// `⌊i / (K·D)⌋·D + i mod D`, so block `b` holds every D-th packet of its
+/// group, starting at `⌊b / D⌋·K·D + b mod D` ([`FecShape::members`]; the
+/// last group's blocks are shorter). With D = 1 (no interleaving) data
+/// packets `b·K .. b·K + K` form block `b`; with D > 1 a burst of up to D
+/// consecutive losses costs each block at most one packet. A block's
+/// parity packets come from one Reed–Solomon code for its data packets and
+/// `space` parity packets (over GF(2⁸) while the two make at most 256,
+/// else over GF(2¹⁶); docs/wire-format.md, `Parity`), so parity packet `i`
+/// of a block is the same whenever it is sent. A receiver that holds any
+/// `K` of a block's packets rebuilds its data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FecShape {
     /// K: data packets per block, 1..=1024.
@@ -86,10 +91,54 @@ pub struct FecShape {
     /// Parity packets the code makes per block (1..=1024): the most a
     /// block can be repaired with before the sender resends its data.
     pub space: u16,
+    /// D: blocks interleaved in one group, 1..=[`FEC_MAX_DEPTH`] (1: none).
+    pub depth: u16,
 }
 
 /// Most data packets in a FEC block, and most parity packets of one.
 pub const FEC_MAX_BLOCK: u16 = 1024;
+
+/// Most blocks one interleaving group deals its packets to.
+pub const FEC_MAX_DEPTH: u16 = 64;
+
+/// The data packets of one FEC block: `count` packets from `first`, every
+/// `step`-th ([`FecShape::members`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockMembers {
+    /// Index of the block's first data packet.
+    pub first: u32,
+    /// Distance between two of its packets: the interleaving depth D.
+    pub step: u32,
+    /// Its packets (0 for a block past the object's end).
+    pub count: u32,
+}
+
+impl BlockMembers {
+    /// Index of the block's last data packet (`first` when it has none).
+    #[must_use]
+    pub fn last(&self) -> u32 {
+        self.first + self.count.saturating_sub(1) * self.step
+    }
+
+    /// Index of its `j`-th packet (`j` below `count`).
+    #[must_use]
+    pub fn at(&self, j: u32) -> u32 {
+        self.first + j * self.step
+    }
+
+    /// Its packets' indexes, in order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + use<> {
+        let (first, step) = (self.first, self.step);
+        (0..self.count).map(move |j| first + j * step)
+    }
+
+    /// Its packets at or after `from` and before `to`, in order.
+    pub fn within(&self, from: u32, to: u32) -> impl Iterator<Item = u32> + use<> {
+        self.iter()
+            .skip_while(move |&i| i < from)
+            .take_while(move |&i| i < to)
+    }
+}
 
 impl FecShape {
     /// K data and P proactive parity packets per block, with room for K
@@ -97,35 +146,104 @@ impl FecShape {
     /// block can be repaired even where a receiver lost all of it. (K up
     /// to 128 keeps K + space within 256 and the GF(2⁸) code, whose
     /// decoding costs what a block lacks: 6 µs for one lost packet of 64
-    /// on this project's VM, against the GF(2¹⁶) code's fixed 0.2 ms.)
+    /// on this project's VM, against the GF(2¹⁶) code's fixed 0.2 ms.) No
+    /// interleaving: see [`FecShape::with_depth`].
     #[must_use]
     pub fn new(data: u16, proactive: u16) -> Self {
         Self {
             data,
             proactive,
             space: data.max(proactive).min(FEC_MAX_BLOCK),
+            depth: 1,
         }
     }
 
-    /// Whether the three fields are within the code's limits.
+    /// The same blocks, `depth` of them interleaved per group.
+    #[must_use]
+    pub fn with_depth(self, depth: u16) -> Self {
+        Self { depth, ..self }
+    }
+
+    /// Whether the four fields are within the code's limits.
     #[must_use]
     pub fn is_valid(&self) -> bool {
         (1..=FEC_MAX_BLOCK).contains(&self.data)
             && (1..=FEC_MAX_BLOCK).contains(&self.space)
             && self.proactive <= self.space
+            && (1..=FEC_MAX_DEPTH).contains(&self.depth)
     }
 
-    /// The user's setting `"K:P"` (`rmcast send --fec`, Python's
-    /// `fec=`): K data packets per block, P proactive parity packets;
-    /// `"off"` is `None`. The error says what is wrong, for a human.
+    /// Data packets in one interleaving group: K·D.
+    #[must_use]
+    pub fn group_len(&self) -> u32 {
+        u32::from(self.data.max(1)) * u32::from(self.depth.max(1))
+    }
+
+    /// The block data packet `index` belongs to.
+    #[must_use]
+    pub fn block_of(&self, index: u32) -> u32 {
+        let d = u32::from(self.depth.max(1));
+        (index / self.group_len()).saturating_mul(d) + index % d
+    }
+
+    /// Where data packet `index` sits in its block (0 to K − 1): the
+    /// position the code gives it.
+    #[must_use]
+    pub fn position(&self, index: u32) -> u16 {
+        // Below K: the offset in the group is below K·D.
+        ((index % self.group_len()) / u32::from(self.depth.max(1))) as u16
+    }
+
+    /// The data packets of block `block` in an object of `packets`.
+    #[must_use]
+    pub fn members(&self, block: u32, packets: u32) -> BlockMembers {
+        let d = u64::from(self.depth.max(1));
+        let b = u64::from(block);
+        let first = (b / d) * u64::from(self.group_len()) + b % d;
+        let count = match u64::from(packets).checked_sub(first) {
+            Some(rest) if rest > 0 => rest.div_ceil(d).min(u64::from(self.data)),
+            _ => 0,
+        };
+        BlockMembers {
+            first: u32::try_from(first).unwrap_or(u32::MAX),
+            step: d as u32,
+            count: count as u32,
+        }
+    }
+
+    /// Blocks in an object of `packets` data packets.
+    #[must_use]
+    pub fn blocks(&self, packets: u32) -> u32 {
+        let g = self.group_len();
+        let d = u32::from(self.depth.max(1));
+        (packets / g) * d + (packets % g).min(d)
+    }
+
+    /// The setting that names this shape (`"K:P"`, or `"K:P:D"` when
+    /// interleaved), as [`FecShape::from_setting`] reads it.
+    #[must_use]
+    pub fn setting(&self) -> String {
+        if self.depth > 1 {
+            format!("{}:{}:{}", self.data, self.proactive, self.depth)
+        } else {
+            format!("{}:{}", self.data, self.proactive)
+        }
+    }
+
+    /// The user's setting `"K:P"` or `"K:P:D"` (`rmcast send --fec`,
+    /// Python's `fec=`): K data packets per block, P proactive parity
+    /// packets, D blocks interleaved (1 when left out); `"off"` is `None`.
+    /// The error says what is wrong, for a human.
     pub fn from_setting(s: &str) -> Result<Option<Self>, String> {
         if s.eq_ignore_ascii_case("off") {
             return Ok(None);
         }
-        let Some((k, p)) = s.split_once(':') else {
+        let mut parts = s.split(':');
+        let (Some(k), Some(p), d, None) = (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
             return Err(format!(
-                "{s:?} is not K:P (e.g. 64:0, 64:2) or off: K data packets per block, \
-                 P parity packets sent with every block"
+                "{s:?} is not K:P or K:P:D (e.g. 64:0, 64:2, 64:2:8) or off: K data packets \
+                 per block, P parity packets sent with every block, D blocks interleaved"
             ));
         };
         let k: u16 = k
@@ -136,6 +254,13 @@ impl FecShape {
             .trim()
             .parse()
             .map_err(|e| format!("P in {s:?}: {e} (0..=1024)"))?;
+        let d: u16 = match d {
+            None => 1,
+            Some(d) => d
+                .trim()
+                .parse()
+                .map_err(|e| format!("D in {s:?}: {e} (1..={FEC_MAX_DEPTH})"))?,
+        };
         if !(1..=FEC_MAX_BLOCK).contains(&k) {
             return Err(format!(
                 "K = {k} data packets per block is outside 1..=1024"
@@ -146,7 +271,12 @@ impl FecShape {
                 "P = {p} parity packets per block is outside 0..=1024"
             ));
         }
-        Ok(Some(Self::new(k, p)))
+        if !(1..=FEC_MAX_DEPTH).contains(&d) {
+            return Err(format!(
+                "D = {d} interleaved blocks is outside 1..={FEC_MAX_DEPTH}"
+            ));
+        }
+        Ok(Some(Self::new(k, p).with_depth(d)))
     }
 
     /// Bytes of a parity packet's payload for `payload_size`-byte data

@@ -63,13 +63,14 @@ impl<'a> Packet<'a> {
                 if test_loss_ppm > 1_000_000 {
                     return Err(DecodeError::BadField("test_loss_ppm"));
                 }
-                let fec = match (r.u16()?, r.u16()?, r.u16()?) {
-                    (0, 0, 0) => None,
-                    (data, proactive, space) => {
+                let fec = match (r.u16()?, r.u16()?, r.u16()?, r.u16()?) {
+                    (0, 0, 0, 0) => None,
+                    (data, proactive, space, depth) => {
                         let shape = FecShape {
                             data,
                             proactive,
                             space,
+                            depth,
                         };
                         if !shape.is_valid() {
                             return Err(DecodeError::BadField("offer.fec"));
@@ -262,11 +263,13 @@ impl<'a> Packet<'a> {
                         w.u16(0)?;
                         w.u16(0)?;
                         w.u16(0)?;
+                        w.u16(0)?;
                     }
                     Some(f) if f.is_valid() => {
                         w.u16(f.data)?;
                         w.u16(f.proactive)?;
                         w.u16(f.space)?;
+                        w.u16(f.depth)?;
                     }
                     Some(_) => return Err(EncodeError::BadFec),
                 }

@@ -13,9 +13,9 @@ mod codec;
 mod rate;
 
 pub use body::{
-    Behind, Body, Bye, Close, Complete, Data, FEC_MAX_BLOCK, FecShape, Feedback, HAVE_MAX_RANGES,
-    HAVE_RANGE_LEN, Have, Hello, Join, Leave, Move, Offer, OfferReply, Packet, Parity,
-    SIGNATURE_LEN, Welcome, encode_have_ranges, signed_object_message,
+    Behind, BlockMembers, Body, Bye, Close, Complete, Data, FEC_MAX_BLOCK, FEC_MAX_DEPTH, FecShape,
+    Feedback, HAVE_MAX_RANGES, HAVE_RANGE_LEN, Have, Hello, Join, Leave, Move, Offer, OfferReply,
+    Packet, Parity, SIGNATURE_LEN, Welcome, encode_have_ranges, signed_object_message,
 };
 pub use codec::{encode_data_header, encode_parity_header, peek_header};
 pub use rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};

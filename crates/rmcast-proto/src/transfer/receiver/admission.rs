@@ -103,11 +103,12 @@ impl Receiver {
             match super::fec::FecReceiver::new(shape, o.payload_size, o.window) {
                 Some(fec) => self.fec = Some(fec),
                 None => {
-                    let ring = crate::fec::ring_bytes(shape.data, o.payload_size.into(), o.window);
+                    let ring = crate::fec::ring_bytes(shape, o.payload_size.into(), o.window);
                     let text = format!(
-                        "FEC of blocks of {} packets over a window of {} packets of {} bytes \
-                         needs {} MiB of buffers, over this receiver's {} MiB",
+                        "FEC of blocks of {} packets ({} interleaved) over a window of {} \
+                         packets of {} bytes needs {} MiB of buffers, over this receiver's {} MiB",
                         shape.data,
+                        shape.depth,
                         o.window,
                         o.payload_size,
                         ring >> 20,

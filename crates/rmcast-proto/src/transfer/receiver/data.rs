@@ -86,21 +86,23 @@ impl Receiver {
         } else {
             self.stats.duplicates += 1;
         }
-        // Under FEC a gap is news only once its block is over (its
-        // proactive parity sent right after its last data packet, so ahead
-        // of any packet of a later block): losses the parity repairs need
-        // no NAK, and a group's receivers stay quiet about them.
+        // Under FEC a gap is news only once the interleaving group of its
+        // block is over (each block's proactive parity is sent right after
+        // its last data packet, so ahead of any packet of a later group):
+        // losses the parity repairs need no NAK, and a group's receivers
+        // stay quiet about them. One NAK then covers every block of the
+        // group (without interleaving, a group is one block).
         let gap = match &self.fec {
             None => index > t.cumulative,
             Some(fec) => {
-                let k = fec.k();
-                // A gap inside the block still coming waits for the block's
+                let over = fec.group_over(t.cumulative, index);
+                // A gap inside the group still coming waits for the group's
                 // end; if nothing more comes (the sender's window is full,
                 // waiting for this receiver's word) it is NAKed anyway once
                 // the data has stopped for two NAK intervals.
-                let deferred = index > t.cumulative && index / k == t.cumulative / k;
+                let deferred = index > t.cumulative && !over;
                 self.feedback.idle_nak_at = deferred.then(|| now + self.config.nak_interval * 2);
-                index / k > t.cumulative / k
+                over
             }
         };
         if gap {

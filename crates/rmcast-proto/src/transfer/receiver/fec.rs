@@ -47,11 +47,11 @@ impl FecReceiver {
     /// is allocated) or the shape does not fit the code.
     pub(super) fn new(shape: FecShape, payload_size: u16, window: u32) -> Option<Self> {
         let symbol = usize::from(payload_size);
-        if ring_bytes(shape.data, symbol, window) > MAX_RING_BYTES {
+        if ring_bytes(shape, symbol, window) > MAX_RING_BYTES {
             return None;
         }
         let decoder = BlockDecoder::new(shape.data, shape.space, symbol).ok()?;
-        let slots = usize::try_from(ring_blocks(shape.data, window)).ok()?;
+        let slots = usize::try_from(ring_blocks(shape, window)).ok()?;
         Some(Self {
             shape,
             symbol,
@@ -64,8 +64,15 @@ impl FecReceiver {
     }
 
     /// K: data packets per block.
-    pub(super) fn k(&self) -> u32 {
+    fn k(&self) -> u32 {
         u32::from(self.shape.data)
+    }
+
+    /// Whether packet `index` lies in a later interleaving group than
+    /// packet `before`: every block of `before`'s group is over.
+    pub(super) fn group_over(&self, before: u32, index: u32) -> bool {
+        let g = self.shape.group_len();
+        index / g > before / g
     }
 
     fn at(&self, index: u32) -> usize {
@@ -94,26 +101,31 @@ impl FecReceiver {
         s
     }
 
+    /// The first block of the interleaving group of packet `index`: the
+    /// blocks that can lack packets at or after it start there.
+    fn group_first_block(&self, index: u32) -> u32 {
+        let d = u32::from(self.shape.depth.max(1));
+        self.shape.block_of(index) / d * d
+    }
+
     /// Feedback is going out: every unfinished block that is over (a
-    /// packet of a later block is in) was reported as lacking.
+    /// packet after its last one is in) was reported as lacking.
     pub(super) fn note_reported(&mut self, t: &Transfer) {
-        let k = self.k();
         let Some(top) = t.highest.checked_sub(1) else {
             return;
         };
-        for block in t.cumulative / k..top / k {
-            let (first, end) = block_range(t, k, block);
-            if (first..end).any(|i| !t.has(i)) {
+        let mut block = self.group_first_block(t.cumulative);
+        loop {
+            let m = self.shape.members(block, t.packets);
+            if m.count == 0 || m.first >= top {
+                break;
+            }
+            if m.last() < top && m.iter().any(|i| !t.has(i)) {
                 self.slot(block).reported = true;
             }
+            block += 1;
         }
     }
-}
-
-/// Data packets of block `b` in `t`: first index and one past the last.
-fn block_range(t: &Transfer, k: u32, b: u32) -> (u32, u32) {
-    let first = b.saturating_mul(k);
-    (first, first.saturating_add(k).min(t.packets))
 }
 
 impl Receiver {
@@ -129,18 +141,16 @@ impl Receiver {
             self.stats.foreign += 1;
             return;
         };
-        let k = fec.k();
-        let nblocks = t.packets.div_ceil(k);
         if p.payload.len() != fec.shard
             || p.index >= fec.shape.space
-            || p.block >= nblocks
+            || p.block >= fec.shape.blocks(t.packets)
             || p.seq.since(t.isn) < t.packets
         {
             self.stats.malformed += 1;
             return;
         }
-        let (first, end) = block_range(t, k, p.block);
-        if end <= t.cumulative || (first..end).all(|i| t.has(i)) {
+        let m = fec.shape.members(p.block, t.packets);
+        if m.last() < t.cumulative || m.iter().all(|i| t.has(i)) {
             self.stats.parity_unneeded += 1;
             return;
         }
@@ -153,11 +163,11 @@ impl Receiver {
         self.feedback.nak_echo = p.seq;
         self.feedback.nak_echo_copy = 0;
         self.feedback.last_heard = (p.seq, 0);
-        if first >= t.cumulative.saturating_add(t.window) {
+        if m.first >= t.cumulative.saturating_add(t.window) {
             self.stats.out_of_window += 1;
             return;
         }
-        let missing = (first..end).filter(|&i| !t.has(i)).count();
+        let missing = m.iter().filter(|&i| !t.has(i)).count();
         let slot = fec.slot(p.block);
         if slot.indexes.contains(&p.index) {
             self.stats.parity_unneeded += 1;
@@ -189,28 +199,27 @@ impl Receiver {
         let (Some(t), Some(fec)) = (self.transfer.as_mut(), self.fec.as_mut()) else {
             return;
         };
-        let k = fec.k();
-        let (first, end) = block_range(t, k, block);
+        let m = fec.shape.members(block, t.packets);
         let n = fec.slots.len();
         let slot = &fec.slots[block as usize % n];
-        let missing = (first..end).filter(|&i| !t.has(i)).count();
+        let missing = m.iter().filter(|&i| !t.has(i)).count();
         if slot.block != block || slot.indexes.is_empty() || slot.indexes.len() < missing {
             return;
         }
         if missing > 0 {
             // Any K of the block's packets are held: rebuild the rest.
-            let count = (end - first) as u16;
+            let count = m.count as u16;
             let space = fec.shape.space;
             let shard = fec.shard;
             if fec.decoder.reset(count, space).is_err() {
                 return;
             }
-            for index in first..end {
+            for (j, index) in m.iter().enumerate() {
                 if t.has(index) {
                     let at = fec.at(index);
                     let len = t.packet_len(index);
                     let bytes = &fec.data[at..at + len];
-                    if fec.decoder.add_data((index - first) as u16, bytes).is_err() {
+                    if fec.decoder.add_data(j as u16, bytes).is_err() {
                         return;
                     }
                 }
@@ -226,7 +235,7 @@ impl Receiver {
                 return;
             };
             for (i, bytes) in rebuilt {
-                let index = first + u32::from(i);
+                let index = m.at(u32::from(i));
                 let len = t.packet_len(index);
                 let at = fec.at(index);
                 let symbol = fec.symbol;
@@ -240,7 +249,7 @@ impl Receiver {
         let slot = &fec.slots[block as usize % n];
         let proactive = fec.shape.proactive;
         let asked = slot.reported || slot.indexes.iter().any(|&i| i >= proactive);
-        if asked && !polled && t.cumulative > first {
+        if asked && !polled && t.cumulative > m.first {
             // This receiver's feedback asked for the block, or parity sent
             // on demand rebuilt it (the sender may be holding its window
             // for it): say at once how far it holds now. A block that
@@ -261,7 +270,7 @@ impl Receiver {
     /// packets (a data packet of it then calls for [`Receiver::fec_rebuild`]).
     pub(super) fn fec_waiting(&self, index: u32) -> Option<u32> {
         let fec = self.fec.as_ref()?;
-        let block = index / fec.k();
+        let block = fec.shape.block_of(index);
         let slot = &fec.slots[block as usize % fec.slots.len()];
         (slot.block == block && !slot.indexes.is_empty()).then_some(block)
     }
@@ -290,17 +299,21 @@ impl Receiver {
         let (Some(t), Some(fec)) = (&self.transfer, &self.fec) else {
             return;
         };
-        let k = fec.k();
         let start = t.cumulative + 1;
         let limit = start + 8 * super::data::MAX_BITMAP_BYTES as u32;
         for slot in &fec.slots {
-            if slot.indexes.is_empty() || slot.block < t.cumulative / k {
+            if slot.indexes.is_empty() {
+                continue;
+            }
+            let m = fec.shape.members(slot.block, t.packets);
+            if m.last() < t.cumulative {
                 continue;
             }
             let mut credit = slot.indexes.len();
-            let (first, end) = block_range(t, k, slot.block);
-            let mut index = first.max(start);
-            while credit > 0 && index < end.min(limit) {
+            for index in m.within(start, limit) {
+                if credit == 0 {
+                    break;
+                }
                 if !t.has(index) {
                     let bit = (index - start) as usize;
                     if bitmap.len() <= bit / 8 {
@@ -309,7 +322,6 @@ impl Receiver {
                     bitmap[bit / 8] |= 1 << (bit % 8);
                     credit -= 1;
                 }
-                index += 1;
             }
         }
     }
@@ -342,6 +354,10 @@ mod tests {
     /// A receiver offered a FEC object of `payload`-byte packets over
     /// `window`, its offer event seen, not answered yet.
     fn deciding(payload: u16, window: u32) -> crate::Receiver {
+        deciding_shape(payload, window, FecShape::new(K, 0))
+    }
+
+    fn deciding_shape(payload: u16, window: u32, shape: FecShape) -> crate::Receiver {
         let mut r = fresh();
         let offer = packet(Body::Offer(Offer {
             object_size: SIZE,
@@ -352,7 +368,7 @@ mod tests {
             protocol_param: 0,
             receivers: 1,
             test_loss_ppm: 0,
-            fec: Some(FecShape::new(K, 0)),
+            fec: Some(shape),
             name: "obj.bin",
         }));
         let hello = packet(Body::Hello(Hello {
@@ -394,13 +410,22 @@ mod tests {
 
     /// Parity packet `index` of `block`, as the sender's encoder makes it.
     fn parity(object: &[u8], block: u32, index: u16, poll: u16, n: u32) -> Vec<u8> {
+        parity_shape(FecShape::new(K, 0), object, block, index, poll, n)
+    }
+
+    fn parity_shape(
+        shape: FecShape,
+        object: &[u8],
+        block: u32,
+        index: u16,
+        poll: u16,
+        n: u32,
+    ) -> Vec<u8> {
         let packets = SIZE.div_ceil(u64::from(PAYLOAD)) as u32;
-        let first = block * u32::from(K);
-        let end = (first + u32::from(K)).min(packets);
-        let shape = FecShape::new(K, 0);
+        let m = shape.members(block, packets);
         let mut enc = BlockEncoder::new(K, shape.space, usize::from(PAYLOAD)).unwrap();
-        enc.reset((end - first) as u16, shape.space).unwrap();
-        for i in first..end {
+        enc.reset(m.count as u16, shape.space).unwrap();
+        for i in m.iter() {
             enc.push(packet_bytes(object, i)).unwrap();
         }
         let payload = enc.parity(index).unwrap();
@@ -446,6 +471,81 @@ mod tests {
         assert_eq!(r.stats().parity_packets, 3);
         // Parity of a whole block is counted and dropped.
         let mut p = parity(&object, 1, 0, POLL_NONE, 3);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        assert_eq!(r.stats().parity_unneeded, 1);
+    }
+
+    /// Interleaved blocks (K = 4, D = 2: groups of 8 packets, block 0 the
+    /// even packets of the first group, block 1 the odd ones; the last
+    /// group of 6 makes blocks 2 = 8, 10, 12 and 3 = 9, 11, 13): a burst of
+    /// two consecutive losses costs each block one packet, one parity
+    /// packet of each rebuilds it, and the gap is NAKed only once a packet
+    /// of the next group is in.
+    #[test]
+    fn interleaved_blocks_take_a_burst_one_loss_each() {
+        let shape = FecShape::new(K, 0).with_depth(2);
+        let object = object();
+        let mut r = deciding_shape(PAYLOAD, 16, shape);
+        r.accept_offer();
+        let mut buf = vec![0u8; 4096];
+        let mut naks = |r: &mut crate::Receiver| {
+            let mut n = 0;
+            while let Some(t) = r.poll_transmit(Instant::ZERO, &mut buf) {
+                n += usize::from(t.kind == Kind::Nak);
+            }
+            n
+        };
+        for i in [0, 1, 4, 5, 6, 7] {
+            give_data(&mut r, &object, i);
+        }
+        assert_eq!(naks(&mut r), 0, "the group is not over: the gap waits");
+        give_data(&mut r, &object, 8);
+        assert_eq!(
+            naks(&mut r),
+            1,
+            "a packet of the next group: the gap is news"
+        );
+        let mut p = parity_shape(shape, &object, 0, 0, POLL_NONE, 0);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        assert_eq!(
+            rebuilt(&mut r),
+            vec![(200, packet_bytes(&object, 2).to_vec())]
+        );
+        let mut p = parity_shape(shape, &object, 1, 1, POLL_NONE, 1);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        assert_eq!(
+            rebuilt(&mut r),
+            vec![(300, packet_bytes(&object, 3).to_vec())]
+        );
+        // The short last group: block 3 (9, 11, 13) loses its short last
+        // packet, block 2 none.
+        for i in [9, 10, 11, 12] {
+            give_data(&mut r, &object, i);
+        }
+        let mut p = parity_shape(shape, &object, 3, 0, POLL_NONE, 2);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        assert_eq!(
+            rebuilt(&mut r),
+            vec![(1300, packet_bytes(&object, 13).to_vec())]
+        );
+        assert_eq!(r.received_bytes(), SIZE);
+        assert_eq!(r.stats().repaired_packets, 3);
+        // Block 4 does not exist in this shape.
+        let mut p = parity_shape(shape, &object, 2, 0, POLL_NONE, 3);
+        let Ok(Packet {
+            body: Body::Parity(good),
+            ..
+        }) = Packet::decode(&p)
+        else {
+            unreachable!()
+        };
+        let before = r.stats().malformed;
+        r.handle_datagram(
+            Instant::ZERO,
+            sender(),
+            &mut packet(Body::Parity(Parity { block: 4, ..good })),
+        );
+        assert_eq!(r.stats().malformed, before + 1);
         r.handle_datagram(Instant::ZERO, sender(), &mut p);
         assert_eq!(r.stats().parity_unneeded, 1);
     }

@@ -291,15 +291,17 @@ pub enum ConfigError {
     /// FEC repairs by parity: Go-back-N resends data instead.
     #[error("FEC repairs with parity packets and cannot run with Go-back-N repair")]
     FecGoBackN,
-    /// A FEC block larger than the window: its parity could not go before
-    /// the window moved, and the window waits for its repair.
+    /// A FEC block (or interleaving group of K·D packets) larger than the
+    /// window: its parity could not go before the window moved, and the
+    /// window waits for its repair.
     #[error(
-        "FEC blocks of {data} packets do not fit a window of {window}: use --window {data} \
-         or more, or a smaller K"
+        "FEC blocks spanning {data} packets (K·D) do not fit a window of {window}: use \
+         --window {data} or more (twice that keeps data flowing while a group is repaired), \
+         or a smaller K or D"
     )]
     FecWindow {
-        /// K.
-        data: u16,
+        /// K·D: the packets one block spans.
+        data: u32,
         /// The window.
         window: u32,
     },
@@ -371,6 +373,20 @@ impl SenderConfig {
         }
     }
 
+    /// NAK-poll's default packets between polls: 85 % of the window.
+    /// Interleaved FEC leaves a receiver's cumulative point up to a group
+    /// of K·D packets behind what it received (a loss waits for its
+    /// group's parity), so the answer to one poll may leave the window
+    /// that much shorter: then 85 % of the window less a group, so that
+    /// the next poll goes before the window can fill.
+    fn default_poll_interval(&self) -> u32 {
+        let room = match self.fec {
+            Some(f) if f.depth > 1 => self.window.saturating_sub(f.group_len()),
+            _ => self.window,
+        };
+        ((u64::from(room) * 85 / 100) as u32).max(1)
+    }
+
     /// The feedback policy this configuration selects.
     pub fn policy(&self) -> Result<FeedbackPolicy, ConfigError> {
         match self.protocol {
@@ -378,7 +394,7 @@ impl SenderConfig {
             ProtocolId::NakPoll => {
                 let interval = self
                     .poll_interval
-                    .unwrap_or_else(|| ((u64::from(self.window) * 85 / 100) as u32).max(1));
+                    .unwrap_or_else(|| self.default_poll_interval());
                 if interval == 0 || interval > self.window {
                     return Err(ConfigError::PollInterval {
                         interval,
@@ -495,13 +511,13 @@ impl SenderConfig {
             if self.have_after.is_some() {
                 return Err(ConfigError::FecDelta);
             }
-            if u32::from(fec.data) > self.window {
+            if fec.group_len() > self.window {
                 return Err(ConfigError::FecWindow {
-                    data: fec.data,
+                    data: fec.group_len(),
                     window: self.window,
                 });
             }
-            let ring = crate::fec::ring_bytes(fec.data, self.payload_size(), self.window);
+            let ring = crate::fec::ring_bytes(fec, self.payload_size(), self.window);
             if ring > crate::fec::MAX_RING_BYTES {
                 return Err(ConfigError::FecBuffers { bytes: ring });
             }

@@ -1,6 +1,9 @@
 //! Block FEC at the sender (issue 20): repair by parity, not by resending.
 //!
-//! Data packets `b·K .. b·K + K` are block `b`. A receiver's feedback
+//! Data packets are dealt to blocks as [`FecShape::members`] says: without
+//! interleaving, packets `b·K .. b·K + K` are block `b`; with depth D,
+//! block `b` holds every D-th packet of its group of K·D, so a burst of D
+//! losses costs each block one packet. A receiver's feedback
 //! (its bitmap, in which it also counts as held one missing packet of a
 //! block for each parity packet of that block it holds) says how many
 //! packets of each block it still lacks. The sender answers a block with
@@ -84,7 +87,7 @@ impl FecSender {
     pub(super) fn new(shape: FecShape, payload_size: usize, window: u32) -> Option<Self> {
         let encoder = BlockEncoder::new(shape.data, shape.space, payload_size).ok()?;
         let shard = encoder.shard_len();
-        let slots = window.div_ceil(u32::from(shape.data)) as usize + 2;
+        let slots = usize::try_from(crate::fec::ring_blocks(shape, window)).ok()?;
         Some(Self {
             shape,
             encoder,
@@ -152,25 +155,18 @@ impl FecSender {
     }
 }
 
-/// Data packets of block `b` of `k` in an object of `packets`: its first
-/// index and one past its last.
-fn block_range(k: u32, b: u32, packets: u32) -> (u32, u32) {
-    let first = b.saturating_mul(k);
-    (first, first.saturating_add(k).min(packets))
-}
-
 impl Sender {
     /// A data packet went out for the first time (polling `poll`):
     /// proactive parity follows the block's last one at once.
     pub(super) fn fec_on_first_send(&mut self, index: u32, poll: u16) {
         let packets = self.packets;
         let Some(fec) = &mut self.fec else { return };
-        let k = u32::from(fec.shape.data);
-        let block = index / k;
+        let block = fec.shape.block_of(index);
+        let last = fec.shape.members(block, packets).last();
         let b = fec.slot(block);
         b.polled |= poll != POLL_NONE;
         let proactive = fec.shape.proactive;
-        if proactive == 0 || (index + 1 != packets && !(index + 1).is_multiple_of(k)) {
+        if proactive == 0 || index != last {
             return;
         }
         if fec.request(block, proactive) {
@@ -200,22 +196,31 @@ impl Sender {
         if from >= self.window.high {
             return None;
         }
-        let k = u32::from(fec.shape.data);
+        let shape = fec.shape;
+        let depth = u32::from(shape.depth.max(1));
         let mut grew: Option<Instant> = None;
-        let mut block = from / k;
-        while block * k < self.window.high {
-            let (first, end) = block_range(k, block, self.packets);
+        // Blocks of `from`'s interleaving group before its own may still
+        // lack packets after it.
+        let mut block = shape.block_of(from) / depth * depth;
+        loop {
+            let m = shape.members(block, self.packets);
+            if m.count == 0 || m.first >= self.window.high {
+                break;
+            }
+            block += 1;
             // Only a block whose data had all gone before the echoed
             // transmission: the receiver's view of it is whole (and the
-            // block's proactive parity follows it anyway).
-            if end > self.window.high
-                || self.window.lack[self.window.slot(end - 1)].first_sent_no >= echo_sent
+            // block's proactive parity follows it anyway). Blocks end in
+            // order but in an interleaved object's last group, so each is
+            // looked at.
+            if m.last() >= self.window.high
+                || self.window.lack[self.window.slot(m.last())].first_sent_no >= echo_sent
             {
-                break;
+                continue;
             }
             let mut lacks = 0u16;
             let mut last_sent = Instant::ZERO;
-            for index in first.max(from)..end.min(self.window.high) {
+            for index in m.within(from, self.window.high) {
                 let w = self.window.slot(index);
                 last_sent = last_sent.max(self.window.sent_at[w]);
                 if self.window.lack[w].sent_no >= echo_sent
@@ -228,15 +233,14 @@ impl Sender {
             }
             if lacks > 0 {
                 let fec = self.fec.as_mut()?;
-                let b = fec.slot(block);
+                let b = fec.slot(block - 1);
                 let in_flight = b.sent_nos.iter().filter(|&&s| s > echo_sent).count();
                 let want = lacks.saturating_sub(u16::try_from(in_flight).unwrap_or(u16::MAX));
-                if want > 0 && fec.request(block, want) {
-                    fec.slot(block).demanded = true;
+                if want > 0 && fec.request(block - 1, want) {
+                    fec.slot(block - 1).demanded = true;
                     grew = grew.max(Some(last_sent));
                 }
             }
-            block += 1;
         }
         grew
     }
@@ -251,15 +255,14 @@ impl Sender {
         let packets = self.packets;
         let poll_repair = self.policy.repair_poll();
         let fec = self.fec.as_mut()?;
-        let k = u32::from(fec.shape.data);
         let space = fec.shape.space;
         let n = fec.blocks.len();
         let mut i = 0;
         while i < fec.queue.len() {
             let block = fec.queue[i];
-            let (_, end) = block_range(k, block, packets);
+            let last = fec.shape.members(block, packets).last();
             let b = &mut fec.blocks[block as usize % n];
-            if b.block != block || b.need == 0 || end <= base {
+            if b.block != block || b.need == 0 || last < base {
                 if b.block == block {
                     b.queued = false;
                     b.need = 0;
@@ -269,7 +272,7 @@ impl Sender {
             }
             // A block still sending its data (the window may hold it back
             // until an older block is repaired) waits; the others go on.
-            if high < end {
+            if high <= last {
                 i += 1;
                 continue;
             }
@@ -313,7 +316,7 @@ impl Sender {
         }
         let poll = self.policy.repair_poll();
         let fec = self.fec.as_mut()?;
-        let block = self.window.base / u32::from(fec.shape.data);
+        let block = fec.shape.block_of(self.window.base);
         let n = fec.blocks.len();
         let b = &mut fec.blocks[block as usize % n];
         b.probes += 1;
@@ -330,7 +333,7 @@ impl Sender {
         if self.window.base >= self.packets || self.can_send_data() {
             return None;
         }
-        let block = self.window.base / u32::from(fec.shape.data);
+        let block = fec.shape.block_of(self.window.base);
         let b = &fec.blocks[block as usize % fec.blocks.len()];
         if b.block != block
             || !b.demanded
@@ -349,14 +352,13 @@ impl Sender {
     /// still sending its data waits for that, not for a timer.
     pub(super) fn fec_deadline(&self) -> Option<Instant> {
         let fec = self.fec.as_ref()?;
-        let k = u32::from(fec.shape.data);
         let n = fec.blocks.len();
         fec.queue
             .iter()
             .filter_map(|&block| {
-                let (_, end) = block_range(k, block, self.packets);
+                let last = fec.shape.members(block, self.packets).last();
                 let b = &fec.blocks[block as usize % n];
-                (b.block == block && b.need > 0 && self.window.high >= end).then_some(Instant::ZERO)
+                (b.block == block && b.need > 0 && self.window.high > last).then_some(Instant::ZERO)
             })
             .chain(self.fec_probe_at())
             .min()
@@ -366,8 +368,8 @@ impl Sender {
     /// repairs (its parity is spent).
     fn fec_resend_block(&mut self, block: u32) {
         let Some(fec) = &self.fec else { return };
-        let (first, end) = block_range(u32::from(fec.shape.data), block, self.packets);
-        for index in first.max(self.window.base)..end.min(self.window.high) {
+        let m = fec.shape.members(block, self.packets);
+        for index in m.within(self.window.base, self.window.high) {
             let w = self.window.slot(index);
             let lack = &mut self.window.lack[w];
             if lack.count == 0 {
@@ -396,12 +398,11 @@ impl Sender {
         self.window.transmissions += 1;
         let sent_no = self.window.transmissions;
         let fec = self.fec.as_mut()?;
-        let k = u32::from(fec.shape.data);
         if fec.cached != Some(p.block) {
-            let (first, end) = block_range(k, p.block, self.packets);
-            let count = u16::try_from(end - first).ok()?;
+            let m = fec.shape.members(p.block, self.packets);
+            let count = u16::try_from(m.count).ok()?;
             fec.encoder.reset(count, fec.shape.space).ok()?;
-            for index in first..end {
+            for index in m.iter() {
                 let offset = u64::from(index) * payload_size;
                 let len = (size - offset).min(payload_size) as usize;
                 source.read_at(offset, &mut fec.scratch[..len]);

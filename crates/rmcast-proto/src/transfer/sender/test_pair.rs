@@ -308,6 +308,17 @@ mod streaming_tests {
             ..SenderConfig::default()
         });
     }
+
+    #[test]
+    fn a_streamed_source_completes_with_interleaved_fec() {
+        // Groups of 12: the two and a half packets first held lie in
+        // three blocks, none of them whole.
+        streams(SenderConfig {
+            receivers: 1,
+            fec: Some(FecShape::new(4, 1).with_depth(3)),
+            ..SenderConfig::default()
+        });
+    }
 }
 
 #[cfg(test)]

@@ -508,8 +508,15 @@ fn an_offers_fec_shape_is_checked() {
         data,
         proactive,
         space,
+        depth: 1,
     };
-    for good in [shape(1, 0, 1), shape(64, 4, 128), shape(1024, 1024, 1024)] {
+    for good in [
+        shape(1, 0, 1),
+        shape(64, 4, 128),
+        shape(1024, 1024, 1024),
+        shape(64, 2, 64).with_depth(8),
+        shape(1024, 0, 1024).with_depth(FEC_MAX_DEPTH),
+    ] {
         let bytes = encode_vec(&offer(Some(good)));
         assert_eq!(Packet::decode(&bytes), Ok(offer(Some(good))));
     }
@@ -520,6 +527,8 @@ fn an_offers_fec_shape_is_checked() {
         shape(8, 0, 0),
         shape(8, 0, 1025),
         shape(8, 5, 4),
+        shape(8, 0, 8).with_depth(0),
+        shape(8, 0, 8).with_depth(FEC_MAX_DEPTH + 1),
     ] {
         assert_eq!(
             offer(Some(bad)).encode(&mut buf),
@@ -532,6 +541,7 @@ fn an_offers_fec_shape_is_checked() {
         bytes[at..at + 2].copy_from_slice(&bad.data.to_be_bytes());
         bytes[at + 2..at + 4].copy_from_slice(&bad.proactive.to_be_bytes());
         bytes[at + 4..at + 6].copy_from_slice(&bad.space.to_be_bytes());
+        bytes[at + 6..at + 8].copy_from_slice(&bad.depth.to_be_bytes());
         assert_eq!(
             Packet::decode(&bytes),
             Err(DecodeError::BadField("offer.fec")),

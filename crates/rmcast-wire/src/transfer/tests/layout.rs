@@ -64,7 +64,7 @@ fn body_lengths_match_the_documented_layout() {
             Body::Hello(_) => 3,
             Body::Join(j) => 9 + j.name.len(),
             Body::Welcome(_) => 16,
-            Body::Offer(o) => 34 + o.name.len(),
+            Body::Offer(o) => 36 + o.name.len(),
             Body::OfferReply(x) => 2 + x.text.len(),
             Body::Data(d) => 8 + d.payload.len(),
             Body::Ack(f) | Body::Nak(f) => 11 + f.bitmap.len(),
@@ -125,8 +125,9 @@ fn inputs_shorter_than_the_magic_are_bad_magic() {
 #[test]
 fn wrong_version_is_bad_version() {
     for (bytes, _) in samples() {
-        // Versions 1 (hash in the Offer) and 2 (no sealing) included.
-        for v in [0u8, 1, 2, 4, 0x7F, 0xFF] {
+        // Versions 1 (hash in the Offer), 2 (no sealing) and 3 (no FEC
+        // interleaving) included.
+        for v in [0u8, 1, 2, 3, 5, 0x7F, 0xFF] {
             let mut bad = bytes.clone();
             bad[2] = v;
             assert_eq!(Packet::decode(&bad), Err(DecodeError::BadVersion(v)));
@@ -371,4 +372,41 @@ fn have_ranges_read_back_and_malformed_reports_are_refused() {
         }),
     };
     assert_eq!(bad.encode(&mut buf), Err(EncodeError::BadHave));
+}
+
+#[test]
+fn an_interleaved_fec_offer_matches_its_fixed_bytes() {
+    let sender = Header::new(SID, RANK_SENDER);
+    let (bytes, packet) = (
+        cat(&[
+            &head(0x04, RANK_SENDER),
+            &[0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00], // object size 1 MiB
+            &[0x80, 0x00, 0x00, 0x00],                         // isn
+            &[0x05, 0x78],                                     // payload size 1400
+            &[0x00, 0x00, 0x04, 0x00],                         // window 1024
+            &[0x02],                                           // protocol: NakPoll
+            &[0x00, 0x00],                                     // protocol param
+            &[0x00, 0x40],                                     // receivers 64
+            &[0x00, 0x00, 0x00, 0x00],                         // no test loss
+            &[0x00, 0x40, 0x00, 0x02, 0x00, 0x40, 0x00, 0x08], // FEC 64:2, space 64, depth 8
+            &[0x01, b'f'],
+        ]),
+        Packet {
+            header: sender,
+            body: Body::Offer(Offer {
+                object_size: 1 << 20,
+                isn: Seq(0x8000_0000),
+                payload_size: 1400,
+                window: 1024,
+                protocol: ProtocolId::NakPoll,
+                protocol_param: 0,
+                receivers: 64,
+                test_loss_ppm: 0,
+                fec: Some(FecShape::new(64, 2).with_depth(8)),
+                name: "f",
+            }),
+        },
+    );
+    assert_eq!(bytes.len(), HEADER_LEN + 36 + 1);
+    assert_wire(&bytes, &packet);
 }

@@ -14,7 +14,7 @@ const SID: SessionId = SessionId(0x0102_0304_0506_0708);
 fn head(kind: u8, rank: u16) -> Vec<u8> {
     let [r0, r1] = rank.to_be_bytes();
     vec![
-        b'R', b'M', 0x03, kind, 0x00, 0x00, r0, r1, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+        b'R', b'M', 0x04, kind, 0x00, 0x00, r0, r1, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
     ]
 }
 
@@ -46,7 +46,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
         (
             vec![
                 b'R', b'M', // magic
-                0x03, // version
+                0x04, // version
                 0x01, // type: Hello
                 0x00, // flags
                 0x00, // key epoch
@@ -104,7 +104,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 &[0x00, 0x00],                                     // protocol param
                 &[0x00, 0x03],                                     // receivers
                 &[0x00, 0x00, 0x27, 0x10],                         // test loss 10,000 ppm
-                &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00],             // no FEC
+                &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // no FEC
                 &[0x05, b'f', b'.', b'b', b'i', b'n'],
             ]),
             Packet {
@@ -136,7 +136,7 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
         (
             vec![
                 b'R', b'M', // magic
-                0x03, // version
+                0x04, // version
                 0x06, // type: Data
                 0x00, // flags
                 0x00, // key epoch

@@ -189,11 +189,9 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                 prop_oneof![Just(0), 0..=1_000_000u32, Just(1_000_000)],
             ),
             proptest::option::of(
-                (1..=FEC_MAX_BLOCK, 1..=FEC_MAX_BLOCK).prop_flat_map(|(data, space)| (
-                    Just(data),
-                    0..=space,
-                    Just(space)
-                ))
+                (1..=FEC_MAX_BLOCK, 1..=FEC_MAX_BLOCK, 1..=FEC_MAX_DEPTH).prop_flat_map(
+                    |(data, space, depth)| (Just(data), 0..=space, Just(space), Just(depth))
+                )
             ),
             arb_text(),
         )
@@ -222,10 +220,11 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
                             protocol_param,
                             receivers,
                             test_loss_ppm,
-                            fec: fec.map(|(data, proactive, space)| FecShape {
+                            fec: fec.map(|(data, proactive, space, depth)| FecShape {
                                 data,
                                 proactive,
                                 space,
+                                depth,
                             }),
                             name: "",
                         },
@@ -484,5 +483,56 @@ proptest! {
             let seq = cumulative.add(1 + u32::try_from(i).unwrap());
             prop_assert_eq!(fb.holds(seq), want, "bit {}", i);
         }
+    }
+}
+
+proptest! {
+    /// Interleaved FEC blocks (`FecShape::members`): every data packet of
+    /// any object lies in exactly one block, at the position the block's
+    /// members give it; blocks hold at most K packets, in order, D apart;
+    /// a block's first packet grows with its number, and so does its last
+    /// but in the object's last group (whose blocks are shorter); and
+    /// `blocks` counts exactly
+    /// the blocks that hold a packet.
+    #[test]
+    fn fec_blocks_partition_the_object(
+        k in 1..=40u16,
+        d in 1..=12u16,
+        packets in 0..2_000u32,
+    ) {
+        let shape = FecShape::new(k, 0).with_depth(d);
+        let blocks = shape.blocks(packets);
+        let mut seen = vec![0u8; packets as usize];
+        let mut prev: Option<BlockMembers> = None;
+        for b in 0..blocks {
+            let m = shape.members(b, packets);
+            prop_assert!(m.count >= 1 && m.count <= u32::from(k), "block {b}: {m:?}");
+            prop_assert_eq!(m.step, u32::from(d));
+            prop_assert!(m.last() < packets);
+            for (j, i) in m.iter().enumerate() {
+                prop_assert_eq!(shape.block_of(i), b);
+                prop_assert_eq!(u32::from(shape.position(i)), j as u32);
+                prop_assert_eq!(m.at(j as u32), i);
+                seen[i as usize] += 1;
+            }
+            if let Some(p) = prev {
+                let last_group = m.first / shape.group_len() == (packets - 1) / shape.group_len();
+                prop_assert!(p.first < m.first, "{p:?} then {m:?}");
+                prop_assert!(last_group || p.last() < m.last(), "{p:?} then {m:?}");
+            }
+            prev = Some(m);
+        }
+        prop_assert!(seen.iter().all(|&n| n == 1));
+        prop_assert_eq!(shape.members(blocks, packets).count, 0);
+        // A burst of up to D consecutive packets costs a block one at most.
+        for start in (0..packets).step_by(7) {
+            let end = (start + u32::from(d)).min(packets);
+            let mut hit: Vec<u32> = (start..end).map(|i| shape.block_of(i)).collect();
+            hit.sort_unstable();
+            hit.dedup();
+            prop_assert_eq!(hit.len() as u32, end - start);
+        }
+        let parsed = FecShape::from_setting(&shape.setting()).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(parsed, Some(shape));
     }
 }
