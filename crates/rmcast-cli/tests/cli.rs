@@ -72,9 +72,11 @@ fn demo_verifies_four_receivers_under_five_percent_loss_for_both_protocols() {
 
 #[test]
 fn fec_repairs_with_parity_not_resends() {
-    // Every protocol family's feedback carries the per-block lacks.
-    for protocol in ["nak-poll", "ack", "ring"] {
-        let v = lossy_demo(protocol, &["--fec", "32:1"]);
+    // Every protocol family's feedback carries the per-block lacks;
+    // blocks interleaved (K:P:D) or not.
+    for (protocol, fec) in [("nak-poll", "32:1:4"), ("ack", "32:1"), ("ring", "32:1:2")] {
+        let v = lossy_demo(protocol, &["--fec", fec]);
+        assert_eq!(v["fec"], fec, "{v}");
         assert_eq!(v["verified"], 4, "{v}");
         assert_eq!(v["ok"], true);
         assert_eq!(v["all_files_match"], true, "{v}");
@@ -153,7 +155,7 @@ fn auto_chooses_for_the_group_explains_and_keeps_given_flags() {
     let v = json(&out);
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["protocol"], "nak-poll", "{v}");
-    assert_eq!(v["fec"], "64:2", "{v}");
+    assert_eq!(v["fec"], "64:2:4", "{v}");
     assert_eq!(v["auto"]["receivers"], 33, "{v}");
     assert_eq!(v["auto"]["row"], 2, "{v}");
     assert!(v["parity_packets"].as_u64().unwrap() > 0, "{v}");
@@ -580,6 +582,11 @@ fn bad_input_gets_a_clear_message() {
             &["demo", "--fec", "128:0", "--window", "64"],
             "do not fit a window of 64",
         ),
+        (
+            &["demo", "--fec", "64:2:8", "--window", "256"],
+            "FEC blocks spanning 512 packets (K·D) do not fit a window of 256",
+        ),
+        (&["demo", "--fec", "64:2:100"], "outside 1..=64"),
         (
             &["demo", "--protocol", "tcp-chain", "--fec", "8:1"],
             "--fec applies to the UDP multicast protocols",

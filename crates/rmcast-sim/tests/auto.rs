@@ -43,9 +43,10 @@ fn each_group_size_runs_its_row_and_everyone_verifies() {
                 assert_eq!(r.sender.parity_packets, 0, "{what}: no FEC in row {row:?}");
                 assert!(r.retransmitted_packets > 0, "{what}: losses resent");
             }
-            Some((k, p)) => {
+            Some((k, p, _)) => {
                 assert!(r.sender.parity_packets > 0, "{what}: parity repairs");
-                // Proactive parity goes with every full block, lost or not.
+                // Proactive parity goes with every block, lost or not (a
+                // block holds at most K packets).
                 let blocks = r.data_packets / u64::from(k);
                 assert!(
                     r.sender.parity_packets >= blocks * u64::from(p),
@@ -66,13 +67,13 @@ fn a_row_with_proactive_parity_sends_it_on_a_clean_lan_too() {
     // From 32 receivers: two parity packets with every block, lost or not.
     let n = 40;
     let row = &TABLE[row_for(n)];
-    let (k, p) = row.fec.expect("FEC from 32 receivers");
+    let shape = row.fec_shape().expect("FEC from 32 receivers");
     let r = check(&auto(n, 2_000_000, 0.0, 3));
     verified(&r, "clean auto");
     assert_eq!(r.retransmitted_packets, 0);
     assert_eq!(
         r.sender.parity_packets,
-        r.data_packets.div_ceil(u64::from(k)) * u64::from(p)
+        u64::from(shape.blocks(r.data_packets as u32)) * u64::from(shape.proactive)
     );
 }
 

@@ -39,8 +39,9 @@ pub struct Row {
     pub min_receivers: u16,
     /// The data phase's protocol.
     pub protocol: ProtocolId,
-    /// Block FEC as (K, P), or `None` for repair by resending.
-    pub fec: Option<(u16, u16)>,
+    /// Block FEC as (K, P, D): K data packets per block, P proactive
+    /// parity packets, D blocks interleaved; `None` for repair by resending.
+    pub fec: Option<(u16, u16, u16)>,
     /// Packets in flight.
     pub window: u32,
     /// Why, in a line: what the sweep showed for these groups.
@@ -51,7 +52,7 @@ impl Row {
     /// The row's FEC shape.
     #[must_use]
     pub fn fec_shape(&self) -> Option<FecShape> {
-        self.fec.map(|(k, p)| FecShape::new(k, p))
+        self.fec.map(|(k, p, d)| FecShape::new(k, p).with_depth(d))
     }
 }
 
@@ -77,7 +78,7 @@ pub const TABLE: &[Row] = &[
     Row {
         min_receivers: 32,
         protocol: ProtocolId::NakPoll,
-        fec: Some((64, 2)),
+        fec: Some((64, 2, 4)),
         window: 1024,
         why: "from about 60 receivers resends grow with the group until they cost more \
               than the object (0.24-0.54 of FEC's goodput at 1 % loss with 100 receivers, \
@@ -85,16 +86,22 @@ pub const TABLE: &[Row] = &[
               two parity packets sent with every block stay within 3 % of the best at \
               0-1 % loss (their cost on a clean LAN) where parity only on demand falls \
               to 0.75 at 0.1 % loss with 60-100 receivers. Window 1024 as in row 1 \
-              (with parity it gains only up to 1 %, 32-200 receivers in the simulator)",
+              (with parity it gains only up to 1 %, 32-200 receivers in the simulator). \
+              4 blocks interleaved: losses in bursts of 8 cost 1.08-1.37 x the goodput \
+              of blocks of 64 alone and half the parity, independent losses the same \
+              goodput (32-200 receivers, 1 % loss)",
     },
     Row {
         min_receivers: 300,
         protocol: ProtocolId::NakPoll,
-        fec: Some((64, 2)),
+        fec: Some((64, 2, 8)),
         window: 2048,
         why: "with hundreds of receivers a window of 512 waits on the whole group's \
               feedback (0.78-0.83 of the best at 1,000 receivers in the simulator); \
-              2048 stays within 2.7 % of the best at 0-1 % loss (the parity's cost on a clean LAN)",
+              2048 stays within 2.7 % of the best at 0-1 % loss (the parity's cost on a \
+              clean LAN). 8 blocks interleaved: at 1,000 receivers and 1 % loss in bursts \
+              of 8, 1.28 x the goodput of blocks of 64 alone and a quarter of the parity; \
+              0.99 x with independent losses",
     },
 ];
 
@@ -185,6 +192,19 @@ pub fn choose(inputs: AutoInputs, auto: AutoConfig, config: &SenderConfig) -> Au
     } else {
         r.fec_shape()
             .filter(|f| u32::from(f.data) <= window)
+            .map(|f| {
+                // Interleaving wants two groups in the window: with a
+                // smaller window given, fewer blocks interleaved.
+                let fits = (window / (2 * u32::from(f.data))).max(1);
+                let depth = u32::from(f.depth).min(fits) as u16;
+                if depth < f.depth {
+                    notes.push(format!(
+                        "FEC interleaves {depth} blocks: the window of {window} holds two \
+                         groups of that many"
+                    ));
+                }
+                f.with_depth(depth)
+            })
             .or_else(|| {
                 if r.fec.is_some() {
                     notes.push(format!(
@@ -217,7 +237,7 @@ pub fn choose(inputs: AutoInputs, auto: AutoConfig, config: &SenderConfig) -> Au
 #[must_use]
 pub fn fec_text(fec: Option<FecShape>) -> String {
     match fec {
-        Some(f) => format!("{}:{}", f.data, f.proactive),
+        Some(f) => f.setting(),
         None => "off".into(),
     }
 }
@@ -407,7 +427,7 @@ mod tests {
         let big = choose(inputs(40), AutoConfig::default(), &SenderConfig::default());
         assert!(
             big.to_string()
-                .contains("(32-299 receivers): nak-poll, FEC 64:2, window 1024"),
+                .contains("(32-299 receivers): nak-poll, FEC 64:2:4, window 1024"),
             "{big}"
         );
         assert!(text.contains(TABLE[ch.row].why), "{text}");
