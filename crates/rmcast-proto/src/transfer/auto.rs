@@ -350,6 +350,35 @@ mod tests {
     }
 
     #[test]
+    fn a_window_given_smaller_than_two_groups_interleaves_fewer_blocks() {
+        let keep = AutoConfig {
+            keep_window: true,
+            ..AutoConfig::default()
+        };
+        let row = TABLE[row_for(1000)].fec_shape().expect("FEC at 1,000");
+        assert_eq!(row.depth, 8);
+        for (window, depth, noted) in [
+            (2048, 8, false),
+            (1024, 8, false),
+            (512, 4, true),
+            (200, 1, true),
+        ] {
+            let c = SenderConfig {
+                window,
+                ..SenderConfig::default()
+            };
+            let ch = choose(inputs(1000), keep, &c);
+            assert_eq!(ch.fec, Some(row.with_depth(depth)), "window {window}");
+            let said = ch.notes.iter().any(|n| n.contains("interleaves"));
+            assert_eq!(said, noted, "window {window}: {:?}", ch.notes);
+            // What auto chose, the sender accepts.
+            let mut run = c.clone();
+            ch.apply(&mut run);
+            run.validate().expect("a valid choice");
+        }
+    }
+
+    #[test]
     fn settings_the_user_fixed_are_kept_and_said() {
         let c = SenderConfig {
             window: 2048,
