@@ -155,7 +155,7 @@ fn auto_chooses_for_the_group_explains_and_keeps_given_flags() {
     let v = json(&out);
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["protocol"], "nak-poll", "{v}");
-    assert_eq!(v["fec"], "64:2:4", "{v}");
+    assert_eq!(v["fec"], "64:2", "{v}");
     assert_eq!(v["auto"]["receivers"], 33, "{v}");
     assert_eq!(v["auto"]["row"], 2, "{v}");
     assert!(v["parity_packets"].as_u64().unwrap() > 0, "{v}");
