@@ -1179,6 +1179,15 @@ mod tests {
             );
             assert!(msg().contains("fec \"0:1\""), "{}", msg());
             assert_eq!(
+                rmcast_config_set_fec(cfg, c"64:2:65".as_ptr()),
+                RmcastStatus::InvalidArgument
+            );
+            assert!(msg().contains("interleaved blocks"), "{}", msg());
+            assert_eq!(
+                rmcast_config_set_fec(cfg, c"64:2:8".as_ptr()),
+                RmcastStatus::Ok
+            );
+            assert_eq!(
                 rmcast_config_set_fec(cfg, c"64:2".as_ptr()),
                 RmcastStatus::Ok
             );

@@ -138,6 +138,9 @@ static void wrong_arguments(const char *dir) {
   expect(rmcast_config_set_laggard(cfg, "tcp", 10), RMCAST_STATUS_INVALID_ARGUMENT,
          "a laggard delay under 100 ms");
   must(rmcast_config_set_protocol(cfg, "ring"), "protocol ring");
+  expect(rmcast_config_set_fec(cfg, "64:2:0"), RMCAST_STATUS_INVALID_ARGUMENT,
+         "a FEC shape of no interleaved blocks");
+  must(rmcast_config_set_fec(cfg, "64:2:8"), "fec 64:2:8, interleaved");
   must(rmcast_config_set_fec(cfg, "off"), "fec off");
   must(rmcast_config_set_laggard(cfg, "tcp", 0), "laggard tcp");
   must(rmcast_config_set_protocol(cfg, NULL), "protocol back to auto");
