@@ -201,13 +201,14 @@ impl Sender {
         let mut grew: Option<Instant> = None;
         // Blocks of `from`'s interleaving group before its own may still
         // lack packets after it.
-        let mut block = shape.block_of(from) / depth * depth;
+        let mut next = shape.block_of(from) / depth * depth;
         loop {
+            let block = next;
             let m = shape.members(block, self.packets);
             if m.count == 0 || m.first >= self.window.high {
                 break;
             }
-            block += 1;
+            next += 1;
             // Only a block whose data had all gone before the echoed
             // transmission: the receiver's view of it is whole (and the
             // block's proactive parity follows it anyway). Blocks end in
@@ -233,11 +234,11 @@ impl Sender {
             }
             if lacks > 0 {
                 let fec = self.fec.as_mut()?;
-                let b = fec.slot(block - 1);
+                let b = fec.slot(block);
                 let in_flight = b.sent_nos.iter().filter(|&&s| s > echo_sent).count();
                 let want = lacks.saturating_sub(u16::try_from(in_flight).unwrap_or(u16::MAX));
-                if want > 0 && fec.request(block - 1, want) {
-                    fec.slot(block - 1).demanded = true;
+                if want > 0 && fec.request(block, want) {
+                    fec.slot(block).demanded = true;
                     grew = grew.max(Some(last_sent));
                 }
             }
