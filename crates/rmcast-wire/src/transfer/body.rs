@@ -186,6 +186,13 @@ impl FecShape {
         (index / self.group_len()).saturating_mul(d) + index % d
     }
 
+    /// The first block of data packet `index`'s interleaving group: the
+    /// blocks that can hold packets at or after `index` start there.
+    #[must_use]
+    pub fn group_first_block(&self, index: u32) -> u32 {
+        (index / self.group_len()).saturating_mul(u32::from(self.depth.max(1)))
+    }
+
     /// Where data packet `index` sits in its block (0 to K − 1): the
     /// position the code gives it.
     #[must_use]

@@ -101,20 +101,13 @@ impl FecReceiver {
         s
     }
 
-    /// The first block of the interleaving group of packet `index`: the
-    /// blocks that can lack packets at or after it start there.
-    fn group_first_block(&self, index: u32) -> u32 {
-        let d = u32::from(self.shape.depth.max(1));
-        self.shape.block_of(index) / d * d
-    }
-
     /// Feedback is going out: every unfinished block that is over (a
     /// packet after its last one is in) was reported as lacking.
     pub(super) fn note_reported(&mut self, t: &Transfer) {
         let Some(top) = t.highest.checked_sub(1) else {
             return;
         };
-        let mut block = self.group_first_block(t.cumulative);
+        let mut block = self.shape.group_first_block(t.cumulative);
         loop {
             let m = self.shape.members(block, t.packets);
             if m.count == 0 || m.first >= top {

@@ -197,11 +197,10 @@ impl Sender {
             return None;
         }
         let shape = fec.shape;
-        let depth = u32::from(shape.depth.max(1));
         let mut grew: Option<Instant> = None;
         // Blocks of `from`'s interleaving group before its own may still
         // lack packets after it.
-        let mut next = shape.block_of(from) / depth * depth;
+        let mut next = shape.group_first_block(from);
         loop {
             let block = next;
             let m = shape.members(block, self.packets);
