@@ -376,37 +376,15 @@ fn have_ranges_read_back_and_malformed_reports_are_refused() {
 
 #[test]
 fn an_interleaved_fec_offer_matches_its_fixed_bytes() {
-    let sender = Header::new(SID, RANK_SENDER);
-    let (bytes, packet) = (
-        cat(&[
-            &head(0x04, RANK_SENDER),
-            &[0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00], // object size 1 MiB
-            &[0x80, 0x00, 0x00, 0x00],                         // isn
-            &[0x05, 0x78],                                     // payload size 1400
-            &[0x00, 0x00, 0x04, 0x00],                         // window 1024
-            &[0x02],                                           // protocol: NakPoll
-            &[0x00, 0x00],                                     // protocol param
-            &[0x00, 0x40],                                     // receivers 64
-            &[0x00, 0x00, 0x00, 0x00],                         // no test loss
-            &[0x00, 0x40, 0x00, 0x02, 0x00, 0x40, 0x00, 0x08], // FEC 64:2, space 64, depth 8
-            &[0x01, b'f'],
-        ]),
-        Packet {
-            header: sender,
-            body: Body::Offer(Offer {
-                object_size: 1 << 20,
-                isn: Seq(0x8000_0000),
-                payload_size: 1400,
-                window: 1024,
-                protocol: ProtocolId::NakPoll,
-                protocol_param: 0,
-                receivers: 64,
-                test_loss_ppm: 0,
-                fec: Some(FecShape::new(64, 2).with_depth(8)),
-                name: "f",
-            }),
-        },
-    );
-    assert_eq!(bytes.len(), HEADER_LEN + 36 + 1);
+    // The Offer sample with FEC 64:2, parity space 64, 8 blocks interleaved:
+    // the four FEC fields at body offsets 27..35.
+    let (mut bytes, mut packet) = samples().swap_remove(3);
+    let Body::Offer(o) = &mut packet.body else {
+        panic!("sample 3 is the Offer")
+    };
+    o.fec = Some(FecShape::new(64, 2).with_depth(8));
+    let at = HEADER_LEN + 27;
+    bytes[at..at + 8].copy_from_slice(&[0x00, 0x40, 0x00, 0x02, 0x00, 0x40, 0x00, 0x08]);
+    assert_eq!(bytes.len(), HEADER_LEN + 36 + o.name.len());
     assert_wire(&bytes, &packet);
 }
