@@ -548,8 +548,8 @@ fn parse_protocol(name: &str) -> FfiResult<Option<rmcast::ProtocolId>> {
 /// Sets a sender's block FEC as `rmcast send --fec` takes it: `"K:P"` (K
 /// data packets per block, P parity packets sent with each before anyone
 /// asks; more on demand), `"K:P:D"` (D blocks interleaved, so a burst of D
-/// losses costs each block one packet), or `"off"`. NULL goes back to the default: what
-/// the protocol `"auto"` chooses for the group, else off.
+/// losses costs each block one packet), or `"off"`. NULL goes back to the
+/// default: what the protocol `"auto"` chooses for the group, else off.
 ///
 /// # Safety
 /// `cfg` is NULL or a live config; `shape` is NULL or a NUL-terminated string.
