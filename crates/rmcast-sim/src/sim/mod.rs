@@ -145,6 +145,9 @@ enum Ev {
     /// A frame (host, datagram, fragment index) finished crossing a switch
     /// port and reaches the host.
     AtHost(u16, u32, u16),
+    /// A multicast frame reaches several hosts at once: `Sim::fanouts[i]`
+    /// lists them in the order their `AtHost` events would have popped.
+    AtHosts(u32),
     /// The host's CPU is free to read its next datagram.
     Cpu(u16),
     /// The host's uplink has room for the datagram it holds back.
@@ -192,6 +195,17 @@ impl Ord for Scheduled {
     fn cmp(&self, other: &Self) -> Ordering {
         (other.at, other.seq).cmp(&(self.at, self.seq))
     }
+}
+
+/// One multicast frame reaching several hosts at the same instant, as one
+/// event: a group of N would otherwise push and pop N heap entries per
+/// frame (and the heap held N of them per frame in flight).
+#[derive(Default)]
+struct Fanout {
+    pkt: u32,
+    frag: u16,
+    /// The hosts, in the order the switch copied the frame to them.
+    hosts: Vec<u16>,
 }
 
 /// Every host's one pending protocol timer, kept apart from the event heap
@@ -564,8 +578,19 @@ struct Sim<'s> {
     /// instead of scanning every host after every event.
     ended_hosts: usize,
     heap: BinaryHeap<Scheduled>,
+    /// Events pushed for the current instant (a host's CPU reading the
+    /// datagram that just arrived, mostly), in push order. They come after
+    /// every event already scheduled for this instant and before any later
+    /// one, which a FIFO gives without the heap's log N.
+    now_queue: VecDeque<Scheduled>,
     /// The hosts' protocol timers (the `Ev::Timer` events), beside `heap`.
     timers: Timers,
+    /// `Ev::AtHosts` batches, reused through `free_fanouts` so the loop
+    /// stops allocating once warm.
+    fanouts: Vec<Fanout>,
+    free_fanouts: Vec<u32>,
+    /// The hosts of the fan-out being built (`Sim::at_switch`), kept for reuse.
+    fanout_hosts: Vec<u16>,
     seq: u64,
     now: u64,
     events: u64,
@@ -767,6 +792,10 @@ impl<'s> Sim<'s> {
             tx_buf: vec![0; MAX_DATAGRAM],
             ended_hosts: senders,
             heap: BinaryHeap::new(),
+            now_queue: VecDeque::new(),
+            fanouts: Vec::new(),
+            free_fanouts: Vec::new(),
+            fanout_hosts: Vec::new(),
             timers: Timers::new(n + senders),
             seq: 0,
             now: 0,
@@ -826,14 +855,17 @@ impl<'s> Sim<'s> {
         self.timers.set(h as u16, at, self.seq, generation);
     }
 
-    /// The next event: the earlier of the heap's and the timers' first.
+    /// The next event: the earliest, by (time, insertion counter), of the
+    /// heap's, the timers' and the current instant's queue's first.
     fn pop_event(&mut self) -> Option<Scheduled> {
-        let timer_first = match (self.heap.peek(), self.timers.peek()) {
-            (_, None) => false,
-            (None, Some(_)) => true,
-            (Some(e), Some(t)) => t < (e.at, e.seq),
-        };
-        if timer_first {
+        let key = |e: &Scheduled| (e.at, e.seq);
+        let heap = self.heap.peek().map(key);
+        let timer = self.timers.peek();
+        let queued = self.now_queue.front().map(key);
+        let earliest = [heap, timer, queued].into_iter().flatten().min()?;
+        if queued == Some(earliest) {
+            self.now_queue.pop_front()
+        } else if timer == Some(earliest) {
             let (h, at, seq, generation) = self.timers.pop()?;
             Some(Scheduled {
                 at,
@@ -847,11 +879,70 @@ impl<'s> Sim<'s> {
 
     fn push(&mut self, at: u64, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Scheduled {
+        let e = Scheduled {
             at,
             seq: self.seq,
             ev,
-        });
+        };
+        // Pushed for the current instant, it follows everything queued for
+        // it so far (its counter is the largest): the queue stays in order.
+        if at == self.now {
+            self.now_queue.push_back(e);
+        } else {
+            self.heap.push(e);
+        }
+    }
+
+    /// Schedules frame `frag` of `pkt` (one reference held per host) to
+    /// reach `hosts` at `at`, in that order: one event however many.
+    pub(super) fn push_fanout(&mut self, at: u64, pkt: u32, frag: u16, hosts: &[u16]) {
+        match hosts {
+            [] => {}
+            &[h] => self.push(at, Ev::AtHost(h, pkt, frag)),
+            _ => {
+                let i = self.free_fanouts.pop().unwrap_or_else(|| {
+                    self.fanouts.push(Fanout::default());
+                    (self.fanouts.len() - 1) as u32
+                });
+                let f = &mut self.fanouts[i as usize];
+                f.pkt = pkt;
+                f.frag = frag;
+                f.hosts.clear();
+                f.hosts.extend_from_slice(hosts);
+                self.push(at, Ev::AtHosts(i));
+            }
+        }
+    }
+
+    /// Delivers a fan-out's frame to its hosts one by one, each counted as
+    /// the event it stands for; returns whether the run is over (tested
+    /// after each host, as the loop tests after each event).
+    fn at_hosts(&mut self, i: u32) -> bool {
+        let (pkt, frag) = {
+            let f = &self.fanouts[i as usize];
+            (f.pkt, f.frag)
+        };
+        let mut hosts = std::mem::take(&mut self.fanouts[i as usize].hosts);
+        let mut over = false;
+        for (k, &h) in hosts.iter().enumerate() {
+            if over {
+                self.pool.release(pkt);
+                continue;
+            }
+            if k > 0 {
+                self.events += 1;
+            }
+            self.at_host(usize::from(h), pkt, frag);
+            over = self.run_is_over();
+        }
+        hosts.clear();
+        self.fanouts[i as usize].hosts = hosts;
+        self.free_fanouts.push(i);
+        over
+    }
+
+    fn run_is_over(&mut self) -> bool {
+        self.log.finished_at.is_some() && self.all_receivers_ended()
     }
 
     fn run_loop(&mut self) -> Result<(), Fail> {
@@ -876,6 +967,12 @@ impl<'s> Sim<'s> {
             match ev {
                 Ev::AtSwitch(pkt, frag) => self.at_switch(pkt, frag),
                 Ev::AtHost(h, pkt, frag) => self.at_host(usize::from(h), pkt, frag),
+                Ev::AtHosts(i) => {
+                    if self.at_hosts(i) {
+                        break;
+                    }
+                    continue;
+                }
                 Ev::Cpu(h) => self.cpu(usize::from(h))?,
                 Ev::Writable(h) => self.writable(usize::from(h))?,
                 Ev::Timer(h, generation) => self.timer(usize::from(h), generation)?,
@@ -894,7 +991,7 @@ impl<'s> Sim<'s> {
                 Ev::CatchUpReady(h, s) => self.catch_up_ready(usize::from(h), usize::from(s)),
                 Ev::CatchUp(h, s) => self.catch_up(usize::from(h), usize::from(s))?,
             }
-            if self.log.finished_at.is_some() && self.all_receivers_ended() {
+            if self.run_is_over() {
                 break;
             }
         }
@@ -954,6 +1051,54 @@ mod tests {
         let order: Vec<(u64, u64)> =
             std::iter::from_fn(|| heap.pop().map(|s| (s.at, s.seq))).collect();
         assert_eq!(order, vec![(3, 2), (3, 3), (5, 0), (5, 1)]);
+    }
+
+    #[test]
+    fn events_for_now_timers_and_the_heap_pop_in_one_time_then_insertion_order() {
+        let sc = Scenario::default();
+        let mut sim = Sim::new(&sc).expect("default scenario builds");
+        while sim.pop_event().is_some() {}
+        let seq0 = sim.seq;
+        sim.now = 10;
+        // Pushed in this order: seq 1..=5.
+        sim.push(20, Ev::Garbage); // heap
+        sim.push(10, Ev::Cpu(1)); // the current instant's queue
+        sim.push_timer(1, 10, 7); // timers
+        sim.push(10, Ev::Cpu(3)); // queue, after the timer
+        sim.push(15, Ev::Writable(4)); // heap
+        let mut order = Vec::new();
+        while let Some(e) = sim.pop_event() {
+            sim.now = e.at;
+            // An event pushed for the instant being handled comes after
+            // everything already due then.
+            if let Ev::Cpu(1) = e.ev {
+                sim.push(10, Ev::Cpu(9));
+            }
+            order.push((e.at, e.seq - seq0));
+        }
+        assert_eq!(
+            order,
+            vec![(10, 2), (10, 3), (10, 4), (10, 6), (15, 5), (20, 1)]
+        );
+    }
+
+    #[test]
+    fn a_fan_out_is_one_event_that_reaches_its_hosts_in_order() {
+        let sc = Scenario::default();
+        let mut sim = Sim::new(&sc).expect("default scenario builds");
+        while sim.pop_event().is_some() {}
+        sim.push_fanout(5, 0, 0, &[3, 1, 2]);
+        sim.push_fanout(5, 0, 0, &[4]);
+        sim.push_fanout(5, 0, 0, &[]);
+        let first = sim.pop_event().expect("the fan-out");
+        let Ev::AtHosts(i) = first.ev else {
+            panic!("several hosts travel as one event: {:?}", first.ev);
+        };
+        assert_eq!(sim.fanouts[i as usize].hosts, [3, 1, 2]);
+        let second = sim.pop_event().expect("the lone host");
+        assert!(matches!(second.ev, Ev::AtHost(4, 0, 0)), "{:?}", second.ev);
+        assert!(first.seq < second.seq);
+        assert!(sim.pop_event().is_none(), "an empty fan-out is no event");
     }
 
     #[test]

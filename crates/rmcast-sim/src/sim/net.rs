@@ -52,11 +52,38 @@ impl Sim<'_> {
                 // A lone sender is no member of its group (as before
                 // several senders existed); several senders hear each other.
                 let first = usize::from(self.senders == 1);
-                for p in first..self.hosts.len() {
-                    if p != usize::from(src) {
-                        self.pool.retain(pkt);
-                        self.port_send(p, pkt, frag);
+                if self.sc.duplicate > 0.0 || self.sc.reorder > 0.0 {
+                    // Copies may be delayed or doubled: one event each.
+                    for p in first..self.hosts.len() {
+                        if p != usize::from(src) {
+                            self.pool.retain(pkt);
+                            self.port_send(p, pkt, frag);
+                        }
                     }
+                } else {
+                    // The copies that arrive at the same instant (every
+                    // port whose queue is alike) travel as one event, in
+                    // the order one event each would have popped.
+                    let mut run = std::mem::take(&mut self.fanout_hosts);
+                    let mut run_at = 0;
+                    for p in first..self.hosts.len() {
+                        if p == usize::from(src) {
+                            continue;
+                        }
+                        self.pool.retain(pkt);
+                        let Some(at) = self.port_admit(p, pkt, frag) else {
+                            continue;
+                        };
+                        if !run.is_empty() && at != run_at {
+                            self.push_fanout(run_at, pkt, frag, &run);
+                            run.clear();
+                        }
+                        run_at = at;
+                        run.push(p as u16);
+                    }
+                    self.push_fanout(run_at, pkt, frag, &run);
+                    run.clear();
+                    self.fanout_hosts = run;
                 }
             }
             Route::Host(d) => {
@@ -72,11 +99,35 @@ impl Sim<'_> {
     /// Queues one frame (one reference held) on the switch port towards host
     /// `p`; the loss models draw once per frame.
     pub(super) fn port_send(&mut self, p: usize, pkt: u32, frag: u16) {
+        let Some(mut at) = self.port_admit(p, pkt, frag) else {
+            return;
+        };
+        // Duplication and reordering, of datagrams that fit one frame (a
+        // switch or a bonded link's doing; fragments stay as they are).
+        if (self.sc.duplicate > 0.0 || self.sc.reorder > 0.0)
+            && self.frags(self.pool.slots[pkt as usize].bytes.len()) == 1
+        {
+            if self.sc.reorder > 0.0 && self.net_rng.random::<f64>() < self.sc.reorder {
+                at += nanos(self.sc.reorder_delay);
+            }
+            if self.sc.duplicate > 0.0 && self.net_rng.random::<f64>() < self.sc.duplicate {
+                self.pool.retain(pkt);
+                let again = at + nanos(self.sc.reorder_delay) / 4 + 1;
+                self.push(again, Ev::AtHost(p as u16, pkt, frag));
+            }
+        }
+        self.push(at, Ev::AtHost(p as u16, pkt, frag));
+    }
+
+    /// Queues one frame (one reference held) on the switch port towards host
+    /// `p`: the instant it reaches the host, or `None` if it is lost or
+    /// dropped (the reference given up). The loss models draw once per frame.
+    fn port_admit(&mut self, p: usize, pkt: u32, frag: u16) -> Option<u64> {
         let now = self.now;
         if self.link_is_down(p) {
             self.drops.link_down += 1;
             self.pool.release(pkt);
-            return;
+            return None;
         }
         let slot = &self.pool.slots[pkt as usize];
         let wire = self
@@ -89,7 +140,7 @@ impl Sim<'_> {
         else {
             self.drops.port_overflow += 1;
             self.pool.release(pkt);
-            return;
+            return None;
         };
         // Loss happens on the wire: the frame still used the port's time.
         let lost = if p < self.senders {
@@ -125,24 +176,9 @@ impl Sim<'_> {
                 self.drops.data_loss += 1;
             }
             self.pool.release(pkt);
-            return;
+            return None;
         }
-        let mut at = finish + nanos(self.sc.propagation_delay);
-        // Duplication and reordering, of datagrams that fit one frame (a
-        // switch or a bonded link's doing; fragments stay as they are).
-        if (self.sc.duplicate > 0.0 || self.sc.reorder > 0.0)
-            && self.frags(self.pool.slots[pkt as usize].bytes.len()) == 1
-        {
-            if self.sc.reorder > 0.0 && self.net_rng.random::<f64>() < self.sc.reorder {
-                at += nanos(self.sc.reorder_delay);
-            }
-            if self.sc.duplicate > 0.0 && self.net_rng.random::<f64>() < self.sc.duplicate {
-                self.pool.retain(pkt);
-                let again = at + nanos(self.sc.reorder_delay) / 4 + 1;
-                self.push(again, Ev::AtHost(p as u16, pkt, frag));
-            }
-        }
-        self.push(at, Ev::AtHost(p as u16, pkt, frag));
+        Some(finish + nanos(self.sc.propagation_delay))
     }
 
     /// A frame reaches host `h` (one reference held): a whole datagram goes
