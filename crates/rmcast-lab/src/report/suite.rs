@@ -343,9 +343,14 @@ fn section(
             e.seeds
         ));
     }
+    let bursts = if e.loss_burst > 1.0 {
+        format!(" in bursts of mean {} frames", e.loss_burst)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         md,
-        "x = {}, y = {}; {setup}, {} links, loss {}, MTU {}; {}.\n",
+        "x = {}, y = {}; {setup}, {} links, loss {}{bursts}, MTU {}; {}.\n",
         e.x_label(),
         e.metric.name(),
         e.rates.first().map_or("?", String::as_str),

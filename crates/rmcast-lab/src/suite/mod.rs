@@ -291,6 +291,11 @@ pub struct Experiment {
     /// Loss probability on the receivers' input.
     #[serde(default)]
     pub loss: f64,
+    /// Mean length, in frames, of a run of lost frames: 1 (the default)
+    /// loses each frame on its own; more loses the same `loss` in
+    /// Gilbert–Elliott bursts of that mean length (simulator only).
+    #[serde(default = "default_loss_burst")]
+    pub loss_burst: f64,
     /// MTU.
     #[serde(default = "default_mtu")]
     pub mtu: u32,
@@ -324,6 +329,9 @@ fn default_testbed() -> TestbedKind {
 }
 fn default_rates() -> Vec<String> {
     vec!["100mbit".into()]
+}
+fn default_loss_burst() -> f64 {
+    1.0
 }
 fn default_mtu() -> u32 {
     1500
@@ -612,6 +620,36 @@ args = ["--window", "{x}"]
         assert!(e.contains("claim #1") && e.contains("sorted"), "{e}");
         let e = err(&BASE.replace("protocol = \"nak-poll\"", "protocol = \"fast\""));
         assert!(e.contains("unknown rmcast protocol `fast`"), "{e}");
+    }
+
+    #[test]
+    fn loss_bursts_reach_the_simulator_and_are_refused_on_the_lab() {
+        let sim_only = BASE.replace(
+            "preset = \"fsu\"",
+            "preset = \"fsu\"\nloss = 0.02\nbackends = [\"sim\"]",
+        );
+        let s = Suite::parse(
+            &sim_only.replace("loss = 0.02", "loss = 0.02\nloss_burst = 8"),
+            false,
+        )
+        .unwrap();
+        let e = &s.experiment[0];
+        assert_eq!(e.loss_burst, 8.0);
+        let sc = super::sim::sim_scenario(e, &e.series[0], &e.values[0]).unwrap();
+        assert_eq!(sc.loss, rmcast_sim::LossModel::bursty(0.02, 8.0));
+        assert!((sc.loss.mean_loss() - 0.02).abs() < 1e-9);
+        // Unset, each frame is lost on its own.
+        let s = Suite::parse(&sim_only, false).unwrap();
+        let e = &s.experiment[0];
+        let sc = super::sim::sim_scenario(e, &e.series[0], &e.values[0]).unwrap();
+        assert_eq!(sc.loss, rmcast_sim::LossModel::Bernoulli(0.02));
+        let e = err(&BASE.replace("seeds = 2", "seeds = 2\nloss_burst = 8"));
+        assert!(
+            e.contains("`loss_burst` = 8 needs backends = [\"sim\"]"),
+            "{e}"
+        );
+        let e = err(&sim_only.replace("loss = 0.02", "loss = 0.02\nloss_burst = 0.5"));
+        assert!(e.contains("`loss_burst` is a mean burst length"), "{e}");
     }
 
     #[test]

@@ -85,7 +85,9 @@ pub fn sim_scenario(
         config,
         link_rate_bits_per_s: rate,
         mtu: e.mtu as usize,
-        loss: if e.loss > 0.0 {
+        loss: if e.loss > 0.0 && e.loss_burst > 1.0 {
+            rmcast_sim::LossModel::bursty(e.loss, e.loss_burst)
+        } else if e.loss > 0.0 {
             rmcast_sim::LossModel::Bernoulli(e.loss)
         } else {
             rmcast_sim::LossModel::None

@@ -79,6 +79,17 @@ pub(super) fn validate(label: &str, e: &Experiment) -> Result<()> {
     if !(0.0..1.0).contains(&e.loss) {
         bail!("{label}: `loss` must be in 0..1 (1 % is 0.01)");
     }
+    if !(1.0..=1000.0).contains(&e.loss_burst) {
+        bail!(
+            "{label}: `loss_burst` is a mean burst length in frames, 1..=1000 (1: each frame lost on its own)"
+        );
+    }
+    if e.loss_burst > 1.0 && e.backends.contains(&Backend::Lab) {
+        bail!(
+            "{label}: `loss_burst` = {} needs backends = [\"sim\"]: the lab's nftables rule drops each frame on its own",
+            e.loss_burst
+        );
+    }
     if !(68..=65535).contains(&e.mtu) {
         bail!("{label}: `mtu` must be in 68..=65535");
     }
