@@ -81,7 +81,7 @@ impl Receiver {
             t.set(index);
             self.stats.data_packets += 1;
             if let Some(fec) = &mut self.fec {
-                fec.keep(index, payload);
+                fec.keep(index, payload, t.packets);
             }
         } else {
             self.stats.duplicates += 1;

@@ -3,10 +3,15 @@
 //! any K of the block's packets are held, and say in feedback how many of
 //! a block's packets are still lacking.
 //!
-//! The data packets of the blocks inside the window are kept in a ring
-//! (`slots` blocks of K packets, allocated once at the offer), so a parity
-//! packet can be combined with them; rebuilt packets are handed to the
-//! driver by [`Receiver::poll_repaired`], out of the same ring.
+//! The data packets of each unfinished block inside the window are kept
+//! (K packets per block, in a buffer the block takes at its first packet
+//! and gives back once it holds all K and the driver has read what was
+//! rebuilt), so a parity packet can be combined with them; rebuilt packets
+//! are handed to the driver by [`Receiver::poll_repaired`], out of the
+//! same buffer. The buffers are reused, never freed: a receiver holds as
+//! many as it ever had unfinished blocks at once (usually two or three),
+//! at most one per ring slot, so the ring's size
+//! ([`crate::fec::ring_bytes`]) bounds the memory but is not spent up front.
 
 use super::Receiver;
 use super::data::Transfer;
@@ -25,6 +30,13 @@ struct Slot {
     /// Parity indexes held, in arrival order; their bytes in `parity`.
     indexes: Vec<u16>,
     parity: Vec<u8>,
+    /// The block's data buffer (`FecReceiver::bufs`), from its first
+    /// packet until it is finished.
+    buf: Option<u32>,
+    /// Data packets of the block held, received or rebuilt.
+    held: u32,
+    /// Rebuilt packets of the block the driver has not read yet.
+    unread: u32,
 }
 
 /// The receiver's FEC state.
@@ -34,9 +46,14 @@ pub(super) struct FecReceiver {
     shard: usize,
     decoder: BlockDecoder,
     slots: Vec<Slot>,
-    /// Data packets of the blocks in the ring, `symbol` bytes each,
-    /// zero-padded: packet `i` at `(i mod (slots·K))·symbol`.
-    data: Vec<u8>,
+    /// Data buffers, K packets of `symbol` bytes each, zero-padded: packet
+    /// `i` at `position(i)·symbol` of its block's buffer.
+    bufs: Vec<Vec<u8>>,
+    /// Buffers no unfinished block holds.
+    free: Vec<u32>,
+    /// The first block of the last packet's interleaving group (the
+    /// blocks before it hold K packets each), once known.
+    short_from: Option<u32>,
     /// Packets rebuilt and not yet handed to the driver.
     repaired: VecDeque<u32>,
 }
@@ -58,14 +75,11 @@ impl FecReceiver {
             shard: FecShape::parity_len(payload_size),
             decoder,
             slots: (0..slots).map(|_| Slot::default()).collect(),
-            data: vec![0; slots * usize::from(shape.data) * symbol],
+            bufs: Vec::new(),
+            free: Vec::new(),
+            short_from: None,
             repaired: VecDeque::new(),
         })
-    }
-
-    /// K: data packets per block.
-    fn k(&self) -> u32 {
-        u32::from(self.shape.data)
     }
 
     /// Whether packet `index` lies in a later interleaving group than
@@ -75,20 +89,80 @@ impl FecReceiver {
         index / g > before / g
     }
 
-    fn at(&self, index: u32) -> usize {
-        let ring = self.slots.len() as u32 * self.k();
-        (index % ring) as usize * self.symbol
+    /// Packet `index`'s block and its position in it (one division where
+    /// the blocks are not interleaved; this runs for every packet).
+    fn locate(&self, index: u32) -> (u32, usize) {
+        let g = self.shape.group_len();
+        let (group, offset) = (index / g, index % g);
+        match u32::from(self.shape.depth) {
+            0 | 1 => (group, offset as usize),
+            d => (group * d + offset % d, (offset / d) as usize),
+        }
+    }
+
+    /// Stores packet `index`'s bytes (received or rebuilt) in its block's
+    /// buffer, taking one for the block if it has none yet, and counts the
+    /// packet held. Returns the block.
+    fn store(&mut self, index: u32, payload: &[u8]) -> u32 {
+        let (block, position) = self.locate(index);
+        let symbol = self.symbol;
+        let len = usize::from(self.shape.data) * symbol;
+        let slot = self.slot(block);
+        slot.held += 1;
+        let buf = match slot.buf {
+            Some(b) => b,
+            None => {
+                let b = match self.free.pop() {
+                    Some(b) => b,
+                    None => {
+                        self.bufs.push(vec![0; len]);
+                        (self.bufs.len() - 1) as u32
+                    }
+                };
+                let n = self.slots.len();
+                self.slots[block as usize % n].buf = Some(b);
+                b
+            }
+        };
+        let at = position * symbol;
+        let dst = &mut self.bufs[buf as usize][at..at + symbol];
+        dst[..payload.len()].copy_from_slice(payload);
+        dst[payload.len()..].fill(0);
+        block
+    }
+
+    /// Gives block `block`'s buffer back once the block holds all its
+    /// packets and the driver has read the rebuilt ones: nothing reads it
+    /// any more (parity for a finished block is not needed).
+    fn finish_if_done(&mut self, block: u32, packets: u32) {
+        // Blocks before the last packet's group are whole: K packets.
+        let short_from = *self
+            .short_from
+            .get_or_insert_with(|| self.shape.group_first_block(packets.saturating_sub(1)));
+        let count = if block < short_from {
+            u32::from(self.shape.data)
+        } else {
+            self.shape.members(block, packets).count
+        };
+        let n = self.slots.len();
+        let s = &mut self.slots[block as usize % n];
+        if s.block == block
+            && s.held >= count
+            && s.unread == 0
+            && let Some(b) = s.buf.take()
+        {
+            self.free.push(b);
+        }
     }
 
     /// Keeps a new data packet's bytes for its block.
-    pub(super) fn keep(&mut self, index: u32, payload: &[u8]) {
-        let at = self.at(index);
-        let dst = &mut self.data[at..at + self.symbol];
-        dst[..payload.len()].copy_from_slice(payload);
-        dst[payload.len()..].fill(0);
+    pub(super) fn keep(&mut self, index: u32, payload: &[u8], packets: u32) {
+        let block = self.store(index, payload);
+        self.finish_if_done(block, packets);
     }
 
-    /// The ring slot of `block`, emptied when it held an older block.
+    /// The ring slot of `block`, emptied when it held an older block (whose
+    /// buffer it gives back).
     fn slot(&mut self, block: u32) -> &mut Slot {
         let n = self.slots.len();
         let s = &mut self.slots[block as usize % n];
@@ -97,8 +171,13 @@ impl FecReceiver {
             s.reported = false;
             s.indexes.clear();
             s.parity.clear();
+            s.held = 0;
+            s.unread = 0;
+            if let Some(b) = s.buf.take() {
+                self.free.push(b);
+            }
         }
-        s
+        &mut self.slots[block as usize % n]
     }
 
     /// Feedback is going out: every unfinished block that is over (a
@@ -207,11 +286,16 @@ impl Receiver {
             if fec.decoder.reset(count, space).is_err() {
                 return;
             }
+            // A block holding any of its packets holds its buffer.
+            let buf = fec.slots[block as usize % n].buf;
             for (j, index) in m.iter().enumerate() {
                 if t.has(index) {
-                    let at = fec.at(index);
-                    let len = t.packet_len(index);
-                    let bytes = &fec.data[at..at + len];
+                    let Some(buf) = buf else {
+                        debug_assert!(false, "block {block} holds packets but no buffer");
+                        return;
+                    };
+                    let at = usize::from(fec.shape.position(index)) * fec.symbol;
+                    let bytes = &fec.bufs[buf as usize][at..at + t.packet_len(index)];
                     if fec.decoder.add_data(j as u16, bytes).is_err() {
                         return;
                     }
@@ -229,11 +313,8 @@ impl Receiver {
             };
             for (i, bytes) in rebuilt {
                 let index = m.at(u32::from(i));
-                let len = t.packet_len(index);
-                let at = fec.at(index);
-                let symbol = fec.symbol;
-                fec.data[at..at + len].copy_from_slice(&bytes[..len]);
-                fec.data[at + len..at + symbol].fill(0);
+                fec.store(index, &bytes[..t.packet_len(index)]);
+                fec.slots[block as usize % n].unread += 1;
                 fec.repaired.push_back(index);
                 t.set(index);
                 self.stats.repaired_packets += 1;
@@ -275,11 +356,22 @@ impl Receiver {
             return None;
         };
         let index = fec.repaired.pop_front()?;
-        let at = fec.at(index);
+        let block = fec.shape.block_of(index);
+        let n = fec.slots.len();
         let len = t.packet_len(index);
+        // Where the bytes are, before the block may give its buffer back
+        // (a buffer given back is only reused by a later packet, after
+        // the driver is done with this chunk).
+        let buf = fec.slots[block as usize % n]
+            .buf
+            .expect("a block with rebuilt packets unread holds its buffer");
+        let at = usize::from(fec.shape.position(index)) * fec.symbol;
+        let slot = &mut fec.slots[block as usize % n];
+        slot.unread = slot.unread.saturating_sub(1);
+        fec.finish_if_done(block, t.packets);
         Some(DataChunk {
             offset: u64::from(index) * t.payload_size,
-            bytes: &fec.data[at..at + len],
+            bytes: &fec.bufs[buf as usize][at..at + len],
         })
     }
 
@@ -474,6 +566,45 @@ mod tests {
     /// two consecutive losses costs each block one packet, one parity
     /// packet of each rebuilds it, and the gap is NAKed only once a packet
     /// of the next group is in.
+    /// Buffers taken and not given back (held by unfinished blocks).
+    fn buffers_held(r: &crate::Receiver) -> usize {
+        let fec = r.fec.as_ref().expect("a FEC receiver");
+        fec.bufs.len() - fec.free.len()
+    }
+
+    #[test]
+    fn a_block_holds_a_buffer_only_while_it_is_unfinished() {
+        let object = object();
+        // Window 16: a ring of 6 blocks, none of them taken up front.
+        let mut r = offered();
+        assert_eq!(r.fec.as_ref().unwrap().bufs.len(), 0);
+        for i in 0..4 {
+            give_data(&mut r, &object, i);
+        }
+        assert_eq!(buffers_held(&r), 0, "block 0 is whole: its buffer is back");
+        // Block 1 loses packet 5: it keeps its buffer until parity rebuilds
+        // it and the driver has read the rebuilt packet.
+        for i in [4, 6, 7, 8] {
+            give_data(&mut r, &object, i);
+        }
+        assert_eq!(buffers_held(&r), 2, "block 1 waits, block 2 is filling");
+        let mut p = parity(&object, 1, 0, POLL_NONE, 0);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        assert_eq!(buffers_held(&r), 2, "rebuilt, not yet read");
+        assert_eq!(
+            rebuilt(&mut r),
+            vec![(500, packet_bytes(&object, 5).to_vec())]
+        );
+        assert_eq!(buffers_held(&r), 1, "only block 2, still filling");
+        for i in 9..14 {
+            give_data(&mut r, &object, i);
+        }
+        assert_eq!(r.received_bytes(), SIZE);
+        assert_eq!(buffers_held(&r), 0);
+        // Never more than two at once, reused rather than grown.
+        assert_eq!(r.fec.as_ref().unwrap().bufs.len(), 2);
+    }
+
     #[test]
     fn interleaved_blocks_take_a_burst_one_loss_each() {
         let shape = FecShape::new(K, 0).with_depth(2);
