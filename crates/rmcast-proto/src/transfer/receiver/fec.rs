@@ -30,9 +30,11 @@ struct Slot {
     /// Parity indexes held, in arrival order; their bytes in `parity`.
     indexes: Vec<u16>,
     parity: Vec<u8>,
-    /// The block's data buffer (`FecReceiver::bufs`), from its first
-    /// packet until it is finished.
-    buf: Option<u32>,
+    /// The block's data buffer, K packets of `symbol` bytes each,
+    /// zero-padded (packet `i` at `position(i)·symbol`), from its first
+    /// packet until it is finished. Here rather than behind an index: the
+    /// slot's line is read for every packet anyway.
+    buf: Option<Box<[u8]>>,
     /// Data packets of the block held, received or rebuilt.
     held: u32,
     /// Rebuilt packets of the block the driver has not read yet.
@@ -46,11 +48,10 @@ pub(super) struct FecReceiver {
     shard: usize,
     decoder: BlockDecoder,
     slots: Vec<Slot>,
-    /// Data buffers, K packets of `symbol` bytes each, zero-padded: packet
-    /// `i` at `position(i)·symbol` of its block's buffer.
-    bufs: Vec<Vec<u8>>,
     /// Buffers no unfinished block holds.
-    free: Vec<u32>,
+    free: Vec<Box<[u8]>>,
+    /// Buffers allocated so far.
+    buffers: usize,
     /// The first block of the last packet's interleaving group (the
     /// blocks before it hold K packets each), once known.
     short_from: Option<u32>,
@@ -75,8 +76,8 @@ impl FecReceiver {
             shard: FecShape::parity_len(payload_size),
             decoder,
             slots: (0..slots).map(|_| Slot::default()).collect(),
-            bufs: Vec::new(),
             free: Vec::new(),
+            buffers: 0,
             short_from: None,
             repaired: VecDeque::new(),
         })
@@ -107,25 +108,18 @@ impl FecReceiver {
         let (block, position) = self.locate(index);
         let symbol = self.symbol;
         let len = usize::from(self.shape.data) * symbol;
-        let slot = self.slot(block);
+        let i = block as usize % self.slots.len();
+        self.claim(i, block);
+        let slot = &mut self.slots[i];
         slot.held += 1;
-        let buf = match slot.buf {
-            Some(b) => b,
-            None => {
-                let b = match self.free.pop() {
-                    Some(b) => b,
-                    None => {
-                        self.bufs.push(vec![0; len]);
-                        (self.bufs.len() - 1) as u32
-                    }
-                };
-                let n = self.slots.len();
-                self.slots[block as usize % n].buf = Some(b);
-                b
-            }
-        };
+        let buf = slot.buf.get_or_insert_with(|| {
+            self.free.pop().unwrap_or_else(|| {
+                self.buffers += 1;
+                vec![0; len].into_boxed_slice()
+            })
+        });
         let at = position * symbol;
-        let dst = &mut self.bufs[buf as usize][at..at + symbol];
+        let dst = &mut buf[at..at + symbol];
         dst[..payload.len()].copy_from_slice(payload);
         dst[payload.len()..].fill(0);
         block
@@ -164,8 +158,14 @@ impl FecReceiver {
     /// The ring slot of `block`, emptied when it held an older block (whose
     /// buffer it gives back).
     fn slot(&mut self, block: u32) -> &mut Slot {
-        let n = self.slots.len();
-        let s = &mut self.slots[block as usize % n];
+        let i = block as usize % self.slots.len();
+        self.claim(i, block);
+        &mut self.slots[i]
+    }
+
+    /// Makes slot `i` block `block`'s, emptying it if it held another.
+    fn claim(&mut self, i: usize, block: u32) {
+        let s = &mut self.slots[i];
         if s.block != block {
             s.block = block;
             s.reported = false;
@@ -177,7 +177,6 @@ impl FecReceiver {
                 self.free.push(b);
             }
         }
-        &mut self.slots[block as usize % n]
     }
 
     /// Feedback is going out: every unfinished block that is over (a
@@ -287,7 +286,7 @@ impl Receiver {
                 return;
             }
             // A block holding any of its packets holds its buffer.
-            let buf = fec.slots[block as usize % n].buf;
+            let buf = fec.slots[block as usize % n].buf.as_deref();
             for (j, index) in m.iter().enumerate() {
                 if t.has(index) {
                     let Some(buf) = buf else {
@@ -295,7 +294,7 @@ impl Receiver {
                         return;
                     };
                     let at = usize::from(fec.shape.position(index)) * fec.symbol;
-                    let bytes = &fec.bufs[buf as usize][at..at + t.packet_len(index)];
+                    let bytes = &buf[at..at + t.packet_len(index)];
                     if fec.decoder.add_data(j as u16, bytes).is_err() {
                         return;
                     }
@@ -359,19 +358,24 @@ impl Receiver {
         let block = fec.shape.block_of(index);
         let n = fec.slots.len();
         let len = t.packet_len(index);
-        // Where the bytes are, before the block may give its buffer back
-        // (a buffer given back is only reused by a later packet, after
-        // the driver is done with this chunk).
-        let buf = fec.slots[block as usize % n]
-            .buf
-            .expect("a block with rebuilt packets unread holds its buffer");
         let at = usize::from(fec.shape.position(index)) * fec.symbol;
         let slot = &mut fec.slots[block as usize % n];
         slot.unread = slot.unread.saturating_sub(1);
         fec.finish_if_done(block, t.packets);
+        // The block may have given its buffer back just now: its bytes are
+        // still there (the last buffer given back), and only a later
+        // packet, after the driver is done with this chunk, reuses it.
+        let slot = &fec.slots[block as usize % n];
+        let buf = match slot.buf.as_deref() {
+            Some(b) if slot.block == block => b,
+            _ => fec
+                .free
+                .last()
+                .expect("a block with rebuilt packets unread holds its buffer"),
+        };
         Some(DataChunk {
             offset: u64::from(index) * t.payload_size,
-            bytes: &fec.bufs[buf as usize][at..at + len],
+            bytes: &buf[at..at + len],
         })
     }
 
@@ -569,7 +573,7 @@ mod tests {
     /// Buffers taken and not given back (held by unfinished blocks).
     fn buffers_held(r: &crate::Receiver) -> usize {
         let fec = r.fec.as_ref().expect("a FEC receiver");
-        fec.bufs.len() - fec.free.len()
+        fec.buffers - fec.free.len()
     }
 
     #[test]
@@ -577,7 +581,7 @@ mod tests {
         let object = object();
         // Window 16: a ring of 6 blocks, none of them taken up front.
         let mut r = offered();
-        assert_eq!(r.fec.as_ref().unwrap().bufs.len(), 0);
+        assert_eq!(r.fec.as_ref().unwrap().buffers, 0);
         for i in 0..4 {
             give_data(&mut r, &object, i);
         }
@@ -602,7 +606,7 @@ mod tests {
         assert_eq!(r.received_bytes(), SIZE);
         assert_eq!(buffers_held(&r), 0);
         // Never more than two at once, reused rather than grown.
-        assert_eq!(r.fec.as_ref().unwrap().bufs.len(), 2);
+        assert_eq!(r.fec.as_ref().unwrap().buffers, 2);
     }
 
     #[test]
