@@ -46,16 +46,17 @@ pub const MAX_RING_BYTES: u64 = 256 << 20;
 /// sender's of repair state): every block a packet inside the window can
 /// belong to, the window counted from the start of the interleaving group
 /// of its first packet, so whole groups of D blocks, two more than the
-/// window spans. Slot `b mod n` holds block `b`; its packets lie in a
-/// ring of `n·K` packets by index (`n·K ≥ window + K·D`).
+/// window spans. Slot `b mod n` holds block `b` (and, at a receiver, the
+/// buffer of its packets while it is unfinished).
 #[must_use]
 pub fn ring_blocks(shape: rmcast_wire::FecShape, window: u32) -> u64 {
     let groups = u64::from(window.div_ceil(shape.group_len())) + 2;
     groups * u64::from(shape.depth.max(1))
 }
 
-/// Bytes of a receiver's ring of block data for `shape` over `window`
-/// packets of `payload_size` bytes.
+/// The most bytes of block data a receiver holds for `shape` over
+/// `window` packets of `payload_size` bytes: a buffer for every slot of
+/// the ring. It holds one only per unfinished block, usually two or three.
 #[must_use]
 pub fn ring_bytes(shape: rmcast_wire::FecShape, payload_size: usize, window: u32) -> u64 {
     ring_blocks(shape, window) * u64::from(shape.data) * payload_size as u64
