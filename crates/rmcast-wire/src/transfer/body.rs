@@ -201,6 +201,19 @@ impl FecShape {
         ((index % self.group_len()) / u32::from(self.depth.max(1))) as u16
     }
 
+    /// [`Self::block_of`] and [`Self::position`] at once, with one
+    /// division where the blocks are not interleaved (a receiver asks this
+    /// for every data packet it stores).
+    #[must_use]
+    pub fn locate(&self, index: u32) -> (u32, u16) {
+        let g = self.group_len();
+        let (group, offset) = (index / g, index % g);
+        match u32::from(self.depth) {
+            0 | 1 => (group, offset as u16),
+            d => (group.saturating_mul(d) + offset % d, (offset / d) as u16),
+        }
+    }
+
     /// The data packets of block `block` in an object of `packets`.
     #[must_use]
     pub fn members(&self, block: u32, packets: u32) -> BlockMembers {

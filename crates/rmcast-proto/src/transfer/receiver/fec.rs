@@ -50,11 +50,6 @@ pub(super) struct FecReceiver {
     slots: Vec<Slot>,
     /// Buffers no unfinished block holds.
     free: Vec<Box<[u8]>>,
-    /// Buffers allocated so far.
-    buffers: usize,
-    /// The first block of the last packet's interleaving group (the
-    /// blocks before it hold K packets each), once known.
-    short_from: Option<u32>,
     /// Packets rebuilt and not yet handed to the driver.
     repaired: VecDeque<u32>,
 }
@@ -77,8 +72,6 @@ impl FecReceiver {
             decoder,
             slots: (0..slots).map(|_| Slot::default()).collect(),
             free: Vec::new(),
-            buffers: 0,
-            short_from: None,
             repaired: VecDeque::new(),
         })
     }
@@ -90,22 +83,11 @@ impl FecReceiver {
         index / g > before / g
     }
 
-    /// Packet `index`'s block and its position in it (one division where
-    /// the blocks are not interleaved; this runs for every packet).
-    fn locate(&self, index: u32) -> (u32, usize) {
-        let g = self.shape.group_len();
-        let (group, offset) = (index / g, index % g);
-        match u32::from(self.shape.depth) {
-            0 | 1 => (group, offset as usize),
-            d => (group * d + offset % d, (offset / d) as usize),
-        }
-    }
-
     /// Stores packet `index`'s bytes (received or rebuilt) in its block's
     /// buffer, taking one for the block if it has none yet, and counts the
     /// packet held. Returns the block.
     fn store(&mut self, index: u32, payload: &[u8]) -> u32 {
-        let (block, position) = self.locate(index);
+        let (block, position) = self.shape.locate(index);
         let symbol = self.symbol;
         let len = usize::from(self.shape.data) * symbol;
         let i = block as usize % self.slots.len();
@@ -113,12 +95,11 @@ impl FecReceiver {
         let slot = &mut self.slots[i];
         slot.held += 1;
         let buf = slot.buf.get_or_insert_with(|| {
-            self.free.pop().unwrap_or_else(|| {
-                self.buffers += 1;
-                vec![0; len].into_boxed_slice()
-            })
+            self.free
+                .pop()
+                .unwrap_or_else(|| vec![0; len].into_boxed_slice())
         });
-        let at = position * symbol;
+        let at = usize::from(position) * symbol;
         let dst = &mut buf[at..at + symbol];
         dst[..payload.len()].copy_from_slice(payload);
         dst[payload.len()..].fill(0);
@@ -129,15 +110,7 @@ impl FecReceiver {
     /// packets and the driver has read the rebuilt ones: nothing reads it
     /// any more (parity for a finished block is not needed).
     fn finish_if_done(&mut self, block: u32, packets: u32) {
-        // Blocks before the last packet's group are whole: K packets.
-        let short_from = *self
-            .short_from
-            .get_or_insert_with(|| self.shape.group_first_block(packets.saturating_sub(1)));
-        let count = if block < short_from {
-            u32::from(self.shape.data)
-        } else {
-            self.shape.members(block, packets).count
-        };
+        let count = self.shape.members(block, packets).count;
         let n = self.slots.len();
         let s = &mut self.slots[block as usize % n];
         if s.block == block
@@ -355,10 +328,10 @@ impl Receiver {
             return None;
         };
         let index = fec.repaired.pop_front()?;
-        let block = fec.shape.block_of(index);
+        let (block, position) = fec.shape.locate(index);
         let n = fec.slots.len();
         let len = t.packet_len(index);
-        let at = usize::from(fec.shape.position(index)) * fec.symbol;
+        let at = usize::from(position) * fec.symbol;
         let slot = &mut fec.slots[block as usize % n];
         slot.unread = slot.unread.saturating_sub(1);
         fec.finish_if_done(block, t.packets);
@@ -569,16 +542,15 @@ mod tests {
         assert_eq!(r.stats().parity_unneeded, 1);
     }
 
-    /// Interleaved blocks (K = 4, D = 2: groups of 8 packets, block 0 the
-    /// even packets of the first group, block 1 the odd ones; the last
-    /// group of 6 makes blocks 2 = 8, 10, 12 and 3 = 9, 11, 13): a burst of
-    /// two consecutive losses costs each block one packet, one parity
-    /// packet of each rebuilds it, and the gap is NAKed only once a packet
-    /// of the next group is in.
-    /// Buffers taken and not given back (held by unfinished blocks).
-    fn buffers_held(r: &crate::Receiver) -> usize {
+    /// Buffers held by unfinished blocks, and buffers allocated in all.
+    fn buffers(r: &crate::Receiver) -> (usize, usize) {
         let fec = r.fec.as_ref().expect("a FEC receiver");
-        fec.buffers - fec.free.len()
+        let held = fec.slots.iter().filter(|s| s.buf.is_some()).count();
+        (held, held + fec.free.len())
+    }
+
+    fn buffers_held(r: &crate::Receiver) -> usize {
+        buffers(r).0
     }
 
     #[test]
@@ -586,7 +558,7 @@ mod tests {
         let object = object();
         // Window 16: a ring of 6 blocks, none of them taken up front.
         let mut r = offered();
-        assert_eq!(r.fec.as_ref().unwrap().buffers, 0);
+        assert_eq!(buffers(&r).1, 0);
         for i in 0..4 {
             give_data(&mut r, &object, i);
         }
@@ -611,9 +583,15 @@ mod tests {
         assert_eq!(r.received_bytes(), SIZE);
         assert_eq!(buffers_held(&r), 0);
         // Never more than two at once, reused rather than grown.
-        assert_eq!(r.fec.as_ref().unwrap().buffers, 2);
+        assert_eq!(buffers(&r).1, 2);
     }
 
+    /// Interleaved blocks (K = 4, D = 2: groups of 8 packets, block 0 the
+    /// even packets of the first group, block 1 the odd ones; the last
+    /// group of 6 makes blocks 2 = 8, 10, 12 and 3 = 9, 11, 13): a burst of
+    /// two consecutive losses costs each block one packet, one parity
+    /// packet of each rebuilds it, and the gap is NAKed only once a packet
+    /// of the next group is in.
     #[test]
     fn interleaved_blocks_take_a_burst_one_loss_each() {
         let shape = FecShape::new(K, 0).with_depth(2);

@@ -514,6 +514,7 @@ proptest! {
                 let g = shape.group_first_block(i);
                 prop_assert!(g <= b && b < g + u32::from(d));
                 prop_assert_eq!(u32::from(shape.position(i)), j as u32);
+                prop_assert_eq!(shape.locate(i), (shape.block_of(i), shape.position(i)));
                 prop_assert_eq!(m.at(j as u32), i);
                 seen[i as usize] += 1;
             }
