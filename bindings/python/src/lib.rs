@@ -652,6 +652,7 @@ fn recv_dict<'py>(py: Python<'py>, r: &rmcast::RecvReport) -> PyResult<Bound<'py
     d.set_item("auth", auth_dict(py, a, a.opened > 0 || a.sealed > 0)?)?;
     d.set_item("rate_naks", r.stats.rate_naks)?;
     d.set_item("rate_naks_heard", r.stats.rate_naks_heard)?;
+    d.set_item("naks_suppressed", r.stats.naks_suppressed)?;
     d.set_item("replaced", r.replaced)?;
     let tree = match r.tree {
         Some(t) => {

@@ -161,6 +161,7 @@ impl RecvReport {
             "auth": auth_json(&s.auth, s.auth.opened > 0 || s.auth.sealed > 0),
             "rate_naks": s.rate_naks,
             "rate_naks_heard": s.rate_naks_heard,
+            "naks_suppressed": s.naks_suppressed,
         })
     }
 }

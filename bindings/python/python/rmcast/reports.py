@@ -139,6 +139,8 @@ class RecvReport:
     auth: Dict[str, Any]
     rate_naks: int
     rate_naks_heard: int
+    #: NAKs not sent: in a group of over 1,000 the repair came first.
+    naks_suppressed: int
     #: A file of the same name was there: the verified object replaced it.
     replaced: bool = False
     #: A directory tree: ``{"files", "dirs", "symlinks"}``; ``None``: one file.

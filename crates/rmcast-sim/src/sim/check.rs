@@ -22,6 +22,7 @@ pub(super) fn sum_stats<'a>(
         t.out_of_window += x.out_of_window;
         t.acks += x.acks;
         t.naks += x.naks;
+        t.naks_suppressed += x.naks_suppressed;
         t.rate_naks += x.rate_naks;
         t.rate_naks_heard += x.rate_naks_heard;
         t.malformed += x.malformed;

@@ -3,11 +3,13 @@
 //! overtook the `Welcome`) with the application's answer to it.
 
 use super::data::Transfer;
+use super::feedback::{SPREAD_FROM, SPREAD_SLOT};
 use super::{Phase, Receiver, truncate};
 use crate::transfer::policy::relay::Relay;
 use crate::{FeedbackPolicy, Instant, OfferInfo, ReceiverEvent};
 use rmcast_wire::{Body, Header, Offer, RANK_UNASSIGNED, Status, Welcome};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 impl Receiver {
     /// Listening: the first `Hello` of the session wanted starts joining it.
@@ -18,7 +20,7 @@ impl Receiver {
         header: Header,
         body: &Body<'_>,
     ) {
-        if let Body::Hello(_) = body
+        if let Body::Hello(hello) = body
             && self.config.session.is_none_or(|s| s == header.session)
         {
             self.session = header.session;
@@ -26,7 +28,7 @@ impl Receiver {
             self.seal
                 .take_session(header.session, self.config.receiver_id);
             self.phase = Phase::Joining;
-            self.join_at = now;
+            self.join_at = now + join_delay(self.config.receiver_id, hello.receivers_wanted);
             self.last_from_sender = now;
             return;
         }
@@ -151,6 +153,21 @@ impl Receiver {
     }
 }
 
+/// How long a receiver waits after the sender's first `Hello` before its
+/// first `Join`: nothing in a group of up to [`SPREAD_FROM`], else a slot
+/// of [`SPREAD_SLOT`] picked by its random identity among as many slots as
+/// receivers wanted. Every receiver hears the same `Hello` at once, and
+/// 4,000 `Join`s at one instant overflowed the sender's switch port in the
+/// simulator: the receivers whose `Join` was dropped waited a whole
+/// `join_interval` (100 ms) to try again.
+fn join_delay(receiver_id: u64, receivers_wanted: u16) -> Duration {
+    if receivers_wanted <= SPREAD_FROM {
+        return Duration::ZERO;
+    }
+    let slot = receiver_id % u64::from(receivers_wanted);
+    SPREAD_SLOT * u32::try_from(slot).unwrap_or(0)
+}
+
 /// An Offer's terms, or `None` when they cannot describe an object
 /// (a packet count that does not fit, an unknown protocol parameter).
 fn parse_offer(o: &rmcast_wire::Offer<'_>) -> Option<(OfferInfo, FeedbackPolicy)> {
@@ -180,6 +197,28 @@ mod tests {
     use crate::{Instant, Kind, ReceiverEvent};
 
     const SIZE: u64 = super::super::test_support::SIZE;
+
+    #[test]
+    fn a_large_group_spreads_its_first_joins_over_a_slot_per_receiver() {
+        use super::super::feedback::{SPREAD_FROM, SPREAD_SLOT};
+        use super::join_delay;
+        use std::time::Duration;
+        assert_eq!(join_delay(12_345, SPREAD_FROM), Duration::ZERO);
+        let wanted = 4000;
+        let delays: Vec<Duration> = (0..wanted)
+            .map(|id| join_delay(id, wanted as u16))
+            .collect();
+        assert_eq!(delays[0], Duration::ZERO);
+        assert_eq!(delays[3999], SPREAD_SLOT * 3999);
+        assert_eq!(join_delay(4000 + 7, 4000), SPREAD_SLOT * 7);
+        let mut sorted = delays.clone();
+        sorted.dedup();
+        assert_eq!(
+            sorted.len(),
+            delays.len(),
+            "one slot per identity mod the group"
+        );
+    }
 
     #[test]
     fn an_offer_that_overtakes_the_welcome_is_taken_up_with_it() {

@@ -112,6 +112,7 @@ impl Receiver {
             });
             if !repeat {
                 self.feedback.nak_owed = true;
+                self.feedback.nak_idle = false;
                 self.feedback.nak_echo = seq;
                 self.feedback.nak_echo_copy = copy;
                 self.feedback.last_nak = Some((now, cumulative));

@@ -95,6 +95,10 @@ pub struct ReceiverStats {
     pub acks: u64,
     /// Naks sent.
     pub naks: u64,
+    /// Naks not sent: what they were for arrived while they waited for
+    /// the receiver's slot in a large group (repair another receiver
+    /// asked for).
+    pub naks_suppressed: u64,
     /// EXP `RateNak`s multicast to the group.
     pub rate_naks: u64,
     /// `RateNak`s about this session heard from other members (each

@@ -18,6 +18,9 @@ use std::net::SocketAddr;
 pub(super) struct FeedbackState {
     pub(super) acks_owed: u32,
     pub(super) nak_owed: bool,
+    /// The NAK owed is for the gap the data stopped at (FEC's idle NAK),
+    /// not for a group that is over.
+    pub(super) nak_idle: bool,
     pub(super) last_echo: Seq,
     pub(super) nak_echo: Seq,
     /// The `copy` of the packets behind `last_echo` and `nak_echo`.
@@ -51,9 +54,14 @@ pub(super) struct FeedbackState {
 /// removed as silent; 1,000 did not.
 pub const SPREAD_FROM: u16 = 1000;
 
-/// A feedback packet's time on a 1 Gbit/s link, about: the spacing of
-/// spread feedback (10,000 receivers answer within 10 ms).
-pub const SPREAD_SLOT: std::time::Duration = std::time::Duration::from_micros(1);
+/// The spacing of spread feedback (10,000 receivers answer within 20
+/// ms): about what a sender spends receiving one small datagram (the
+/// simulator's `HostCosts::modern`), and 1.6 times a feedback packet's
+/// time on a 1 Gbit/s link. At 1 µs the answers to one poll came faster
+/// than the sender could read them, with the NAKs of the same moment on
+/// top: at 4,000 receivers its port dropped frames and it waited out
+/// retransmission timeouts (`docs/performance.md`, "Past 1,000 receivers").
+pub const SPREAD_SLOT: std::time::Duration = std::time::Duration::from_micros(2);
 
 impl Receiver {
     /// Acknowledgements and NAKs owed to the sender, a `RateNak` owed to
@@ -69,7 +77,18 @@ impl Receiver {
             return None;
         }
         let owed = self.feedback.nak_owed || self.feedback.acks_owed > 0;
-        let due = owed && self.spread_due(now);
+        let mut due = owed && self.spread_due(now);
+        if due && self.feedback.nak_owed && !self.nak_still_needed() {
+            // Suppressed: what the NAK was for arrived while it waited for
+            // this receiver's slot (repair another receiver asked for).
+            self.feedback.nak_owed = false;
+            self.feedback.nak_idle = false;
+            self.stats.naks_suppressed += 1;
+            if self.feedback.acks_owed == 0 {
+                self.feedback.hold_until = None;
+                due = false;
+            }
+        }
         let t = self.transfer.as_ref()?;
         let to = Dest::Unicast(sender);
         let cumulative = t.isn.add(t.cumulative);
@@ -101,6 +120,7 @@ impl Receiver {
             let body = if nak {
                 // A NAK carries everything an ack would.
                 self.feedback.nak_owed = false;
+                self.feedback.nak_idle = false;
                 self.feedback.acks_owed = self.feedback.acks_owed.saturating_sub(1);
                 self.stats.naks += 1;
                 Body::Nak(feedback)
@@ -158,6 +178,22 @@ impl Receiver {
         }
     }
 
+    /// Whether the NAK owed still asks for something: a gap remains, and
+    /// under FEC one the parity already on its way cannot fill (a group
+    /// that is over, or the gap the data stopped at).
+    fn nak_still_needed(&self) -> bool {
+        let Some(t) = &self.transfer else {
+            return false;
+        };
+        if t.cumulative >= t.highest {
+            return false;
+        }
+        match &self.fec {
+            None => true,
+            Some(fec) => self.feedback.nak_idle || fec.group_over(t.cumulative, t.highest - 1),
+        }
+    }
+
     /// FEC: the data stopped with a gap not NAKed (see `idle_nak_at`):
     /// NAK it now, echoing the last packet heard.
     pub(super) fn on_idle_nak(&mut self, now: Instant) {
@@ -172,6 +208,7 @@ impl Receiver {
             && t.cumulative < t.highest
         {
             self.feedback.nak_owed = true;
+            self.feedback.nak_idle = true;
             self.feedback.nak_echo = self.feedback.last_heard.0;
             self.feedback.nak_echo_copy = self.feedback.last_heard.1;
             self.feedback.last_nak = Some((now, t.cumulative));
@@ -288,5 +325,49 @@ mod tests {
         // Rank 0 holds nothing back.
         let mut first = polled(SPREAD_FROM + 1, 0);
         assert!(ack_at(&mut first, T0));
+    }
+
+    /// Packet `index` of the 3-packet object, not polling.
+    fn data(index: u32) -> Vec<u8> {
+        let bytes = [0u8; PAYLOAD as usize];
+        let len = if index == 2 { 500 } else { PAYLOAD as usize };
+        packet(Body::Data(Data {
+            seq: Seq(10 + index),
+            poll: rmcast_wire::POLL_NONE,
+            copy: 0,
+            payload: &bytes[..len],
+        }))
+    }
+
+    fn kinds_at(r: &mut crate::Receiver, now: Instant) -> Vec<Kind> {
+        let mut buf = [0u8; 2048];
+        std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
+            .map(|t| t.kind)
+            .collect()
+    }
+
+    #[test]
+    fn a_nak_waiting_for_its_slot_is_dropped_when_the_repair_came_first() {
+        let rank = 700;
+        let due = T0 + SPREAD_SLOT * u32::from(rank);
+        // Packet 1 lost: packet 2 owes a NAK, held for the slot with the ack.
+        let mut r = polled(SPREAD_FROM + 1, rank);
+        r.handle_datagram(T0, sender(), &mut data(2));
+        assert!(kinds_at(&mut r, T0).is_empty(), "held back");
+        // Another receiver's NAK brought packet 1 before this one's slot.
+        r.handle_datagram(T0, sender(), &mut data(1));
+        assert_eq!(
+            kinds_at(&mut r, due),
+            vec![Kind::Ack],
+            "the poll's ack only"
+        );
+        assert_eq!(r.stats().naks, 0);
+        assert_eq!(r.stats().naks_suppressed, 1);
+        // Not repaired by the slot: the NAK goes.
+        let mut r = polled(SPREAD_FROM + 1, rank);
+        r.handle_datagram(T0, sender(), &mut data(2));
+        assert!(kinds_at(&mut r, T0).is_empty(), "held back");
+        assert_eq!(kinds_at(&mut r, due), vec![Kind::Nak]);
+        assert_eq!(r.stats().naks_suppressed, 0);
     }
 }

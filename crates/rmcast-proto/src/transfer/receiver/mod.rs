@@ -24,6 +24,7 @@ mod data;
 mod events;
 mod fec;
 mod feedback;
+pub(crate) use feedback::SPREAD_FROM;
 mod have;
 mod moved;
 #[cfg(test)]
