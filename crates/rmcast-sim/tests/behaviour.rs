@@ -223,3 +223,40 @@ fn a_thousand_receivers_all_verify() {
     let r = check(&thousand_scenario());
     assert_eq!(r.outcome.verified(), 1000);
 }
+
+/// Past 1,000 receivers every receiver answers in a slot of its own (its
+/// first `Join`, its acks and NAKs; `SPREAD_FROM`), and a repair polls
+/// nobody: when every resent packet polled everyone, each brought as many
+/// acks as there are receivers, and at 6,000 receivers those acks
+/// overflowed the sender's socket (32 Mbit/s on a 1 Gbit/s LAN).
+#[test]
+fn over_a_thousand_receivers_answer_in_slots_and_repairs_poll_nobody() {
+    let n: u16 = 1100;
+    let mut s = scenario(
+        ProtocolId::NakPoll,
+        n,
+        300_000,
+        LossModel::Bernoulli(0.01),
+        1100,
+    );
+    s.config.window = 128;
+    let r = check(&s);
+    assert_eq!(r.outcome.verified(), usize::from(n));
+    assert!(
+        r.retransmitted_packets > 50,
+        "1 % loss at {n} receivers: nearly every packet is resent ({})",
+        r.retransmitted_packets
+    );
+    // The polls: every 85 % of the window, the last packet, and a stall
+    // poll per timeout; everyone answers each once (a receiver that lost
+    // a poll answers the next).
+    let interval = u64::from(s.config.window) * 85 / 100;
+    let polls = r.data_packets.div_ceil(interval) + 1 + r.sender.timeouts;
+    assert!(
+        r.sender.acks <= u64::from(n) * polls,
+        "{} acks for {polls} polls of {n} receivers ({} resent packets)",
+        r.sender.acks,
+        r.retransmitted_packets
+    );
+    assert_eq!(r.drops.port_overflow, 0, "{:?}", r.drops);
+}

@@ -5,9 +5,11 @@
 
 use super::pacing::Mode;
 use super::{Phase, Repair, Sender, membership};
+use crate::transfer::receiver::SPREAD_FROM;
 use crate::{Dest, ErrorSignal, Instant, PayloadSource, Transmit, WIRE_OVERHEAD_BYTES};
 use rmcast_wire::{
-    DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, Header, Kind, POLL_DIRECT, encode_data_header,
+    DATA_HEADER_LEN, ECHO_COPY_MAX, Feedback, Header, Kind, POLL_DIRECT, POLL_NONE,
+    encode_data_header,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -243,7 +245,17 @@ impl Sender {
                     Some(m) if lack.count == 1 && live > 1 => Dest::Unicast(m.addr),
                     _ => Dest::Group,
                 };
-                let poll = self.policy.repair_poll();
+                // In a group that spreads its answers, a repair polls
+                // nobody: every receiver answering every resent packet
+                // brought 10,000 acks per repair to a sender that can read
+                // a few hundred per millisecond (the simulator at 10,000
+                // receivers). The next poll, or the timeout's stall poll,
+                // hears whether the repair arrived.
+                let poll = if self.members.list.len() > usize::from(SPREAD_FROM) {
+                    POLL_NONE
+                } else {
+                    self.policy.repair_poll()
+                };
                 return Some(NextData {
                     index,
                     dest,
