@@ -33,7 +33,14 @@ fn verified(r: &RunReport, what: &str) {
 #[test]
 fn each_group_size_runs_its_row_and_everyone_verifies() {
     let size = 600 * (PACKET as u64 - 28);
-    for (n, seed) in [(1u16, 11), (2, 12), (8, 13), (40, 14), (300, 15)] {
+    for (n, seed) in [
+        (1u16, 11),
+        (2, 12),
+        (8, 13),
+        (40, 14),
+        (300, 15),
+        (2000, 16),
+    ] {
         let row = &TABLE[row_for(n)];
         let what = format!("auto with {n} receivers, 1 % loss, seed {seed}");
         let r = check(&auto(n, size, 0.01, seed));
