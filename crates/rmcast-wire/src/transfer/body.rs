@@ -6,7 +6,7 @@ use std::net::SocketAddrV4;
 #[cfg(doc)]
 use super::ECHO_COPY_MAX;
 use super::rate::{RateNak, RateReport, RateSync};
-use super::{HASH_LEN, Kind, ProtocolId, Status};
+use super::{FEEDBACK_BITMAP_MAX, HASH_LEN, Kind, ProtocolId, Status};
 use crate::{Header, Seq};
 #[cfg(doc)]
 use crate::{POLL_ALL, POLL_NONE, RANK_UNASSIGNED};
@@ -373,7 +373,24 @@ pub struct Feedback<'a> {
 }
 
 impl Feedback<'_> {
-    /// Whether the bitmap says packet `seq` is held (`cumulative` itself never is).
+    /// The first packet this feedback says nothing about, if any: the one
+    /// past a bitmap of [`FEEDBACK_BITMAP_MAX`] bytes or more, which the
+    /// receiver may have cut short. A shorter bitmap ends past the
+    /// receiver's highest packet, and speaks for every packet: what lies
+    /// beyond it is not held.
+    #[must_use]
+    pub fn reach(&self) -> Option<Seq> {
+        if self.bitmap.len() < FEEDBACK_BITMAP_MAX {
+            return None;
+        }
+        // The wire's length field is 16 bits: at most 524,280 bits.
+        let bits = self.bitmap.len().min(usize::from(u16::MAX)) as u32 * 8;
+        Some(self.cumulative.add(1).add(bits))
+    }
+
+    /// Whether the bitmap says packet `seq` is held (`cumulative` itself
+    /// never is). Past [`Feedback::reach`] this answers `false` but means
+    /// "not known".
     #[must_use]
     pub fn holds(&self, seq: Seq) -> bool {
         if seq < self.cumulative {

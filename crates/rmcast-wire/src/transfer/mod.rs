@@ -35,6 +35,11 @@ pub const HASH_LEN: usize = 32;
 pub const POLL_ALL: u16 = 0xFFFF;
 /// Largest `Feedback::echo_copy` the wire carries (7 bits).
 pub const ECHO_COPY_MAX: u8 = 0x7F;
+/// Most bitmap bytes a receiver sends with `Ack`/`Nak` feedback: 2,048
+/// packets past its cumulative point. A receiver further behind its
+/// highest packet cuts the bitmap there, so a bitmap this long says
+/// nothing about the packets past its end ([`Feedback::reach`]).
+pub const FEEDBACK_BITMAP_MAX: usize = 256;
 /// Poll field value: nobody acknowledges this data packet.
 pub const POLL_NONE: u16 = 0xFFFE;
 /// Poll field value: every receiver acknowledges this data packet directly

@@ -149,8 +149,10 @@ impl Receiver {
     }
 }
 
-/// Largest bitmap sent with feedback: 2048 packets past the cumulative point.
-pub(super) const MAX_BITMAP_BYTES: usize = 256;
+/// Largest bitmap sent with feedback: 2048 packets past the cumulative
+/// point. A receiver further behind cuts it there; the sender then judges
+/// nothing past it (`Feedback::reach`).
+pub(super) use rmcast_wire::FEEDBACK_BITMAP_MAX as MAX_BITMAP_BYTES;
 
 /// Writes the held-packet bitmap after `t.cumulative` (up to the highest
 /// packet held) into `out`.

@@ -193,7 +193,8 @@ impl Sender {
             fec.sent_no_of(u64::from(echo - self.packets))?
         };
         let from = cumulative.max(self.window.base);
-        if from >= self.window.high {
+        let end = self.feedback_end(f);
+        if from >= end {
             return None;
         }
         let shape = fec.shape;
@@ -204,7 +205,7 @@ impl Sender {
         loop {
             let block = next;
             let m = shape.members(block, self.packets);
-            if m.count == 0 || m.first >= self.window.high {
+            if m.count == 0 || m.first >= end {
                 break;
             }
             next += 1;
@@ -220,7 +221,9 @@ impl Sender {
             }
             let mut lacks = 0u16;
             let mut last_sent = Instant::ZERO;
-            for index in m.within(from, self.window.high) {
+            // Past `end` the receiver's losses are not known: counted
+            // later, by feedback that reaches them.
+            for index in m.within(from, end) {
                 let w = self.window.slot(index);
                 last_sent = last_sent.max(self.window.sent_at[w]);
                 if self.window.lack[w].sent_no >= echo_sent

@@ -27,6 +27,8 @@ mod control;
 mod delta;
 mod events;
 mod fec;
+#[cfg(test)]
+mod feedback_reach_tests;
 mod laggard;
 mod membership;
 #[cfg(test)]

@@ -24,7 +24,7 @@ fn feed(s: &mut Sender, now: Instant, rank: u16, body: Body<'_>) {
     feed_from(s, now, raddr(), rank, body);
 }
 
-fn feed_from(s: &mut Sender, now: Instant, from: SocketAddr, rank: u16, body: Body<'_>) {
+pub(super) fn feed_from(s: &mut Sender, now: Instant, from: SocketAddr, rank: u16, body: Body<'_>) {
     let mut buf = vec![0u8; 2048];
     let n = Packet {
         header: Header::new(s.session(), rank),

@@ -318,6 +318,27 @@ fn feedback_holds_before_cumulative_across_wraparound() {
 }
 
 #[test]
+fn only_a_bitmap_of_the_longest_a_receiver_sends_stops_short() {
+    let short = [0xFF; FEEDBACK_BITMAP_MAX - 1];
+    let full = [0xFF; FEEDBACK_BITMAP_MAX];
+    let fb = |bitmap| Feedback {
+        cumulative: Seq(u32::MAX - 10), // the reach wraps
+        echo: Seq(0),
+        echo_copy: 0,
+        aggregate: false,
+        bitmap,
+    };
+    assert_eq!(fb(&[]).reach(), None);
+    assert_eq!(fb(&short).reach(), None);
+    let reach = fb(&full).reach().unwrap();
+    assert_eq!(reach, Seq(u32::MAX - 10).add(1 + 8 * 256));
+    // The last packet it speaks for is held; the one at its reach is not
+    // known, and `holds` says no.
+    assert!(fb(&full).holds(Seq(reach.0.wrapping_sub(1))));
+    assert!(!fb(&full).holds(reach));
+}
+
+#[test]
 fn feedback_bitmap_is_lsb_first_after_cumulative() {
     let fb = Feedback {
         cumulative: Seq(u32::MAX - 1), // bitmap spans the wrap
