@@ -77,7 +77,11 @@ impl Receiver {
                     self.early_offer.get_or_insert(offer);
                 }
             }
-            Phase::Receiving | Phase::Verifying | Phase::Confirmed => self.reply_owed = true,
+            Phase::Receiving | Phase::Verifying | Phase::Confirmed => {
+                // Answered already: the sender lacks answers.
+                self.reply_owed = true;
+                self.feedback.widen_spread();
+            }
             _ => {}
         }
     }

@@ -11,7 +11,12 @@ impl Receiver {
     /// The sender's `Close`, carrying the object's hash.
     pub(super) fn on_close(&mut self, hash: [u8; HASH_LEN]) {
         match self.phase {
-            Phase::Confirmed => self.complete_owed = true,
+            Phase::Confirmed => {
+                // A repeat: the hash comes only with a Close, so this
+                // receiver's Complete (or others') went unheard.
+                self.complete_owed = true;
+                self.feedback.widen_spread();
+            }
             Phase::Receiving | Phase::Verifying => {
                 // The first Close's hash is the one verified
                 // against; a later Close with a different hash

@@ -85,6 +85,11 @@ impl Receiver {
             }
         } else {
             self.stats.duplicates += 1;
+            if polled {
+                // A packet this receiver holds, polled again (the stall
+                // poll): the sender lacks its answer.
+                self.feedback.widen_spread();
+            }
         }
         // Under FEC a gap is news only once the interleaving group of its
         // block is over (each block's proactive parity is sent right after
