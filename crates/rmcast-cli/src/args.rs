@@ -131,8 +131,9 @@ pub enum Protocol {
     /// Chosen for the group once it has registered, from a table measured
     /// in the simulator and checked on real runs (docs/auto.md): nak-poll,
     /// with FEC parity (64:2) from 32 receivers, a window of 2048 and 8
-    /// blocks interleaved (64:2:8) from 300, and a window of 8192 from
-    /// 2,000; flags given on the command line are kept. --explain prints
+    /// blocks interleaved (64:2:8) from 300, a window of 8192 from 2,000,
+    /// and three parity packets per block (64:3:8) from 4,000; flags
+    /// given on the command line are kept. --explain prints
     /// the choice and why.
     Auto,
     /// Every receiver acknowledges every packet (simple, N acks per packet).
