@@ -311,15 +311,20 @@ mod tests {
         kinds.extend(std::iter::from_fn(|| r.poll_transmit(T0, &mut buf)).map(|t| t.kind));
         assert!(kinds.contains(&Kind::OfferReply), "{kinds:?}");
         let now = T0;
-        let bytes = [0u8; PAYLOAD as usize];
-        let data = packet(Body::Data(Data {
-            seq: Seq(10),
-            poll: POLL_ALL,
-            copy: 0,
-            payload: &bytes,
-        }));
+        let data = polled_data(0);
         r.handle_datagram(now, sender(), &mut data.clone());
         r
+    }
+
+    /// The first data packet, copy `copy`, polling everyone.
+    fn polled_data(copy: u16) -> Vec<u8> {
+        let bytes = [0u8; PAYLOAD as usize];
+        packet(Body::Data(Data {
+            seq: Seq(10),
+            poll: POLL_ALL,
+            copy,
+            payload: &bytes,
+        }))
     }
 
     fn ack_at(r: &mut crate::Receiver, now: Instant) -> bool {
@@ -355,13 +360,7 @@ mod tests {
         assert!(!ack_at(&mut r, T0), "held back");
         let mut now = T0 + SPREAD_SLOT * u32::from(rank);
         assert!(ack_at(&mut r, now), "first answer in the plain slot");
-        let bytes = [0u8; PAYLOAD as usize];
-        let again = packet(Body::Data(Data {
-            seq: Seq(10),
-            poll: POLL_ALL,
-            copy: 1,
-            payload: &bytes,
-        }));
+        let again = polled_data(1);
         for widen in 1..=5u32 {
             // The sender polls again (a stall poll): its answer was lost.
             now = now + Duration::from_millis(100);

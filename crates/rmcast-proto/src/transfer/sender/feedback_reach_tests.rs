@@ -3,8 +3,8 @@
 //! nothing past its reach, so a receiver far behind its highest packet is
 //! not taken to lack everything past its bitmap.
 
-use super::overclaim_tests::feed_from;
-use crate::{Instant, MAX_DATAGRAM, ObjectInfo, Sender, SenderConfig, Seq, SessionId, Status};
+use super::overclaim_tests::{feed_from, sender_of};
+use crate::{Instant, MAX_DATAGRAM, Sender, SenderConfig, Seq, Status};
 use rmcast_wire::{
     Body, FEEDBACK_BITMAP_MAX, FecShape, Feedback, Join, OfferReply, Packet, RANK_UNASSIGNED,
 };
@@ -40,13 +40,8 @@ fn window_sent(fec: Option<FecShape>, data: &[u8]) -> (Sender, Instant) {
         fec,
         ..SenderConfig::default()
     };
-    let object = ObjectInfo {
-        size: data.len() as u64,
-        name: "o".into(),
-        hash: Some([1; 32]),
-    };
     let mut now = Instant::ZERO;
-    let mut s = Sender::new(config, SessionId(9), Seq(ISN), object, now).unwrap();
+    let mut s = sender_of(config, data, ISN);
     drain(&mut s, now, data);
     let join = Body::Join(Join {
         receiver_id: 7,

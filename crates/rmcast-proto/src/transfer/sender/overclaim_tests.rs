@@ -61,6 +61,17 @@ fn nak(cumulative: u32, echo: u32) -> Body<'static> {
     })
 }
 
+/// A sender of `data` (hash known) with sequence numbers from `isn`, at
+/// time zero.
+pub(super) fn sender_of(config: SenderConfig, data: &[u8], isn: u32) -> Sender {
+    let object = ObjectInfo {
+        size: data.len() as u64,
+        name: "o".into(),
+        hash: Some([1; 32]),
+    };
+    Sender::new(config, SessionId(9), Seq(isn), object, Instant::ZERO).unwrap()
+}
+
 #[test]
 fn packets_a_receiver_acknowledged_are_never_repaired_and_asking_for_them_removes_it() {
     let data = vec![7u8; 1448 * 400];
@@ -73,13 +84,8 @@ fn packets_a_receiver_acknowledged_are_never_repaired_and_asking_for_them_remove
         suppress: Duration::ZERO,
         ..SenderConfig::default()
     };
-    let object = ObjectInfo {
-        size: data.len() as u64,
-        name: "o".into(),
-        hash: Some([1; 32]),
-    };
     let mut now = Instant::ZERO;
-    let mut s = Sender::new(config, SessionId(9), Seq(ISN), object, now).unwrap();
+    let mut s = sender_of(config, &data, ISN);
     drain(&mut s, now, &data);
     feed(
         &mut s,
