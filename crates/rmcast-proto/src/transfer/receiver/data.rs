@@ -154,17 +154,17 @@ impl Receiver {
     }
 }
 
-/// Largest bitmap sent with feedback: 2048 packets past the cumulative
-/// point. A receiver further behind cuts it there; the sender then judges
-/// nothing past it (`Feedback::reach`).
-pub(super) use rmcast_wire::FEEDBACK_BITMAP_MAX as MAX_BITMAP_BYTES;
-
 /// Writes the held-packet bitmap after `t.cumulative` (up to the highest
 /// packet held) into `out`.
 pub(super) fn fill_bitmap(t: &Transfer, out: &mut Vec<u8>) {
     out.clear();
     let first = t.cumulative + 1;
-    let end = t.highest.min(first + 8 * MAX_BITMAP_BYTES as u32);
+    // At most `FEEDBACK_BITMAP_MAX` bytes: a receiver further behind cuts
+    // the bitmap there, and the sender judges nothing past it
+    // (`Feedback::reach`).
+    let end = t
+        .highest
+        .min(first + 8 * rmcast_wire::FEEDBACK_BITMAP_MAX as u32);
     if end <= first {
         return;
     }

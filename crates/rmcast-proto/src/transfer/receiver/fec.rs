@@ -367,7 +367,7 @@ impl Receiver {
             return;
         };
         let start = t.cumulative + 1;
-        let limit = start + 8 * super::data::MAX_BITMAP_BYTES as u32;
+        let limit = start + 8 * rmcast_wire::FEEDBACK_BITMAP_MAX as u32;
         for slot in &fec.slots {
             if slot.indexes.is_empty() {
                 continue;
