@@ -142,11 +142,11 @@ impl Receiver {
                 // A NAK carries everything an ack would.
                 self.feedback.nak_owed = false;
                 self.feedback.nak_idle = false;
-                self.feedback.acks_owed = self.feedback.acks_owed.saturating_sub(1);
+                self.feedback.acks_owed = self.acks_owed_after_sending();
                 self.stats.naks += 1;
                 Body::Nak(feedback)
             } else {
-                self.feedback.acks_owed -= 1;
+                self.feedback.acks_owed = self.acks_owed_after_sending();
                 self.stats.acks += 1;
                 Body::Ack(feedback)
             };
@@ -175,6 +175,27 @@ impl Receiver {
             return emit(dest, header, Body::Ack(feedback), buf);
         }
         None
+    }
+
+    /// The acks still owed once one feedback packet (ack or NAK) goes.
+    /// Feedback carries the receiver's state when it goes, so one answers
+    /// every poll heard before it: in a group that spreads its answers
+    /// (over [`SPREAD_FROM`]) every ack owed goes as one, whatever came
+    /// while it waited for its slot, and the polls that came meanwhile
+    /// (the polled block's proactive parity, a close) cost no packet more.
+    /// Smaller groups answer poll by poll, as the papers' protocols count
+    /// them (one ack per polled packet even when the driver reads several
+    /// packets before it asks for what to send).
+    fn acks_owed_after_sending(&self) -> u32 {
+        let spread = self
+            .offer
+            .as_ref()
+            .is_some_and(|o| o.receivers > SPREAD_FROM);
+        if spread {
+            0
+        } else {
+            self.feedback.acks_owed.saturating_sub(1)
+        }
     }
 
     /// Whether what this receiver owes the sender (feedback, the offer's
@@ -396,6 +417,40 @@ mod tests {
         std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
             .map(|t| t.kind)
             .collect()
+    }
+
+    /// Packet `index` of the 3-packet object, polling everyone.
+    fn polled_packet(index: u32) -> Vec<u8> {
+        let bytes = [0u8; PAYLOAD as usize];
+        let len = if index == 2 { 500 } else { PAYLOAD as usize };
+        packet(Body::Data(Data {
+            seq: Seq(10 + index),
+            poll: POLL_ALL,
+            copy: 0,
+            payload: &bytes[..len],
+        }))
+    }
+
+    #[test]
+    fn a_large_group_answers_the_polls_heard_while_it_waits_with_one_ack() {
+        let rank = 700;
+        let due = T0 + SPREAD_SLOT * u32::from(rank);
+        let mut r = polled(SPREAD_FROM + 1, rank);
+        r.handle_datagram(T0, sender(), &mut polled_packet(1));
+        assert!(kinds_at(&mut r, T0).is_empty(), "held back");
+        assert_eq!(kinds_at(&mut r, due), vec![Kind::Ack], "one for both polls");
+        let later = due + Duration::from_secs(1);
+        assert_eq!(kinds_at(&mut r, later), vec![], "and nothing after");
+        assert_eq!(r.stats().acks, 1);
+    }
+
+    #[test]
+    fn a_small_group_answers_poll_by_poll() {
+        // Two polls read before the driver asks what to send: two acks,
+        // as the papers' protocols count them.
+        let mut r = polled(SPREAD_FROM, 700);
+        r.handle_datagram(T0, sender(), &mut polled_packet(1));
+        assert_eq!(kinds_at(&mut r, T0), vec![Kind::Ack, Kind::Ack]);
     }
 
     #[test]
