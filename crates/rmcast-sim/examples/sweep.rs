@@ -52,6 +52,8 @@ Every list is comma-separated; the grid is their cross product.
   --burst LIST             mean length of a loss burst in frames: 1 loses each
                            frame on its own (Bernoulli), more in Gilbert-Elliott
                            bursts of that mean length at the same mean loss [1]
+  --control-loss LIST      loss per frame on the sender's port: feedback, offer
+                           answers and verdicts, 0 <= x < 1 [0]
   --mtu LIST               bytes                                 [1500]
   --preset NAME            fsu (Pentium III cluster, Scenario::fsu_2004) or modern [modern]
   --seeds N                seeds per combination (1..=N); goodput is their median [3]
@@ -78,6 +80,7 @@ struct Grid {
     rates: Vec<u64>,
     losses: Vec<f64>,
     bursts: Vec<f64>,
+    control_losses: Vec<f64>,
     mtus: Vec<usize>,
     preset: String,
     seeds: u64,
@@ -105,6 +108,7 @@ struct Cell {
     rate: u64,
     loss: f64,
     burst: f64,
+    control_loss: f64,
     mtu: usize,
 }
 
@@ -215,6 +219,7 @@ fn scenario(grid: &Grid, cell: &Cell, seed: u64) -> Scenario {
         } else {
             LossModel::Bernoulli(cell.loss)
         },
+        control_loss: cell.control_loss,
         seed,
         // A stuck cell should fail fast, not stall the sweep.
         time_limit: std::time::Duration::from_secs(120),
@@ -264,10 +269,13 @@ fn cells(g: &Grid) -> Vec<Cell> {
                                 for &receivers in &g.receivers {
                                     for &size in &g.sizes {
                                         for &rate in &g.rates {
-                                            for (&loss, &burst) in g
+                                            for (&loss, &burst, &control_loss) in g
                                                 .losses
                                                 .iter()
                                                 .flat_map(|l| g.bursts.iter().map(move |b| (l, b)))
+                                                .flat_map(|(l, b)| {
+                                                    g.control_losses.iter().map(move |c| (l, b, c))
+                                                })
                                             {
                                                 for &mtu in &g.mtus {
                                                     out.push(Cell {
@@ -285,6 +293,7 @@ fn cells(g: &Grid) -> Vec<Cell> {
                                                         rate,
                                                         loss,
                                                         burst,
+                                                        control_loss,
                                                         mtu,
                                                     });
                                                 }
@@ -395,6 +404,7 @@ fn table(rows: &[Row], csv: bool) -> String {
         "rate_mbit",
         "loss",
         "burst",
+        "ctl_loss",
         "mtu",
         "goodput_mbit",
         "min",
@@ -470,6 +480,7 @@ fn table(rows: &[Row], csv: bool) -> String {
                 format!("{}", c.rate as f64 / 1e6),
                 c.loss.to_string(),
                 c.burst.to_string(),
+                c.control_loss.to_string(),
                 c.mtu.to_string(),
                 f(median(goodputs.clone()), 1),
                 f(goodputs.iter().copied().reduce(f64::min), 1),
@@ -509,6 +520,7 @@ fn parse(args: &[String]) -> Result<Grid, String> {
         rates: vec![100_000_000],
         losses: vec![0.0],
         bursts: vec![1.0],
+        control_losses: vec![0.0],
         mtus: vec![1500],
         preset: "modern".into(),
         seeds: 3,
@@ -552,6 +564,17 @@ fn parse(args: &[String]) -> Result<Grid, String> {
                 g.bursts = list(v, parse_num)?;
                 if g.bursts.iter().any(|&b: &f64| !(b >= 1.0 && b.is_finite())) {
                     return Err(format!("--burst {v}: a mean burst length is at least 1"));
+                }
+            }
+            "--control-loss" => {
+                g.control_losses = list(v, parse_num)?;
+                if g.control_losses
+                    .iter()
+                    .any(|&c: &f64| !(0.0..1.0).contains(&c))
+                {
+                    return Err(format!(
+                        "--control-loss {v}: a loss rate is at least 0 and below 1"
+                    ));
                 }
             }
             "--mtu" => g.mtus = list(v, parse_num)?,
