@@ -613,6 +613,7 @@ fn send_dict<'py>(py: Python<'py>, r: &rmcast::SendReport) -> PyResult<Bound<'py
     d.set_item("acks", r.stats.acks)?;
     d.set_item("naks", r.stats.naks)?;
     d.set_item("timeouts", r.stats.timeouts)?;
+    d.set_item("repolls", r.stats.repolls)?;
     d.set_item("unicast_repairs", r.stats.unicast_repairs)?;
     d.set_item("multicast_repairs", r.stats.multicast_repairs)?;
     d.set_item("group_naks", r.stats.group_naks)?;

@@ -61,13 +61,15 @@ fn each_group_size_runs_its_row_and_everyone_verifies() {
                     "{what}: {} parity for {blocks} blocks of {k}:{p}",
                     r.sender.parity_packets
                 );
-                // A stall poll (a timeout) resends one packet to poll
-                // with; nothing else is resent.
+                // A stall poll (a timeout) and a re-poll of a member
+                // whose answer went missing resend one packet each to
+                // poll with; nothing else is resent.
                 assert!(
-                    r.retransmitted_packets <= r.sender.timeouts,
-                    "{what}: FEC repairs by parity only ({} resent, {} timeouts)",
+                    r.retransmitted_packets <= r.sender.timeouts + r.sender.repolls,
+                    "{what}: FEC repairs by parity only ({} resent, {} timeouts, {} re-polls)",
                     r.retransmitted_packets,
-                    r.sender.timeouts
+                    r.sender.timeouts,
+                    r.sender.repolls
                 );
             }
         }

@@ -72,12 +72,16 @@ fn every_protocol_is_repaired_by_parity_under_loss() {
                         assert_eq!(r.data_packets, size.div_ceil(PAYLOAD - 4), "{what}");
                         assert!(r.max_outstanding <= 64, "{what}");
                         // Parity repairs; data goes again only as the stall
-                        // poll after a timeout, or multicast when a block's
-                        // K parity packets are spent (bursts can do that).
+                        // poll after a timeout, as the re-poll of a member
+                        // whose answer went missing, or multicast when a
+                        // block's K parity packets are spent (bursts can do
+                        // that).
                         assert_eq!(r.sender.unicast_repairs, 0, "{what}");
                         assert!(
                             r.retransmitted_packets
-                                <= r.sender.timeouts + r.sender.multicast_repairs,
+                                <= r.sender.timeouts
+                                    + r.sender.repolls
+                                    + r.sender.multicast_repairs,
                             "{what}: {:?}",
                             r.sender
                         );

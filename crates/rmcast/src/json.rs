@@ -114,6 +114,7 @@ impl SendReport {
             "acks": s.acks,
             "naks": s.naks,
             "timeouts": s.timeouts,
+            "repolls": s.repolls,
             "unicast_repairs": s.unicast_repairs,
             "multicast_repairs": s.multicast_repairs,
             "group_naks": s.group_naks,

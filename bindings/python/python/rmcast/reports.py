@@ -79,6 +79,10 @@ class SendReport:
     skipped_bytes: int = 0
     #: FEC parity packets sent (``fec="K:P"``), proactive and on demand.
     parity_packets: int = 0
+    #: Members asked again by unicast because their answer went missing
+    #: while the others' arrived (a poll, the offer, the close), instead of
+    #: waiting for a timeout.
+    repolls: int = 0
     #: FEC in effect: ``"K:P"``, ``"K:P:D"`` (interleaved) or ``"off"``
     #: (given, or chosen by auto).
     fec: str = "off"

@@ -35,6 +35,21 @@ impl Receiver {
         self.stats.foreign += 1;
     }
 
+    /// A `Hello` while joining: the sender still wants receivers. If this
+    /// receiver's `Join` went [`JOIN_ANSWER_WAIT`] ago or more and no
+    /// `Welcome` came, one of them was lost: join again now rather than
+    /// after the whole `join_interval` (100 ms; the Hellos come 10, 20, 40,
+    /// 80 ms apart at first, so a lost `Join` costs one of those).
+    pub(super) fn on_hello_joining(&mut self, now: Instant) {
+        if self.phase == Phase::Joining
+            && self
+                .join_sent
+                .is_some_and(|sent| now >= sent + JOIN_ANSWER_WAIT)
+        {
+            self.join_at = self.join_at.min(now);
+        }
+    }
+
     /// The sender's `Welcome`: admitted with a rank (and, under the tree,
     /// the parent to report to), or turned away from a full session.
     pub(super) fn on_welcome(&mut self, from: SocketAddr, w: &Welcome) {
@@ -164,6 +179,11 @@ impl Receiver {
 /// 4,000 `Join`s at one instant overflowed the sender's switch port in the
 /// simulator: the receivers whose `Join` was dropped waited a whole
 /// `join_interval` (100 ms) to try again.
+/// How long after its `Join` a receiver takes a `Hello` without a
+/// `Welcome` to mean that one of the two was lost: many round trips on a
+/// LAN, and a tenth of the join interval's default.
+pub(super) const JOIN_ANSWER_WAIT: Duration = Duration::from_millis(5);
+
 fn join_delay(receiver_id: u64, receivers_wanted: u16) -> Duration {
     if receivers_wanted <= SPREAD_FROM {
         return Duration::ZERO;
@@ -201,6 +221,32 @@ mod tests {
     use crate::{Instant, Kind, ReceiverEvent};
 
     const SIZE: u64 = super::super::test_support::SIZE;
+
+    #[test]
+    fn a_hello_long_after_a_join_without_a_welcome_joins_again_at_once() {
+        use super::JOIN_ANSWER_WAIT;
+        use std::time::Duration;
+        let mut r = fresh();
+        let (hello, _, _) = handshake();
+        let t0 = Instant::ZERO;
+        r.handle_datagram(t0, sender(), &mut hello.clone());
+        let mut buf = [0u8; 2048];
+        let mut joins_at = |r: &mut crate::Receiver, now: Instant| {
+            std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
+                .filter(|t| t.kind == Kind::Join)
+                .count()
+        };
+        assert_eq!(joins_at(&mut r, t0), 1, "the first Join");
+        // A Hello soon after: the Welcome may still be on its way.
+        let soon = t0 + JOIN_ANSWER_WAIT / 2;
+        r.handle_datagram(soon, sender(), &mut hello.clone());
+        assert_eq!(joins_at(&mut r, soon), 0);
+        // Later, and still no Welcome: the Join or the Welcome was lost.
+        let later = t0 + JOIN_ANSWER_WAIT;
+        assert!(later < t0 + Duration::from_millis(100), "before the retry");
+        r.handle_datagram(later, sender(), &mut hello.clone());
+        assert_eq!(joins_at(&mut r, later), 1, "joins again at once");
+    }
 
     #[test]
     fn a_large_group_spreads_its_first_joins_over_a_slot_per_receiver() {

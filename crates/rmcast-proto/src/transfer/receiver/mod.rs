@@ -78,6 +78,8 @@ pub struct Receiver {
     rank: u16,
     last_from_sender: Instant,
     join_at: Instant,
+    /// When the last `Join` went (see [`Receiver::on_hello_joining`]).
+    join_sent: Option<Instant>,
     offer: Option<OfferInfo>,
     /// The object's hash, from the first `Close` heard.
     expected_hash: Option<[u8; HASH_LEN]>,
@@ -128,6 +130,7 @@ impl Receiver {
             rank: RANK_UNASSIGNED,
             last_from_sender: now,
             join_at: now,
+            join_sent: None,
             offer: None,
             expected_hash: None,
             expected_signature: None,
@@ -378,7 +381,10 @@ impl Receiver {
         }
         self.last_from_sender = now;
         match packet.body {
-            Body::Hello(_) => None,
+            Body::Hello(_) => {
+                self.on_hello_joining(now);
+                None
+            }
             Body::Welcome(w) => {
                 self.on_welcome(from, &w);
                 None
@@ -457,6 +463,7 @@ impl Receiver {
                 return None;
             }
             self.join_at = now + self.config.join_interval;
+            self.join_sent = Some(now);
             let body = Body::Join(Join {
                 receiver_id: self.config.receiver_id,
                 name: &self.config.name,

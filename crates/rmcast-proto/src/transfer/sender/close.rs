@@ -31,6 +31,7 @@ impl Sender {
             return;
         };
         self.members.list[i].last_heard = now;
+        self.round.heard(now);
         // A receiver moved to a TCP catch-up just as its last bytes came
         // over multicast answers the Close: that is its verdict.
         if !self.members.list[i].in_data() && self.members.list[i].state != MemberState::Moved {

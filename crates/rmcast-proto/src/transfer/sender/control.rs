@@ -7,11 +7,48 @@
 use super::close::BYE_SPACING;
 use super::membership::MemberState;
 use super::timers::Timer;
+use super::window::repoll_max;
 use super::{Phase, Sender};
 use crate::transfer::emit;
 use crate::{Dest, Instant, PayloadSource, Transmit, truncate_utf8};
 use rmcast_wire::{Body, Bye, Close, Header, Hello, Kind, Offer, POLL_NONE};
+use std::collections::VecDeque;
 use std::time::Duration;
+
+/// The answers to the latest `Offer` or `Close`: when it went, when the
+/// last answer came, and the members to ask again by unicast.
+///
+/// Every member answers an `Offer` (`OfferReply`) and a `Close`
+/// (`Complete`). The multicast packet repeats on the RTO's backoff (50,
+/// 100, 200 ms ...), and at 1,000 receivers and 0.1 % feedback loss some
+/// answer of almost every round is lost: the session waited 50 ms for it
+/// at the offer alone. Once a round's answers have begun and then stopped,
+/// the few members still silent (at most [`repoll_max`]) get the packet
+/// again, alone, at once; the multicast repeat stays the RTO's.
+#[derive(Debug, Default)]
+pub(super) struct Round {
+    sent_at: Option<Instant>,
+    heard_at: Option<Instant>,
+    asked_again: bool,
+    queue: VecDeque<u16>,
+}
+
+impl Round {
+    /// The multicast packet went (again): a new round.
+    fn start(&mut self, now: Instant) {
+        *self = Self {
+            sent_at: Some(now),
+            queue: std::mem::take(&mut self.queue),
+            ..Self::default()
+        };
+        self.queue.clear();
+    }
+
+    /// A member answered.
+    pub(super) fn heard(&mut self, now: Instant) {
+        self.heard_at = Some(now);
+    }
+}
 
 /// The gap after the first Hello: the next ones double it up to the
 /// configured interval (10, 20, 40, 80 ms, then every 100 ms by default),
@@ -27,6 +64,82 @@ fn hello_spacing(sent: u32, interval: Duration) -> Duration {
 }
 
 impl Sender {
+    /// When to ask the members still silent after this round's answers
+    /// stopped: no answer for `suppress` or for twice as long as they
+    /// took since the packet went, whichever is longer; once per round.
+    pub(super) fn reask_deadline(&self) -> Option<Instant> {
+        let r = &self.round;
+        let asking = match self.phase {
+            Phase::Offering => true,
+            Phase::Closing => self.object.hash.is_some(),
+            _ => false,
+        };
+        let (Some(sent), Some(heard)) = (r.sent_at, r.heard_at) else {
+            return None;
+        };
+        if !asking || r.asked_again || heard < sent {
+            return None;
+        }
+        let quiet = self.config.suppress.max(heard.saturating_since(sent) * 2);
+        Some(heard + quiet)
+    }
+
+    /// This round's answers are over: queue the members that owe one
+    /// (an `OfferReply`, a `Complete`), if they are a few.
+    pub(super) fn start_reask(&mut self) {
+        self.round.asked_again = true;
+        let offering = self.phase == Phase::Offering;
+        let owing = |m: &super::membership::Member| {
+            if offering {
+                m.state == MemberState::Admitted
+            } else {
+                m.in_data() && m.state != MemberState::Verified
+            }
+        };
+        let silent: Vec<u16> = self
+            .members
+            .list
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| owing(m))
+            .map(|(rank, _)| rank as u16)
+            .take(repoll_max(self.members.list.len()) + 1)
+            .collect();
+        if silent.len() <= repoll_max(self.members.list.len()) {
+            self.round.queue.extend(silent);
+        }
+    }
+
+    /// The `Offer` or `Close` again, to one member still silent.
+    pub(super) fn reask(&mut self, header: Header, buf: &mut [u8]) -> Option<Transmit> {
+        while let Some(rank) = self.round.queue.pop_front() {
+            let Some(m) = self.members.list.get(usize::from(rank)) else {
+                continue;
+            };
+            let to = Dest::Unicast(m.addr);
+            let owes = match self.phase {
+                Phase::Offering => m.state == MemberState::Admitted,
+                Phase::Closing => m.in_data() && m.state != MemberState::Verified,
+                _ => false,
+            };
+            if !owes {
+                continue; // answered meanwhile, or gone
+            }
+            self.stats.control_sent += 1;
+            self.stats.repolls += 1;
+            let body = if self.phase == Phase::Offering {
+                self.offer_body()
+            } else {
+                Body::Close(Close {
+                    hash: self.object.hash?,
+                    signature: self.signature,
+                })
+            };
+            return emit(to, header, body, buf);
+        }
+        None
+    }
+
     pub(super) fn multicast_control(
         &mut self,
         now: Instant,
@@ -45,6 +158,7 @@ impl Sender {
                 })
             }
             Phase::Offering => {
+                self.round.start(now);
                 self.timers.set(Timer::Control, Some(now + self.rto));
                 self.rto = (self.rto * 2).min(self.config.rto_max);
                 self.stats.control_sent += 1;
@@ -56,6 +170,7 @@ impl Sender {
                 self.timers.set(Timer::Control, Some(now + self.rto));
                 self.rto = (self.rto * 2).min(self.config.rto_max);
                 self.close_sent.get_or_insert(now);
+                self.round.start(now);
                 Body::Close(Close {
                     hash,
                     signature: self.signature,

@@ -140,6 +140,10 @@ pub struct SenderStats {
     pub foreign: u64,
     /// Retransmission timeouts that fired.
     pub timeouts: u64,
+    /// Members asked again by unicast because their answer went missing
+    /// while the others' arrived, instead of waiting for a timeout: the
+    /// window's base resent polling them, or the `Offer` or `Close`.
+    pub repolls: u64,
     /// Go-back-N rewinds (timeouts and NAKs).
     pub rewinds: u64,
     /// Selective repairs sent to one receiver.

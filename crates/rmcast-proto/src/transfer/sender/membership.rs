@@ -350,6 +350,7 @@ impl Sender {
             return;
         };
         self.members.list[i].last_heard = now;
+        self.round.heard(now);
         if self.phase == Phase::Offering && self.members.list[i].state == MemberState::Admitted {
             if r.status == Status::Ok {
                 self.members.list[i].state = MemberState::Accepted;

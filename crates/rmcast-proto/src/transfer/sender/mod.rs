@@ -35,6 +35,8 @@ mod membership;
 mod overclaim_tests;
 mod pacing;
 #[cfg(test)]
+mod repoll_tests;
+#[cfg(test)]
 mod test_pair;
 mod timers;
 mod watchdog;
@@ -161,6 +163,8 @@ pub struct Sender {
     timers: Timers,
     /// The phase's multicast control packet goes at the next `poll_transmit`.
     control_due: bool,
+    /// The answers to the latest `Offer` or `Close` (see `control.rs`).
+    round: control::Round,
     /// When the first `Close` went out: receivers owe a `Complete` only
     /// from then on (none goes before the object's hash is known).
     close_sent: Option<Instant>,
@@ -232,6 +236,7 @@ impl Sender {
             phase: Phase::Joining,
             started: now,
             control_due: true,
+            round: control::Round::default(),
             close_sent: None,
             phase_since: now,
             progress_at: now,
@@ -541,6 +546,9 @@ impl Sender {
                 }
             }
             Phase::Offering | Phase::Closing => {
+                if self.reask_deadline().is_some_and(|d| now >= d) {
+                    self.start_reask();
+                }
                 if self.timers.expired(Timer::Control, now) {
                     self.check_peers(now);
                     if matches!(self.phase, Phase::Offering | Phase::Closing) {
@@ -735,6 +743,9 @@ impl Sender {
         {
             self.stats.group_sent += 1;
             return emit(Dest::Group, header, body, buf);
+        }
+        if let Some(t) = self.reask(header, buf) {
+            return Some(t);
         }
         if self.control_due {
             self.control_due = false;

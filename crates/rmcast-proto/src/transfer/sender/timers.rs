@@ -27,6 +27,9 @@ pub(super) enum Timer {
     Group,
     /// The retransmission timeout of the window's base.
     Rto,
+    /// The missing answers of a poll round, an `Offer` or a `Close` are
+    /// asked for again.
+    Repoll,
     /// A Go-back-N rewind deferred by the suppression interval.
     DeferredRewind,
     /// The suppression interval of the selective repair queued first.
@@ -41,7 +44,7 @@ pub(super) enum Timer {
     Laggard,
 }
 
-const TIMERS: usize = 11;
+const TIMERS: usize = 12;
 
 impl Timer {
     fn index(self) -> usize {
@@ -129,6 +132,12 @@ impl Sender {
             _ => None,
         };
         self.timers.set(Timer::Rto, rto);
+        let again = if sending {
+            self.repoll_deadline()
+        } else {
+            self.reask_deadline()
+        };
+        self.timers.set(Timer::Repoll, again);
         self.timers.set(Timer::DeferredRewind, rewind);
         self.timers.set(Timer::Repair, repair);
         self.timers.set(Timer::Pacer, pacer);

@@ -1,0 +1,272 @@
+//! A round whose answers are over while a few members stayed silent (a
+//! poll the base waits on, an `Offer`, a `Close`): each of them is asked
+//! again by unicast at once, not after the retransmission timeout.
+
+use super::overclaim_tests::{feed_from, sender_of};
+use crate::{Dest, Instant, MAX_DATAGRAM, Sender, SenderConfig, Seq, Status};
+use rmcast_wire::{
+    Body, Complete, Feedback, Join, Kind, OfferReply, POLL_ALL, POLL_DIRECT, Packet,
+    RANK_UNASSIGNED,
+};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const ISN: u32 = 100;
+const WINDOW: u32 = 64;
+const SUPPRESS: Duration = Duration::from_millis(5);
+/// The RTO: a re-poll waits at least a quarter of it, here `SUPPRESS`.
+const RTO: Duration = Duration::from_millis(20);
+
+fn addr(rank: u16) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 2 + rank as u8], 6000))
+}
+
+/// The data packets sent now: (index, poll, destination).
+fn drain(s: &mut Sender, now: Instant, data: &[u8]) -> Vec<(u32, u16, Dest)> {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut out = Vec::new();
+    while let Some(t) = s.poll_transmit(now, data, &mut buf) {
+        if let Ok(Packet {
+            body: Body::Data(d),
+            ..
+        }) = Packet::decode(&buf[..t.len])
+        {
+            out.push((d.seq.0 - ISN, d.poll, t.dest));
+        }
+    }
+    out
+}
+
+fn ack(cumulative: u32, echo: u32) -> Body<'static> {
+    Body::Ack(Feedback {
+        cumulative: Seq(ISN + cumulative),
+        echo: Seq(ISN + echo),
+        echo_copy: 0,
+        aggregate: false,
+        bitmap: &[],
+    })
+}
+
+/// A nak-poll sender with `receivers` members that has sent its first
+/// window at time zero; returns it, the object, and the packet that
+/// polled everyone last.
+fn sending(receivers: u16) -> (Sender, Vec<u8>, u32) {
+    let data = vec![7u8; 1448 * 400];
+    let config = SenderConfig {
+        receivers,
+        window: WINDOW,
+        suppress: SUPPRESS,
+        rto: RTO,
+        ..SenderConfig::default()
+    };
+    let mut s = sender_of(config, &data, ISN);
+    let now = Instant::ZERO;
+    drain(&mut s, now, &data);
+    for rank in 0..receivers {
+        let join = Join {
+            receiver_id: u64::from(rank) + 1,
+            name: "r",
+        };
+        feed_from(&mut s, now, addr(rank), RANK_UNASSIGNED, Body::Join(join));
+    }
+    drain(&mut s, now, &data);
+    let reply = || {
+        Body::OfferReply(OfferReply {
+            status: Status::Ok,
+            text: "",
+        })
+    };
+    for rank in 0..receivers {
+        feed_from(&mut s, now, addr(rank), rank, reply());
+    }
+    // The data goes after the answers to the offer.
+    let now = now + Duration::from_micros(100);
+    s.handle_timeout(now);
+    let first = drain(&mut s, now, &data);
+    assert_eq!(first.len(), WINDOW as usize, "a window of data: {first:?}");
+    let poll = first
+        .iter()
+        .rev()
+        .find(|(_, poll, _)| *poll == POLL_ALL)
+        .map(|&(index, _, _)| index)
+        .expect("a packet polled everyone");
+    (s, data, poll)
+}
+
+#[test]
+fn a_member_silent_after_a_poll_is_polled_again_directly_once_the_answers_stop() {
+    let (mut s, data, poll) = sending(3);
+    let t0 = Instant::ZERO + Duration::from_millis(1);
+    // Ranks 0 and 1 answer the poll; rank 2's answer is lost.
+    feed_from(&mut s, t0, addr(0), 0, ack(WINDOW, poll));
+    let last = t0 + Duration::from_millis(1);
+    feed_from(&mut s, last, addr(1), 1, ack(WINDOW, poll));
+    assert_eq!(s.poll_timeout(), Some(last + SUPPRESS), "wakes once quiet");
+    let early = last + (SUPPRESS - Duration::from_micros(1));
+    s.handle_timeout(early);
+    assert_eq!(drain(&mut s, early, &data), vec![], "not before");
+    let due = last + SUPPRESS;
+    s.handle_timeout(due);
+    assert_eq!(
+        drain(&mut s, due, &data),
+        vec![(0, POLL_DIRECT, Dest::Unicast(addr(2)))],
+        "the base, to the silent member alone, polling it"
+    );
+    assert_eq!(s.stats().timeouts, 0);
+    assert_eq!(s.stats().repolls, 1);
+    // Once per round: its answer lost again is the RTO's (at 20 ms).
+    let later = due + SUPPRESS * 2;
+    s.handle_timeout(later);
+    assert_eq!(drain(&mut s, later, &data), vec![]);
+    // Its answer moves the window on.
+    feed_from(&mut s, later, addr(2), 2, ack(WINDOW, 0));
+    assert_eq!(drain(&mut s, later, &data).len(), WINDOW as usize);
+}
+
+#[test]
+fn a_repair_whose_answer_went_missing_is_followed_by_one_re_poll() {
+    let (mut s, data, poll) = sending(2);
+    let t0 = Instant::ZERO + Duration::from_millis(1);
+    feed_from(&mut s, t0, addr(0), 0, ack(WINDOW, poll));
+    // Rank 1 answered: it lacks packet 0 (a loss, repaired as such).
+    let mut bitmap = [0xFFu8; 8];
+    bitmap[7] = 0x7F;
+    let lacks = Body::Nak(Feedback {
+        cumulative: Seq(ISN),
+        echo: Seq(ISN + poll),
+        echo_copy: 0,
+        aggregate: false,
+        bitmap: &bitmap,
+    });
+    feed_from(&mut s, t0, addr(1), 1, lacks);
+    // Neither the repair's answer nor anything else comes back.
+    let sent: Vec<_> = (1..20u64)
+        .flat_map(|ms| {
+            let now = Instant::ZERO + Duration::from_millis(ms);
+            s.handle_timeout(now);
+            drain(&mut s, now, &data).into_iter().map(move |p| (ms, p))
+        })
+        .collect();
+    let to_it = (0, POLL_DIRECT, Dest::Unicast(addr(1)));
+    // The repair `suppress` after the packet's first send (at 0.1 ms;
+    // the 1 ms steps see it at 6), then, the
+    // answers quiet for `suppress`, the re-poll; no more before the RTO.
+    assert_eq!(sent, vec![(6, to_it), (11, to_it)], "{sent:?}");
+    assert_eq!(s.stats().repolls, 1);
+    assert_eq!(s.stats().unicast_repairs, 1);
+    assert_eq!(s.stats().timeouts, 0);
+}
+
+#[test]
+fn more_silent_members_than_a_few_wait_for_the_timeout() {
+    let n = super::window::REPOLL_MAX as u16 + 2;
+    let (mut s, data, poll) = sending(n);
+    let t0 = Instant::ZERO + Duration::from_millis(1);
+    feed_from(&mut s, t0, addr(0), 0, ack(WINDOW, poll));
+    // Ranks 1.. are silent: too many lost answers to be chance.
+    let sent: Vec<_> = (1..20u64)
+        .flat_map(|ms| {
+            let now = t0 + Duration::from_millis(ms);
+            s.handle_timeout(now);
+            drain(&mut s, now, &data)
+        })
+        .collect();
+    assert_eq!(sent, vec![], "nothing before the RTO");
+}
+
+/// Every datagram sent now: (kind, destination).
+fn sent(s: &mut Sender, now: Instant, data: &[u8]) -> Vec<(Kind, Dest)> {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    std::iter::from_fn(|| s.poll_transmit(now, data, &mut buf))
+        .map(|t| (t.kind, t.dest))
+        .collect()
+}
+
+/// A sender of a 10-packet object whose `receivers` members joined at
+/// time zero; its first `Offer` has gone.
+fn offering(receivers: u16) -> (Sender, Vec<u8>) {
+    let data = vec![7u8; 1448 * 10];
+    let config = SenderConfig {
+        receivers,
+        window: WINDOW,
+        suppress: SUPPRESS,
+        rto: RTO,
+        ..SenderConfig::default()
+    };
+    let mut s = sender_of(config, &data, ISN);
+    let now = Instant::ZERO;
+    sent(&mut s, now, &data);
+    for rank in 0..receivers {
+        let join = Join {
+            receiver_id: u64::from(rank) + 1,
+            name: "r",
+        };
+        feed_from(&mut s, now, addr(rank), RANK_UNASSIGNED, Body::Join(join));
+    }
+    let out = sent(&mut s, now, &data);
+    assert!(out.contains(&(Kind::Offer, Dest::Group)), "{out:?}");
+    (s, data)
+}
+
+fn ok_reply() -> Body<'static> {
+    Body::OfferReply(OfferReply {
+        status: Status::Ok,
+        text: "",
+    })
+}
+
+#[test]
+fn a_member_silent_after_the_offer_is_offered_again_alone_once_the_answers_stop() {
+    let (mut s, data) = offering(3);
+    let t0 = Instant::ZERO + Duration::from_millis(1);
+    feed_from(&mut s, t0, addr(0), 0, ok_reply());
+    feed_from(&mut s, t0, addr(1), 1, ok_reply());
+    // Quiet for twice as long as the answers took, at least `suppress`.
+    let due = t0 + SUPPRESS.max(Duration::from_millis(2));
+    let early = t0 + (SUPPRESS - Duration::from_micros(1));
+    s.handle_timeout(early);
+    assert_eq!(sent(&mut s, early, &data), vec![]);
+    s.handle_timeout(due);
+    assert_eq!(
+        sent(&mut s, due, &data),
+        vec![(Kind::Offer, Dest::Unicast(addr(2)))]
+    );
+    assert_eq!(s.stats().repolls, 1);
+    // Its answer starts the data.
+    feed_from(&mut s, due, addr(2), 2, ok_reply());
+    let out = sent(&mut s, due, &data);
+    assert_eq!(out.len(), 10, "{out:?}");
+    assert!(out.iter().all(|&(kind, _)| kind == Kind::Data));
+}
+
+#[test]
+fn a_member_silent_after_the_close_is_sent_it_again_alone() {
+    let (mut s, data) = offering(3);
+    let mut now = Instant::ZERO + Duration::from_millis(1);
+    for rank in 0..3 {
+        feed_from(&mut s, now, addr(rank), rank, ok_reply());
+    }
+    assert_eq!(sent(&mut s, now, &data).len(), 10, "the object");
+    now = now + Duration::from_millis(1);
+    for rank in 0..3 {
+        feed_from(&mut s, now, addr(rank), rank, ack(10, 9));
+    }
+    let out = sent(&mut s, now, &data);
+    assert_eq!(out, vec![(Kind::Close, Dest::Group)]);
+    let close_at = now;
+    now = now + Duration::from_millis(1);
+    for rank in 0..2 {
+        let complete = Body::Complete(Complete {
+            status: Status::Ok,
+            hash: [1; 32],
+            text: "",
+        });
+        feed_from(&mut s, now, addr(rank), rank, complete);
+    }
+    let quiet = SUPPRESS.max(now.saturating_since(close_at) * 2);
+    s.handle_timeout(now + quiet);
+    assert_eq!(
+        sent(&mut s, now + quiet, &data),
+        vec![(Kind::Close, Dest::Unicast(addr(2)))]
+    );
+}
