@@ -52,13 +52,18 @@ fn drain(s: &mut Sender, now: Instant, data: &[u8]) -> Vec<u32> {
 }
 
 fn nak(cumulative: u32, echo: u32) -> Body<'static> {
-    Body::Nak(Feedback {
+    Body::Nak(feedback(cumulative, echo))
+}
+
+/// Feedback with an empty bitmap; indexes count from [`ISN`].
+pub(super) fn feedback(cumulative: u32, echo: u32) -> Feedback<'static> {
+    Feedback {
         cumulative: Seq(ISN + cumulative),
         echo: Seq(ISN + echo),
         echo_copy: 0,
         aggregate: false,
         bitmap: &[],
-    })
+    }
 }
 
 /// A sender of `data` (hash known) with sequence numbers from `isn`, at

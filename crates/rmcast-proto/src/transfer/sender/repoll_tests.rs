@@ -2,7 +2,7 @@
 //! poll the base waits on, an `Offer`, a `Close`): each of them is asked
 //! again by unicast at once, not after the retransmission timeout.
 
-use super::overclaim_tests::{feed_from, sender_of};
+use super::overclaim_tests::{feed_from, feedback, sender_of};
 use crate::{Dest, Instant, MAX_DATAGRAM, Sender, SenderConfig, Seq, Status};
 use rmcast_wire::{
     Body, Complete, Feedback, Join, Kind, OfferReply, POLL_ALL, POLL_DIRECT, Packet,
@@ -38,46 +38,17 @@ fn drain(s: &mut Sender, now: Instant, data: &[u8]) -> Vec<(u32, u16, Dest)> {
 }
 
 fn ack(cumulative: u32, echo: u32) -> Body<'static> {
-    Body::Ack(Feedback {
-        cumulative: Seq(ISN + cumulative),
-        echo: Seq(ISN + echo),
-        echo_copy: 0,
-        aggregate: false,
-        bitmap: &[],
-    })
+    Body::Ack(feedback(cumulative, echo))
 }
 
 /// A nak-poll sender with `receivers` members that has sent its first
 /// window at time zero; returns it, the object, and the packet that
 /// polled everyone last.
 fn sending(receivers: u16) -> (Sender, Vec<u8>, u32) {
-    let data = vec![7u8; 1448 * 400];
-    let config = SenderConfig {
-        receivers,
-        window: WINDOW,
-        suppress: SUPPRESS,
-        rto: RTO,
-        ..SenderConfig::default()
-    };
-    let mut s = sender_of(config, &data, ISN);
+    let (mut s, data) = offering(receivers, 400);
     let now = Instant::ZERO;
-    drain(&mut s, now, &data);
     for rank in 0..receivers {
-        let join = Join {
-            receiver_id: u64::from(rank) + 1,
-            name: "r",
-        };
-        feed_from(&mut s, now, addr(rank), RANK_UNASSIGNED, Body::Join(join));
-    }
-    drain(&mut s, now, &data);
-    let reply = || {
-        Body::OfferReply(OfferReply {
-            status: Status::Ok,
-            text: "",
-        })
-    };
-    for rank in 0..receivers {
-        feed_from(&mut s, now, addr(rank), rank, reply());
+        feed_from(&mut s, now, addr(rank), rank, ok_reply());
     }
     // The data goes after the answers to the offer.
     let now = now + Duration::from_micros(100);
@@ -182,10 +153,10 @@ fn sent(s: &mut Sender, now: Instant, data: &[u8]) -> Vec<(Kind, Dest)> {
         .collect()
 }
 
-/// A sender of a 10-packet object whose `receivers` members joined at
-/// time zero; its first `Offer` has gone.
-fn offering(receivers: u16) -> (Sender, Vec<u8>) {
-    let data = vec![7u8; 1448 * 10];
+/// A sender of an object of `packets` packets whose `receivers` members
+/// joined at time zero; its first `Offer` has gone.
+fn offering(receivers: u16, packets: usize) -> (Sender, Vec<u8>) {
+    let data = vec![7u8; 1448 * packets];
     let config = SenderConfig {
         receivers,
         window: WINDOW,
@@ -217,7 +188,7 @@ fn ok_reply() -> Body<'static> {
 
 #[test]
 fn a_member_silent_after_the_offer_is_offered_again_alone_once_the_answers_stop() {
-    let (mut s, data) = offering(3);
+    let (mut s, data) = offering(3, 10);
     let t0 = Instant::ZERO + Duration::from_millis(1);
     feed_from(&mut s, t0, addr(0), 0, ok_reply());
     feed_from(&mut s, t0, addr(1), 1, ok_reply());
@@ -241,7 +212,7 @@ fn a_member_silent_after_the_offer_is_offered_again_alone_once_the_answers_stop(
 
 #[test]
 fn a_member_silent_after_the_close_is_sent_it_again_alone() {
-    let (mut s, data) = offering(3);
+    let (mut s, data) = offering(3, 10);
     let mut now = Instant::ZERO + Duration::from_millis(1);
     for rank in 0..3 {
         feed_from(&mut s, now, addr(rank), rank, ok_reply());
