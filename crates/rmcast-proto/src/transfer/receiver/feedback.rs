@@ -402,11 +402,16 @@ mod tests {
 
     /// Packet `index` of the 3-packet object, not polling.
     fn data(index: u32) -> Vec<u8> {
+        data_polling(index, rmcast_wire::POLL_NONE)
+    }
+
+    /// Packet `index` of the 3-packet object, with poll field `poll`.
+    fn data_polling(index: u32, poll: u16) -> Vec<u8> {
         let bytes = [0u8; PAYLOAD as usize];
         let len = if index == 2 { 500 } else { PAYLOAD as usize };
         packet(Body::Data(Data {
             seq: Seq(10 + index),
-            poll: rmcast_wire::POLL_NONE,
+            poll,
             copy: 0,
             payload: &bytes[..len],
         }))
@@ -419,24 +424,12 @@ mod tests {
             .collect()
     }
 
-    /// Packet `index` of the 3-packet object, polling everyone.
-    fn polled_packet(index: u32) -> Vec<u8> {
-        let bytes = [0u8; PAYLOAD as usize];
-        let len = if index == 2 { 500 } else { PAYLOAD as usize };
-        packet(Body::Data(Data {
-            seq: Seq(10 + index),
-            poll: POLL_ALL,
-            copy: 0,
-            payload: &bytes[..len],
-        }))
-    }
-
     #[test]
     fn a_large_group_answers_the_polls_heard_while_it_waits_with_one_ack() {
         let rank = 700;
         let due = T0 + SPREAD_SLOT * u32::from(rank);
         let mut r = polled(SPREAD_FROM + 1, rank);
-        r.handle_datagram(T0, sender(), &mut polled_packet(1));
+        r.handle_datagram(T0, sender(), &mut data_polling(1, POLL_ALL));
         assert!(kinds_at(&mut r, T0).is_empty(), "held back");
         assert_eq!(kinds_at(&mut r, due), vec![Kind::Ack], "one for both polls");
         let later = due + Duration::from_secs(1);
@@ -449,7 +442,7 @@ mod tests {
         // Two polls read before the driver asks what to send: two acks,
         // as the papers' protocols count them.
         let mut r = polled(SPREAD_FROM, 700);
-        r.handle_datagram(T0, sender(), &mut polled_packet(1));
+        r.handle_datagram(T0, sender(), &mut data_polling(1, POLL_ALL));
         assert_eq!(kinds_at(&mut r, T0), vec![Kind::Ack, Kind::Ack]);
     }
 

@@ -36,11 +36,9 @@ pub(super) struct Round {
 impl Round {
     /// The multicast packet went (again): a new round.
     fn start(&mut self, now: Instant) {
-        *self = Self {
-            sent_at: Some(now),
-            queue: std::mem::take(&mut self.queue),
-            ..Self::default()
-        };
+        self.sent_at = Some(now);
+        self.heard_at = None;
+        self.asked_again = false;
         self.queue.clear();
     }
 
