@@ -6,8 +6,8 @@
 
 use super::close::BYE_SPACING;
 use super::membership::MemberState;
+use super::repoll::repoll_max;
 use super::timers::Timer;
-use super::window::repoll_max;
 use super::{Phase, Sender};
 use crate::transfer::emit;
 use crate::{Dest, Instant, PayloadSource, Transmit, truncate_utf8};

@@ -11,7 +11,8 @@
 //! | `membership.rs` | `Membership` | members, admission (`Join`/`Welcome`), offer answers, peer timeouts, failure |
 //! | `window.rs` | `Window` | `base`/`next`/`high`, per-slot sends and losses, Go-back-N and selective repair, the stall poll, the RTO |
 //! | `pacing.rs` | `Pacing` | off, fixed token bucket, or Hunt's controller and the rate group |
-//! | `control.rs` | | the phase's repeated multicast packet (Hello, Offer, Close, Bye), the keepalive |
+//! | `control.rs` | `Round` | the phase's repeated multicast packet (Hello, Offer, Close, Bye), the keepalive, the `Offer` or `Close` again to the few silent |
+//! | `repoll.rs` | | re-polls: the members a poll round's answers left silent, asked again by unicast |
 //! | `close.rs` | | `Complete`s against the hash, the farewell, the outcome |
 //! | `delta.rs` | `Delta` | resume and delta: the receivers' `Have` reports, the packets nobody lacks |
 //! | `watchdog.rs` | | the progress watchdog and its report |
@@ -34,6 +35,7 @@ mod membership;
 #[cfg(test)]
 mod overclaim_tests;
 mod pacing;
+mod repoll;
 #[cfg(test)]
 mod repoll_tests;
 #[cfg(test)]

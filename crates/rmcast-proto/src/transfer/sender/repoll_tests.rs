@@ -130,7 +130,7 @@ fn a_repair_whose_answer_went_missing_is_followed_by_one_re_poll() {
 
 #[test]
 fn more_silent_members_than_a_few_wait_for_the_timeout() {
-    let n = super::window::REPOLL_MAX as u16 + 2;
+    let n = super::repoll::REPOLL_MAX as u16 + 2;
     let (mut s, data, poll) = sending(n);
     let t0 = Instant::ZERO + Duration::from_millis(1);
     feed_from(&mut s, t0, addr(0), 0, ack(WINDOW, poll));
