@@ -57,7 +57,10 @@ Every list is comma-separated; the grid is their cross product.
   --mtu LIST               bytes                                 [1500]
   --preset NAME            fsu (Pentium III cluster, Scenario::fsu_2004) or modern [modern]
   --seeds N                seeds per combination (1..=N); goodput is their median [3]
-  --jobs N                 threads                               [all cores]
+  --jobs N                 runs at once                          [all cores]
+  --threads N              threads each run reads a large group's datagrams on
+                           (256 receivers or more; the same results on any
+                           number)                        [cores / jobs, at least 1]
   --top N                  print only the best N rows
   --format FMT             md or csv                             [md]
 ";
@@ -85,8 +88,22 @@ struct Grid {
     preset: String,
     seeds: u64,
     jobs: usize,
+    /// Threads per run; `None`: the cores shared among the jobs.
+    threads: Option<usize>,
     top: Option<usize>,
     csv: bool,
+}
+
+impl Grid {
+    /// Threads per run: `--threads`, else the machine's shared among the
+    /// jobs (a large group's run reads its datagrams on them; the same run
+    /// on any number).
+    fn run_threads(&self) -> usize {
+        self.threads.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            (cores / self.jobs.max(1)).max(1)
+        })
+    }
 }
 
 /// One combination of the grid.
@@ -134,11 +151,12 @@ fn main() -> ExitCode {
     let cells = cells(&grid);
     let started = std::time::Instant::now();
     eprintln!(
-        "sweep: {} combinations × {} seeds, preset {}, {} threads",
+        "sweep: {} combinations × {} seeds, preset {}, {} runs at once, {} threads each",
         cells.len(),
         grid.seeds,
         grid.preset,
-        grid.jobs
+        grid.jobs,
+        grid.run_threads()
     );
     let mut rows = run_all(&grid, cells);
     rows.sort_by(|a, b| {
@@ -154,6 +172,7 @@ fn main() -> ExitCode {
 fn run_all(grid: &Grid, cells: Vec<Cell>) -> Vec<Row> {
     let next = AtomicUsize::new(0);
     let rows: Mutex<Vec<Option<Row>>> = Mutex::new((0..cells.len()).map(|_| None).collect());
+    let threads = grid.run_threads();
     std::thread::scope(|scope| {
         for _ in 0..grid.jobs.max(1) {
             scope.spawn(|| {
@@ -162,7 +181,7 @@ fn run_all(grid: &Grid, cells: Vec<Cell>) -> Vec<Row> {
                     let Some(cell) = cells.get(i) else { break };
                     let runs = (1..=grid.seeds)
                         .map(|seed| {
-                            rmcast_sim::run(&scenario(grid, cell, seed))
+                            rmcast_sim::run_with_threads(&scenario(grid, cell, seed), threads)
                                 .map_err(|e| first_line(&e.to_string()))
                         })
                         .collect();
@@ -525,6 +544,7 @@ fn parse(args: &[String]) -> Result<Grid, String> {
         preset: "modern".into(),
         seeds: 3,
         jobs: std::thread::available_parallelism().map_or(1, usize::from),
+        threads: None,
         top: None,
         csv: false,
     };
@@ -586,6 +606,10 @@ fn parse(args: &[String]) -> Result<Grid, String> {
             }
             "--seeds" => g.seeds = parse_num(v)?,
             "--jobs" => g.jobs = parse_num(v)?,
+            "--threads" => match parse_num::<usize>(v)? {
+                0 => return Err("--threads must be at least 1".into()),
+                n => g.threads = Some(n),
+            },
             "--top" => g.top = Some(parse_num(v)?),
             "--format" => match v {
                 "md" | "markdown" => g.csv = false,

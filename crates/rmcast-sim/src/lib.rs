@@ -77,6 +77,14 @@ pub fn run(scenario: &Scenario) -> Result<RunReport, SimError> {
     sim::run(scenario)
 }
 
+/// Runs one scenario as [`run`] does, reading the datagrams of a large
+/// fan-out (hundreds of receivers) on `threads` threads. The report is
+/// the same, bit for bit, whatever `threads` is; only the time it takes
+/// differs. [`run`] uses the machine's threads, or `RMCAST_SIM_THREADS`.
+pub fn run_with_threads(scenario: &Scenario, threads: usize) -> Result<RunReport, SimError> {
+    sim::run_threads(scenario, threads)
+}
+
 /// Runs `scenario` again with `seed` (to reproduce a reported failure).
 pub fn replay(seed: u64, scenario: &Scenario) -> Result<RunReport, SimError> {
     let mut s = scenario.clone();

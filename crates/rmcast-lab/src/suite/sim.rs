@@ -221,10 +221,11 @@ fn sim_cells(e: &Experiment, series: &[&Series]) -> (Vec<Cell>, Vec<SuitePoint>)
 fn run_jobs(metric: Metric, cells: &[Cell], jobs: &[(usize, u64)]) -> Vec<Option<Outcome>> {
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(jobs.len())
-        .max(1);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = cores.min(jobs.len()).max(1);
+    // Fewer jobs than cores: each run reads a large group's datagrams on
+    // its share of the rest (the same run on any number of threads).
+    let per_run = (cores / threads).max(1);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
@@ -239,7 +240,7 @@ fn run_jobs(metric: Metric, cells: &[Cell], jobs: &[(usize, u64)]) -> Vec<Option
                         Case::Udp(sc) => {
                             let mut sc = (**sc).clone();
                             sc.seed = seed;
-                            match rmcast_sim::run(&sc) {
+                            match rmcast_sim::run_with_threads(&sc, per_run) {
                                 Ok(r) => sim_metric(metric, &sc, &r)
                                     .ok_or_else(|| format!("`{}` not modelled", metric.name())),
                                 Err(err) => {

@@ -129,6 +129,100 @@ fn held_now(app: &mut RxApp, object: &[u8]) -> Option<Vec<(u32, u32)>> {
     Some(ranges)
 }
 
+/// What a host reads a datagram with, beside itself: shared and read-only,
+/// so several hosts may read at once (`batch.rs`).
+pub(super) struct ReadCtx<'a> {
+    pub(super) now: u64,
+    pub(super) sc: &'a Scenario,
+    pub(super) pool: &'a Pool,
+    pub(super) sides: &'a [SenderSide],
+    pub(super) cpu_jitter: u64,
+}
+
+/// The datagram a host read (its reference still held) and the CPU time
+/// its reading ended.
+pub(super) struct Read {
+    pkt: u32,
+    t: u64,
+}
+
+/// Host `h` reads the next datagram of its socket (there is one) and hands
+/// it to its machine; what the machine delivers is checked against the
+/// object. The part of a `Cpu` event that changes no host but `h`: its
+/// sends, events and timer are [`Sim::cpu_done`]'s.
+pub(super) fn read_datagram(
+    host: &mut Host,
+    h: usize,
+    cx: &ReadCtx<'_>,
+    scratch: &mut Vec<u8>,
+) -> Result<Read, Fail> {
+    let pkt = host
+        .socket
+        .pop_front()
+        .expect("read_datagram is called with a datagram queued");
+    let slot = &cx.pool.slots[pkt as usize];
+    // The application read it: the socket buffer frees the space now.
+    host.socket_bytes -= slot.bytes.len();
+    let jitter = if cx.cpu_jitter > 0 {
+        host.cpu_rng.random_range(0..=cx.cpu_jitter)
+    } else {
+        0
+    };
+    let t = cx.now + cx.sc.cost_of(h).recv_ns(slot.bytes.len()) + jitter;
+    let from = if slot.src == INTRUDER {
+        intruder_addr()
+    } else {
+        host_addr(usize::from(slot.src))
+    };
+    if slot.kind.is_none() {
+        host.counters.garbage_seen += 1;
+    }
+    let at = Instant::from_nanos(t);
+    scratch.clear();
+    scratch.extend_from_slice(&slot.bytes);
+    match &mut host.machine {
+        Machine::Sender(s) => s.handle_datagram(at, from, scratch),
+        Machine::Receivers(rxs) => {
+            // The endpoint routes it, as the runtime's does.
+            let routed = rxs.endpoint.handle_datagram(at, from, scratch);
+            rxs.sync_apps();
+            if let Some((s, chunk)) = routed {
+                let side = side_of(cx.sides, rxs.endpoint.session(s));
+                let mut delivered = false;
+                if let Some(chunk) = chunk {
+                    let Some(k) = side else {
+                        return Err(invariant(
+                            t,
+                            format!("host {h}: data of no sender's session delivered"),
+                        ));
+                    };
+                    delivered = true;
+                    if let Err(what) = deliver(&mut rxs.apps[s.0], &cx.sides[k].object, chunk) {
+                        return Err(invariant(t, format!("host {h}: {what}")));
+                    }
+                }
+                if let Some(k) = side {
+                    // Packets the FEC rebuilt, checked as the received ones.
+                    while let Some(chunk) = rxs.endpoint.poll_repaired(s) {
+                        delivered = true;
+                        if let Err(what) = deliver(&mut rxs.apps[s.0], &cx.sides[k].object, chunk) {
+                            return Err(invariant(t, format!("host {h}: rebuilt {what}")));
+                        }
+                    }
+                    let app = &mut rxs.apps[s.0];
+                    if delivered && let Some(ranges) = held_now(app, &cx.sides[k].object) {
+                        let barrier = app.held.take().map_or(0, |(b, _)| b);
+                        rxs.endpoint
+                            .session_mut(s)
+                            .report_held(at, barrier, &ranges);
+                    }
+                }
+            }
+        }
+    }
+    Ok(Read { pkt, t })
+}
+
 impl Sim<'_> {
     /// Drains a host's machine after an input at CPU time `now`: transmits
     /// (each costing its [`crate::HostCost`] send cost, and waiting first
@@ -533,86 +627,49 @@ impl Sim<'_> {
         Ok(())
     }
 
+    /// A `Cpu` event: host `h` reads the next datagram of its socket if
+    /// its CPU is free, then does what the machine owes.
     pub(super) fn cpu(&mut self, h: usize) -> Result<(), Fail> {
+        if !self.cpu_ready(h) {
+            return Ok(());
+        }
+        let cx = ReadCtx {
+            now: self.now,
+            sc: self.sc,
+            pool: &self.pool,
+            sides: &self.sides,
+            cpu_jitter: self.cpu_jitter,
+        };
+        let read = read_datagram(&mut self.hosts[h], h, &cx, &mut self.scratch)?;
+        self.cpu_done(h, read)
+    }
+
+    /// Whether host `h` reads a datagram now: it is up, its CPU is free
+    /// (else the event waits until it is) and its socket holds one (else
+    /// its CPU goes idle).
+    pub(super) fn cpu_ready(&mut self, h: usize) -> bool {
         let host = &mut self.hosts[h];
         if host.down(self.now) {
-            return Ok(());
+            return false;
         }
         if host.cpu_free > self.now {
             // Busy (a timer or a send ran meanwhile): read when it frees up.
             let at = host.cpu_free;
             self.push(at, Ev::Cpu(h as u16));
-            return Ok(());
+            return false;
         }
-        let Some(pkt) = host.socket.pop_front() else {
+        if host.socket.is_empty() {
             host.cpu_scheduled = false;
-            return Ok(());
-        };
-        let slot = &self.pool.slots[pkt as usize];
-        // The application read it: the socket buffer frees the space now.
-        host.socket_bytes -= slot.bytes.len();
-        let jitter = if self.cpu_jitter > 0 {
-            host.cpu_rng.random_range(0..=self.cpu_jitter)
-        } else {
-            0
-        };
-        let t = self.now + self.sc.cost_of(h).recv_ns(slot.bytes.len()) + jitter;
-        let from = if slot.src == INTRUDER {
-            intruder_addr()
-        } else {
-            host_addr(usize::from(slot.src))
-        };
-        if slot.kind.is_none() {
-            host.counters.garbage_seen += 1;
+            return false;
         }
-        let at = Instant::from_nanos(t);
-        self.scratch.clear();
-        self.scratch.extend_from_slice(&slot.bytes);
-        match &mut host.machine {
-            Machine::Sender(s) => s.handle_datagram(at, from, &mut self.scratch),
-            Machine::Receivers(rxs) => {
-                // The endpoint routes it, as the runtime's does.
-                let routed = rxs.endpoint.handle_datagram(at, from, &mut self.scratch);
-                rxs.sync_apps();
-                if let Some((s, chunk)) = routed {
-                    let side = side_of(&self.sides, rxs.endpoint.session(s));
-                    let mut delivered = false;
-                    if let Some(chunk) = chunk {
-                        let Some(k) = side else {
-                            return Err(invariant(
-                                t,
-                                format!("host {h}: data of no sender's session delivered"),
-                            ));
-                        };
-                        delivered = true;
-                        if let Err(what) = deliver(&mut rxs.apps[s.0], &self.sides[k].object, chunk)
-                        {
-                            return Err(invariant(t, format!("host {h}: {what}")));
-                        }
-                    }
-                    if let Some(k) = side {
-                        // Packets the FEC rebuilt, checked as the received ones.
-                        while let Some(chunk) = rxs.endpoint.poll_repaired(s) {
-                            delivered = true;
-                            if let Err(what) =
-                                deliver(&mut rxs.apps[s.0], &self.sides[k].object, chunk)
-                            {
-                                return Err(invariant(t, format!("host {h}: rebuilt {what}")));
-                            }
-                        }
-                        let app = &mut rxs.apps[s.0];
-                        if delivered && let Some(ranges) = held_now(app, &self.sides[k].object) {
-                            let barrier = app.held.take().map_or(0, |(b, _)| b);
-                            rxs.endpoint
-                                .session_mut(s)
-                                .report_held(at, barrier, &ranges);
-                        }
-                    }
-                }
-            }
-        }
-        self.pool.release(pkt);
-        let end = self.service(h, t)?;
+        true
+    }
+
+    /// The rest of a `Cpu` event once host `h` has read a datagram: its
+    /// sends, events and timer, and its next read.
+    pub(super) fn cpu_done(&mut self, h: usize, read: Read) -> Result<(), Fail> {
+        self.pool.release(read.pkt);
+        let end = self.service(h, read.t)?;
         let host = &mut self.hosts[h];
         host.cpu_free = end;
         if host.socket.is_empty() {

@@ -23,6 +23,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+mod batch;
 mod check;
 mod faults;
 mod hosts;
@@ -604,6 +605,18 @@ struct Sim<'s> {
     cpu_jitter: u64,
     reasm_timeout: u64,
     log: SenderLog,
+    /// Threads that read a fan-out's datagrams (`batch.rs`); 1 reads
+    /// every datagram on the event loop's.
+    threads: usize,
+    /// The run of `Cpu` events being handled (host, sequence number),
+    /// what each reader read, and every host's place in the run, kept
+    /// for reuse (`batch.rs`).
+    cpu_batch: Vec<(u16, u64)>,
+    reads: Vec<Option<Result<hosts::Read, Fail>>>,
+    ahead: Vec<Option<Result<hosts::Read, Fail>>>,
+    run_position: Vec<u32>,
+    /// The reader threads' copies of their datagrams (`scratch`'s role).
+    par_scratch: Vec<Vec<u8>>,
 }
 
 type Fail = Failure;
@@ -613,7 +626,13 @@ fn nanos(d: Duration) -> u64 {
 }
 
 pub(crate) fn run(sc: &Scenario) -> Result<RunReport, SimError> {
-    let mut sim = match Sim::new(sc) {
+    run_threads(sc, batch::default_threads())
+}
+
+/// [`run`] with the datagrams of a large fan-out read on `threads`
+/// threads: the same report whatever their number (`batch.rs`).
+pub(crate) fn run_threads(sc: &Scenario, threads: usize) -> Result<RunReport, SimError> {
+    let mut sim = match Sim::new(sc, threads) {
         Ok(s) => s,
         Err(failure) => {
             return Err(SimError {
@@ -646,7 +665,7 @@ impl Host {
 }
 
 impl<'s> Sim<'s> {
-    fn new(sc: &'s Scenario) -> Result<Self, Fail> {
+    fn new(sc: &'s Scenario, threads: usize) -> Result<Self, Fail> {
         if sc.mtu < crate::scenario::MIN_MTU {
             return Err(Failure::Scenario(format!(
                 "mtu {} is below IPv4's minimum of {}",
@@ -812,6 +831,12 @@ impl<'s> Sim<'s> {
                 failed_at: vec![None; n + 1],
                 ..SenderLog::default()
             },
+            threads: threads.max(1),
+            cpu_batch: Vec::new(),
+            reads: Vec::new(),
+            ahead: Vec::new(),
+            run_position: Vec::new(),
+            par_scratch: Vec::new(),
         };
         for c in &sc.crashes {
             if (1..=sc.receivers).contains(&c.receiver) {
@@ -973,7 +998,12 @@ impl<'s> Sim<'s> {
                     }
                     continue;
                 }
-                Ev::Cpu(h) => self.cpu(usize::from(h))?,
+                Ev::Cpu(h) => {
+                    if self.cpu_run(usize::from(h))? {
+                        break;
+                    }
+                    continue;
+                }
                 Ev::Writable(h) => self.writable(usize::from(h))?,
                 Ev::Timer(h, generation) => self.timer(usize::from(h), generation)?,
                 Ev::Crash(h) => self.crash(usize::from(h)),
@@ -1056,7 +1086,7 @@ mod tests {
     #[test]
     fn events_for_now_timers_and_the_heap_pop_in_one_time_then_insertion_order() {
         let sc = Scenario::default();
-        let mut sim = Sim::new(&sc).expect("default scenario builds");
+        let mut sim = Sim::new(&sc, 1).expect("default scenario builds");
         while sim.pop_event().is_some() {}
         let seq0 = sim.seq;
         sim.now = 10;
@@ -1085,7 +1115,7 @@ mod tests {
     #[test]
     fn a_fan_out_is_one_event_that_reaches_its_hosts_in_order() {
         let sc = Scenario::default();
-        let mut sim = Sim::new(&sc).expect("default scenario builds");
+        let mut sim = Sim::new(&sc, 1).expect("default scenario builds");
         while sim.pop_event().is_some() {}
         sim.push_fanout(5, 0, 0, &[3, 1, 2]);
         sim.push_fanout(5, 0, 0, &[4]);

@@ -1,0 +1,211 @@
+//! An instant's `Cpu` events, the datagrams read on several threads.
+//!
+//! A multicast frame reaches every receiver of a fan-out at the same
+//! instant, and each receiver queues a `Cpu` event for that instant
+//! (`Sim::enqueue_socket`). Reading the datagram is most of a large
+//! group's run: the receiver machine decodes it, keeps it for FEC, and the
+//! delivery is checked against the object. That part changes no host but
+//! the reader ([`read_datagram`]), so the simulator takes the run of `Cpu`
+//! events at the head of the queue, has every receiver that will read read
+//! at once, on up to `threads` threads, and then does the rest of each
+//! event (its sends, events, timer; `Sim::cpu_done`) and the end-of-run
+//! test one event at a time, in the events' order.
+//!
+//! The run is the one that one event at a time gives, bit for bit, for any
+//! number of threads (`tests/parallel.rs` compares the reports):
+//! - an event's rest touches its own host, the pool's free list, the queues
+//!   and the logs, never another reader's host, and what it schedules comes
+//!   after the run (a later instant, or this one behind the run);
+//! - only receivers still unfinished read ahead, so the run cannot end
+//!   before the last of them has had its turn: the end-of-run test before
+//!   it would have said no one event at a time too;
+//! - a failure is reported at its event's turn, as it would have been.
+
+use super::hosts::{Read, ReadCtx, read_datagram};
+use super::*;
+
+/// Fewer readers than this read on the event loop's thread: a thread's
+/// start costs more than a few hundred reads.
+const PARALLEL_FROM: usize = 256;
+
+/// The threads a run uses: the machine's, or `RMCAST_SIM_THREADS`.
+pub(super) fn default_threads() -> usize {
+    std::env::var("RMCAST_SIM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .max(1)
+}
+
+impl Sim<'_> {
+    /// The `Cpu` event of host `first`, popped, and the `Cpu` events queued
+    /// behind it for this instant before any other event: each host reads
+    /// (those that may, in parallel), then finishes its event in turn.
+    /// Returns whether the run is over (tested after each event, as the
+    /// loop tests).
+    pub(super) fn cpu_run(&mut self, first: usize) -> Result<bool, Fail> {
+        if self.threads < 2 {
+            self.cpu(first)?;
+            return Ok(self.run_is_over());
+        }
+        let mut run = std::mem::take(&mut self.cpu_batch);
+        run.clear();
+        run.push((first as u16, 0));
+        // The heap's and the timers' earliest: an event there at this
+        // instant comes between two of the queue's, so the run stops.
+        let bound = [self.heap.peek().map(|e| (e.at, e.seq)), self.timers.peek()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or((u64::MAX, u64::MAX));
+        while let Some(&Scheduled {
+            at,
+            seq,
+            ev: Ev::Cpu(h),
+        }) = self.now_queue.front()
+            && (at, seq) < bound
+        {
+            self.now_queue.pop_front();
+            run.push((h, seq));
+        }
+        let readers = self.read_ahead(&run);
+        let last_reader = self
+            .reads
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(0, |k| k);
+        let mut over = false;
+        let mut outcome = Ok(());
+        for (k, &(h, _)) in run.iter().enumerate() {
+            if k > 0 {
+                self.events += 1;
+            }
+            let done = match self.reads[k].take() {
+                Some(read) => read.and_then(|r| self.cpu_done(usize::from(h), r)),
+                None => self.cpu(usize::from(h)),
+            };
+            if let Err(e) = done {
+                outcome = Err(e);
+                break;
+            }
+            if (readers == 0 || k >= last_reader) && self.run_is_over() {
+                over = true;
+                // The run's remaining events stay queued, as the loop
+                // leaves them when it stops.
+                for &(h, seq) in run[k + 1..].iter().rev() {
+                    let at = self.now;
+                    self.now_queue.push_front(Scheduled {
+                        at,
+                        seq,
+                        ev: Ev::Cpu(h),
+                    });
+                }
+                break;
+            }
+        }
+        self.reads.clear();
+        self.cpu_batch = run;
+        outcome.map(|()| over)
+    }
+
+    /// Has every host of `run` that will read now and is an unfinished
+    /// receiver read its datagram, in parallel when there are enough:
+    /// `self.reads[k]` is host `run[k]`'s read, `None` for a host that did
+    /// not read ahead. Returns how many did.
+    fn read_ahead(&mut self, run: &[(u16, u64)]) -> usize {
+        let now = self.now;
+        self.reads.clear();
+        self.reads.resize_with(run.len(), || None);
+        let ahead = |host: &Host| {
+            matches!(&host.machine, Machine::Receivers(rxs) if !rxs.endpoint.is_finished())
+                && !host.down(now)
+                && host.cpu_free <= now
+                && !host.socket.is_empty()
+        };
+        let readers = run
+            .iter()
+            .filter(|&&(h, _)| ahead(&self.hosts[usize::from(h)]))
+            .count();
+        if readers < PARALLEL_FROM {
+            return 0;
+        }
+        // Each reader's place in the run. A host has one `Cpu` event at a
+        // time; should one have two, nobody reads ahead.
+        let mut position = std::mem::take(&mut self.run_position);
+        position.clear();
+        position.resize(self.hosts.len(), u32::MAX);
+        let mut twice = false;
+        for (k, &(h, _)) in run.iter().enumerate() {
+            let h = usize::from(h);
+            twice |= position[h] != u32::MAX;
+            position[h] = if ahead(&self.hosts[h]) {
+                k as u32
+            } else {
+                u32::MAX - 1
+            };
+        }
+        if twice {
+            self.run_position = position;
+            return 0;
+        }
+        let mut jobs: Vec<(usize, usize, &mut Host)> = self
+            .hosts
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(h, host)| {
+                let k = position[h];
+                (k < u32::MAX - 1).then_some((k as usize, h, host))
+            })
+            .collect();
+        self.run_position = position;
+        // In the run's order (the hosts' order, usually), so that the
+        // reads land in `self.reads` in order below.
+        jobs.sort_unstable_by_key(|&(k, _, _)| k);
+        let cx = ReadCtx {
+            now,
+            sc: self.sc,
+            pool: &self.pool,
+            sides: &self.sides,
+            cpu_jitter: self.cpu_jitter,
+        };
+        let threads = self.threads.min(jobs.len().div_ceil(PARALLEL_FROM / 2));
+        let per = jobs.len().div_ceil(threads);
+        let scratch = &mut self.par_scratch;
+        scratch.resize_with(threads, || Vec::with_capacity(MAX_DATAGRAM));
+        let mut out = std::mem::take(&mut self.ahead);
+        out.clear();
+        out.resize_with(jobs.len(), || None);
+        std::thread::scope(|s| {
+            let mut parts = jobs
+                .chunks_mut(per)
+                .zip(out.chunks_mut(per))
+                .zip(scratch.iter_mut());
+            let mine = parts.next();
+            for ((chunk, out), buf) in parts {
+                let cx = &cx;
+                s.spawn(move || read_chunk(chunk, out, cx, buf));
+            }
+            if let Some(((chunk, out), buf)) = mine {
+                read_chunk(chunk, out, &cx, buf);
+            }
+        });
+        for (&(k, _, _), read) in jobs.iter().zip(&mut out) {
+            self.reads[k] = read.take();
+        }
+        self.ahead = out;
+        readers
+    }
+}
+
+/// Reads one datagram at each host of `chunk` (run position, host
+/// number, host) into `out`.
+fn read_chunk(
+    chunk: &mut [(usize, usize, &mut Host)],
+    out: &mut [Option<Result<Read, Fail>>],
+    cx: &ReadCtx<'_>,
+    scratch: &mut Vec<u8>,
+) {
+    for ((_, h, host), read) in chunk.iter_mut().zip(out) {
+        *read = Some(read_datagram(host, *h, cx, scratch));
+    }
+}
