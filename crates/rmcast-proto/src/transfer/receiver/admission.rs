@@ -36,17 +36,19 @@ impl Receiver {
     }
 
     /// A `Hello` while joining: the sender still wants receivers. If this
-    /// receiver's `Join` went [`JOIN_ANSWER_WAIT`] ago or more and no
-    /// `Welcome` came, one of them was lost: join again now rather than
-    /// after the whole `join_interval` (100 ms; the Hellos come 10, 20, 40,
-    /// 80 ms apart at first, so a lost `Join` costs one of those).
-    pub(super) fn on_hello_joining(&mut self, now: Instant) {
+    /// receiver's `Join` went long enough ago ([`join_answer_wait`]) and
+    /// no `Welcome` came, one of them was lost: join again in this
+    /// receiver's slot rather than after the whole `join_interval` (100
+    /// ms; the Hellos come 10, 20, 40, 80 ms apart at first, so a lost
+    /// `Join` costs one of those).
+    pub(super) fn on_hello_joining(&mut self, now: Instant, receivers_wanted: u16) {
         if self.phase == Phase::Joining
             && self
                 .join_sent
-                .is_some_and(|sent| now >= sent + JOIN_ANSWER_WAIT)
+                .is_some_and(|sent| now >= sent + join_answer_wait(receivers_wanted))
         {
-            self.join_at = self.join_at.min(now);
+            let again = now + join_delay(self.config.receiver_id, receivers_wanted);
+            self.join_at = self.join_at.min(again);
         }
     }
 
@@ -184,6 +186,19 @@ impl Receiver {
 /// LAN, and a tenth of the join interval's default.
 pub(super) const JOIN_ANSWER_WAIT: Duration = Duration::from_millis(5);
 
+/// [`JOIN_ANSWER_WAIT`] for a session that wants `receivers_wanted`: a
+/// group whose joins are spread ([`SPREAD_FROM`]) also waits out the
+/// spread, the time the sender takes to hear and welcome everyone (20 ms
+/// at 10,000). At 10,000 receivers a `Hello` 5 ms after a `Join` found
+/// hundreds unanswered yet, and their joins again, all at once, overflowed
+/// the sender's port (915 frames dropped in the simulator).
+fn join_answer_wait(receivers_wanted: u16) -> Duration {
+    if receivers_wanted <= SPREAD_FROM {
+        return JOIN_ANSWER_WAIT;
+    }
+    JOIN_ANSWER_WAIT + SPREAD_SLOT * u32::from(receivers_wanted)
+}
+
 fn join_delay(receiver_id: u64, receivers_wanted: u16) -> Duration {
     if receivers_wanted <= SPREAD_FROM {
         return Duration::ZERO;
@@ -246,6 +261,39 @@ mod tests {
         assert!(later < t0 + Duration::from_millis(100), "before the retry");
         r.handle_datagram(later, sender(), &mut hello.clone());
         assert_eq!(joins_at(&mut r, later), 1, "joins again at once");
+    }
+
+    #[test]
+    fn a_large_group_waits_out_the_join_spread_and_joins_again_in_its_slot() {
+        use super::super::feedback::SPREAD_SLOT;
+        use super::super::test_support::{ID, handshake_in};
+        use super::{JOIN_ANSWER_WAIT, join_delay};
+        let wanted = 10_000u16;
+        let mut r = fresh();
+        let (hello, _, _) = handshake_in(wanted, 0);
+        let t0 = Instant::ZERO;
+        r.handle_datagram(t0, sender(), &mut hello.clone());
+        let mut buf = [0u8; 2048];
+        let mut joins_at = |r: &mut crate::Receiver, now: Instant| {
+            std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
+                .filter(|t| t.kind == Kind::Join)
+                .count()
+        };
+        let slot = join_delay(ID, wanted);
+        let sent = t0 + slot;
+        assert_eq!(joins_at(&mut r, sent), 1, "the first Join, in its slot");
+        // 5 ms later the sender is still welcoming the group (10,000
+        // joins take 20 ms to arrive): no Join again yet.
+        let soon = sent + JOIN_ANSWER_WAIT;
+        r.handle_datagram(soon, sender(), &mut hello.clone());
+        assert_eq!(joins_at(&mut r, soon + slot), 0, "the spread is not over");
+        // Once it is, a Hello without a Welcome: join again, in the slot.
+        let later = sent + JOIN_ANSWER_WAIT + SPREAD_SLOT * u32::from(wanted);
+        r.handle_datagram(later, sender(), &mut hello.clone());
+        if slot > std::time::Duration::ZERO {
+            assert_eq!(joins_at(&mut r, later), 0, "not before its slot");
+        }
+        assert_eq!(joins_at(&mut r, later + slot), 1, "joins again in its slot");
     }
 
     #[test]

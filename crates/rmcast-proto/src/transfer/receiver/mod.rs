@@ -381,8 +381,8 @@ impl Receiver {
         }
         self.last_from_sender = now;
         match packet.body {
-            Body::Hello(_) => {
-                self.on_hello_joining(now);
+            Body::Hello(hello) => {
+                self.on_hello_joining(now, hello.receivers_wanted);
                 None
             }
             Body::Welcome(w) => {
