@@ -241,16 +241,8 @@ mod tests {
     fn a_hello_long_after_a_join_without_a_welcome_joins_again_at_once() {
         use super::JOIN_ANSWER_WAIT;
         use std::time::Duration;
-        let mut r = fresh();
-        let (hello, _, _) = handshake();
         let t0 = Instant::ZERO;
-        r.handle_datagram(t0, sender(), &mut hello.clone());
-        let mut buf = [0u8; 2048];
-        let mut joins_at = |r: &mut crate::Receiver, now: Instant| {
-            std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
-                .filter(|t| t.kind == Kind::Join)
-                .count()
-        };
+        let (mut r, hello) = joining(1);
         assert_eq!(joins_at(&mut r, t0), 1, "the first Join");
         // A Hello soon after: the Welcome may still be on its way.
         let soon = t0 + JOIN_ANSWER_WAIT / 2;
@@ -266,21 +258,13 @@ mod tests {
     #[test]
     fn a_large_group_waits_out_the_join_spread_and_joins_again_in_its_slot() {
         use super::super::feedback::SPREAD_SLOT;
-        use super::super::test_support::{ID, handshake_in};
+        use super::super::test_support::ID;
         use super::{JOIN_ANSWER_WAIT, join_delay};
         let wanted = 10_000u16;
-        let mut r = fresh();
-        let (hello, _, _) = handshake_in(wanted, 0);
-        let t0 = Instant::ZERO;
-        r.handle_datagram(t0, sender(), &mut hello.clone());
-        let mut buf = [0u8; 2048];
-        let mut joins_at = |r: &mut crate::Receiver, now: Instant| {
-            std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
-                .filter(|t| t.kind == Kind::Join)
-                .count()
-        };
+        let (mut r, hello) = joining(wanted);
         let slot = join_delay(ID, wanted);
-        let sent = t0 + slot;
+        assert!(slot > std::time::Duration::ZERO, "pick an ID with a slot");
+        let sent = Instant::ZERO + slot;
         assert_eq!(joins_at(&mut r, sent), 1, "the first Join, in its slot");
         // 5 ms later the sender is still welcoming the group (10,000
         // joins take 20 ms to arrive): no Join again yet.
@@ -290,10 +274,25 @@ mod tests {
         // Once it is, a Hello without a Welcome: join again, in the slot.
         let later = sent + JOIN_ANSWER_WAIT + SPREAD_SLOT * u32::from(wanted);
         r.handle_datagram(later, sender(), &mut hello.clone());
-        if slot > std::time::Duration::ZERO {
-            assert_eq!(joins_at(&mut r, later), 0, "not before its slot");
-        }
+        assert_eq!(joins_at(&mut r, later), 0, "not before its slot");
         assert_eq!(joins_at(&mut r, later + slot), 1, "joins again in its slot");
+    }
+
+    /// A receiver that heard the `Hello` of a session wanting `group`
+    /// receivers at time zero, and that `Hello`.
+    fn joining(group: u16) -> (crate::Receiver, Vec<u8>) {
+        let mut r = fresh();
+        let (hello, _, _) = super::super::test_support::handshake_in(group, 0);
+        r.handle_datagram(Instant::ZERO, sender(), &mut hello.clone());
+        (r, hello)
+    }
+
+    /// The `Join`s `r` sends at `now`.
+    fn joins_at(r: &mut crate::Receiver, now: Instant) -> usize {
+        let mut buf = [0u8; 2048];
+        std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
+            .filter(|t| t.kind == Kind::Join)
+            .count()
     }
 
     #[test]
