@@ -132,9 +132,9 @@ pub enum Protocol {
     /// in the simulator and checked on real runs (docs/auto.md): nak-poll,
     /// with FEC parity (64:2) from 32 receivers, a window of 2048 and 8
     /// blocks interleaved (64:2:8) from 300, a window of 8192 from 2,000,
-    /// and three parity packets per block (64:3:8) from 4,000; flags
-    /// given on the command line are kept. --explain prints
-    /// the choice and why.
+    /// three parity packets per block (64:3:8) from 4,000, and a window of
+    /// 16384 from 8,000; flags given on the command line are kept.
+    /// --explain prints the choice and why.
     Auto,
     /// Every receiver acknowledges every packet (simple, N acks per packet).
     Ack,
