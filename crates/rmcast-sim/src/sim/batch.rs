@@ -6,10 +6,10 @@
 //! group's run: the receiver machine decodes it, keeps it for FEC, and the
 //! delivery is checked against the object. That part changes no host but
 //! the reader ([`read_datagram`]), so the simulator takes the run of `Cpu`
-//! events at the head of the queue, has every receiver that will read read
-//! at once, on up to `threads` threads, and then does the rest of each
-//! event (its sends, events, timer; `Sim::cpu_done`) and the end-of-run
-//! test one event at a time, in the events' order.
+//! events at the head of the queue, lets every receiver among them that
+//! reads now do so at once, on up to `threads` threads, and then does the
+//! rest of each event (its sends, events, timer; `Sim::cpu_done`) and the
+//! end-of-run test one event at a time, in the events' order.
 //!
 //! The run is the one that one event at a time gives, bit for bit, for any
 //! number of threads (`tests/parallel.rs` compares the reports):
@@ -69,11 +69,7 @@ impl Sim<'_> {
             run.push((h, seq));
         }
         let readers = self.read_ahead(&run);
-        let last_reader = self
-            .reads
-            .iter()
-            .rposition(Option::is_some)
-            .map_or(0, |k| k);
+        let last_reader = self.reads.iter().rposition(Option::is_some).unwrap_or(0);
         let mut over = false;
         let mut outcome = Ok(());
         for (k, &(h, _)) in run.iter().enumerate() {
