@@ -174,13 +174,6 @@ impl Receiver {
     }
 }
 
-/// How long a receiver waits after the sender's first `Hello` before its
-/// first `Join`: nothing in a group of up to [`SPREAD_FROM`], else a slot
-/// of [`SPREAD_SLOT`] picked by its random identity among as many slots as
-/// receivers wanted. Every receiver hears the same `Hello` at once, and
-/// 4,000 `Join`s at one instant overflowed the sender's switch port in the
-/// simulator: the receivers whose `Join` was dropped waited a whole
-/// `join_interval` (100 ms) to try again.
 /// How long after its `Join` a receiver takes a `Hello` without a
 /// `Welcome` to mean that one of the two was lost: many round trips on a
 /// LAN, and a tenth of the join interval's default.
@@ -199,6 +192,13 @@ fn join_answer_wait(receivers_wanted: u16) -> Duration {
     JOIN_ANSWER_WAIT + SPREAD_SLOT * u32::from(receivers_wanted)
 }
 
+/// How long a receiver waits after the sender's first `Hello` before its
+/// first `Join`: nothing in a group of up to [`SPREAD_FROM`], else a slot
+/// of [`SPREAD_SLOT`] picked by its random identity among as many slots as
+/// receivers wanted. Every receiver hears the same `Hello` at once, and
+/// 4,000 `Join`s at one instant overflowed the sender's switch port in the
+/// simulator: the receivers whose `Join` was dropped waited a whole
+/// `join_interval` (100 ms) to try again.
 fn join_delay(receiver_id: u64, receivers_wanted: u16) -> Duration {
     if receivers_wanted <= SPREAD_FROM {
         return Duration::ZERO;
