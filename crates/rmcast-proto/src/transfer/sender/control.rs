@@ -82,24 +82,26 @@ impl Sender {
         Some(heard + quiet)
     }
 
+    /// Whether member `m` still owes this round's answer: an `OfferReply`
+    /// while offering, a `Complete` while closing.
+    fn owes_answer(&self, m: &super::membership::Member) -> bool {
+        match self.phase {
+            Phase::Offering => m.state == MemberState::Admitted,
+            Phase::Closing => m.in_data() && m.state != MemberState::Verified,
+            _ => false,
+        }
+    }
+
     /// This round's answers are over: queue the members that owe one
     /// (an `OfferReply`, a `Complete`), if they are a few.
     pub(super) fn start_reask(&mut self) {
         self.round.asked_again = true;
-        let offering = self.phase == Phase::Offering;
-        let owing = |m: &super::membership::Member| {
-            if offering {
-                m.state == MemberState::Admitted
-            } else {
-                m.in_data() && m.state != MemberState::Verified
-            }
-        };
         let silent: Vec<u16> = self
             .members
             .list
             .iter()
             .enumerate()
-            .filter(|(_, m)| owing(m))
+            .filter(|(_, m)| self.owes_answer(m))
             .map(|(rank, _)| rank as u16)
             .take(repoll_max(self.members.list.len()) + 1)
             .collect();
@@ -115,12 +117,7 @@ impl Sender {
                 continue;
             };
             let to = Dest::Unicast(m.addr);
-            let owes = match self.phase {
-                Phase::Offering => m.state == MemberState::Admitted,
-                Phase::Closing => m.in_data() && m.state != MemberState::Verified,
-                _ => false,
-            };
-            if !owes {
+            if !self.owes_answer(m) {
                 continue; // answered meanwhile, or gone
             }
             self.stats.control_sent += 1;
