@@ -192,6 +192,27 @@ fn block_coder(c: &mut Criterion) {
                 BenchmarkId::new(format!("decode {lost} lost, {code}"), k),
                 |b| b.iter(|| black_box(run(&mut dec).len())),
             );
+            if !dec.decodes_in_place(k) {
+                continue;
+            }
+            // What a receiver runs: the block rebuilt in its own buffer.
+            let lost_at: Vec<u16> = (0..lost as u16).collect();
+            let rows: Vec<u16> = (0..lost as u16).collect();
+            let held: Vec<u8> = parity[..lost].concat();
+            let mut buf = data.clone();
+            dec.decode_in_place(&mut buf, k, &lost_at, &rows, &held)
+                .unwrap();
+            assert_eq!(buf, data, "rebuilt in place byte for byte");
+            g.bench_function(
+                BenchmarkId::new(format!("decode {lost} lost in place, {code}"), k),
+                |b| {
+                    b.iter(|| {
+                        dec.decode_in_place(&mut buf, k, &lost_at, &rows, &held)
+                            .unwrap();
+                        black_box(buf[0])
+                    })
+                },
+            );
         }
     }
     g.finish();

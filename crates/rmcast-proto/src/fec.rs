@@ -55,11 +55,14 @@ pub fn ring_blocks(shape: rmcast_wire::FecShape, window: u32) -> u64 {
 }
 
 /// The most bytes of block data a receiver holds for `shape` over
-/// `window` packets of `payload_size` bytes: a buffer for every slot of
-/// the ring. It holds one only per unfinished block, usually two or three.
+/// `window` packets of `payload_size` bytes (each kept in a slot of
+/// [`BlockEncoder::shard_len`] bytes, `payload_size` rounded up to even): a
+/// buffer for every slot of the ring. It holds one only per unfinished
+/// block: about the interleaving depth D, one more while a block waits
+/// for parity.
 #[must_use]
 pub fn ring_bytes(shape: rmcast_wire::FecShape, payload_size: usize, window: u32) -> u64 {
-    ring_blocks(shape, window) * u64::from(shape.data) * payload_size as u64
+    ring_blocks(shape, window) * u64::from(shape.data) * shard_bytes(payload_size) as u64
 }
 /// Most parity packets for one block.
 pub const MAX_PARITY: u16 = 1024;
@@ -111,6 +114,14 @@ pub enum FecError {
         have: u16,
         /// K.
         data: u16,
+    },
+    /// A buffer given to [`BlockDecoder::decode_in_place`] is too short.
+    #[error("a buffer of {len} bytes is shorter than the {need} bytes it must hold")]
+    Buffer {
+        /// Its length.
+        len: usize,
+        /// What it must hold.
+        need: usize,
     },
 }
 
@@ -333,7 +344,9 @@ pub struct BlockDecoder {
     have_parity: Vec<bool>,
     held: u16,
     /// GF(2⁸): the data shards held (the lost ones' slots are rebuilt in
-    /// place), the parity shards held, and the decoder's working space.
+    /// place), the parity shards held (both sized by the first packet
+    /// added: a caller that decodes in place never needs them), and the
+    /// decoder's working space.
     shards: Vec<u8>,
     parity_shards: Vec<u8>,
     scratch: Vec<u8>,
@@ -387,8 +400,9 @@ impl BlockDecoder {
         self.have_parity.clear();
         self.have_parity.resize(parity.into(), false);
         if self.gf8 {
-            self.shards.resize(usize::from(data) * bytes, 0);
-            self.parity_shards.resize(usize::from(parity) * bytes, 0);
+            if !self.shards.is_empty() {
+                self.size_copies();
+            }
         } else {
             let (d, p) = (data.into(), parity.into());
             made_or_reset(
@@ -400,12 +414,23 @@ impl BlockDecoder {
         Ok(())
     }
 
+    /// GF(2⁸): the copies of the block's shards, sized for its shape.
+    fn size_copies(&mut self) {
+        let bytes = shard_bytes(self.symbol);
+        self.shards.resize(usize::from(self.data) * bytes, 0);
+        self.parity_shards
+            .resize(usize::from(self.parity) * bytes, 0);
+    }
+
     /// Data packet `index` of the block arrived (`false`: a duplicate,
     /// ignored).
     pub fn add_data(&mut self, index: u16, packet: &[u8]) -> Result<bool, FecError> {
         self.check(index, self.data, packet.len())?;
         if std::mem::replace(&mut self.have_data[usize::from(index)], true) {
             return Ok(false);
+        }
+        if self.gf8 && self.shards.is_empty() {
+            self.size_copies();
         }
         let shard = padded(&mut self.pad, packet);
         if self.gf8 {
@@ -429,6 +454,9 @@ impl BlockDecoder {
         self.check(index, self.parity, 0)?;
         if std::mem::replace(&mut self.have_parity[usize::from(index)], true) {
             return Ok(false);
+        }
+        if self.gf8 && self.shards.is_empty() {
+            self.size_copies();
         }
         if self.gf8 {
             shard_mut(&mut self.parity_shards, index, shard.len()).copy_from_slice(shard);
@@ -499,7 +527,7 @@ impl BlockDecoder {
                 self.data,
                 bytes,
                 &missing,
-                &parity,
+                |a| parity[a],
                 &mut self.scratch,
             );
             (missing.iter())
@@ -520,6 +548,82 @@ impl BlockDecoder {
         };
         self.reset(shape.0, shape.1)?;
         Ok(restored)
+    }
+
+    /// Whether a block of `data` packets of this decoder's parity space
+    /// can be rebuilt in the caller's buffer
+    /// ([`BlockDecoder::decode_in_place`]): a block of the GF(2⁸) code.
+    #[must_use]
+    pub fn decodes_in_place(&self, data: u16) -> bool {
+        (1..=MAX_DATA).contains(&data) && uses_gf8(data, self.parity)
+    }
+
+    /// Rebuilds the data packets `lost` of a block of `data` packets in
+    /// `block`, which holds its data packets end to end, each in a slot of
+    /// [`shard_len`](BlockEncoder::shard_len) bytes, zero-padded (the lost
+    /// ones' slots are overwritten): no copy of the block is made. `rows`
+    /// names parity packets held and `parity` holds their bytes end to
+    /// end, in that order; the first `lost.len()` are used. What
+    /// [`BlockDecoder::add_data`] and [`BlockDecoder::add_parity`] held is
+    /// left as it was. Only for blocks that
+    /// [`BlockDecoder::decodes_in_place`].
+    pub fn decode_in_place(
+        &mut self,
+        block: &mut [u8],
+        data: u16,
+        lost: &[u16],
+        rows: &[u16],
+        parity: &[u8],
+    ) -> Result<(), FecError> {
+        let bytes = shard_bytes(self.symbol);
+        let shape = FecError::Shape {
+            data,
+            parity: self.parity,
+            symbol: self.symbol,
+        };
+        if !self.decodes_in_place(data) {
+            return Err(shape);
+        }
+        if rows.len() < lost.len() {
+            let have = usize::from(data).saturating_sub(lost.len()) + rows.len();
+            return Err(FecError::TooFew {
+                have: u16::try_from(have).unwrap_or(u16::MAX),
+                data,
+            });
+        }
+        for (len, need) in [
+            (block.len(), usize::from(data) * bytes),
+            (parity.len(), lost.len() * bytes),
+        ] {
+            if len < need {
+                return Err(FecError::Buffer { len, need });
+            }
+        }
+        for (k, &i) in lost.iter().enumerate() {
+            if i >= data || lost[..k].contains(&i) {
+                return Err(FecError::Index {
+                    index: i,
+                    count: data,
+                });
+            }
+        }
+        for &r in &rows[..lost.len()] {
+            if r >= self.parity {
+                return Err(FecError::Index {
+                    index: r,
+                    count: self.parity,
+                });
+            }
+        }
+        cauchy::decode(
+            &mut block[..usize::from(data) * bytes],
+            data,
+            bytes,
+            lost,
+            |a| (rows[a], shard(parity, a, bytes)),
+            &mut self.scratch,
+        );
+        Ok(())
     }
 }
 

@@ -37,23 +37,23 @@ pub(super) fn encode(data: &[u8], k: u16, bytes: usize, i: u16, out: &mut [u8]) 
 
 /// Rebuilds, in place in `data` (`k` shards of `bytes` end to end), the
 /// data shards named in `lost` from the others and `lost.len()` parity
-/// shards `(index, bytes)`; `scratch` is working space kept between calls.
-pub(super) fn decode(
+/// shards, the `a`-th being `parity(a)` = (its index, its bytes); `scratch`
+/// is working space kept between calls.
+pub(super) fn decode<'p>(
     data: &mut [u8],
     k: u16,
     bytes: usize,
     lost: &[u16],
-    parity: &[(u16, &[u8])],
+    parity: impl Fn(usize) -> (u16, &'p [u8]),
     scratch: &mut Vec<u8>,
 ) {
     let e = lost.len();
-    debug_assert!(parity.len() >= e);
-    let rows = &parity[..e];
     // Syndromes: each parity shard less the shards that came, leaving
     // s_a = Σ_b C[r_a][l_b] · d_{l_b}, the lost shards' part.
     scratch.clear();
     scratch.resize(e * bytes, 0);
-    for (a, &(r, parity_shard)) in rows.iter().enumerate() {
+    for a in 0..e {
+        let (r, parity_shard) = parity(a);
         let s = shard_mut(scratch, a, bytes);
         s.copy_from_slice(parity_shard);
         for j in (0..k).filter(|j| !lost.contains(j)) {
@@ -62,7 +62,10 @@ pub(super) fn decode(
     }
     // d_L = M⁻¹ s with M[a][b] = C[r_a][l_b].
     let mut m: Vec<u8> = (0..e)
-        .flat_map(|a| lost.iter().map(move |&l| coef(rows[a].0, l)))
+        .flat_map(|a| {
+            let r = parity(a).0;
+            lost.iter().map(move |&l| coef(r, l))
+        })
         .collect();
     let inv = invert(&mut m, e);
     for (b, &l) in lost.iter().enumerate() {

@@ -89,6 +89,61 @@ proptest! {
         prop_assert_eq!(got, data);
     }
 
+    /// The same in the caller's buffer: any erasure pattern of up to P of
+    /// the K + P packets (GF(2⁸) shapes, K + P ≤ 256), the parity used in
+    /// any order, a short last packet: every data packet's slot then holds
+    /// it zero-padded, byte for byte, and the lost slots' old bytes (a
+    /// reused buffer) do not matter.
+    #[test]
+    fn any_p_erasures_are_repaired_in_place(
+        k in 1u16..=200,
+        p in 1u16..=56,
+        symbol in 1usize..=64,
+        last_frac in 0.0..=1.0f64,
+        seed in any::<u8>(),
+        picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..=56),
+        reversed in any::<bool>(),
+    ) {
+        let last = ((symbol as f64 * last_frac) as usize).max(1);
+        let data = packets(k, symbol, last, seed);
+        let mut enc = BlockEncoder::new(k, p, symbol).unwrap();
+        let parity = parity_of(&mut enc, &data);
+        let bytes = enc.shard_len();
+        let total = usize::from(k + p);
+        let mut lost: Vec<usize> = picks.iter().map(|ix| ix.index(total)).collect();
+        lost.sort_unstable();
+        lost.dedup();
+        lost.truncate(usize::from(p));
+        // The block buffer: held packets zero-padded, lost slots garbage.
+        let mut block = vec![0xa5u8; usize::from(k) * bytes];
+        for (i, d) in data.iter().enumerate() {
+            if !lost.contains(&i) {
+                let slot = &mut block[i * bytes..(i + 1) * bytes];
+                slot[..d.len()].copy_from_slice(d);
+                slot[d.len()..].fill(0);
+            }
+        }
+        let lost_data: Vec<u16> = lost
+            .iter()
+            .filter(|&&i| i < usize::from(k))
+            .map(|&i| i as u16)
+            .collect();
+        let mut rows: Vec<u16> = (0..p).filter(|j| !lost.contains(&(usize::from(k + j)))).collect();
+        if reversed {
+            rows.reverse();
+        }
+        let held: Vec<u8> = rows.iter().flat_map(|&j| parity[usize::from(j)].clone()).collect();
+        let mut dec = BlockDecoder::new(k, p, symbol).unwrap();
+        prop_assert_eq!(dec.decodes_in_place(k), k + p <= 256);
+        prop_assume!(k + p <= 256);
+        dec.decode_in_place(&mut block, k, &lost_data, &rows, &held).unwrap();
+        for (i, d) in data.iter().enumerate() {
+            let slot = &block[i * bytes..(i + 1) * bytes];
+            prop_assert_eq!(&slot[..d.len()], &d[..], "packet {}", i);
+            prop_assert!(slot[d.len()..].iter().all(|&b| b == 0), "packet {} padding", i);
+        }
+    }
+
     /// More than P erasures: the decoder says how many packets it lacks
     /// and rebuilds nothing (never wrong bytes).
     #[test]
@@ -217,4 +272,62 @@ fn bad_shapes_and_packets_are_refused() {
         dec.add_parity(0, &[0; 9]),
         Err(FecError::TooLong { .. })
     ));
+}
+
+#[test]
+fn decoding_in_place_refuses_what_it_cannot_do() {
+    let (k, p, symbol) = (4u16, 2u16, 10usize);
+    let data = packets(k, symbol, symbol, 3);
+    let mut enc = BlockEncoder::new(k, p, symbol).unwrap();
+    let parity = parity_of(&mut enc, &data);
+    let bytes = enc.shard_len();
+    let held: Vec<u8> = parity.concat();
+    let mut block = vec![0u8; usize::from(k) * bytes];
+    let mut dec = BlockDecoder::new(k, p, symbol).unwrap();
+    // Fewer parity packets than lost packets.
+    assert_eq!(
+        dec.decode_in_place(&mut block, k, &[0, 1, 2], &[0, 1], &held),
+        Err(FecError::TooFew { have: 3, data: k })
+    );
+    // A buffer short of K slots, parity bytes short of what is named.
+    assert_eq!(
+        dec.decode_in_place(&mut block[..bytes], k, &[0], &[0], &held),
+        Err(FecError::Buffer {
+            len: bytes,
+            need: 4 * bytes
+        })
+    );
+    assert_eq!(
+        dec.decode_in_place(&mut block, k, &[0, 1], &[0, 1], &held[..bytes]),
+        Err(FecError::Buffer {
+            len: bytes,
+            need: 2 * bytes
+        })
+    );
+    // Positions outside the block, twice, parity outside the code.
+    assert_eq!(
+        dec.decode_in_place(&mut block, k, &[4], &[0], &held),
+        Err(FecError::Index { index: 4, count: k })
+    );
+    assert_eq!(
+        dec.decode_in_place(&mut block, k, &[1, 1], &[0, 1], &held),
+        Err(FecError::Index { index: 1, count: k })
+    );
+    assert_eq!(
+        dec.decode_in_place(&mut block, k, &[1], &[2], &held),
+        Err(FecError::Index { index: 2, count: p })
+    );
+    // The GF(2¹⁶) code's shapes are not rebuilt in place.
+    let mut big = BlockDecoder::new(200, 100, symbol).unwrap();
+    assert!(!big.decodes_in_place(200));
+    assert!(big.decodes_in_place(100));
+    let mut wide = vec![0u8; 200 * bytes];
+    assert!(matches!(
+        big.decode_in_place(&mut wide, 200, &[0], &[0], &held),
+        Err(FecError::Shape { data: 200, .. })
+    ));
+    // Nothing lost: nothing to do, nothing touched.
+    let before = block.clone();
+    dec.decode_in_place(&mut block, k, &[], &[], &[]).unwrap();
+    assert_eq!(block, before);
 }

@@ -6,18 +6,20 @@
 //! The data packets of each unfinished block inside the window are kept
 //! (K packets per block, in a buffer the block takes at its first packet
 //! and gives back once it holds all K and the driver has read what was
-//! rebuilt), so a parity packet can be combined with them; rebuilt packets
-//! are handed to the driver by [`Receiver::poll_repaired`], out of the
-//! same buffer. The buffers are reused, never freed: a receiver holds as
-//! many as it ever had unfinished blocks at once (usually two or three),
-//! at most one per ring slot, so the ring's size
-//! ([`crate::fec::ring_bytes`]) bounds the memory but is not spent up front.
+//! rebuilt), so a parity packet can be combined with them; the code
+//! rebuilds the missing packets in that buffer (no copy of the block), and
+//! [`Receiver::poll_repaired`] hands them to the driver out of it. The
+//! buffers are reused, never freed: a receiver holds as many as it ever had
+//! unfinished blocks at once (about the interleaving depth D: a group's D
+//! blocks fill at once, and one more while a block waits for parity), at
+//! most one per ring slot, so the ring's size ([`crate::fec::ring_bytes`])
+//! bounds the memory but is not spent up front.
 
 use super::Receiver;
 use super::data::Transfer;
 use crate::fec::{BlockDecoder, MAX_RING_BYTES, ring_blocks, ring_bytes};
 use crate::{DataChunk, FeedbackPolicy};
-use rmcast_wire::{FecShape, Parity};
+use rmcast_wire::{BlockMembers, FecShape, Parity};
 use std::collections::VecDeque;
 
 /// One block's parity packets, in a ring slot.
@@ -30,8 +32,8 @@ struct Slot {
     /// Parity indexes held, in arrival order; their bytes in `parity`.
     indexes: Vec<u16>,
     parity: Vec<u8>,
-    /// The block's data buffer, K packets of `symbol` bytes each,
-    /// zero-padded (packet `i` at `position(i)·symbol`), from its first
+    /// The block's data buffer, K packets in slots of `shard` bytes,
+    /// zero-padded (packet `i` at `position(i)·shard`), from its first
     /// packet until it is finished. Here rather than behind an index: the
     /// slot's line is read for every packet anyway.
     buf: Option<Box<[u8]>>,
@@ -44,7 +46,8 @@ struct Slot {
 /// The receiver's FEC state.
 pub(super) struct FecReceiver {
     shape: FecShape,
-    symbol: usize,
+    /// A parity packet's bytes, and a data packet's slot in a block
+    /// buffer: the payload size rounded up to even.
     shard: usize,
     decoder: BlockDecoder,
     slots: Vec<Slot>,
@@ -52,6 +55,8 @@ pub(super) struct FecReceiver {
     free: Vec<Box<[u8]>>,
     /// Packets rebuilt and not yet handed to the driver.
     repaired: VecDeque<u32>,
+    /// The positions a block being rebuilt lacks, kept for reuse.
+    lost: Vec<u16>,
 }
 
 impl FecReceiver {
@@ -67,12 +72,12 @@ impl FecReceiver {
         let slots = usize::try_from(ring_blocks(shape, window)).ok()?;
         Some(Self {
             shape,
-            symbol,
             shard: FecShape::parity_len(payload_size),
             decoder,
             slots: (0..slots).map(|_| Slot::default()).collect(),
             free: Vec::new(),
             repaired: VecDeque::new(),
+            lost: Vec::new(),
         })
     }
 
@@ -88,8 +93,8 @@ impl FecReceiver {
     /// packet held. Returns the block.
     fn store(&mut self, index: u32, payload: &[u8]) -> u32 {
         let (block, position) = self.shape.locate(index);
-        let symbol = self.symbol;
-        let len = usize::from(self.shape.data) * symbol;
+        let shard = self.shard;
+        let len = usize::from(self.shape.data) * shard;
         let i = block as usize % self.slots.len();
         self.claim(i, block);
         let slot = &mut self.slots[i];
@@ -99,8 +104,8 @@ impl FecReceiver {
                 .pop()
                 .unwrap_or_else(|| vec![0; len].into_boxed_slice())
         });
-        let at = usize::from(position) * symbol;
-        let dst = &mut buf[at..at + symbol];
+        let at = usize::from(position) * shard;
+        let dst = &mut buf[at..at + shard];
         dst[..payload.len()].copy_from_slice(payload);
         dst[payload.len()..].fill(0);
         block
@@ -150,6 +155,78 @@ impl FecReceiver {
                 self.free.push(b);
             }
         }
+    }
+
+    /// Rebuilds block `block`'s missing data packets (`m` are its
+    /// packets) in its buffer, from the parity held: the GF(2⁸) code, no
+    /// copy. Counts them held; returns whether it could.
+    fn rebuild_in_place(&mut self, block: u32, m: BlockMembers, t: &Transfer) -> bool {
+        let n = self.slots.len();
+        let shard = self.shard;
+        let mut lost = std::mem::take(&mut self.lost);
+        lost.clear();
+        lost.extend(
+            m.iter()
+                .enumerate()
+                .filter(|&(_, i)| !t.has(i))
+                .map(|(j, _)| j as u16),
+        );
+        let rebuilt = lost.len() as u32;
+        let Slot {
+            buf,
+            indexes,
+            parity,
+            held,
+            ..
+        } = &mut self.slots[block as usize % n];
+        let buf = buf.get_or_insert_with(|| {
+            // A block rebuilt from parity alone: its first packets.
+            self.free
+                .pop()
+                .unwrap_or_else(|| vec![0; usize::from(self.shape.data) * shard].into_boxed_slice())
+        });
+        // Position `j` of the block (its `j`-th member, interleaved or
+        // not) is at `j·shard` in its buffer. A short last packet's slot
+        // ends in the zero padding the code rebuilds, as `store` leaves it.
+        let ok = self
+            .decoder
+            .decode_in_place(buf, m.count as u16, &lost, indexes, parity)
+            .is_ok();
+        if ok {
+            *held += rebuilt;
+        }
+        self.lost = lost;
+        ok
+    }
+
+    /// Rebuilds block `block`'s missing data packets with the GF(2¹⁶)
+    /// code, which copies the block in: `(position, bytes)` of each.
+    fn rebuild_copied(
+        &mut self,
+        block: u32,
+        m: BlockMembers,
+        t: &Transfer,
+    ) -> Option<Vec<(u16, Vec<u8>)>> {
+        let n = self.slots.len();
+        self.decoder.reset(m.count as u16, self.shape.space).ok()?;
+        let slot = &self.slots[block as usize % n];
+        for (j, index) in m.iter().enumerate() {
+            if t.has(index) {
+                // A block holding any of its packets holds its buffer.
+                let Some(buf) = slot.buf.as_deref() else {
+                    debug_assert!(false, "block {block} holds packets but no buffer");
+                    return None;
+                };
+                let at = usize::from(self.shape.position(index)) * self.shard;
+                let bytes = &buf[at..at + t.packet_len(index)];
+                self.decoder.add_data(j as u16, bytes).ok()?;
+            }
+        }
+        for (j, &i) in slot.indexes.iter().enumerate() {
+            let bytes = &slot.parity[j * self.shard..(j + 1) * self.shard];
+            self.decoder.add_parity(i, bytes).ok()?;
+        }
+        self.decoder.decode().ok()
     }
 
     /// Feedback is going out: every unfinished block that is over (a
@@ -253,39 +330,23 @@ impl Receiver {
         if missing > 0 {
             // Any K of the block's packets are held: rebuild the rest.
             let count = m.count as u16;
-            let space = fec.shape.space;
-            let shard = fec.shard;
-            if fec.decoder.reset(count, space).is_err() {
-                return;
-            }
-            // A block holding any of its packets holds its buffer.
-            let buf = fec.slots[block as usize % n].buf.as_deref();
-            for (j, index) in m.iter().enumerate() {
-                if t.has(index) {
-                    let Some(buf) = buf else {
-                        debug_assert!(false, "block {block} holds packets but no buffer");
-                        return;
-                    };
-                    let at = usize::from(fec.shape.position(index)) * fec.symbol;
-                    let bytes = &buf[at..at + t.packet_len(index)];
-                    if fec.decoder.add_data(j as u16, bytes).is_err() {
-                        return;
-                    }
-                }
-            }
-            let slot = &fec.slots[block as usize % n];
-            for (j, &i) in slot.indexes.iter().enumerate() {
-                let shard_bytes = &slot.parity[j * shard..(j + 1) * shard];
-                if fec.decoder.add_parity(i, shard_bytes).is_err() {
+            if fec.decoder.decodes_in_place(count) {
+                if !fec.rebuild_in_place(block, m, t) {
                     return;
                 }
+            } else {
+                let Some(rebuilt) = fec.rebuild_copied(block, m, t) else {
+                    return;
+                };
+                for (i, bytes) in rebuilt {
+                    let index = m.at(u32::from(i));
+                    fec.store(index, &bytes[..t.packet_len(index)]);
+                }
             }
-            let Ok(rebuilt) = fec.decoder.decode() else {
-                return;
-            };
-            for (i, bytes) in rebuilt {
-                let index = m.at(u32::from(i));
-                fec.store(index, &bytes[..t.packet_len(index)]);
+            for index in m.iter() {
+                if t.has(index) {
+                    continue;
+                }
                 fec.slots[block as usize % n].unread += 1;
                 fec.repaired.push_back(index);
                 t.set(index);
@@ -331,7 +392,7 @@ impl Receiver {
         let (block, position) = fec.shape.locate(index);
         let n = fec.slots.len();
         let len = t.packet_len(index);
-        let at = usize::from(position) * fec.symbol;
+        let at = usize::from(position) * fec.shard;
         let slot = &mut fec.slots[block as usize % n];
         slot.unread = slot.unread.saturating_sub(1);
         fec.finish_if_done(block, t.packets);
@@ -540,6 +601,48 @@ mod tests {
         let mut p = parity(&object, 1, 0, POLL_NONE, 3);
         r.handle_datagram(Instant::ZERO, sender(), &mut p);
         assert_eq!(r.stats().parity_unneeded, 1);
+    }
+
+    #[test]
+    fn a_block_lost_whole_and_the_gf16_code_rebuild_byte_exact() {
+        let object = object();
+        // GF(2⁸), in the block's buffer: block 1 (packets 4..8) is lost
+        // whole, so the buffer is taken for the rebuilt packets.
+        let mut r = offered();
+        for i in (0..4).chain(8..14) {
+            give_data(&mut r, &object, i);
+        }
+        for index in 0..4 {
+            let mut p = parity(&object, 1, index, POLL_NONE, u32::from(index));
+            r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        }
+        let got = rebuilt(&mut r);
+        assert_eq!(got.len(), 4);
+        for (offset, bytes) in got {
+            let i = (offset / u64::from(PAYLOAD)) as u32;
+            assert_eq!(bytes, packet_bytes(&object, i), "packet {i}");
+        }
+        assert_eq!(r.received_bytes(), SIZE);
+        // GF(2¹⁶) (a block and its parity space over 256), which copies
+        // the block in: one block of all 14 packets, three lost, the
+        // short last one among them.
+        let shape = FecShape::new(243, 0);
+        let mut r = deciding_shape(PAYLOAD, 16, shape);
+        r.accept_offer();
+        for i in (0..14).filter(|i| ![2, 5, 13].contains(i)) {
+            give_data(&mut r, &object, i);
+        }
+        for index in 0..3 {
+            let mut p = parity_shape(shape, &object, 0, index, POLL_NONE, u32::from(index));
+            r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        }
+        let got = rebuilt(&mut r);
+        let want: Vec<(u64, Vec<u8>)> = [2, 5, 13]
+            .map(|i| (u64::from(i) * 100, packet_bytes(&object, i).to_vec()))
+            .into();
+        assert_eq!(got, want);
+        assert_eq!(r.received_bytes(), SIZE);
+        assert_eq!(r.stats().repaired_packets, 3);
     }
 
     /// Buffers held by unfinished blocks, and buffers allocated in all.
