@@ -21,7 +21,7 @@
 //!   it would have said no one event at a time too;
 //! - a failure is reported at its event's turn, as it would have been.
 
-use super::hosts::{Read, ReadCtx, read_datagram};
+use super::hosts::{Read, ReadCtx, ReaderBufs, probe, read_datagram};
 use super::*;
 
 /// Fewer readers than this read on the event loop's thread: a thread's
@@ -112,35 +112,33 @@ impl Sim<'_> {
         let now = self.now;
         self.reads.clear();
         self.reads.resize_with(run.len(), || None);
+        if run.len() < PARALLEL_FROM {
+            return 0;
+        }
         let ahead = |host: &Host| {
             matches!(&host.machine, Machine::Receivers(rxs) if !rxs.endpoint.is_finished())
                 && !host.down(now)
                 && host.cpu_free <= now
                 && !host.socket.is_empty()
         };
-        let readers = run
-            .iter()
-            .filter(|&&(h, _)| ahead(&self.hosts[usize::from(h)]))
-            .count();
-        if readers < PARALLEL_FROM {
-            return 0;
-        }
-        // Each reader's place in the run. A host has one `Cpu` event at a
-        // time; should one have two, nobody reads ahead.
+        // Each reader's place in the run, `u32::MAX - 1` for a host that
+        // does not read ahead. A host has one `Cpu` event at a time; should
+        // one have two, nobody reads ahead.
         let mut position = std::mem::take(&mut self.run_position);
         position.clear();
         position.resize(self.hosts.len(), u32::MAX);
-        let mut twice = false;
+        let (mut readers, mut twice) = (0, false);
         for (k, &(h, _)) in run.iter().enumerate() {
             let h = usize::from(h);
             twice |= position[h] != u32::MAX;
             position[h] = if ahead(&self.hosts[h]) {
+                readers += 1;
                 k as u32
             } else {
                 u32::MAX - 1
             };
         }
-        if twice {
+        if twice || readers < PARALLEL_FROM {
             self.run_position = position;
             return 0;
         }
@@ -166,8 +164,10 @@ impl Sim<'_> {
         };
         let threads = self.threads.min(jobs.len().div_ceil(PARALLEL_FROM / 2));
         let per = jobs.len().div_ceil(threads);
-        let scratch = &mut self.par_scratch;
-        scratch.resize_with(threads, || Vec::with_capacity(MAX_DATAGRAM));
+        let bufs = &mut self.reader_bufs;
+        if bufs.len() < threads {
+            bufs.resize_with(threads, ReaderBufs::new);
+        }
         let mut out = std::mem::take(&mut self.ahead);
         out.clear();
         out.resize_with(jobs.len(), || None);
@@ -175,14 +175,15 @@ impl Sim<'_> {
             let mut parts = jobs
                 .chunks_mut(per)
                 .zip(out.chunks_mut(per))
-                .zip(scratch.iter_mut());
+                .zip(bufs.iter_mut())
+                .enumerate();
             let mine = parts.next();
-            for ((chunk, out), buf) in parts {
+            for (thread, ((chunk, out), bufs)) in parts {
                 let cx = &cx;
-                s.spawn(move || read_chunk(chunk, out, cx, buf));
+                s.spawn(move || read_chunk(chunk, out, cx, bufs, thread));
             }
-            if let Some(((chunk, out), buf)) = mine {
-                read_chunk(chunk, out, &cx, buf);
+            if let Some((thread, ((chunk, out), bufs))) = mine {
+                read_chunk(chunk, out, &cx, bufs, thread);
             }
         });
         for (&(k, _, _), read) in jobs.iter().zip(&mut out) {
@@ -194,14 +195,21 @@ impl Sim<'_> {
 }
 
 /// Reads one datagram at each host of `chunk` (run position, host
-/// number, host) into `out`.
+/// number, host) into `out`, and asks each machine what it owes then
+/// ([`probe`]); `thread` is the reader's number, `bufs` its buffers.
 fn read_chunk(
     chunk: &mut [(usize, usize, &mut Host)],
     out: &mut [Option<Result<Read, Fail>>],
     cx: &ReadCtx<'_>,
-    scratch: &mut Vec<u8>,
+    bufs: &mut ReaderBufs,
+    thread: usize,
 ) {
-    for ((_, h, host), read) in chunk.iter_mut().zip(out) {
-        *read = Some(read_datagram(host, *h, cx, scratch));
+    bufs.sent.clear();
+    for ((_, h, host), out) in chunk.iter_mut().zip(out) {
+        let mut read = read_datagram(host, *h, cx, &mut bufs.read);
+        if let Ok(read) = &mut read {
+            probe(host, cx, read, bufs, thread);
+        }
+        *out = Some(read);
     }
 }

@@ -3,6 +3,7 @@
 //! application beside each), their timers and their crashes.
 
 use super::*;
+use rmcast_proto::{SessionHandle, Transmit};
 
 /// Records a delivered chunk, checking it is new, aligned, a whole packet
 /// and the object's bytes there (the object is the sender's: no copy is
@@ -139,11 +140,110 @@ pub(super) struct ReadCtx<'a> {
     pub(super) cpu_jitter: u64,
 }
 
-/// The datagram a host read (its reference still held) and the CPU time
-/// its reading ended.
+/// The datagram a host read (its reference still held), the CPU time
+/// its reading ended, and what its machine owed then if the reader's
+/// thread asked ([`probe`]).
 pub(super) struct Read {
     pkt: u32,
     t: u64,
+    pub(super) probe: Probe,
+}
+
+/// What a receiver's machine owed right after a read, asked on the
+/// reader's thread (`batch.rs`) with the questions [`Sim::service`] asks
+/// first, so that the event's rest on the event loop's thread need not
+/// ask them again.
+pub(super) enum Probe {
+    /// Not asked: the rest asks the machine itself.
+    No,
+    /// Its first transmit; the bytes are in reader thread `thread`'s
+    /// `sent` buffer from `at`.
+    Sent {
+        t: Transmit,
+        thread: usize,
+        at: usize,
+    },
+    /// No transmit; its first event.
+    Event(SessionHandle, ReceiverEvent),
+    /// No transmit, no event: only its timer is left, and this is the
+    /// machine's deadline.
+    Quiet(Option<Instant>),
+}
+
+/// A reader thread's buffers: its copy of the datagram it reads
+/// (`Sim::scratch`'s role), the transmit buffer its probes write into
+/// (`Sim::tx_buf`'s), and the transmits its probes found, one after
+/// another.
+#[derive(Default)]
+pub(super) struct ReaderBufs {
+    pub(super) read: Vec<u8>,
+    pub(super) tx: Vec<u8>,
+    pub(super) sent: Vec<u8>,
+}
+
+impl ReaderBufs {
+    pub(super) fn new() -> Self {
+        Self {
+            read: Vec::with_capacity(MAX_DATAGRAM),
+            tx: vec![0; MAX_DATAGRAM],
+            sent: Vec::new(),
+        }
+    }
+}
+
+/// The time host `h`'s uplink has room for the largest datagram it sends
+/// again, if that is after `now` (a blocking send waits until then).
+pub(super) fn uplink_full_until(
+    host: &mut Host,
+    sc: &Scenario,
+    is_sender: bool,
+    now: u64,
+) -> Option<u64> {
+    let largest = if is_sender {
+        sc.config.packet_size
+    } else {
+        sc.mtu.saturating_sub(28).max(1)
+    };
+    host.uplink
+        .room_at(now, sc.wire_bytes(largest))
+        .filter(|&at| at > now)
+}
+
+/// Asks receiver host `host`, right after its read ended at `read.t`, what
+/// [`Sim::service`] would ask it first: a transmit, else an event, else
+/// its deadline. Like the read, this changes no host but `host`. A host
+/// whose uplink would hold a send back is not asked ([`Probe::No`]):
+/// `service` then arms the uplink's wake-up, which the queues hold.
+pub(super) fn probe(
+    host: &mut Host,
+    cx: &ReadCtx<'_>,
+    read: &mut Read,
+    bufs: &mut ReaderBufs,
+    thread: usize,
+) {
+    let now = read.t;
+    if cx.sc.blocking_send
+        && (host.pending_send.is_some() || uplink_full_until(host, cx.sc, false, now).is_some())
+    {
+        return;
+    }
+    let Machine::Receivers(rxs) = &mut host.machine else {
+        return;
+    };
+    let at = Instant::from_nanos(now);
+    read.probe = if let Some((_, t)) = rxs.endpoint.poll_transmit(at, &mut bufs.tx) {
+        let start = bufs.sent.len();
+        bufs.sent.extend_from_slice(&bufs.tx[..t.len]);
+        Probe::Sent {
+            t,
+            thread,
+            at: start,
+        }
+    } else if let Some((s, e)) = rxs.endpoint.poll_event() {
+        Probe::Event(s, e)
+    } else {
+        Probe::Quiet(rxs.endpoint.poll_timeout())
+    };
 }
 
 /// Host `h` reads the next datagram of its socket (there is one) and hands
@@ -220,7 +320,11 @@ pub(super) fn read_datagram(
             }
         }
     }
-    Ok(Read { pkt, t })
+    Ok(Read {
+        pkt,
+        t,
+        probe: Probe::No,
+    })
 }
 
 impl Sim<'_> {
@@ -229,7 +333,36 @@ impl Sim<'_> {
     /// while the uplink is full if sends block), events (and the application's reactions,
     /// which may owe more transmits), then re-arms its timer. Returns the
     /// CPU time at which the host is free again.
-    pub(super) fn service(&mut self, h: usize, mut now: u64) -> Result<u64, Fail> {
+    pub(super) fn service(&mut self, h: usize, now: u64) -> Result<u64, Fail> {
+        self.service_from(h, now, Probe::No)
+    }
+
+    /// [`Sim::service`], the machine's first answers already known
+    /// ([`probe`]): they are taken where `service` would have asked.
+    pub(super) fn service_from(
+        &mut self,
+        h: usize,
+        mut now: u64,
+        probe: Probe,
+    ) -> Result<u64, Fail> {
+        let (mut probed, mut first_event, mut polled_none) = (None, None, false);
+        match probe {
+            Probe::No => {}
+            Probe::Quiet(deadline) => {
+                // Nothing to send and no event: only the timer.
+                self.arm_timer_to(h, now, deadline);
+                return Ok(now);
+            }
+            Probe::Event(s, e) => {
+                first_event = Some((s, e));
+                polled_none = true;
+            }
+            Probe::Sent { t, thread, at } => {
+                let bytes = &self.reader_bufs[thread].sent[at..at + t.len];
+                self.tx_buf[..t.len].copy_from_slice(bytes);
+                probed = Some(t);
+            }
+        }
         let mut sent = 0usize;
         let is_sender = h < self.senders;
         if is_sender {
@@ -238,20 +371,28 @@ impl Sim<'_> {
         }
         loop {
             loop {
-                if !self.writable_now(h, now) {
-                    // Waiting for room on the uplink: no more sends for now.
+                if std::mem::take(&mut polled_none) {
                     break;
                 }
-                let host = &mut self.hosts[h];
-                let at = Instant::from_nanos(now);
-                let t = match &mut host.machine {
-                    Machine::Sender(s) => {
-                        s.poll_transmit(at, &self.sides[h].object, &mut self.tx_buf)
+                let t = if let Some(t) = probed.take() {
+                    // The probe found the uplink writable and polled.
+                    Some(t)
+                } else {
+                    if !self.writable_now(h, now) {
+                        // Waiting for room on the uplink: no more sends for now.
+                        break;
                     }
-                    Machine::Receivers(rxs) => rxs
-                        .endpoint
-                        .poll_transmit(at, &mut self.tx_buf)
-                        .map(|(_, t)| t),
+                    let host = &mut self.hosts[h];
+                    let at = Instant::from_nanos(now);
+                    match &mut host.machine {
+                        Machine::Sender(s) => {
+                            s.poll_transmit(at, &self.sides[h].object, &mut self.tx_buf)
+                        }
+                        Machine::Receivers(rxs) => rxs
+                            .endpoint
+                            .poll_transmit(at, &mut self.tx_buf)
+                            .map(|(_, t)| t),
+                    }
                 };
                 if is_sender {
                     self.observe_sender(h, now)?;
@@ -294,7 +435,7 @@ impl Sim<'_> {
                 now += self.sc.cost_of(h).send_ns(t.len);
                 self.uplink_send(h, now, pkt);
             }
-            if !self.react(h, now)? {
+            if !self.react_from(h, now, first_event.take())? {
                 break;
             }
         }
@@ -357,12 +498,23 @@ impl Sim<'_> {
 
     /// Handles the machine's events; returns whether any arrived.
     pub(super) fn react(&mut self, h: usize, now: u64) -> Result<bool, Fail> {
+        self.react_from(h, now, None)
+    }
+
+    /// [`Sim::react`], a receiver's first event already taken ([`probe`]).
+    fn react_from(
+        &mut self,
+        h: usize,
+        now: u64,
+        mut first: Option<(SessionHandle, ReceiverEvent)>,
+    ) -> Result<bool, Fail> {
         let mut any = false;
         let mut catch_ups: Vec<(u64, u16)> = Vec::new();
         let mut finished = false;
         let host = &mut self.hosts[h];
         match &mut host.machine {
             Machine::Sender(s) => {
+                debug_assert!(first.is_none(), "a sender is never probed");
                 while let Some(e) = s.poll_event() {
                     any = true;
                     match e {
@@ -384,7 +536,7 @@ impl Sim<'_> {
             }
             Machine::Receivers(rxs) => {
                 rxs.sync_apps();
-                while let Some((s, e)) = rxs.endpoint.poll_event() {
+                while let Some((s, e)) = first.take().or_else(|| rxs.endpoint.poll_event()) {
                     any = true;
                     let r = rxs.endpoint.session_mut(s);
                     let app = &mut rxs.apps[s.0];
@@ -472,15 +624,21 @@ impl Sim<'_> {
     }
 
     pub(super) fn arm_timer(&mut self, h: usize, now: u64) {
-        let host = &mut self.hosts[h];
-        let want = match &host.machine {
+        let deadline = match &self.hosts[h].machine {
             Machine::Sender(s) => s.poll_timeout(),
             Machine::Receivers(rxs) => rxs.endpoint.poll_timeout(),
-        }
-        .map(|t| t.as_nanos().max(now))
-        // A host waiting to send cannot act on an expiry before it may send
-        // (the machine's deadline may be "transmit now").
-        .map(|t| t.max(host.writable_at.unwrap_or(0)));
+        };
+        self.arm_timer_to(h, now, deadline);
+    }
+
+    /// [`Sim::arm_timer`], the machine's deadline already asked.
+    fn arm_timer_to(&mut self, h: usize, now: u64, deadline: Option<Instant>) {
+        let host = &mut self.hosts[h];
+        let want = deadline
+            .map(|t| t.as_nanos().max(now))
+            // A host waiting to send cannot act on an expiry before it may send
+            // (the machine's deadline may be "transmit now").
+            .map(|t| t.max(host.writable_at.unwrap_or(0)));
         if want == host.timer_at {
             return;
         }
@@ -669,7 +827,7 @@ impl Sim<'_> {
     /// sends, events and timer, and its next read.
     pub(super) fn cpu_done(&mut self, h: usize, read: Read) -> Result<(), Fail> {
         self.pool.release(read.pkt);
-        let end = self.service(h, read.t)?;
+        let end = self.service_from(h, read.t, read.probe)?;
         let host = &mut self.hosts[h];
         host.cpu_free = end;
         if host.socket.is_empty() {

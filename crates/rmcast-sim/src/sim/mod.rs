@@ -615,8 +615,8 @@ struct Sim<'s> {
     reads: Vec<Option<Result<hosts::Read, Fail>>>,
     ahead: Vec<Option<Result<hosts::Read, Fail>>>,
     run_position: Vec<u32>,
-    /// The reader threads' copies of their datagrams (`scratch`'s role).
-    par_scratch: Vec<Vec<u8>>,
+    /// The reader threads' buffers.
+    reader_bufs: Vec<hosts::ReaderBufs>,
 }
 
 type Fail = Failure;
@@ -836,7 +836,7 @@ impl<'s> Sim<'s> {
             reads: Vec::new(),
             ahead: Vec::new(),
             run_position: Vec::new(),
-            par_scratch: Vec::new(),
+            reader_bufs: Vec::new(),
         };
         for c in &sc.crashes {
             if (1..=sc.receivers).contains(&c.receiver) {

@@ -312,18 +312,12 @@ impl Sim<'_> {
         if self.hosts[h].pending_send.is_some() {
             return false;
         }
-        let largest = if h < self.senders {
-            self.sc.config.packet_size
-        } else {
-            self.sc.mtu.saturating_sub(28).max(1)
-        };
-        let need = self.sc.wire_bytes(largest);
-        match self.hosts[h].uplink.room_at(now, need) {
-            Some(at) if at > now => {
+        match super::hosts::uplink_full_until(&mut self.hosts[h], self.sc, h < self.senders, now) {
+            Some(at) => {
                 self.arm_writable(h, at);
                 false
             }
-            _ => true,
+            None => true,
         }
     }
 
