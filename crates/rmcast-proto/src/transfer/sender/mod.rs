@@ -549,7 +549,14 @@ impl Sender {
             }
             Phase::Offering | Phase::Closing => {
                 if self.reask_deadline().is_some_and(|d| now >= d) {
-                    self.start_reask();
+                    self.start_reask(now);
+                }
+                if self.timers.expired(Timer::Control, now)
+                    && let Some(at) = self.answers_flowing(now)
+                {
+                    // Answers still come (a large group's slots can take
+                    // longer than the RTO): not again to everyone yet.
+                    self.timers.set(Timer::Control, Some(at));
                 }
                 if self.timers.expired(Timer::Control, now) {
                     self.check_peers(now);

@@ -241,3 +241,46 @@ fn a_member_silent_after_the_close_is_sent_it_again_alone() {
         vec![(Kind::Close, Dest::Unicast(addr(2)))]
     );
 }
+
+/// Offer answers that come in slots over longer than the RTO, one of
+/// them lost: the multicast repeat (which every member answers) waits
+/// while they come, the silent member is asked again alone once they
+/// stop, and the repeat then waits for its answer too.
+#[test]
+fn answers_slower_than_the_rto_hold_its_repeat_and_the_silent_are_asked_alone_first() {
+    let n = 20u16;
+    let (mut s, data) = offering(n, 10);
+    let silent = 7u16;
+    // Rank k answers at 1 ms + 1.5 ms·k: the last at 29.5 ms, the RTO's
+    // repeat due at 20 ms.
+    let answer_at = |rank: u16| Duration::from_micros(1000 + 1500 * u64::from(rank));
+    let mut out = Vec::new();
+    for step in 1..=260u64 {
+        let (before, now) = (
+            Duration::from_micros(500 * (step - 1)),
+            Duration::from_micros(500 * step),
+        );
+        for rank in (0..n).filter(|&r| r != silent) {
+            let at = answer_at(rank);
+            if at > before && at <= now {
+                let at = Instant::ZERO + at;
+                feed_from(&mut s, at, addr(rank), rank, ok_reply());
+            }
+        }
+        let now = Instant::ZERO + now;
+        s.handle_timeout(now);
+        out.extend(sent(&mut s, now, &data).into_iter().map(|p| (step, p)));
+    }
+    // Quiet 5 ms after the last answer (29.5 ms): asked alone at 34.5 ms
+    // (step 69); the repeat waits twice the answers' 29.5 ms more, plus
+    // the quiet: 98.5 ms (step 197).
+    assert_eq!(
+        out,
+        vec![
+            (69, (Kind::Offer, Dest::Unicast(addr(silent)))),
+            (197, (Kind::Offer, Dest::Group)),
+        ],
+        "{out:?}"
+    );
+    assert_eq!(s.stats().repolls, 1);
+}

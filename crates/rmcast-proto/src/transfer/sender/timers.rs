@@ -64,6 +64,11 @@ impl Timers {
         self.at[timer.index()] = at;
     }
 
+    /// When `timer` is due, if armed.
+    pub(super) fn at(&self, timer: Timer) -> Option<Instant> {
+        self.at[timer.index()]
+    }
+
     /// Stops `timer`.
     pub(super) fn stop(&mut self, timer: Timer) {
         self.set(timer, None);
