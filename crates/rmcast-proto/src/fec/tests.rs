@@ -23,6 +23,58 @@ fn parity_of(enc: &mut BlockEncoder, data: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A block of `k` data packets, its `p` parity packets, and up to `p` of
+/// the `k + p` erased.
+#[derive(Debug)]
+struct Erased {
+    k: u16,
+    p: u16,
+    symbol: usize,
+    /// The code's shard size for `symbol`.
+    bytes: usize,
+    data: Vec<Vec<u8>>,
+    parity: Vec<Vec<u8>>,
+    /// Indices into data ++ parity, ascending.
+    lost: Vec<usize>,
+}
+
+/// Blocks of `k` data packets and `p` parity packets, packets of 1 to 64
+/// bytes (odd and even) with a short last one, and up to `p` erasures
+/// anywhere among the `k + p`.
+fn erased(
+    k: std::ops::RangeInclusive<u16>,
+    p: std::ops::RangeInclusive<u16>,
+) -> impl Strategy<Value = Erased> {
+    (
+        k,
+        p,
+        1usize..=64,
+        0.0..=1.0f64,
+        any::<u8>(),
+        proptest::collection::vec(any::<prop::sample::Index>(), 0..=64),
+    )
+        .prop_map(|(k, p, symbol, last_frac, seed, picks)| {
+            let last = ((symbol as f64 * last_frac) as usize).max(1);
+            let data = packets(k, symbol, last, seed);
+            let mut enc = BlockEncoder::new(k, p, symbol).unwrap();
+            let parity = parity_of(&mut enc, &data);
+            let total = usize::from(k + p);
+            let mut lost: Vec<usize> = picks.iter().map(|ix| ix.index(total)).collect();
+            lost.sort_unstable();
+            lost.dedup();
+            lost.truncate(usize::from(p));
+            Erased {
+                k,
+                p,
+                symbol,
+                bytes: enc.shard_len(),
+                data,
+                parity,
+                lost,
+            }
+        })
+}
+
 /// Delivers the packets `lost` does not name (indices into data ++ parity),
 /// rebuilds, and returns the data packets as the receiver then holds them,
 /// each cut to its true length.
@@ -66,24 +118,9 @@ proptest! {
     /// 255 data packets, odd and even symbols, a short last packet: the
     /// receiver rebuilds every data packet byte for byte.
     #[test]
-    fn any_p_erasures_are_repaired(
-        k in 1u16..=255,
-        p in 1u16..=32,
-        symbol in 1usize..=64,
-        last_frac in 0.0..=1.0f64,
-        seed in any::<u8>(),
-        picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..=32),
-    ) {
-        let last = ((symbol as f64 * last_frac) as usize).max(1);
-        let data = packets(k, symbol, last, seed);
-        let mut enc = BlockEncoder::new(k, p, symbol).unwrap();
-        let parity = parity_of(&mut enc, &data);
+    fn any_p_erasures_are_repaired(b in erased(1..=255, 1..=32)) {
+        let Erased { k, p, symbol, data, parity, lost, .. } = b;
         prop_assert_eq!(parity.len(), usize::from(p));
-        let total = usize::from(k + p);
-        let mut lost: Vec<usize> = picks.iter().map(|ix| ix.index(total)).collect();
-        lost.sort_unstable();
-        lost.dedup();
-        lost.truncate(usize::from(p));
         let mut dec = BlockDecoder::new(k, p, symbol).unwrap();
         let got = receive(&mut dec, &data, &parity, &lost).unwrap();
         prop_assert_eq!(got, data);
@@ -96,24 +133,10 @@ proptest! {
     /// reused buffer) do not matter.
     #[test]
     fn any_p_erasures_are_repaired_in_place(
-        k in 1u16..=200,
-        p in 1u16..=56,
-        symbol in 1usize..=64,
-        last_frac in 0.0..=1.0f64,
-        seed in any::<u8>(),
-        picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..=56),
+        b in erased(1..=200, 1..=56),
         reversed in any::<bool>(),
     ) {
-        let last = ((symbol as f64 * last_frac) as usize).max(1);
-        let data = packets(k, symbol, last, seed);
-        let mut enc = BlockEncoder::new(k, p, symbol).unwrap();
-        let parity = parity_of(&mut enc, &data);
-        let bytes = enc.shard_len();
-        let total = usize::from(k + p);
-        let mut lost: Vec<usize> = picks.iter().map(|ix| ix.index(total)).collect();
-        lost.sort_unstable();
-        lost.dedup();
-        lost.truncate(usize::from(p));
+        let Erased { k, p, symbol, bytes, data, parity, lost } = b;
         // The block buffer: held packets zero-padded, lost slots garbage.
         let mut block = vec![0xa5u8; usize::from(k) * bytes];
         for (i, d) in data.iter().enumerate() {

@@ -570,6 +570,15 @@ mod tests {
         std::iter::from_fn(|| r.poll_repaired().map(|c| (c.offset, c.bytes.to_vec()))).collect()
     }
 
+    /// `count` rebuilt packets, each the object's bytes at its offset.
+    fn assert_rebuilt(got: &[(u64, Vec<u8>)], object: &[u8], count: usize) {
+        assert_eq!(got.len(), count);
+        for (offset, bytes) in got {
+            let i = (offset / u64::from(PAYLOAD)) as u32;
+            assert_eq!(bytes, packet_bytes(object, i), "packet {i}");
+        }
+    }
+
     #[test]
     fn parity_rebuilds_the_lost_packets_of_a_block_byte_exact() {
         let object = object();
@@ -584,12 +593,7 @@ mod tests {
         assert!(rebuilt(&mut r).is_empty(), "one parity packet is not two");
         let mut p = parity(&object, 0, 0, POLL_NONE, 1);
         r.handle_datagram(Instant::ZERO, sender(), &mut p);
-        let got = rebuilt(&mut r);
-        assert_eq!(got.len(), 2);
-        for (offset, bytes) in got {
-            let i = (offset / u64::from(PAYLOAD)) as u32;
-            assert_eq!(bytes, packet_bytes(&object, i), "packet {i}");
-        }
+        assert_rebuilt(&rebuilt(&mut r), &object, 2);
         let mut p = parity(&object, 3, 1, POLL_NONE, 2);
         r.handle_datagram(Instant::ZERO, sender(), &mut p);
         let got = rebuilt(&mut r);
@@ -616,12 +620,7 @@ mod tests {
             let mut p = parity(&object, 1, index, POLL_NONE, u32::from(index));
             r.handle_datagram(Instant::ZERO, sender(), &mut p);
         }
-        let got = rebuilt(&mut r);
-        assert_eq!(got.len(), 4);
-        for (offset, bytes) in got {
-            let i = (offset / u64::from(PAYLOAD)) as u32;
-            assert_eq!(bytes, packet_bytes(&object, i), "packet {i}");
-        }
+        assert_rebuilt(&rebuilt(&mut r), &object, 4);
         assert_eq!(r.received_bytes(), SIZE);
         // GF(2¹⁶) (a block and its parity space over 256), which copies
         // the block in: one block of all 14 packets, three lost, the
