@@ -414,6 +414,14 @@ impl BlockDecoder {
         Ok(())
     }
 
+    /// GF(2⁸): the copies of the block's shards, sized at the first
+    /// packet added (a caller that decodes in place never has them).
+    fn make_copies(&mut self) {
+        if self.gf8 && self.shards.is_empty() {
+            self.size_copies();
+        }
+    }
+
     /// GF(2⁸): the copies of the block's shards, sized for its shape.
     fn size_copies(&mut self) {
         let bytes = shard_bytes(self.symbol);
@@ -429,9 +437,7 @@ impl BlockDecoder {
         if std::mem::replace(&mut self.have_data[usize::from(index)], true) {
             return Ok(false);
         }
-        if self.gf8 && self.shards.is_empty() {
-            self.size_copies();
-        }
+        self.make_copies();
         let shard = padded(&mut self.pad, packet);
         if self.gf8 {
             shard_mut(&mut self.shards, index, shard.len()).copy_from_slice(shard);
@@ -455,9 +461,7 @@ impl BlockDecoder {
         if std::mem::replace(&mut self.have_parity[usize::from(index)], true) {
             return Ok(false);
         }
-        if self.gf8 && self.shards.is_empty() {
-            self.size_copies();
-        }
+        self.make_copies();
         if self.gf8 {
             shard_mut(&mut self.parity_shards, index, shard.len()).copy_from_slice(shard);
         } else if let Some(rs) = &mut self.leopard {
@@ -576,13 +580,12 @@ impl BlockDecoder {
         parity: &[u8],
     ) -> Result<(), FecError> {
         let bytes = shard_bytes(self.symbol);
-        let shape = FecError::Shape {
-            data,
-            parity: self.parity,
-            symbol: self.symbol,
-        };
         if !self.decodes_in_place(data) {
-            return Err(shape);
+            return Err(FecError::Shape {
+                data,
+                parity: self.parity,
+                symbol: self.symbol,
+            });
         }
         if rows.len() < lost.len() {
             let have = usize::from(data).saturating_sub(lost.len()) + rows.len();

@@ -50,6 +50,12 @@ impl Round {
         self.first_heard.get_or_insert(now);
         self.heard_at = Some(now);
     }
+
+    /// When the multicast packet went, and the round's first and latest
+    /// answers, once it has had one.
+    fn times(&self) -> Option<(Instant, Instant, Instant)> {
+        Some((self.sent_at?, self.first_heard?, self.heard_at?))
+    }
 }
 
 /// The gap after the first Hello: the next ones double it up to the
@@ -83,9 +89,7 @@ impl Sender {
             Phase::Closing => self.object.hash.is_some(),
             _ => false,
         };
-        let (Some(sent), Some(first), Some(heard)) = (r.sent_at, r.first_heard, r.heard_at) else {
-            return None;
-        };
+        let (sent, first, heard) = r.times()?;
         if !asking || r.asked_again || first < sent {
             return None;
         }
@@ -97,10 +101,7 @@ impl Sender {
     /// multicast repeat waits until then, and the members still silent
     /// are asked again first.
     pub(super) fn answers_flowing(&self, now: Instant) -> Option<Instant> {
-        let r = &self.round;
-        let (Some(sent), Some(first), Some(heard)) = (r.sent_at, r.first_heard, r.heard_at) else {
-            return None;
-        };
+        let (sent, first, heard) = self.round.times()?;
         let until = heard + self.round_quiet(sent, first);
         (first >= sent && now < until).then_some(until)
     }
@@ -143,8 +144,7 @@ impl Sender {
             return;
         }
         self.round.queue.extend(silent);
-        let r = &self.round;
-        if let (Some(sent), Some(first), Some(heard)) = (r.sent_at, r.first_heard, r.heard_at) {
+        if let Some((sent, first, heard)) = self.round.times() {
             let span = heard.saturating_since(sent) * 2;
             let answers_by = now + span + self.round_quiet(sent, first);
             if self
