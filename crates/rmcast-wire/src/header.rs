@@ -27,6 +27,19 @@ pub const MAX_DATAGRAM: usize = 65_507;
 /// encrypted and a trailer and a 16-byte tag follow it. The plain decoders
 /// refuse it; `rmcast-proto` opens it first.
 pub const FLAG_AUTH: u8 = 0x01;
+/// Header flag (object transfer only): the sender sent this datagram to
+/// one receiver alone, by unicast (an `Offer` or `Close` asked again of a
+/// member still silent, a poll of one member). Whatever it makes the
+/// receiver owe goes at once, not in the receiver's spread slot of a large
+/// group: one answer cannot implode. Plain and sealed packets may carry it
+/// (opening keeps it); PRMP's decoder refuses it.
+pub const FLAG_ALONE: u8 = 0x04;
+
+/// Sets `flag` in the header of `datagram`, a packet just encoded (at
+/// least [`HEADER_LEN`] bytes).
+pub fn set_flag(datagram: &mut [u8], flag: u8) {
+    datagram[4] |= flag;
+}
 
 /// Random per-transfer identifier: two transfers on one group never mix.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -47,7 +60,9 @@ impl core::fmt::Display for SessionId {
 /// The common header of every datagram (16 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// Flag bits; this version requires zero.
+    /// Flag bits: [`FLAG_ALONE`] on an object-transfer packet, else zero
+    /// (a sealed datagram's clear header also has [`FLAG_AUTH`] and
+    /// `FLAG_NONCE`, cleared when it is opened).
     pub flags: u8,
     /// On a sealed packet the low byte of the group key's id; zero on a
     /// plain one.
@@ -73,10 +88,12 @@ impl Header {
 
 /// Reads the 16-byte header every rmcast datagram starts with (both
 /// engines' kinds: `kind` maps the type byte, refusing the other engine's).
-/// Until authentication lands, set flags and a non-zero key epoch are refused.
+/// Flags outside `allowed` and a non-zero key hint are refused: a sealed
+/// datagram is opened before it is decoded.
 pub(crate) fn read_header<K>(
     r: &mut Reader<'_>,
     kind: impl FnOnce(u8) -> Result<K, DecodeError>,
+    allowed: u8,
 ) -> Result<(K, Header), DecodeError> {
     if r.array::<2>().map_err(|_| DecodeError::BadMagic)? != MAGIC {
         return Err(DecodeError::BadMagic);
@@ -87,7 +104,7 @@ pub(crate) fn read_header<K>(
     }
     let kind = kind(r.u8()?)?;
     let flags = r.u8()?;
-    if flags != 0 {
+    if flags & !allowed != 0 {
         return Err(DecodeError::UnsupportedFlags(flags));
     }
     let key_hint = r.u8()?;

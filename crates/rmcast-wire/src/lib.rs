@@ -52,8 +52,8 @@ pub mod transfer;
 
 pub use error::{DecodeError, EncodeError};
 pub use header::{
-    FLAG_AUTH, HEADER_LEN, Header, MAGIC, MAX_DATAGRAM, MAX_RECEIVERS, RANK_SENDER,
-    RANK_UNASSIGNED, SessionId, VERSION,
+    FLAG_ALONE, FLAG_AUTH, HEADER_LEN, Header, MAGIC, MAX_DATAGRAM, MAX_RECEIVERS, RANK_SENDER,
+    RANK_UNASSIGNED, SessionId, VERSION, set_flag,
 };
 pub use seal::{Envelope, FLAG_NONCE, SEAL_OVERHEAD_DATA, SEAL_OVERHEAD_MAX};
 pub use seq::Seq;

@@ -11,20 +11,21 @@
 //! The header stays in the clear, so routing by session works before any key
 //! is known, and it is authenticated: the associated data is the header and
 //! the trailer's fields up to the tag. Its `flags` byte has [`FLAG_AUTH`]
-//! (and [`FLAG_NONCE`] when the sender's session nonce is carried); its
+//! (and [`FLAG_NONCE`] when the sender's session nonce is carried, and the
+//! plain packet's [`FLAG_ALONE`] when it had it); its
 //! `key_hint` byte is the low byte of the group key's id, so a peer with
 //! another key is told so instead of seeing only bad tags.
 //!
 //! The trailer comes *after* the body so sealing moves no byte: an encoder
 //! writes the plain packet as always, and sealing appends. Opening
-//! decrypts the body where it lies and clears the two header bytes, leaving
-//! a plain packet the family's decoder reads.
+//! decrypts the body where it lies and clears the sealing flags and the key
+//! hint, leaving a plain packet the family's decoder reads.
 //!
 //! This module only splits and writes bytes; the keys, the cipher and the
 //! replay window are `rmcast-proto`'s (`security/`). Layouts are documented
 //! in `docs/wire-format.md`.
 
-use crate::header::{FLAG_AUTH, HEADER_LEN, MAGIC, RANK_SENDER, VERSION};
+use crate::header::{FLAG_ALONE, FLAG_AUTH, HEADER_LEN, MAGIC, RANK_SENDER, VERSION};
 use crate::{DecodeError, EncodeError, Header, SessionId};
 
 /// Header flag: the sender's 16-byte session nonce is in the trailer, so a
@@ -99,7 +100,7 @@ impl Envelope {
             return Err(DecodeError::BadVersion(head[2]));
         }
         let flags = head[4];
-        if flags & FLAG_AUTH == 0 || flags & !SEAL_FLAGS != 0 {
+        if flags & FLAG_AUTH == 0 || flags & !(SEAL_FLAGS | FLAG_ALONE) != 0 {
             return Err(DecodeError::UnsupportedFlags(flags));
         }
         let header = Header {
@@ -173,7 +174,9 @@ pub fn write_trailer(
     if buf.len() < end {
         return Err(EncodeError::BufferTooSmall);
     }
-    buf[4] = flags;
+    // The plain packet's own flag (FLAG_ALONE) stays, authenticated with
+    // the rest of the header.
+    buf[4] = flags | buf[4] & FLAG_ALONE;
     buf[5] = key_hint;
     let mut at = plain_len;
     if let Some(n) = sender_nonce {
@@ -237,6 +240,26 @@ mod tests {
         assert_eq!(e.party, Some(0xDEAD));
         assert_eq!(e.counter, 5);
         assert_eq!(e.body_end, n);
+    }
+
+    #[test]
+    fn sealing_keeps_the_alone_flag_and_nothing_else_of_the_plain_header() {
+        let mut buf = plain(RANK_SENDER, b"close");
+        buf[4] = FLAG_ALONE;
+        let n = buf.len();
+        buf.resize(n + SEAL_OVERHEAD_MAX, 0);
+        let tag_at = write_trailer(&mut buf, n, 7, None, None, 1).unwrap();
+        buf.truncate(tag_at + TAG_LEN);
+        assert_eq!(
+            Envelope::parse(&buf).unwrap().header.flags,
+            FLAG_AUTH | FLAG_ALONE
+        );
+        // A bit outside the sealing flags and FLAG_ALONE is refused.
+        buf[4] |= 0x08;
+        assert_eq!(
+            Envelope::parse(&buf),
+            Err(DecodeError::UnsupportedFlags(FLAG_AUTH | FLAG_ALONE | 0x08))
+        );
     }
 
     #[test]

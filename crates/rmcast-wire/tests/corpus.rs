@@ -20,10 +20,10 @@ use rmcast_wire::stream::{
     PollEntry, PollRequest, ResetReason, Response, StreamBody, StreamData, StreamPacket,
 };
 use rmcast_wire::{
-    Behind, Body, Bye, Close, Complete, Data, FecShape, Feedback, Have, Header, Hello, Join, Leave,
-    MAX_DATAGRAM, Move, Offer, OfferReply, POLL_ALL, Packet, Parity, ProtocolId, RANK_SENDER,
-    RANK_UNASSIGNED, RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp, Seq,
-    SessionId, Status, Welcome, encode_have_ranges, oracle,
+    Behind, Body, Bye, Close, Complete, Data, FLAG_ALONE, FecShape, Feedback, Have, Header, Hello,
+    Join, Leave, MAX_DATAGRAM, Move, Offer, OfferReply, POLL_ALL, POLL_DIRECT, Packet, Parity,
+    ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak, RateNakKind, RatePhase, RateReport,
+    RateSync, RateSyncOp, Seq, SessionId, Status, Welcome, encode_have_ranges, oracle,
 };
 
 /// A decoder contract: panics when broken, true when the input decoded.
@@ -379,6 +379,30 @@ fn transfer_valid() -> Vec<Vec<u8>> {
                 part: 0,
                 parts: 0,
                 ranges: &[],
+            }),
+        ),
+        // What the sender sends one member alone: a `Close` asked again,
+        // a data packet re-polling it.
+        (
+            Header {
+                flags: FLAG_ALONE,
+                ..s
+            },
+            Body::Close(Close {
+                hash,
+                signature: None,
+            }),
+        ),
+        (
+            Header {
+                flags: FLAG_ALONE,
+                ..s
+            },
+            Body::Data(Data {
+                seq: Seq(7),
+                poll: POLL_DIRECT,
+                copy: 1,
+                payload: b"again",
             }),
         ),
     ];

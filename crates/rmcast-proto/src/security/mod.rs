@@ -474,7 +474,9 @@ impl Keyring {
                 });
             }
         }
-        datagram[4] = 0;
+        // The plain packet's own flag stays (authenticated as part of the
+        // header); the sealing flags go with the key hint.
+        datagram[4] &= rmcast_wire::FLAG_ALONE;
         datagram[5] = 0;
         Ok(Opened {
             len: env.body_end,

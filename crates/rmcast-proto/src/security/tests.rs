@@ -75,6 +75,26 @@ fn a_receiver_opens_the_senders_packets_once_it_heard_the_nonce() {
 }
 
 #[test]
+fn the_alone_flag_survives_sealing_and_is_authenticated() {
+    let mut tx = Keyring::for_sender(key(1), SESSION, NONCE);
+    let mut rx = Keyring::new(key(1));
+    let mut plain = hello();
+    rmcast_wire::set_flag(&mut plain, rmcast_wire::FLAG_ALONE);
+    let sealed = seal(&mut tx, &plain, true);
+    assert_eq!(sealed[4] & rmcast_wire::FLAG_ALONE, rmcast_wire::FLAG_ALONE);
+    // Stripped on the way, the flag fails the tag: it is not forgeable
+    // either way.
+    let mut stripped = sealed.clone();
+    stripped[4] &= !rmcast_wire::FLAG_ALONE;
+    assert_eq!(open(&mut rx, &stripped), Err(AuthError::Forged));
+    assert_eq!(
+        open(&mut rx, &sealed).unwrap(),
+        plain,
+        "opens to the flagged packet"
+    );
+}
+
+#[test]
 fn a_receivers_packets_open_at_the_sender_under_its_own_key() {
     let mut tx = Keyring::for_sender(key(1), SESSION, NONCE);
     let mut rx = Keyring::new(key(1));

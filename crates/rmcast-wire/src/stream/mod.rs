@@ -426,7 +426,7 @@ impl<'a> StreamPacket<'a> {
     /// panic; object-engine types give `UnknownKind`.
     pub fn decode(datagram: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(datagram);
-        let (kind, header) = read_header(&mut r, StreamKind::from_u8)?;
+        let (kind, header) = read_header(&mut r, StreamKind::from_u8, 0)?;
         let body = match kind {
             StreamKind::Announce => {
                 let receivers_max = r.u16()?;

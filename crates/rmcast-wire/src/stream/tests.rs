@@ -225,6 +225,13 @@ fn rejects_bad_fields() {
         StreamPacket::decode(&auth),
         Err(DecodeError::UnsupportedFlags(crate::FLAG_AUTH))
     );
+    // FLAG_ALONE is the object transfer's; PRMP never sends it.
+    let mut alone = head(0x56, RANK_SENDER);
+    alone[4] = crate::FLAG_ALONE;
+    assert_eq!(
+        StreamPacket::decode(&alone),
+        Err(DecodeError::UnsupportedFlags(crate::FLAG_ALONE))
+    );
     let short_entries = [
         head(0x61, RANK_SENDER),
         vec![0, 0, 0, 1, 2],

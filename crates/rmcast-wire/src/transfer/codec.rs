@@ -8,14 +8,14 @@ use super::{
     DATA_HEADER_LEN, ECHO_COPY_MAX, HAVE_RANGE_LEN, Kind, PARITY_HEADER_LEN, ProtocolId, Status,
 };
 use crate::cursor::{Reader, Writer};
-use crate::header::{read_header, write_header};
+use crate::header::{FLAG_ALONE, read_header, write_header};
 use crate::{DecodeError, EncodeError, HEADER_LEN, Header, MAGIC, Seq, SessionId, VERSION};
 
 impl<'a> Packet<'a> {
     /// Parses a datagram. Any input gives a packet or an error, never a panic.
     pub fn decode(datagram: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(datagram);
-        let (kind, header) = read_header(&mut r, Kind::from_u8)?;
+        let (kind, header) = read_header(&mut r, Kind::from_u8, FLAG_ALONE)?;
         let body = match kind {
             Kind::Hello => {
                 let receivers_wanted = r.u16()?;
@@ -429,12 +429,12 @@ pub fn peek_header(datagram: &[u8]) -> Result<(Kind, Header), DecodeError> {
         session: SessionId(r.u64()?),
     };
     if header.flags & crate::header::FLAG_AUTH != 0 {
-        if header.flags & !crate::seal::SEAL_FLAGS != 0 {
+        if header.flags & !(crate::seal::SEAL_FLAGS | FLAG_ALONE) != 0 {
             return Err(DecodeError::UnsupportedFlags(header.flags));
         }
         return Ok((kind, header));
     }
-    if header.flags != 0 {
+    if header.flags & !FLAG_ALONE != 0 {
         return Err(DecodeError::UnsupportedFlags(header.flags));
     }
     if header.key_hint != 0 {

@@ -400,6 +400,50 @@ mod tests {
         }
     }
 
+    /// `datagram` as the sender sends it to one member alone.
+    fn alone(mut datagram: Vec<u8>) -> Vec<u8> {
+        rmcast_wire::set_flag(&mut datagram, rmcast_wire::FLAG_ALONE);
+        datagram
+    }
+
+    #[test]
+    fn a_poll_sent_alone_is_answered_at_once_and_leaves_the_slot_as_it_was() {
+        let rank = 700;
+        let mut r = polled(SPREAD_FROM + 1, rank);
+        let mut now = T0 + SPREAD_SLOT * u32::from(rank);
+        assert!(!ack_at(&mut r, T0), "held back");
+        assert!(ack_at(&mut r, now), "first answer in the plain slot");
+        // The sender lacks this member's answer alone and asks it alone.
+        now = now + Duration::from_millis(100);
+        r.handle_datagram(now, sender(), &mut alone(polled_data(1)));
+        assert!(ack_at(&mut r, now), "asked alone: at once");
+        // A poll of everyone again: the slot is the plain one, widened
+        // once for this repeat, not for the one asked alone.
+        now = now + Duration::from_millis(100);
+        r.handle_datagram(now, sender(), &mut polled_data(2));
+        assert!(!ack_at(&mut r, now), "a group's repeat: held back");
+        let due = now + SPREAD_SLOT * 2 * u32::from(rank);
+        let early = now + SPREAD_SLOT * 2 * u32::from(rank - 1);
+        assert!(!ack_at(&mut r, early), "not before its slot");
+        assert!(ack_at(&mut r, due), "in the slot widened once");
+    }
+
+    #[test]
+    fn an_offer_asked_again_alone_is_answered_at_once_and_of_the_group_in_the_slot() {
+        let rank = 700;
+        let mut r = polled(SPREAD_FROM + 1, rank);
+        let (_, _, offer) = handshake_in(SPREAD_FROM + 1, rank);
+        let now = T0 + Duration::from_millis(100);
+        r.handle_datagram(now, sender(), &mut offer.clone());
+        assert!(
+            !kinds_at(&mut r, now).contains(&Kind::OfferReply),
+            "held back"
+        );
+        let mut r = polled(SPREAD_FROM + 1, rank);
+        r.handle_datagram(now, sender(), &mut alone(offer));
+        assert!(kinds_at(&mut r, now).contains(&Kind::OfferReply), "at once");
+    }
+
     /// Packet `index` of the 3-packet object, not polling.
     fn data(index: u32) -> Vec<u8> {
         data_polling(index, rmcast_wire::POLL_NONE)

@@ -40,8 +40,8 @@ use crate::{Dest, FeedbackPolicy, Instant, Transmit, truncate_utf8};
 use data::{Transfer, echo_copy};
 use feedback::FeedbackState;
 use rmcast_wire::{
-    Behind, Body, Complete, HASH_LEN, Header, Join, Leave, OfferReply, Packet, RANK_SENDER,
-    RANK_UNASSIGNED, SessionId, Status,
+    Behind, Body, Complete, FLAG_ALONE, HASH_LEN, Header, Join, Leave, OfferReply, Packet,
+    RANK_SENDER, RANK_UNASSIGNED, SessionId, Status,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -370,6 +370,8 @@ impl Receiver {
         if self.phase == Phase::Moved {
             return None;
         }
+        let alone = packet.header.flags & FLAG_ALONE != 0;
+        let spread_shift = self.feedback.spread_shift;
         if self.phase == Phase::Done {
             // Repeat a refusal or a failed verdict the sender may have missed.
             match packet.body {
@@ -377,10 +379,44 @@ impl Receiver {
                 Body::Close(_) if self.verdict.is_some() => self.complete_owed = true,
                 _ => {}
             }
+            if alone {
+                self.answer_alone(now, spread_shift);
+            }
             return None;
         }
         self.last_from_sender = now;
-        match packet.body {
+        let chunk = self.on_sender_body(now, from, packet.body);
+        if alone {
+            self.answer_alone(now, spread_shift);
+        }
+        chunk
+    }
+
+    /// A datagram the sender sent to this receiver alone ([`FLAG_ALONE`]:
+    /// an `Offer` or `Close` asked again, a poll of this member): what this
+    /// receiver owes goes now rather than in its slot of a large group
+    /// (one answer cannot implode), and its slot does not widen (the
+    /// sender lacks this member's answer, not the group's:
+    /// `spread_shift` is the shift from before the datagram).
+    fn answer_alone(&mut self, now: Instant, spread_shift: u8) {
+        self.feedback.spread_shift = spread_shift;
+        let owed = self.reply_owed
+            || self.complete_owed
+            || self.feedback.nak_owed
+            || self.feedback.acks_owed > 0;
+        if owed {
+            self.feedback.hold_until = Some(now);
+        }
+    }
+
+    /// The body of a datagram from this session's sender.
+    fn on_sender_body<'a>(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        body: Body<'a>,
+    ) -> Option<DataChunk<'a>> {
+        match body {
             Body::Hello(hello) => {
                 self.on_hello_joining(now, hello.receivers_wanted);
                 None

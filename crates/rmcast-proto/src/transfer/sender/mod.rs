@@ -693,6 +693,10 @@ impl Sender {
     ) -> Option<Transmit> {
         let mut transmit = self.next_transmit(now, source, buf);
         if let Some(t) = &mut transmit {
+            if matches!(t.dest, Dest::Unicast(_)) {
+                // To one member alone: it answers at once, not in its slot.
+                rmcast_wire::set_flag(buf, rmcast_wire::FLAG_ALONE);
+            }
             // The session nonce rides on everything but the bulk data, so a
             // receiver can derive the keys from any control packet.
             let with_nonce = !matches!(t.kind, rmcast_wire::Kind::Data | rmcast_wire::Kind::Parity);

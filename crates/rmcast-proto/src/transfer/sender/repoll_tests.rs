@@ -5,7 +5,7 @@
 use super::overclaim_tests::{feed_from, feedback, sender_of};
 use crate::{Dest, Instant, MAX_DATAGRAM, Sender, SenderConfig, Seq, Status};
 use rmcast_wire::{
-    Body, Complete, Feedback, Join, Kind, OfferReply, POLL_ALL, POLL_DIRECT, Packet,
+    Body, Complete, FLAG_ALONE, Feedback, Join, Kind, OfferReply, POLL_ALL, POLL_DIRECT, Packet,
     RANK_UNASSIGNED,
 };
 use std::net::SocketAddr;
@@ -146,11 +146,24 @@ fn more_silent_members_than_a_few_wait_for_the_timeout() {
 }
 
 /// Every datagram sent now: (kind, destination).
+/// What was sent now: (kind, destination). Whatever goes to one member
+/// alone says so ([`FLAG_ALONE`]: answer at once), and nothing else does.
 fn sent(s: &mut Sender, now: Instant, data: &[u8]) -> Vec<(Kind, Dest)> {
     let mut buf = vec![0u8; MAX_DATAGRAM];
-    std::iter::from_fn(|| s.poll_transmit(now, data, &mut buf))
-        .map(|t| (t.kind, t.dest))
-        .collect()
+    let mut out = Vec::new();
+    while let Some(t) = s.poll_transmit(now, data, &mut buf) {
+        let header = Packet::decode(&buf[..t.len]).expect("plain").header;
+        let alone = matches!(t.dest, Dest::Unicast(_));
+        assert_eq!(
+            header.flags == FLAG_ALONE,
+            alone,
+            "{:?} to {:?}",
+            t.kind,
+            t.dest
+        );
+        out.push((t.kind, t.dest));
+    }
+    out
 }
 
 /// A sender of an object of `packets` packets whose `receivers` members

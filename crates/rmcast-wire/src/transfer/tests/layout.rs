@@ -193,12 +193,29 @@ fn auth_flag_is_unsupported_flags() {
 }
 
 #[test]
-fn any_nonzero_flags_are_unsupported_flags() {
+fn any_flags_but_alone_are_unsupported_flags() {
     let (bytes, _) = &samples()[0];
-    for f in 1..=u8::MAX {
+    for f in (1..=u8::MAX).filter(|&f| f != FLAG_ALONE) {
         let mut bad = bytes.clone();
         bad[4] = f;
         assert_eq!(Packet::decode(&bad), Err(DecodeError::UnsupportedFlags(f)));
+        if f & FLAG_AUTH == 0 {
+            assert_eq!(peek_header(&bad), Err(DecodeError::UnsupportedFlags(f)));
+        }
+    }
+}
+
+#[test]
+fn the_alone_flag_round_trips_on_every_kind() {
+    for (bytes, _) in samples() {
+        let mut alone = bytes.clone();
+        alone[4] = FLAG_ALONE;
+        let p = Packet::decode(&alone).expect("FLAG_ALONE is a transfer packet's flag");
+        assert_eq!(p.header.flags, FLAG_ALONE);
+        let mut buf = vec![0u8; alone.len()];
+        let n = p.encode(&mut buf).unwrap();
+        assert_eq!(&buf[..n], &alone[..], "canonical with the flag");
+        assert_eq!(peek_header(&alone).map(|(_, h)| h), Ok(p.header));
     }
 }
 
