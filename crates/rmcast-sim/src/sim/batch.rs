@@ -21,7 +21,7 @@
 //!   it would have said no one event at a time too;
 //! - a failure is reported at its event's turn, as it would have been.
 
-use super::hosts::{Read, ReadCtx, ReaderBufs, probe, read_datagram};
+use super::read::{Read, ReadCtx, ReaderBufs, probe, read_datagram};
 use super::*;
 
 /// Fewer readers than this read on the event loop's thread: a thread's

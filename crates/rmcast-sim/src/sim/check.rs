@@ -2,7 +2,7 @@
 //! snapshot of every machine a failure prints.
 
 use super::*;
-use hosts::holds_object;
+use app::holds_object;
 
 /// The counters of several receiver machines on one host, added up, with
 /// what their endpoint dropped counted as the strays one machine would

@@ -23,11 +23,13 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+mod app;
 mod batch;
 mod check;
 mod faults;
 mod hosts;
 mod net;
+mod read;
 
 use check::*;
 use faults::*;
@@ -612,11 +614,11 @@ struct Sim<'s> {
     /// what each reader read, and every host's place in the run, kept
     /// for reuse (`batch.rs`).
     cpu_batch: Vec<(u16, u64)>,
-    reads: Vec<Option<Result<hosts::Read, Fail>>>,
-    ahead: Vec<Option<Result<hosts::Read, Fail>>>,
+    reads: Vec<Option<Result<read::Read, Fail>>>,
+    ahead: Vec<Option<Result<read::Read, Fail>>>,
     run_position: Vec<u32>,
     /// The reader threads' buffers.
-    reader_bufs: Vec<hosts::ReaderBufs>,
+    reader_bufs: Vec<read::ReaderBufs>,
 }
 
 type Fail = Failure;

@@ -306,18 +306,14 @@ impl Sim<'_> {
     /// (a socket is writable when a full-size send fits). If not, a
     /// `Writable` event is armed for when it is.
     pub(super) fn writable_now(&mut self, h: usize, now: u64) -> bool {
-        if !self.sc.blocking_send {
-            return true;
-        }
-        if self.hosts[h].pending_send.is_some() {
-            return false;
-        }
-        match super::hosts::uplink_full_until(&mut self.hosts[h], self.sc, h < self.senders, now) {
-            Some(at) => {
+        use super::read::{SendRoom, send_room};
+        match send_room(&mut self.hosts[h], self.sc, h < self.senders, now) {
+            SendRoom::Free => true,
+            SendRoom::Held => false,
+            SendRoom::FullUntil(at) => {
                 self.arm_writable(h, at);
                 false
             }
-            None => true,
         }
     }
 
