@@ -243,9 +243,10 @@ mod tests {
     }
 
     #[test]
-    fn sealing_keeps_the_alone_flag_and_nothing_else_of_the_plain_header() {
+    fn sealing_keeps_the_alone_flag_and_no_other_bit_of_the_plain_header() {
         let mut buf = plain(RANK_SENDER, b"close");
-        buf[4] = FLAG_ALONE;
+        // Another bit in the plain header is not carried over.
+        buf[4] = FLAG_ALONE | 0x08;
         let n = buf.len();
         buf.resize(n + SEAL_OVERHEAD_MAX, 0);
         let tag_at = write_trailer(&mut buf, n, 7, None, None, 1).unwrap();
