@@ -451,23 +451,26 @@ fn remove_stale_parts(root: &Path, rel: &Path, keep_staging: bool) -> Vec<PathBu
         if staging && !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
+        // A receiver that has just created its part file has not locked it
+        // yet (create, then lock): one changed within STALE_AFTER is left
+        // alone, and before any lock is tried, so a receiver of the same
+        // name starting beside it neither takes it for a dead one's nor
+        // holds its lock for the instant in which its owner takes it (the
+        // owner's lock then failed with EWOULDBLOCK and it refused the
+        // offer: nine ranks on one host, one in a few hundred runs).
+        let fresh = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().map_or(true, |age| age < STALE_AFTER));
+        if fresh {
+            continue;
+        }
         let Ok(file) = OpenOptions::new().read(true).open(&path) else {
             continue;
         };
         // SAFETY: flock on a file descriptor we own; no memory involved.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             continue; // a live receiver writes it
-        }
-        // A receiver that has just created its part file has not locked it
-        // yet (create, then lock): one changed within STALE_AFTER is left
-        // alone, so a receiver of the same name starting beside it cannot
-        // take it for a dead one's.
-        let fresh = file
-            .metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|t| t.elapsed().map_or(true, |age| age < STALE_AFTER));
-        if fresh {
-            continue;
         }
         if staging && keep_staging {
             tracing::info!(
