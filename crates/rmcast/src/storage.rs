@@ -457,7 +457,7 @@ fn remove_stale_parts(root: &Path, rel: &Path, keep_staging: bool) -> Vec<PathBu
         // name starting beside it neither takes it for a dead one's nor
         // holds its lock for the instant in which its owner takes it (the
         // owner's lock then failed with EWOULDBLOCK and it refused the
-        // offer: nine ranks on one host, one in a few hundred runs).
+        // offer: nine mpirun ranks on one host, seen once in CI).
         let fresh = entry
             .metadata()
             .and_then(|m| m.modified())
