@@ -18,7 +18,7 @@
 use super::Receiver;
 use super::data::Transfer;
 use crate::fec::{BlockDecoder, MAX_RING_BYTES, ring_blocks, ring_bytes};
-use crate::{DataChunk, FeedbackPolicy};
+use crate::{DataChunk, FeedbackPolicy, Instant};
 use rmcast_wire::{BlockMembers, FecShape, Parity};
 use std::collections::VecDeque;
 
@@ -253,7 +253,7 @@ impl Receiver {
     /// A parity packet: kept if its block still lacks packets; once the
     /// block holds K, its missing data packets are rebuilt (hand them to
     /// the driver with [`Receiver::poll_repaired`]).
-    pub(super) fn on_parity(&mut self, p: &Parity<'_>) {
+    pub(super) fn on_parity(&mut self, now: Instant, p: &Parity<'_>) {
         let polled = self
             .policy
             .unwrap_or(FeedbackPolicy::Ack)
@@ -309,6 +309,10 @@ impl Receiver {
             // so a polled data packet it lost answered after all). Those
             // that had the block stay quiet: the parity was not for them.
             self.feedback.acks_owed += 1;
+            if p.poll != self.rank {
+                // Every receiver that needed it answers this poll.
+                self.spread_group_answer(now);
+            }
         }
         self.fec_rebuild(p.block, polled);
     }
@@ -461,8 +465,10 @@ mod tests {
     use crate::fec::BlockEncoder;
     use crate::{Instant, Kind, ProtocolId, ReceiverEvent, Seq};
     use rmcast_wire::{
-        Body, Data, FecShape, Feedback, Hello, Offer, POLL_ALL, POLL_NONE, Packet, Parity, Welcome,
+        Body, Data, FecShape, Feedback, Hello, Offer, POLL_ALL, POLL_DIRECT, POLL_NONE, Packet,
+        Parity, Welcome,
     };
+    use std::time::Duration;
 
     const K: u16 = 4;
     const PAYLOAD: u16 = 100;
@@ -486,6 +492,17 @@ mod tests {
     }
 
     fn deciding_shape(payload: u16, window: u32, shape: FecShape) -> crate::Receiver {
+        deciding_in(payload, window, shape, 1, 0)
+    }
+
+    /// The same as [`deciding_shape`] in a group of `group`, with `rank`.
+    fn deciding_in(
+        payload: u16,
+        window: u32,
+        shape: FecShape,
+        group: u16,
+        rank: u16,
+    ) -> crate::Receiver {
         let mut r = fresh();
         let offer = packet(Body::Offer(Offer {
             object_size: SIZE,
@@ -494,18 +511,18 @@ mod tests {
             window,
             protocol: ProtocolId::NakPoll,
             protocol_param: 0,
-            receivers: 1,
+            receivers: group,
             test_loss_ppm: 0,
             fec: Some(shape),
             name: "obj.bin",
         }));
         let hello = packet(Body::Hello(Hello {
-            receivers_wanted: 1,
+            receivers_wanted: group,
             protocol: ProtocolId::NakPoll,
         }));
         let welcome = packet(Body::Welcome(Welcome {
             receiver_id: super::super::test_support::ID,
-            rank: 0,
+            rank,
             upstream: None,
         }));
         for p in [hello, welcome, offer] {
@@ -801,6 +818,50 @@ mod tests {
         );
         // The echo names the parity transmission.
         assert_eq!(f.echo, Seq(ISN + 14));
+    }
+
+    /// Acks `r` sends at `now`.
+    fn acks_at(r: &mut crate::Receiver, now: Instant) -> usize {
+        let mut buf = vec![0u8; 4096];
+        std::iter::from_fn(|| r.poll_transmit(now, &mut buf))
+            .filter(|t| t.kind == Kind::Ack)
+            .count()
+    }
+
+    #[test]
+    fn a_mid_sized_group_answers_parity_polls_in_its_slot_with_one_ack() {
+        use super::super::feedback::{GROUP_ANSWERS_SPREAD_FROM, SPREAD_SLOT};
+        let object = object();
+        let t0 = Instant::from_nanos(1_000_000_000);
+        let rank = 50;
+        // Block 0 lacks 1 and 2; its two parity packets each poll every
+        // receiver that needs them.
+        let run = |group: u16| {
+            let mut r = deciding_in(PAYLOAD, 16, FecShape::new(K, 0), group, rank);
+            r.accept_offer();
+            let mut buf = vec![0u8; 4096];
+            while r.poll_transmit(Instant::ZERO, &mut buf).is_some() {}
+            for i in [0, 3] {
+                give_data(&mut r, &object, i);
+            }
+            for (n, index) in [(0, 2), (1, 3)] {
+                let mut p = parity(&object, 0, index, POLL_DIRECT, n);
+                r.handle_datagram(t0, sender(), &mut p);
+            }
+            assert_rebuilt(&rebuilt(&mut r), &object, 2);
+            r
+        };
+        let mut r = run(GROUP_ANSWERS_SPREAD_FROM);
+        let due = t0 + SPREAD_SLOT * u32::from(rank);
+        assert_eq!(acks_at(&mut r, t0), 0, "held for its slot");
+        assert!(r.poll_timeout().is_some_and(|t| t <= due), "wakes for it");
+        let early = t0 + SPREAD_SLOT * u32::from(rank - 1);
+        assert_eq!(acks_at(&mut r, early), 0, "not before its slot");
+        assert_eq!(acks_at(&mut r, due), 1, "one ack for both polls");
+        assert_eq!(acks_at(&mut r, due + Duration::from_secs(1)), 0);
+        // A smaller group answers at once, poll by poll.
+        let mut r = run(GROUP_ANSWERS_SPREAD_FROM - 1);
+        assert_eq!(acks_at(&mut r, t0), 2);
     }
 
     #[test]

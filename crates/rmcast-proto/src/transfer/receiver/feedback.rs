@@ -9,6 +9,8 @@ use super::{Phase, Receiver};
 use crate::transfer::emit;
 use crate::transfer::policy::relay::ChildAck;
 use crate::{Dest, Instant, Transmit};
+#[cfg(doc)]
+use rmcast_wire::POLL_DIRECT;
 use rmcast_wire::{Body, Feedback, Header, RANK_SENDER, RateNak, RateNakKind, Seq};
 use std::net::SocketAddr;
 
@@ -67,6 +69,27 @@ impl FeedbackState {
 /// removed as silent; 1,000 did not.
 pub const SPREAD_FROM: u16 = 1000;
 
+/// Groups of this many receivers or more (up to [`SPREAD_FROM`]) spread
+/// the answers every receiver that needed a parity packet owes at once
+/// (its poll is [`POLL_DIRECT`]). A ring of 1,000 receivers with blocks
+/// interleaved 8 deep under bursts of loss had half the group use one
+/// interleaving group's parity and answer within microseconds: the
+/// sender's port dropped 11,211 frames and the sender waited out two
+/// retransmission timeouts (147 Mbit/s at 1 Gbit/s; spread, 628).
+pub const GROUP_ANSWERS_SPREAD_FROM: u16 = 100;
+
+/// How a group spreads what its receivers owe the sender.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Spread {
+    /// Up to [`GROUP_ANSWERS_SPREAD_FROM`]: everything goes at once.
+    Never,
+    /// Up to [`SPREAD_FROM`]: answers to a parity packet's poll of all
+    /// that needed it.
+    GroupAnswers,
+    /// Larger groups: everything owed to the sender.
+    Everything,
+}
+
 /// The spacing of spread feedback (10,000 receivers answer within 20
 /// ms): about what a sender spends receiving one small datagram (the
 /// simulator's `HostCosts::modern`), and 1.6 times a feedback packet's
@@ -114,7 +137,7 @@ impl Receiver {
         let to = Dest::Unicast(sender);
         let cumulative = t.isn.add(t.cumulative);
         if due {
-            self.feedback.hold_until = None;
+            let held = self.feedback.hold_until.take().is_some();
             let nak = self.feedback.nak_owed;
             let mut bitmap = std::mem::take(&mut self.feedback.bitmap);
             fill_bitmap(t, &mut bitmap);
@@ -142,11 +165,11 @@ impl Receiver {
                 // A NAK carries everything an ack would.
                 self.feedback.nak_owed = false;
                 self.feedback.nak_idle = false;
-                self.feedback.acks_owed = self.acks_owed_after_sending();
+                self.feedback.acks_owed = self.acks_owed_after_sending(held);
                 self.stats.naks += 1;
                 Body::Nak(feedback)
             } else {
-                self.feedback.acks_owed = self.acks_owed_after_sending();
+                self.feedback.acks_owed = self.acks_owed_after_sending(held);
                 self.stats.acks += 1;
                 Body::Ack(feedback)
             };
@@ -182,41 +205,63 @@ impl Receiver {
     /// every poll heard before it: in a group that spreads its answers
     /// (over [`SPREAD_FROM`]) every ack owed goes as one, whatever came
     /// while it waited for its slot, and the polls that came meanwhile
-    /// (the polled block's proactive parity, a close) cost no packet more.
-    /// Smaller groups answer poll by poll, as the papers' protocols count
-    /// them (one ack per polled packet even when the driver reads several
-    /// packets before it asks for what to send).
-    fn acks_owed_after_sending(&self) -> u32 {
-        let spread = self
-            .offer
-            .as_ref()
-            .is_some_and(|o| o.receivers > SPREAD_FROM);
-        if spread {
-            0
-        } else {
-            self.feedback.acks_owed.saturating_sub(1)
+    /// (the polled block's proactive parity, a close) cost no packet more;
+    /// so does an answer of a mid-sized group that waited for its slot
+    /// (`held`, see [`Receiver::spread_group_answer`]). Otherwise groups
+    /// answer poll by poll, as the papers' protocols count them (one ack
+    /// per polled packet even when the driver reads several packets before
+    /// it asks for what to send).
+    fn acks_owed_after_sending(&self, held: bool) -> u32 {
+        match self.spread() {
+            Spread::Everything => 0,
+            Spread::GroupAnswers if held => 0,
+            _ => self.feedback.acks_owed.saturating_sub(1),
+        }
+    }
+
+    /// How this receiver's group spreads what its receivers owe the sender.
+    fn spread(&self) -> Spread {
+        match self.offer.as_ref().map(|o| o.receivers) {
+            Some(n) if n > SPREAD_FROM => Spread::Everything,
+            Some(n) if n >= GROUP_ANSWERS_SPREAD_FROM => Spread::GroupAnswers,
+            _ => Spread::Never,
         }
     }
 
     /// Whether what this receiver owes the sender (feedback, the offer's
-    /// answer, the verdict) may go now: at once in a group of up to
-    /// [`SPREAD_FROM`], else in this receiver's slot after it became owed
-    /// (the first call starts the wait; the caller clears `hold_until` when
-    /// it sends).
+    /// answer, the verdict) may go now: in a group of more than
+    /// [`SPREAD_FROM`] in this receiver's slot after it became owed (the
+    /// first call starts the wait; the caller clears `hold_until` when it
+    /// sends); in a mid-sized one once the slot of an answer the group
+    /// owes at once is over ([`Receiver::spread_group_answer`]); else at
+    /// once.
     pub(super) fn spread_due(&mut self, now: Instant) -> bool {
-        let Some(group) = self.offer.as_ref().map(|o| o.receivers) else {
-            return true;
-        };
-        if group <= SPREAD_FROM {
-            return true;
+        match self.spread() {
+            Spread::Never => true,
+            Spread::GroupAnswers => self.feedback.hold_until.is_none_or(|at| now >= at),
+            Spread::Everything => match self.feedback.hold_until {
+                Some(at) => now >= at,
+                None => {
+                    let offset = self.spread_offset();
+                    self.feedback.hold_until = Some(now + offset);
+                    offset.is_zero()
+                }
+            },
         }
-        match self.feedback.hold_until {
-            Some(at) => now >= at,
-            None => {
-                let offset = SPREAD_SLOT * (u32::from(self.rank) << self.feedback.spread_shift);
-                self.feedback.hold_until = Some(now + offset);
-                offset.is_zero()
-            }
+    }
+
+    /// This receiver's slot: [`SPREAD_SLOT`] × its rank, widened.
+    fn spread_offset(&self) -> std::time::Duration {
+        SPREAD_SLOT * (u32::from(self.rank) << self.feedback.spread_shift)
+    }
+
+    /// An ack that every receiver that needed a parity packet owes at once
+    /// (the packet polled them all, [`POLL_DIRECT`]): in a group of
+    /// [`GROUP_ANSWERS_SPREAD_FROM`] or more it waits for this receiver's
+    /// slot (a larger group spreads everything anyway).
+    pub(super) fn spread_group_answer(&mut self, now: Instant) {
+        if self.spread() == Spread::GroupAnswers && self.feedback.hold_until.is_none() {
+            self.feedback.hold_until = Some(now + self.spread_offset());
         }
     }
 

@@ -431,7 +431,7 @@ impl Receiver {
             }
             Body::Data(d) => self.on_data(now, d.seq, d.poll, echo_copy(d.copy), d.payload),
             Body::Parity(p) => {
-                self.on_parity(&p);
+                self.on_parity(now, &p);
                 None
             }
             Body::Close(c) => {
