@@ -492,7 +492,7 @@ mod tests {
     }
 
     fn deciding_shape(payload: u16, window: u32, shape: FecShape) -> crate::Receiver {
-        deciding_in(payload, window, shape, 1, 0)
+        deciding_in(payload, window, shape, 1, 0, ProtocolId::NakPoll)
     }
 
     /// The same as [`deciding_shape`] in a group of `group`, with `rank`.
@@ -502,6 +502,7 @@ mod tests {
         shape: FecShape,
         group: u16,
         rank: u16,
+        protocol: ProtocolId,
     ) -> crate::Receiver {
         let mut r = fresh();
         let offer = packet(Body::Offer(Offer {
@@ -509,7 +510,7 @@ mod tests {
             isn: Seq(ISN),
             payload_size: payload,
             window,
-            protocol: ProtocolId::NakPoll,
+            protocol,
             protocol_param: 0,
             receivers: group,
             test_loss_ppm: 0,
@@ -518,7 +519,7 @@ mod tests {
         }));
         let hello = packet(Body::Hello(Hello {
             receivers_wanted: group,
-            protocol: ProtocolId::NakPoll,
+            protocol,
         }));
         let welcome = packet(Body::Welcome(Welcome {
             receiver_id: super::super::test_support::ID,
@@ -829,15 +830,15 @@ mod tests {
     }
 
     #[test]
-    fn a_mid_sized_group_answers_parity_polls_in_its_slot_with_one_ack() {
+    fn a_mid_sized_ring_answers_parity_polls_in_its_slot_with_one_ack() {
         use super::super::feedback::{GROUP_ANSWERS_SPREAD_FROM, SPREAD_SLOT};
         let object = object();
         let t0 = Instant::from_nanos(1_000_000_000);
         let rank = 50;
         // Block 0 lacks 1 and 2; its two parity packets each poll every
         // receiver that needs them.
-        let run = |group: u16| {
-            let mut r = deciding_in(PAYLOAD, 16, FecShape::new(K, 0), group, rank);
+        let run = |group: u16, protocol: ProtocolId| {
+            let mut r = deciding_in(PAYLOAD, 16, FecShape::new(K, 0), group, rank, protocol);
             r.accept_offer();
             let mut buf = vec![0u8; 4096];
             while r.poll_transmit(Instant::ZERO, &mut buf).is_some() {}
@@ -851,7 +852,7 @@ mod tests {
             assert_rebuilt(&rebuilt(&mut r), &object, 2);
             r
         };
-        let mut r = run(GROUP_ANSWERS_SPREAD_FROM);
+        let mut r = run(GROUP_ANSWERS_SPREAD_FROM, ProtocolId::Ring);
         let due = t0 + SPREAD_SLOT * u32::from(rank);
         assert_eq!(acks_at(&mut r, t0), 0, "held for its slot");
         assert!(r.poll_timeout().is_some_and(|t| t <= due), "wakes for it");
@@ -859,8 +860,11 @@ mod tests {
         assert_eq!(acks_at(&mut r, early), 0, "not before its slot");
         assert_eq!(acks_at(&mut r, due), 1, "one ack for both polls");
         assert_eq!(acks_at(&mut r, due + Duration::from_secs(1)), 0);
-        // A smaller group answers at once, poll by poll.
-        let mut r = run(GROUP_ANSWERS_SPREAD_FROM - 1);
+        // A smaller ring, or nak-poll's group of the same size, answers
+        // at once, poll by poll.
+        let mut r = run(GROUP_ANSWERS_SPREAD_FROM - 1, ProtocolId::Ring);
+        assert_eq!(acks_at(&mut r, t0), 2);
+        let mut r = run(GROUP_ANSWERS_SPREAD_FROM, ProtocolId::NakPoll);
         assert_eq!(acks_at(&mut r, t0), 2);
     }
 

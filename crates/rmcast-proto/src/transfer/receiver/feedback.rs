@@ -8,7 +8,7 @@ use super::data::fill_bitmap;
 use super::{Phase, Receiver};
 use crate::transfer::emit;
 use crate::transfer::policy::relay::ChildAck;
-use crate::{Dest, Instant, Transmit};
+use crate::{Dest, FeedbackPolicy, Instant, Transmit};
 #[cfg(doc)]
 use rmcast_wire::POLL_DIRECT;
 use rmcast_wire::{Body, Feedback, Header, RANK_SENDER, RateNak, RateNakKind, Seq};
@@ -69,22 +69,29 @@ impl FeedbackState {
 /// removed as silent; 1,000 did not.
 pub const SPREAD_FROM: u16 = 1000;
 
-/// Groups of this many receivers or more (up to [`SPREAD_FROM`]) spread
+/// Rings of this many receivers or more (up to [`SPREAD_FROM`]) spread
 /// the answers every receiver that needed a parity packet owes at once
-/// (its poll is [`POLL_DIRECT`]). A ring of 1,000 receivers with blocks
-/// interleaved 8 deep under bursts of loss had half the group use one
-/// interleaving group's parity and answer within microseconds: the
-/// sender's port dropped 11,211 frames and the sender waited out two
-/// retransmission timeouts (147 Mbit/s at 1 Gbit/s; spread, 628).
+/// (its poll is [`POLL_DIRECT`]). In a ring each data packet polls one
+/// receiver, so a parity packet's poll is the one moment many answer
+/// together: a ring of 1,000 receivers with blocks interleaved 8 deep
+/// under bursts of loss had half the group use one interleaving group's
+/// parity and answer within microseconds, the sender's port dropped
+/// 11,211 frames and the sender waited out two retransmission timeouts
+/// (147 Mbit/s at 1 Gbit/s; spread, 628). Under nak-poll every receiver
+/// answers the polled data packet at once anyway; spreading its parity
+/// answers too moved nothing without feedback loss and was mixed with it
+/// (`docs/performance.md`, "Every protocol under bursts"), so only the
+/// ring does.
 pub const GROUP_ANSWERS_SPREAD_FROM: u16 = 100;
 
 /// How a group spreads what its receivers owe the sender.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Spread {
-    /// Up to [`GROUP_ANSWERS_SPREAD_FROM`]: everything goes at once.
+    /// Up to [`SPREAD_FROM`] but a ring from
+    /// [`GROUP_ANSWERS_SPREAD_FROM`]: everything goes at once.
     Never,
-    /// Up to [`SPREAD_FROM`]: answers to a parity packet's poll of all
-    /// that needed it.
+    /// A ring up to [`SPREAD_FROM`]: answers to a parity packet's poll of
+    /// all that needed it.
     GroupAnswers,
     /// Larger groups: everything owed to the sender.
     Everything,
@@ -221,9 +228,10 @@ impl Receiver {
 
     /// How this receiver's group spreads what its receivers owe the sender.
     fn spread(&self) -> Spread {
+        let ring = matches!(self.policy, Some(FeedbackPolicy::Ring { .. }));
         match self.offer.as_ref().map(|o| o.receivers) {
             Some(n) if n > SPREAD_FROM => Spread::Everything,
-            Some(n) if n >= GROUP_ANSWERS_SPREAD_FROM => Spread::GroupAnswers,
+            Some(n) if n >= GROUP_ANSWERS_SPREAD_FROM && ring => Spread::GroupAnswers,
             _ => Spread::Never,
         }
     }
