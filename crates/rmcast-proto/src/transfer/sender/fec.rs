@@ -257,52 +257,60 @@ impl Sender {
         let high = self.window.high;
         let packets = self.packets;
         let poll_repair = self.policy.repair_poll();
-        let fec = self.fec.as_mut()?;
-        let space = fec.shape.space;
-        let n = fec.blocks.len();
-        let mut i = 0;
-        while i < fec.queue.len() {
-            let block = fec.queue[i];
-            let last = fec.shape.members(block, packets).last();
-            let b = &mut fec.blocks[block as usize % n];
-            if b.block != block || b.need == 0 || last < base {
-                if b.block == block {
-                    b.queued = false;
-                    b.need = 0;
+        'scan: loop {
+            let fec = self.fec.as_mut()?;
+            let space = fec.shape.space;
+            let n = fec.blocks.len();
+            let mut i = 0;
+            while i < fec.queue.len() {
+                let block = fec.queue[i];
+                let last = fec.shape.members(block, packets).last();
+                let b = &mut fec.blocks[block as usize % n];
+                if b.block != block || b.need == 0 || last < base {
+                    if b.block == block {
+                        b.queued = false;
+                        b.need = 0;
+                    }
+                    fec.queue.remove(i);
+                    continue;
                 }
-                fec.queue.remove(i);
-                continue;
+                // A block still sending its data (the window may hold it
+                // back until an older block is repaired) waits; the others
+                // go on.
+                if high <= last {
+                    i += 1;
+                    continue;
+                }
+                if b.next >= space {
+                    // Every parity packet of the block is spent: resend its
+                    // data (queued as repairs), and look on. Returning here
+                    // left the blocks behind it queued while `fec_deadline`
+                    // called them due: a driver that stopped at this call's
+                    // `None` was asked to wake in the past
+                    // (`relay_cascade`'s proptest).
+                    b.need = 0;
+                    b.queued = false;
+                    fec.queue.remove(i);
+                    self.fec_resend_block(block);
+                    continue 'scan;
+                }
+                // Only receivers that need a parity packet answer its poll.
+                // Proactive parity of a block that polled polls throughout
+                // (who rebuilds the polled packet owes its answer); a burst
+                // on demand polls with its last packet (who still lacks
+                // packets says how many).
+                let poll = match (b.proactive, b.polled, b.need) {
+                    (true, true, _) | (false, _, 1) => poll_repair,
+                    _ => POLL_NONE,
+                };
+                return Some(NextParity {
+                    block,
+                    index: b.next,
+                    poll,
+                });
             }
-            // A block still sending its data (the window may hold it back
-            // until an older block is repaired) waits; the others go on.
-            if high <= last {
-                i += 1;
-                continue;
-            }
-            if b.next >= space {
-                // Every parity packet of the block is spent: resend its data.
-                b.need = 0;
-                b.queued = false;
-                fec.queue.remove(i);
-                self.fec_resend_block(block);
-                return None;
-            }
-            // Only receivers that need a parity packet answer its poll.
-            // Proactive parity of a block that polled polls throughout
-            // (who rebuilds the polled packet owes its answer); a burst
-            // on demand polls with its last packet (who still lacks
-            // packets says how many).
-            let poll = match (b.proactive, b.polled, b.need) {
-                (true, true, _) | (false, _, 1) => poll_repair,
-                _ => POLL_NONE,
-            };
-            return Some(NextParity {
-                block,
-                index: b.next,
-                poll,
-            });
+            return self.fec_probe(now);
         }
-        self.fec_probe(now)
     }
 
     /// While the window waits on its base block and nothing else may go,
