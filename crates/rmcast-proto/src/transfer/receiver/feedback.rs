@@ -43,7 +43,9 @@ pub(super) struct FeedbackState {
     pub(super) last_heard: (Seq, u8),
     /// A group larger than [`SPREAD_FROM`]: what is owed to the sender
     /// (feedback, the offer's answer, the verdict) goes at this time, this
-    /// receiver's slot after it became owed.
+    /// receiver's slot after it became owed. A ring of
+    /// [`GROUP_ANSWERS_SPREAD_FROM`] or more: the same for an answer to a
+    /// parity packet's poll of all that needed it.
     pub(super) hold_until: Option<Instant>,
     /// Doublings of this receiver's slot (up to [`SPREAD_WIDEN_MAX`]): an
     /// `Offer` or `Close` repeated after this receiver answered it, or a
@@ -213,8 +215,8 @@ impl Receiver {
     /// (over [`SPREAD_FROM`]) every ack owed goes as one, whatever came
     /// while it waited for its slot, and the polls that came meanwhile
     /// (the polled block's proactive parity, a close) cost no packet more;
-    /// so does an answer of a mid-sized group that waited for its slot
-    /// (`held`, see [`Receiver::spread_group_answer`]). Otherwise groups
+    /// so does an answer of a ring of 100 to 1,000 that waited for its
+    /// slot (`held`, see [`Receiver::spread_group_answer`]). Otherwise groups
     /// answer poll by poll, as the papers' protocols count them (one ack
     /// per polled packet even when the driver reads several packets before
     /// it asks for what to send).
@@ -240,9 +242,9 @@ impl Receiver {
     /// answer, the verdict) may go now: in a group of more than
     /// [`SPREAD_FROM`] in this receiver's slot after it became owed (the
     /// first call starts the wait; the caller clears `hold_until` when it
-    /// sends); in a mid-sized one once the slot of an answer the group
-    /// owes at once is over ([`Receiver::spread_group_answer`]); else at
-    /// once.
+    /// sends); in a ring of 100 to 1,000 once the slot of an answer the
+    /// group owes at once is over ([`Receiver::spread_group_answer`]);
+    /// else at once.
     pub(super) fn spread_due(&mut self, now: Instant) -> bool {
         match self.spread() {
             Spread::Never => true,
@@ -264,9 +266,10 @@ impl Receiver {
     }
 
     /// An ack that every receiver that needed a parity packet owes at once
-    /// (the packet polled them all, [`POLL_DIRECT`]): in a group of
-    /// [`GROUP_ANSWERS_SPREAD_FROM`] or more it waits for this receiver's
-    /// slot (a larger group spreads everything anyway).
+    /// (the packet polled them all, [`POLL_DIRECT`]): in a ring of
+    /// [`GROUP_ANSWERS_SPREAD_FROM`] to [`SPREAD_FROM`] receivers it waits
+    /// for this receiver's slot (a larger group spreads everything anyway;
+    /// other policies answer at once).
     pub(super) fn spread_group_answer(&mut self, now: Instant) {
         if self.spread() == Spread::GroupAnswers && self.feedback.hold_until.is_none() {
             self.feedback.hold_until = Some(now + self.spread_offset());
