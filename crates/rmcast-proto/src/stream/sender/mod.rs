@@ -171,7 +171,8 @@ pub struct StreamSender {
     poll_ids: u32,
     control: VecDeque<Control>,
     next_announce: Instant,
-    /// The application ended an announcement's admission early.
+    /// An announcement's admission is over: its `duration` ran out, or the
+    /// application ended it early ([`StreamSender::end_admission`]).
     admission_ended: bool,
     close_requested: bool,
     nonce_seed: u64,

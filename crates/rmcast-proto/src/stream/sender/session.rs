@@ -281,6 +281,13 @@ impl StreamSender {
                         self.push_control(Control::Announce);
                         self.next_announce = now + interval;
                     }
+                } else {
+                    // Over, as if ended early: its timers are disarmed
+                    // (left armed at `started + duration` while a handshake
+                    // was still under way, they stayed due and spun the
+                    // driver; `random_forgeries_change_nothing` drew it) and
+                    // later requests are refused.
+                    self.admission_ended = true;
                 }
             }
         }
@@ -559,6 +566,31 @@ mod tests {
         connect_request(&mut s, ms(200), addr(0), 78);
         let out = drain(&mut s, ms(200));
         assert_eq!(reset_reason(&out[0].2), ResetReason::AdmissionClosed);
+    }
+
+    #[test]
+    fn an_announcement_that_runs_out_during_a_handshake_leaves_no_timer_due() {
+        let mut s = sender(announce_config(Duration::from_millis(100)));
+        drain(&mut s, ms(0));
+        // A request just before the end: its handshake outlives the
+        // announcement (no Accept comes).
+        connect_request(&mut s, ms(99), addr(0), 90);
+        drain(&mut s, ms(99));
+        s.handle_timeout(ms(100));
+        drain(&mut s, ms(100));
+        assert!(
+            s.poll_timeout().is_some_and(|t| t > ms(100)),
+            "a deadline at or before now: {:?}",
+            s.poll_timeout()
+        );
+        // A request after the end is refused, the handshake still going.
+        connect_request(&mut s, ms(101), addr(1), 91);
+        let out = drain(&mut s, ms(101));
+        assert_eq!(kinds(&out), [StreamKind::Reset]);
+        assert_eq!(reset_reason(&out[0].2), ResetReason::AdmissionClosed);
+        // The handshake completes: established with the one member.
+        accept(&mut s, 0, ms(102), 64);
+        assert!(events(&mut s).contains(&StreamEvent::Established { members: 1 }));
     }
 
     #[test]
