@@ -319,6 +319,11 @@ struct Ev {
 
 const TO_SENDER: usize = usize::MAX;
 
+/// Wakes in a row with some machine's timer already due after it was
+/// handled: a legitimate "act now" deadline is consumed within a wake or
+/// two; this many is a machine that re-arms in the past (a driver spinning).
+const STALE_WAKES: u32 = 10_000;
+
 struct World {
     now: Instant,
     rng: Rng,
@@ -669,6 +674,7 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
     let mut next_msg = 0;
     let mut close_called = false;
     let mut read_buf = Vec::new();
+    let mut due_again = 0u32;
     loop {
         out.steps += 1;
         assert!(
@@ -801,6 +807,25 @@ pub fn simulate(scenario: &StreamScenario) -> StreamReport {
         if out.closed && w.queue.is_empty() {
             break;
         }
+        // A timer still due after the machine handled it (and after it
+        // transmitted what it owed) spins a real driver: the runtime would
+        // wake at once, again and again. Here each such wake advances time
+        // by a nanosecond, so it shows as a run of wakes that never stops.
+        let stale_timer = sender.poll_timeout().is_some_and(|t| t <= now)
+            || (0..n)
+                .any(|i| !w.crashed[i] && receivers[i].poll_timeout().is_some_and(|t| t <= now));
+        due_again = if stale_timer { due_again + 1 } else { 0 };
+        assert!(
+            due_again < STALE_WAKES,
+            "seed {}: a timer stays due after it was handled, {STALE_WAKES} wakes in a row \
+             (a busy loop in a real driver) at {now:?}: sender {:?}, receivers {:?}",
+            sc.seed,
+            sender.poll_timeout(),
+            (0..n)
+                .filter(|&i| !w.crashed[i])
+                .map(|i| receivers[i].poll_timeout())
+                .collect::<Vec<_>>(),
+        );
         // Next instant.
         let mut next = w.queue.peek().map(|Reverse(e)| e.at);
         let mut wake = |t: Option<Instant>| {

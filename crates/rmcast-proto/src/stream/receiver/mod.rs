@@ -275,6 +275,9 @@ impl StreamReceiver {
             self.state = State::Leaving { tries: 0 };
             self.next_send = now;
             self.send_now = true;
+            // Out of the session no response goes (`next_plain`): one
+            // still pending would keep its deadline, due and never met.
+            self.pending = None;
         } else if self.state != State::Done {
             self.state = State::Done;
             self.events.push_back(StreamReceiverEvent::Left);
@@ -296,7 +299,8 @@ impl StreamReceiver {
             State::Member => Some(self.last_heard + self.config.sender_timeout),
             State::Lingering { until } => Some(until),
         };
-        if let Some(p) = self.pending {
+        // Only what `next_plain` will send: a response goes in the session.
+        if let Some(p) = self.pending.filter(|_| self.in_session()) {
             t = Some(t.map_or(p.due, |x| x.min(p.due)));
         }
         t
@@ -772,6 +776,40 @@ mod tests {
         // The response due at 52 ms is never sent: no timer asks for it.
         assert_eq!(r.poll_timeout(), None);
         assert!(sent(&mut r, ms(60)).is_empty());
+    }
+
+    /// A receiver that leaves while a response is pending sends no
+    /// response (it is out of the session) and asks for no wake-up before
+    /// its next Leave: the response's deadline, already due, used to stay
+    /// its timer and spin the driver until the next try (the stream
+    /// simulator's check of stale timers found it in `stream_sealed`).
+    #[test]
+    fn a_response_pending_when_leaving_keeps_no_deadline_in_the_past() {
+        let mut r = member();
+        let mut raw = [0u8; 16];
+        let entries = [PollEntry {
+            rank: 2,
+            delay_us: 1_000,
+        }];
+        let n = PollEntries::write(&entries, &mut raw).unwrap();
+        let poll = PollRequest {
+            poll_id: 1,
+            ts_us: 2000,
+            entries: PollEntries::from_raw(&raw[..n]).unwrap(),
+        };
+        let body = PollBody {
+            next_seq: ISN,
+            poll: Some(poll),
+        };
+        deliver(&mut r, ms(2), StreamBody::Poll(body));
+        r.leave(ms(2));
+        assert_eq!(sent(&mut r, ms(2))[0].0, StreamKind::Leave);
+        // Past the response's due time: nothing to send, nothing due.
+        r.handle_timeout(ms(4));
+        assert!(sent(&mut r, ms(4)).is_empty());
+        let next = r.poll_timeout().expect("the next Leave");
+        assert!(next > ms(4), "a deadline in the past: {next:?}");
+        assert_eq!(next, ms(2) + r.config.handshake_interval);
     }
 
     #[test]
