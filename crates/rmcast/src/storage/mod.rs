@@ -9,7 +9,6 @@ mod test_support;
 
 pub(crate) use mem::Mem;
 use mem::zeroed_vec;
-use part::HeldSearch;
 pub(crate) use part::{HeldReport, Part};
 use sweep::{remove_stale_parts, tree_bytes};
 
@@ -278,22 +277,14 @@ pub(crate) fn prepare(
                 x.set_leftovers(leftovers);
                 Box::new(x)
             });
-            let part = Part {
+            let part = Part::new(
                 file,
-                temp: Some(temp.clone()),
+                Some(temp.clone()),
                 final_path,
-                size: offer.size,
-                committed: false,
+                offer.size,
                 replaces,
-                tree: extractor,
-                stage: Vec::with_capacity(STAGE_BYTES),
-                stage_offset: 0,
-                hasher: Box::new(blake3::Hasher::new()),
-                hashed: 0,
-                held: HeldSearch::default(),
-                whole: false,
-                stage_max: STAGE_BYTES,
-            };
+                extractor,
+            );
             part.file.set_len(offer.size).map_err(|e| {
                 let status = if e.raw_os_error() == Some(libc::ENOSPC) {
                     Status::NoSpace
@@ -317,22 +308,14 @@ pub(crate) fn prepare(
                     format!("cannot hold {} bytes in memory: {e}", offer.size),
                 )
             })?;
-            Ok(Sink::File(Part {
+            Ok(Sink::File(Part::new(
                 file,
-                temp: None,
-                final_path: PathBuf::new(),
-                size: offer.size,
-                committed: false,
-                replaces: false,
-                tree: None,
-                stage: Vec::with_capacity(STAGE_BYTES),
-                stage_offset: 0,
-                hasher: Box::new(blake3::Hasher::new()),
-                hashed: 0,
-                held: HeldSearch::default(),
-                whole: false,
-                stage_max: STAGE_BYTES,
-            }))
+                None,
+                PathBuf::new(),
+                offer.size,
+                false,
+                None,
+            )))
         }
     }
 }

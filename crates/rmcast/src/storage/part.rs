@@ -65,6 +65,36 @@ pub(crate) struct HeldReport {
 }
 
 impl Part {
+    /// A part of `size` bytes written into `file`, nothing received yet:
+    /// a file on disk at `temp` to be renamed to `final_path` (a tree:
+    /// extracted by `tree` beside it instead), or an anonymous in-memory
+    /// file (`temp` `None`).
+    pub(super) fn new(
+        file: File,
+        temp: Option<PathBuf>,
+        final_path: PathBuf,
+        size: u64,
+        replaces: bool,
+        tree: Option<Box<crate::tree::Extractor>>,
+    ) -> Self {
+        Self {
+            file,
+            temp,
+            final_path,
+            size,
+            committed: false,
+            replaces,
+            tree,
+            stage: Vec::with_capacity(super::STAGE_BYTES),
+            stage_offset: 0,
+            hasher: Box::new(blake3::Hasher::new()),
+            hashed: 0,
+            held: HeldSearch::default(),
+            whole: false,
+            stage_max: super::STAGE_BYTES,
+        }
+    }
+
     /// Resume and delta: once the manifest is in (`in_order` bytes of the
     /// object are), starts looking for the chunks this disk holds; once
     /// that is done, returns what to report. Cheap when there is nothing
