@@ -123,6 +123,8 @@ pub struct UpArgs {
 }
 
 /// `lab chaos`.
+// The doc comments are the command's --help text, not rustdoc markup.
+#[allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 #[derive(Args, Debug)]
 pub struct ChaosArgs {
     /// Work directory: DIR/<scenario>/ keeps each scenario's logs and
@@ -159,6 +161,8 @@ pub enum BackendArg {
 }
 
 /// `lab run`.
+// The doc comments are the command's --help text, not rustdoc markup.
+#[allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Scenario or suite file (TOML; a file with [[experiment]] is a suite, see docs/suites.md).

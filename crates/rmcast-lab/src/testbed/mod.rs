@@ -329,7 +329,7 @@ pub struct Local {
 
 /// A testbed's group key: fresh per testbed, in a temporary file (mode
 /// 0600) removed with the testbed, so the lab's one-liners need no key.
-/// Its name carries the owner's PID ([`owned_temp_prefix`]).
+/// Its name carries the owner's PID (`owned_temp_prefix`).
 pub struct LabKey {
     file: tempfile::TempPath,
 }

@@ -349,7 +349,7 @@ impl Netns {
 
     /// Shapes what host `i` (1..) can take in: a tbf of `rate` on its
     /// switch port's egress (its download; its upload keeps the spec's),
-    /// with a switch port's buffer ([`PORT_LIMIT`]: what does not fit is
+    /// with a switch port's buffer (`PORT_LIMIT`: what does not fit is
     /// dropped). A slow link, or a slow receiver, among fast ones.
     pub fn shape_download(&self, i: usize, rate_bits_per_s: u64) -> Result<()> {
         if self.spec.segments.is_some() || i == 0 || i >= self.hosts.len() {

@@ -41,7 +41,7 @@
 //!   message size" constraint.
 //!
 //! - [`OverlayShape::Pipeline`]: the binomial pipeline (Ganesan &
-//!   Seshadri; RDMC, Behrens et al., DSN 2018), built by [`pipeline`]. Every
+//!   Seshadri; RDMC, Behrens et al., DSN 2018), built by `pipeline` (below). Every
 //!   node sends and receives at once from the first segments, each segment
 //!   reaches everyone within `⌊log2 N⌋ + 2` hops, and every node sends about
 //!   the object once (the sender exactly once).

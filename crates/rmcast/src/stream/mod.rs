@@ -3,7 +3,7 @@
 //!
 //! [`StreamSender`] and [`StreamReceiver`] each own a driver thread that runs
 //! the sans-IO machines of [`rmcast_proto::stream`] over non-blocking
-//! sockets (the same [`Port`](crate::net) batching, `timerfd` alarm and
+//! sockets (the same `net::Port` batching, `timerfd` alarm and
 //! clock as the object transfer). The application talks to its driver
 //! through a mutex around the machine and a condition variable:
 //!
@@ -25,8 +25,8 @@
 //! after the machine wrote it. Both sides need the same key, or neither:
 //! a mismatch ends in a failure that says so, not a hang.
 //!
-//! With the cargo feature `tokio`, [`AsyncStreamSender`] and
-//! [`AsyncStreamReceiver`] give the same endpoints to async code.
+//! With the cargo feature `tokio`, `AsyncStreamSender` and
+//! `AsyncStreamReceiver` give the same endpoints to async code.
 //!
 //! Defaults keep traffic on the machine: multicast leaves through
 //! `127.0.0.1` with TTL 1.

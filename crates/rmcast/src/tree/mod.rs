@@ -358,7 +358,7 @@ fn hash_chunks(tree: &TreeObject, manifest: &mut Manifest) {
     });
 }
 
-/// What [`extract`] stored.
+/// What `extract` stored.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TreeCounts {
     /// Regular files.

@@ -82,7 +82,7 @@ pub struct RateFinder {
 }
 
 impl RateFinder {
-    /// A finder starting at [`START_BITS_PER_S`] at `now`, for a window of
+    /// A finder starting at `START_BITS_PER_S` at `now`, for a window of
     /// `window_bytes` on the wire.
     #[must_use]
     pub fn new(now: Instant, window_bytes: u64) -> Self {
@@ -100,7 +100,7 @@ impl RateFinder {
         }
     }
 
-    /// How long a sample spans at least at the pace now: [`SAMPLE`], or
+    /// How long a sample spans at least at the pace now: `SAMPLE`, or
     /// the time a window takes at the pace, whichever is longer.
     #[must_use]
     pub fn span(&self) -> Duration {
