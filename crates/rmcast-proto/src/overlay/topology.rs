@@ -43,7 +43,7 @@
 //! - [`OverlayShape::Pipeline`]: the binomial pipeline (Ganesan &
 //!   Seshadri; RDMC, Behrens et al., DSN 2018), built by `pipeline` (below). Every
 //!   node sends and receives at once from the first segments, each segment
-//!   reaches everyone within `⌊log2 N⌋ + 2` hops, and every node sends about
+//!   reaches everyone within `⌊log2 N⌋ + 5` hops, and every node sends about
 //!   the object once (the sender exactly once).
 //!
 //! Chain, bintree and pipeline are pipelined (a node forwards segment `k` while it
@@ -380,28 +380,44 @@ fn pipeline_class(x: usize, i: usize, dims: usize) -> Option<usize> {
 }
 
 /// The binomial pipeline's edges over ranks `0..=receivers` as
-/// `(from, to, segments)`: one residue class per edge.
+/// `(from, to, segments)`: one residue class mod `d` per edge.
 ///
 /// With `N = receivers + 1` nodes, `d = ⌊log2 N⌋` and `V = 2^d`, ranks
 /// `0..V` are the nodes of a `d`-cube and run [`pipeline_class`]'s
-/// schedule: for `N = 2^d` that is all, classes mod `d`.
+/// schedule: for `N = 2^d` that is all.
 ///
 /// Otherwise the `E = N - V` other ranks are twins: rank `V + j - 1` pairs
-/// with cube node `j` (`1 ≤ j ≤ E`; never the sender, since `E < V`). The
-/// object is cut in two halves of `d` classes each, mod `2d`: classes
-/// `c < d` (the first half) and `c + d` (the second) follow the same cube
-/// schedule, but a twinned node plays the cube only for the first half and
-/// its twin only for the second; then each gives the other, class by
-/// class, the half it lacks. So every node still sends about the object
-/// once. The halves travel on connections of their own even between two
-/// untwinned nodes: sharing one, a half held up behind a busy twin holds
-/// the other back too, which the simulator measured at up to 0.7 of the
-/// rate (e.g. 91 nodes: 1.35 x the wire time shared, 1.02 apart).
+/// with cube node `j` (`1 ≤ j ≤ E`; never the sender, since `E < V`), and
+/// the pair shares node `j`'s place in the cube by dimension: the cube
+/// node takes the low half of the dimensions, `0..h` with `h = ⌊d/2⌋`
+/// (what arrives across them, and what leaves), the twin the high half;
+/// for odd `d`, dimension `h` is split: what arrives across it goes to the
+/// cube node, what leaves, from the twin. Then each of the pair gives the
+/// other, class by class, what it took in from the cube.
+///
+/// - **Load.** Both get every class once and send `d` classes' worth (the
+///   object, as a cube node does: one class out per dimension it sends
+///   across, one class to its twin per dimension it takes in from).
+/// - **Peers.** A neighbour talks to one of the pair across a whole
+///   dimension, so a cube node has its `d` peers, plus one when the
+///   neighbour across a split dimension is a pair: at most `⌊log2 N⌋ + 1`.
+///   A pair's members talk to half the cube each, and each other.
+/// - **Connections.** One per directed edge, one class each: at most
+///   `2 ⌊log2 N⌋`. No connection carries two classes, which could hold
+///   each other back: the twins' exchange merged into one connection
+///   each way deadlocked in the simulator (buffers waiting in a cycle).
+/// - **Depth.** A class whose dimensions at a pair lie on both sides of
+///   its split (two per pair) pays one hop more there: every segment
+///   reaches everyone within `⌊log2 N⌋ + 5` hops for every N up to
+///   1,101. The pairs used to split the object instead (the cube node
+///   played the whole cube for half the classes, its twin for the other
+///   half): `+ 2` hops, but every neighbour of a pair talked to both,
+///   `2 ⌊log2 N⌋` peers over `4 ⌊log2 N⌋` connections. The simulator
+///   times the two the same (`docs/protocols.md`).
 ///
 /// Every segment reaches each node from one parent; the edges that carry
-/// one class form a tree (the class's binomial tree, plus the twins'
-/// exchange, which ends at the twin), so bounded buffers cannot wait on
-/// each other in a cycle.
+/// one class form a tree (the class's binomial tree through the pairs),
+/// so bounded buffers cannot wait on each other in a cycle.
 fn pipeline(receivers: usize) -> Vec<(usize, usize, SegmentSet)> {
     let nodes = receivers + 1;
     if nodes < 2 {
@@ -410,40 +426,36 @@ fn pipeline(receivers: usize) -> Vec<(usize, usize, SegmentSet)> {
     let dims = (usize::BITS - 1 - nodes.leading_zeros()) as usize;
     let cube = 1 << dims;
     let twins = nodes - cube;
-    let halves = if twins > 0 { 2 } else { 1 };
-    // The rank that plays cube node v for half h.
-    let player = |v: usize, half: usize| {
-        if half == 1 && (1..=twins).contains(&v) {
-            cube + v - 1
-        } else {
-            v
-        }
+    let h = dims / 2;
+    let twin = |v: usize| (1..=twins).contains(&v).then(|| cube + v - 1);
+    // The member of v's place that takes in, or sends, across dimension i.
+    let arrives_at = |v: usize, i: usize| match twin(v) {
+        Some(t) if i > h || (i == h && dims.is_multiple_of(2)) => t,
+        _ => v,
     };
-    // Every (from, to, class) that flows, one connection each.
+    let leaves_from = |v: usize, i: usize| match twin(v) {
+        Some(t) if i >= h => t,
+        _ => v,
+    };
     let mut edges = Vec::new();
     for v in 0..cube {
         for i in 0..dims {
-            let Some(c) = pipeline_class(v, i, dims) else {
-                continue;
-            };
             let w = v ^ (1 << i);
-            for half in 0..halves {
-                edges.push((player(v, half), player(w, half), c + half * dims));
+            if let Some(c) = pipeline_class(v, i, dims) {
+                edges.push((leaves_from(v, i), arrives_at(w, i), c));
+            }
+            // What v's place takes in across i, the member that got it
+            // gives the other.
+            if let (Some(t), Some(c)) = (twin(v), pipeline_class(w, i, dims)) {
+                let got = arrives_at(v, i);
+                edges.push((got, if got == v { t } else { v }, c));
             }
         }
     }
-    for v in 1..=twins {
-        let twin = player(v, 1);
-        for c in 0..dims {
-            edges.push((v, twin, c));
-            edges.push((twin, v, c + dims));
-        }
-    }
     edges.sort_unstable();
-    let modulus = (halves * dims) as u8;
     (edges.into_iter())
         .map(|(from, to, class)| {
-            let set = SegmentSet::residues(modulus, 1 << class).expect("one class");
+            let set = SegmentSet::residues(dims as u8, 1 << class).expect("one class");
             (from, to, set)
         })
         .collect()
@@ -572,7 +584,7 @@ mod tests {
             let nodes = usize::from(n) + 1;
             let dims = floor_log2(nodes);
             let period = t.period();
-            assert!(period <= 2 * dims as u64, "n={n}: period {period}");
+            assert_eq!(period, dims as u64, "n={n}: one class per dimension");
             let segments = 3 * period + 1;
             let got = deliveries(&t, segments);
             for (r, counts) in got.iter().enumerate().skip(1) {
@@ -581,26 +593,36 @@ mod tests {
                     "n={n}: rank {r} got {counts:?}"
                 );
             }
-            // Every segment within ⌊log2 N⌋ + 2 hops (the cube's d + 1,
-            // and the twins' exchange).
-            assert!(t.depth() <= dims + 2, "n={n}: depth {}", t.depth());
+            // Every segment within ⌊log2 N⌋ + 5 hops: the cube's d + 1, a
+            // hop at a pair where a class crosses its split, the twins'
+            // exchange (measured for every N up to 1,101).
+            assert!(t.depth() <= dims + 5, "n={n}: depth {}", t.depth());
+            if nodes.is_power_of_two() {
+                assert!(t.depth() <= dims + 1, "n={n}: depth {}", t.depth());
+            }
             // The sender sends the object once; nobody sends more.
             let whole = 4 * period;
             assert_eq!(t.sent_segments(0, whole), whole, "n={n}");
             for r in 0..=n {
                 assert!(t.sent_segments(r, whole) <= whole, "n={n} rank {r}");
-                // Peers: ⌈log2 N⌉ for a power of two (the cube), at
-                // most twice ⌊log2 N⌋ otherwise (a node next to twins
-                // talks to both of a pair); the twins themselves ⌊log2 N⌋ + 1.
+                // Peers: ⌊log2 N⌋ for a power of two (the cube), one more
+                // for a node whose neighbour across the split dimension is
+                // a pair; a pair's members about half as many. One
+                // connection per directed edge: at most two per peer.
                 let p = peers(&t, r);
                 if nodes.is_power_of_two() {
                     assert_eq!(p, dims, "n={n} rank {r}");
                 } else {
-                    assert!(p <= 2 * dims, "n={n} rank {r}: {p} peers");
-                    if usize::from(r) >= 1 << dims {
-                        assert!(p <= dims + 1, "n={n} twin {r}: {p} peers");
+                    assert!(p <= dims + 1, "n={n} rank {r}: {p} peers");
+                    let pair = usize::from(r) >= 1 << dims || usize::from(r) <= nodes - (1 << dims);
+                    if pair && r != 0 {
+                        assert!(
+                            p <= dims.div_ceil(2) + 2,
+                            "n={n} pair member {r}: {p} peers"
+                        );
                     }
                 }
+                assert!(t.connections(r) <= 2 * dims, "n={n} rank {r}");
             }
             if n <= 130 {
                 assert!(!has_wait_cycle(&t), "n={n}: buffers can wait in a cycle");
@@ -651,6 +673,29 @@ mod tests {
                 .map(|&(to, class)| (to, SegmentSet::residues(3, 1 << class).unwrap()))
                 .collect();
             expected.sort_unstable_by_key(|e| e.0);
+            let got: Vec<(u16, SegmentSet)> = (t.nodes[r].children.iter())
+                .map(|l| (l.peer, l.segments))
+                .collect();
+            assert_eq!(got, expected, "rank {r}");
+        }
+    }
+
+    #[test]
+    fn pipeline_of_six_nodes_is_the_table_in_the_protocols_doc() {
+        // docs/protocols.md, "Other N": (to, class) of each rank.
+        let table: [&[(u16, u32)]; 6] = [
+            &[(1, 0), (5, 1)],
+            &[(4, 0)],
+            &[(3, 1), (5, 0)],
+            &[(2, 0), (4, 1)],
+            &[(1, 1), (3, 0)],
+            &[(2, 1)],
+        ];
+        let t = Topology::build(OverlayShape::Pipeline, 5);
+        for (r, row) in table.iter().enumerate() {
+            let expected: Vec<(u16, SegmentSet)> = (row.iter())
+                .map(|&(to, class)| (to, SegmentSet::residues(2, 1 << class).unwrap()))
+                .collect();
             let got: Vec<(u16, SegmentSet)> = (t.nodes[r].children.iter())
                 .map(|l| (l.peer, l.segments))
                 .collect();
