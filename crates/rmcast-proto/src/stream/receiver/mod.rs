@@ -750,14 +750,11 @@ mod tests {
         assert!(r.is_finished());
     }
 
-    #[test]
-    fn a_response_pending_when_the_leave_is_acknowledged_leaves_no_timer() {
-        let mut r = member();
+    /// Delivers at `now` a poll (id 1) that asks rank 2, the member's, to
+    /// answer `delay_us` later.
+    fn poll_member(r: &mut StreamReceiver, now: Instant, delay_us: u32) {
         let mut raw = [0u8; 16];
-        let entries = [PollEntry {
-            rank: 2,
-            delay_us: 50_000,
-        }];
+        let entries = [PollEntry { rank: 2, delay_us }];
         let n = PollEntries::write(&entries, &mut raw).unwrap();
         let poll = PollRequest {
             poll_id: 1,
@@ -768,7 +765,13 @@ mod tests {
             next_seq: ISN,
             poll: Some(poll),
         };
-        deliver(&mut r, ms(2), StreamBody::Poll(body));
+        deliver(r, now, StreamBody::Poll(body));
+    }
+
+    #[test]
+    fn a_response_pending_when_the_leave_is_acknowledged_leaves_no_timer() {
+        let mut r = member();
+        poll_member(&mut r, ms(2), 50_000);
         r.leave(ms(3));
         assert_eq!(sent(&mut r, ms(3))[0].0, StreamKind::Leave);
         deliver(&mut r, ms(4), StreamBody::LeaveAck);
@@ -786,22 +789,7 @@ mod tests {
     #[test]
     fn a_response_pending_when_leaving_keeps_no_deadline_in_the_past() {
         let mut r = member();
-        let mut raw = [0u8; 16];
-        let entries = [PollEntry {
-            rank: 2,
-            delay_us: 1_000,
-        }];
-        let n = PollEntries::write(&entries, &mut raw).unwrap();
-        let poll = PollRequest {
-            poll_id: 1,
-            ts_us: 2000,
-            entries: PollEntries::from_raw(&raw[..n]).unwrap(),
-        };
-        let body = PollBody {
-            next_seq: ISN,
-            poll: Some(poll),
-        };
-        deliver(&mut r, ms(2), StreamBody::Poll(body));
+        poll_member(&mut r, ms(2), 1_000);
         r.leave(ms(2));
         assert_eq!(sent(&mut r, ms(2))[0].0, StreamKind::Leave);
         // Past the response's due time: nothing to send, nothing due.
