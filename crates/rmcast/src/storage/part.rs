@@ -85,13 +85,13 @@ impl Part {
             committed: false,
             replaces,
             tree,
-            stage: Vec::with_capacity(super::STAGE_BYTES),
+            stage: Vec::with_capacity(STAGE_BYTES),
             stage_offset: 0,
             hasher: Box::new(blake3::Hasher::new()),
             hashed: 0,
             held: HeldSearch::default(),
             whole: false,
-            stage_max: super::STAGE_BYTES,
+            stage_max: STAGE_BYTES,
         }
     }
 
