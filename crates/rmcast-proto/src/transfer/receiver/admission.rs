@@ -185,11 +185,18 @@ pub(super) const JOIN_ANSWER_WAIT: Duration = Duration::from_millis(5);
 /// at 10,000). At 10,000 receivers a `Hello` 5 ms after a `Join` found
 /// hundreds unanswered yet, and their joins again, all at once, overflowed
 /// the sender's port (915 frames dropped in the simulator).
-fn join_answer_wait(receivers_wanted: u16) -> Duration {
+pub(crate) fn join_answer_wait(receivers_wanted: u16) -> Duration {
+    JOIN_ANSWER_WAIT + join_spread(receivers_wanted)
+}
+
+/// How long after a `Hello` the `Join`s it prompts may come: nothing in a
+/// group of up to [`SPREAD_FROM`], else as many slots as receivers wanted
+/// ([`join_delay`]).
+pub(crate) fn join_spread(receivers_wanted: u16) -> Duration {
     if receivers_wanted <= SPREAD_FROM {
-        return JOIN_ANSWER_WAIT;
+        return Duration::ZERO;
     }
-    JOIN_ANSWER_WAIT + SPREAD_SLOT * u32::from(receivers_wanted)
+    SPREAD_SLOT * u32::from(receivers_wanted)
 }
 
 /// How long a receiver waits after the sender's first `Hello` before its

@@ -24,16 +24,26 @@ use std::time::Duration;
 /// answer of almost every round is lost: the session waited 50 ms for it
 /// at the offer alone. Once a round's answers have begun and then stopped,
 /// the few members still silent (at most [`repoll_max`]) get the packet
-/// again, alone, at once; the multicast repeat stays the RTO's.
+/// again, alone, at once, and again a quiet later while they stay silent
+/// (at most [`REASKS`] times a round); the multicast repeat stays the RTO's.
 #[derive(Debug, Default)]
 pub(super) struct Round {
     sent_at: Option<Instant>,
     /// The round's first answer and its latest.
     first_heard: Option<Instant>,
     heard_at: Option<Instant>,
-    asked_again: bool,
+    /// Times the silent members were asked again this round, and when last.
+    asked_again: u8,
+    asked_at: Option<Instant>,
     queue: VecDeque<u16>,
 }
+
+/// Most times one round asks its silent members again, each once the
+/// previous question's answers had time to come: an answer to a question
+/// asked again can be lost too (at 1 % feedback loss, one of 20 asked),
+/// and a round asked once then waited for the multicast repeat, an RTO
+/// (50 ms) after the round began.
+const REASKS: u8 = 3;
 
 impl Round {
     /// The multicast packet went (again): a new round.
@@ -41,7 +51,8 @@ impl Round {
         self.sent_at = Some(now);
         self.first_heard = None;
         self.heard_at = None;
-        self.asked_again = false;
+        self.asked_again = 0;
+        self.asked_at = None;
         self.queue.clear();
     }
 
@@ -75,7 +86,8 @@ impl Sender {
     /// When to ask the members still silent after this round's answers
     /// stopped: no answer for `suppress` or for twice as long as the
     /// first answer took since the packet went (slow readers answer
-    /// late), whichever is longer; once per round. Twice the *first*
+    /// late), whichever is longer; again a quiet after each question, up
+    /// to [`REASKS`] times a round. Twice the *first*
     /// answer's time, as a poll's repoll waits: a large group answers
     /// in rank slots (2 µs each), 20 ms at 10,000 receivers, and twice
     /// the last answer's 20 ms put the question after the RTO's repeat
@@ -90,10 +102,16 @@ impl Sender {
             _ => false,
         };
         let (sent, first, heard) = r.times()?;
-        if !asking || r.asked_again || first < sent {
+        if !asking || r.asked_again >= REASKS || first < sent {
             return None;
         }
-        Some(heard + self.round_quiet(sent, first))
+        let quiet = self.round_quiet(sent, first);
+        Some(match r.asked_at {
+            None => heard + quiet,
+            // A member asked alone answers at once: still silent a quiet
+            // after the question, its answer (or the question) was lost.
+            Some(asked) => (asked + quiet).max(heard + quiet),
+        })
     }
 
     /// While this round's answers are still coming (one came less than
@@ -130,7 +148,8 @@ impl Sender {
     /// the others'), so the multicast repeat, which every member answers
     /// and which widens every member's slot, waits as long.
     pub(super) fn start_reask(&mut self, now: Instant) {
-        self.round.asked_again = true;
+        self.round.asked_again += 1;
+        self.round.asked_at = Some(now);
         let silent: Vec<u16> = self
             .members
             .list

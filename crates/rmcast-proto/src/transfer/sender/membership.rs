@@ -7,10 +7,15 @@ use super::pacing::Mode;
 use super::timers::Timer;
 use super::{Phase, Sender};
 use crate::transfer::policy::SenderPolicy;
+use crate::transfer::receiver::{join_answer_wait, join_spread};
 use crate::{Instant, SenderEvent, SessionId};
 use rmcast_wire::{Behind, OfferReply, RANK_UNASSIGNED, Status};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
+
+/// A `Hello` for lost `Join`s goes this long after the receivers' own wait
+/// would let them take it (clock steps, the `Hello`'s own trip).
+const LOST_JOIN_MARGIN: Duration = Duration::from_millis(1);
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
@@ -175,7 +180,27 @@ impl Sender {
         });
         if self.members.list.len() == usize::from(self.config.receivers) {
             self.registration_closed(now);
+        } else {
+            self.hello_for_lost_joins(now);
         }
+    }
+
+    /// A `Join` came and some are still missing: the next `Hello` goes
+    /// once a receiver whose `Join` (or `Welcome`) was lost takes it as
+    /// the sign to join again ([`join_answer_wait`] after its `Join`,
+    /// which went within [`join_spread`] of the last `Hello`), instead of
+    /// on the backoff (10, 20, 40 ms ...). A lost `Join` used to wait for
+    /// the backoff's next `Hello`, which the wait ruled out for most of a
+    /// large group: at 2,000 receivers (joins spread over 4 ms, a wait of
+    /// 9 ms) the `Hello` at 10 ms let only the first millisecond's join
+    /// again, and the rest waited for the one at 30 ms. With no `Join`
+    /// since the last `Hello`, the backoff stands (the receivers missing
+    /// may not be listening yet).
+    fn hello_for_lost_joins(&mut self, now: Instant) {
+        let wanted = self.config.receivers;
+        let joins_by = self.last_hello.map_or(now, |t| t + join_spread(wanted));
+        let at = now.max(joins_by) + join_answer_wait(wanted) + LOST_JOIN_MARGIN;
+        self.timers.set(Timer::Control, Some(at));
     }
 
     /// Registration is over with the group that came: choose the data

@@ -85,17 +85,36 @@ fn a_member_silent_after_a_poll_is_polled_again_directly_once_the_answers_stop()
     );
     assert_eq!(s.stats().timeouts, 0);
     assert_eq!(s.stats().repolls, 1);
-    // Once per round: its answer lost again is the RTO's (at 20 ms).
-    let later = due + SUPPRESS * 2;
+    // Its answer lost again: asked again a quiet later, three times in
+    // all per round; then it is the RTO's (at 20 ms).
+    for n in 1..3u32 {
+        let again = due + SUPPRESS * n;
+        let early = due + (SUPPRESS * n - Duration::from_micros(1));
+        s.handle_timeout(early);
+        assert_eq!(drain(&mut s, early, &data), vec![], "not before");
+        s.handle_timeout(again);
+        assert_eq!(
+            drain(&mut s, again, &data),
+            vec![(0, POLL_DIRECT, Dest::Unicast(addr(2)))],
+            "asked again, time {n}"
+        );
+    }
+    assert_eq!(s.stats().repolls, 3);
+    // No fourth: the RTO's stall poll (at 20.1 ms) asks everyone.
+    let later = due + SUPPRESS * 3;
     s.handle_timeout(later);
-    assert_eq!(drain(&mut s, later, &data), vec![]);
+    assert_eq!(
+        drain(&mut s, later, &data),
+        vec![(0, POLL_DIRECT, Dest::Group)]
+    );
+    assert_eq!((s.stats().repolls, s.stats().timeouts), (3, 1));
     // Its answer moves the window on.
     feed_from(&mut s, later, addr(2), 2, ack(WINDOW, 0));
     assert_eq!(drain(&mut s, later, &data).len(), WINDOW as usize);
 }
 
 #[test]
-fn a_repair_whose_answer_went_missing_is_followed_by_one_re_poll() {
+fn a_repair_whose_answer_went_missing_is_followed_by_re_polls() {
     let (mut s, data, poll) = sending(2);
     let t0 = Instant::ZERO + Duration::from_millis(1);
     feed_from(&mut s, t0, addr(0), 0, ack(WINDOW, poll));
@@ -120,10 +139,11 @@ fn a_repair_whose_answer_went_missing_is_followed_by_one_re_poll() {
         .collect();
     let to_it = (0, POLL_DIRECT, Dest::Unicast(addr(1)));
     // The repair `suppress` after the packet's first send (at 0.1 ms;
-    // the 1 ms steps see it at 6), then, the
-    // answers quiet for `suppress`, the re-poll; no more before the RTO.
-    assert_eq!(sent, vec![(6, to_it), (11, to_it)], "{sent:?}");
-    assert_eq!(s.stats().repolls, 1);
+    // the 1 ms steps see it at 6), then, the answers quiet for
+    // `suppress`, the re-poll, and another a quiet later (the third is
+    // due at 21 ms).
+    assert_eq!(sent, vec![(6, to_it), (11, to_it), (16, to_it)], "{sent:?}");
+    assert_eq!(s.stats().repolls, 2);
     assert_eq!(s.stats().unicast_repairs, 1);
     assert_eq!(s.stats().timeouts, 0);
 }
@@ -258,7 +278,9 @@ fn a_member_silent_after_the_close_is_sent_it_again_alone() {
 /// Offer answers that come in slots over longer than the RTO, one of
 /// them lost: the multicast repeat (which every member answers) waits
 /// while they come, the silent member is asked again alone once they
-/// stop, and the repeat then waits for its answer too.
+/// stop, and again a quiet later while it stays silent (three times in
+/// all: an answer to a question asked again can be lost too), and the
+/// repeat then waits for its answer too.
 #[test]
 fn answers_slower_than_the_rto_hold_its_repeat_and_the_silent_are_asked_alone_first() {
     let n = 20u16;
@@ -285,15 +307,61 @@ fn answers_slower_than_the_rto_hold_its_repeat_and_the_silent_are_asked_alone_fi
         out.extend(sent(&mut s, now, &data).into_iter().map(|p| (step, p)));
     }
     // Quiet 5 ms after the last answer (29.5 ms): asked alone at 34.5 ms
-    // (step 69); the repeat waits twice the answers' 29.5 ms more, plus
-    // the quiet: 98.5 ms (step 197).
+    // (step 69), and again a quiet later at 39.5 and 44.5 ms; the repeat
+    // waits twice the answers' 29.5 ms after the last, plus the quiet:
+    // 108.5 ms (step 217).
     assert_eq!(
         out,
         vec![
             (69, (Kind::Offer, Dest::Unicast(addr(silent)))),
-            (197, (Kind::Offer, Dest::Group)),
+            (79, (Kind::Offer, Dest::Unicast(addr(silent)))),
+            (89, (Kind::Offer, Dest::Unicast(addr(silent)))),
+            (217, (Kind::Offer, Dest::Group)),
         ],
         "{out:?}"
     );
-    assert_eq!(s.stats().repolls, 1);
+    assert_eq!(s.stats().repolls, 3);
+}
+
+/// Two of three receivers joined at 1 ms and the third's `Join` was lost:
+/// the next `Hello` goes once the joins have been quiet for as long as a
+/// receiver waits before it takes a `Hello` as the sign to join again
+/// (5 ms, plus a millisecond), not on the backoff (10, then 30 ms).
+#[test]
+fn a_lost_join_gets_a_hello_once_the_joins_are_quiet() {
+    let data = vec![7u8; 1448 * 10];
+    let config = SenderConfig {
+        receivers: 3,
+        window: WINDOW,
+        suppress: SUPPRESS,
+        rto: RTO,
+        ..SenderConfig::default()
+    };
+    let mut s = sender_of(config, &data, ISN);
+    let start = Instant::ZERO;
+    assert_eq!(sent(&mut s, start, &data), vec![(Kind::Hello, Dest::Group)]);
+    assert_eq!(s.poll_timeout(), Some(start + Duration::from_millis(10)));
+    let joined = start + Duration::from_millis(1);
+    for rank in 0..2u16 {
+        let join = Join {
+            receiver_id: u64::from(rank) + 1,
+            name: "r",
+        };
+        feed_from(
+            &mut s,
+            joined,
+            addr(rank),
+            RANK_UNASSIGNED,
+            Body::Join(join),
+        );
+    }
+    let welcomed = sent(&mut s, joined, &data);
+    assert_eq!(welcomed.len(), 2, "{welcomed:?}");
+    let again = joined + Duration::from_millis(6);
+    assert_eq!(s.poll_timeout(), Some(again));
+    s.handle_timeout(again);
+    let out = sent(&mut s, again, &data);
+    assert_eq!(out, vec![(Kind::Hello, Dest::Group)], "{out:?}");
+    // No join since: the backoff's next (20 ms after this one).
+    assert_eq!(s.poll_timeout(), Some(again + Duration::from_millis(20)));
 }

@@ -87,10 +87,11 @@ pub(super) struct Window {
     /// Last data transmission or advance of the base (the RTO counts from it).
     pub(super) last_activity: Instant,
     /// When the latest data packet polling everyone went out (a poll
-    /// round's start), and whether that round's missing answers were
-    /// asked for again (once per round).
+    /// round's start), how many times that round's missing answers were
+    /// asked for again (at most `REPOLLS`), and when last.
     pub(super) poll_at: Option<Instant>,
-    pub(super) repolled: bool,
+    pub(super) repolled: u8,
+    pub(super) repolled_at: Option<Instant>,
     /// When the first feedback after `poll_at` came.
     pub(super) first_answer_at: Option<Instant>,
     /// Members to re-poll by unicast, by rank.
@@ -117,7 +118,8 @@ impl Window {
             stall_poll: None,
             last_activity: now,
             poll_at: None,
-            repolled: false,
+            repolled: 0,
+            repolled_at: None,
             first_answer_at: None,
             repolls: VecDeque::new(),
             last_feedback: now,
@@ -231,7 +233,8 @@ impl Sender {
             if next.dest == Dest::Group && matches!(next.poll, POLL_ALL | POLL_DIRECT) {
                 // A new poll round: its answers are what the base waits on.
                 self.window.poll_at = Some(now);
-                self.window.repolled = false;
+                self.window.repolled = 0;
+                self.window.repolled_at = None;
                 self.window.first_answer_at = None;
             }
             return Some(Transmit {
@@ -664,7 +667,7 @@ impl Sender {
             }
         }
         if self.repoll_deadline().is_some_and(|d| now >= d) {
-            self.start_repoll();
+            self.start_repoll(now);
         }
         if self.rto_deadline().is_some_and(|d| now >= d) {
             self.stats.timeouts += 1;
