@@ -12,12 +12,12 @@ use crate::{Instant, SenderEvent, SessionId};
 use rmcast_wire::{Behind, OfferReply, RANK_UNASSIGNED, Status};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::Duration;
 
 /// A `Hello` for lost `Join`s goes this long after the receivers' own wait
 /// would let them take it (clock steps, the `Hello`'s own trip).
 const LOST_JOIN_MARGIN: Duration = Duration::from_millis(1);
-use std::net::{SocketAddr, SocketAddrV4};
-use std::time::Duration;
 
 /// Bound on queued unicast control packets; peers retransmit what is dropped.
 pub(super) const CTRL_QUEUE_MAX: usize = 4096;
