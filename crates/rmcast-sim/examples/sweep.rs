@@ -57,6 +57,7 @@ Every list is comma-separated; the grid is their cross product.
   --mtu LIST               bytes                                 [1500]
   --preset NAME            fsu (Pentium III cluster, Scenario::fsu_2004) or modern [modern]
   --seeds N                seeds per combination (1..=N); goodput is their median [3]
+  --first-seed S           start the seeds at S instead (S..S+N), to rerun one [1]
   --jobs N                 runs at once                          [all cores]
   --threads N              threads each run reads a large group's datagrams on
                            (256 receivers or more; the same results on any
@@ -87,6 +88,8 @@ struct Grid {
     mtus: Vec<usize>,
     preset: String,
     seeds: u64,
+    /// The first seed (`--first-seed`).
+    first_seed: u64,
     jobs: usize,
     /// Threads per run; `None`: the cores shared among the jobs.
     threads: Option<usize>,
@@ -179,7 +182,7 @@ fn run_all(grid: &Grid, cells: Vec<Cell>) -> Vec<Row> {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(cell) = cells.get(i) else { break };
-                    let runs = (1..=grid.seeds)
+                    let runs = (grid.first_seed..grid.first_seed + grid.seeds)
                         .map(|seed| {
                             rmcast_sim::run_with_threads(&scenario(grid, cell, seed), threads)
                                 .map_err(|e| first_line(&e.to_string()))
@@ -543,6 +546,7 @@ fn parse(args: &[String]) -> Result<Grid, String> {
         mtus: vec![1500],
         preset: "modern".into(),
         seeds: 3,
+        first_seed: 1,
         jobs: std::thread::available_parallelism().map_or(1, usize::from),
         threads: None,
         top: None,
@@ -611,6 +615,7 @@ fn parse(args: &[String]) -> Result<Grid, String> {
                 n => g.threads = Some(n),
             },
             "--top" => g.top = Some(parse_num(v)?),
+            "--first-seed" => g.first_seed = parse_num(v)?,
             "--format" => match v {
                 "md" | "markdown" => g.csv = false,
                 "csv" => g.csv = true,
@@ -621,6 +626,9 @@ fn parse(args: &[String]) -> Result<Grid, String> {
     }
     if g.seeds == 0 {
         return Err("--seeds must be at least 1".into());
+    }
+    if g.first_seed.checked_add(g.seeds).is_none() {
+        return Err("--first-seed plus --seeds must stay within 64 bits".into());
     }
     Ok(g)
 }
