@@ -260,3 +260,29 @@ fn over_a_thousand_receivers_answer_in_slots_and_repairs_poll_nobody() {
     );
     assert_eq!(r.drops.port_overflow, 0, "{:?}", r.drops);
 }
+
+/// Past 1,000 receivers the sender answers the `Join`s in `Welcomes` to
+/// the group; with joins lost on the way (2 % of everything the receivers
+/// send) the receivers whose `Join` was lost join again and are welcomed in
+/// a later list, and everyone verifies.
+#[test]
+fn over_a_thousand_receivers_are_welcomed_in_lists_and_lost_joins_come_again() {
+    let n: u16 = 1100;
+    let mut s = scenario(ProtocolId::NakPoll, n, 100_000, LossModel::None, 1101);
+    s.config.window = 128;
+    s.control_loss = 0.02;
+    let r = check(&s);
+    assert_eq!(r.outcome.verified(), usize::from(n));
+    assert!(
+        r.drops.control_loss > 20,
+        "about 2 % of 1,100 joins and more lost: {:?}",
+        r.drops
+    );
+    // A Welcome each would be 1,100 control packets by themselves.
+    assert!(
+        r.sender.control_sent < u64::from(n) / 4,
+        "{} control packets sent",
+        r.sender.control_sent
+    );
+    assert_eq!(r.drops.port_overflow, 0, "{:?}", r.drops);
+}

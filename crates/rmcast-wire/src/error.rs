@@ -54,6 +54,10 @@ pub enum EncodeError {
     /// ascending, disjoint and non-empty.
     #[error("malformed Have report")]
     BadHave,
+    /// A `Welcomes` with no entry, more than `WELCOMES_MAX`, a partial
+    /// one, or an entry whose upstream has only one of IP and port.
+    #[error("malformed Welcomes list")]
+    BadWelcomes,
     /// A `Move` whose port is zero.
     #[error("a Move must name a TCP port")]
     BadMovePort,

@@ -23,7 +23,8 @@ use rmcast_wire::{
     Behind, Body, Bye, Close, Complete, Data, FLAG_ALONE, FecShape, Feedback, Have, Header, Hello,
     Join, Leave, MAX_DATAGRAM, Move, Offer, OfferReply, POLL_ALL, POLL_DIRECT, Packet, Parity,
     ProtocolId, RANK_SENDER, RANK_UNASSIGNED, RateNak, RateNakKind, RatePhase, RateReport,
-    RateSync, RateSyncOp, Seq, SessionId, Status, Welcome, encode_have_ranges, oracle,
+    RateSync, RateSyncOp, Seq, SessionId, Status, Welcome, Welcomes, encode_have_ranges,
+    encode_welcome_entry, oracle,
 };
 
 /// A decoder contract: panics when broken, true when the input decoded.
@@ -195,6 +196,23 @@ fn transfer_valid() -> Vec<Vec<u8>> {
     };
     let mut ranges = Vec::new();
     encode_have_ranges(&[(0, 40), (70_000, 3)], &mut ranges);
+    let mut welcomes = Vec::new();
+    for (receiver_id, rank, upstream) in [
+        (11, 1000, None),
+        (
+            12,
+            1001,
+            Some(SocketAddrV4::new([10, 0, 0, 9].into(), 5000)),
+        ),
+        (13, RANK_UNASSIGNED, None),
+    ] {
+        let w = Welcome {
+            receiver_id,
+            rank,
+            upstream,
+        };
+        encode_welcome_entry(&w, &mut welcomes).unwrap();
+    }
     let bodies = [
         (
             s,
@@ -405,6 +423,8 @@ fn transfer_valid() -> Vec<Vec<u8>> {
                 payload: b"again",
             }),
         ),
+        // A large group's admissions in one datagram.
+        (s, Body::Welcomes(Welcomes { entries: &welcomes })),
     ];
     bodies
         .iter()

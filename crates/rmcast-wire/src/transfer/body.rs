@@ -42,6 +42,84 @@ pub struct Welcome {
     pub upstream: Option<SocketAddrV4>,
 }
 
+/// `Welcomes`: the sender's answers to many `Join`s in one multicast
+/// datagram (groups over 1,000 receivers, whose joins come spread over a
+/// slot each): every receiver that joined looks for its own identity. Each
+/// entry is a [`Welcome`] in its unicast layout, [`WELCOMES_ENTRY_LEN`]
+/// bytes; a `u8` count (1 ..= [`WELCOMES_MAX`]) precedes them on the wire.
+/// Checked by the decoder (every entry's upstream as a `Welcome`'s); write
+/// entries with [`encode_welcome_entry`], read them with
+/// [`Welcomes::entries`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Welcomes<'a> {
+    /// The entries, back to back.
+    pub entries: &'a [u8],
+}
+
+/// Bytes of one entry of a `Welcomes`: a `Welcome`'s body.
+pub const WELCOMES_ENTRY_LEN: usize = 16;
+
+/// Most entries one `Welcomes` carries: its datagram (1,041 bytes, 1,081
+/// sealed) stays inside any LAN's MTU.
+pub const WELCOMES_MAX: usize = 64;
+
+impl Welcomes<'_> {
+    /// The entries, in order. An entry whose upstream is malformed (only
+    /// possible for a body not built by the decoder) reads as unassigned
+    /// upstream (`None`).
+    pub fn entries(&self) -> impl Iterator<Item = Welcome> + '_ {
+        self.entries.chunks_exact(WELCOMES_ENTRY_LEN).map(|c| {
+            let receiver_id = u64::from_be_bytes(c[0..8].try_into().expect("8 bytes"));
+            let rank = u16::from_be_bytes([c[8], c[9]]);
+            let ip = std::net::Ipv4Addr::new(c[10], c[11], c[12], c[13]);
+            let port = u16::from_be_bytes([c[14], c[15]]);
+            Welcome {
+                receiver_id,
+                rank,
+                upstream: upstream_of(ip, port).ok().flatten(),
+            }
+        })
+    }
+}
+
+/// A `Welcome`'s upstream from its two fields: `0.0.0.0:0` is none, an
+/// address with only one of the two zero is malformed.
+pub(crate) fn upstream_of(
+    ip: std::net::Ipv4Addr,
+    port: u16,
+) -> Result<Option<SocketAddrV4>, crate::DecodeError> {
+    match (ip.is_unspecified(), port) {
+        (true, 0) => Ok(None),
+        (false, p) if p != 0 => Ok(Some(SocketAddrV4::new(ip, p))),
+        _ => Err(crate::DecodeError::BadField("welcome.upstream")),
+    }
+}
+
+/// Appends `w` to `out` in a `Welcomes` entry's layout (a `Welcome`'s).
+pub fn encode_welcome_entry(w: &Welcome, out: &mut Vec<u8>) -> Result<(), crate::EncodeError> {
+    let up = (w.upstream).unwrap_or(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+    if up.ip().is_unspecified() != (up.port() == 0) {
+        return Err(crate::EncodeError::BadUpstream);
+    }
+    out.extend_from_slice(&w.receiver_id.to_be_bytes());
+    out.extend_from_slice(&w.rank.to_be_bytes());
+    out.extend_from_slice(&up.ip().octets());
+    out.extend_from_slice(&up.port().to_be_bytes());
+    Ok(())
+}
+
+/// Whether `bytes` are a well-formed `Welcomes` list: 1 ..= [`WELCOMES_MAX`]
+/// whole entries, each upstream none or a full address.
+pub(crate) fn welcomes_valid(bytes: &[u8]) -> bool {
+    let n = bytes.len() / WELCOMES_ENTRY_LEN;
+    bytes.len().is_multiple_of(WELCOMES_ENTRY_LEN)
+        && (1..=WELCOMES_MAX).contains(&n)
+        && bytes.chunks_exact(WELCOMES_ENTRY_LEN).all(|c| {
+            let ip = std::net::Ipv4Addr::new(c[10], c[11], c[12], c[13]);
+            upstream_of(ip, u16::from_be_bytes([c[14], c[15]])).is_ok()
+        })
+}
+
 /// `Offer`: the object about to be sent and the session's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Offer<'a> {
@@ -611,6 +689,8 @@ pub enum Body<'a> {
     Behind(Behind<'a>),
     /// See [`Move`].
     Move(Move),
+    /// See [`Welcomes`].
+    Welcomes(Welcomes<'a>),
 }
 
 impl Body<'_> {
@@ -637,6 +717,7 @@ impl Body<'_> {
             Body::Parity(_) => Kind::Parity,
             Body::Behind(_) => Kind::Behind,
             Body::Move(_) => Kind::Move,
+            Body::Welcomes(_) => Kind::Welcomes,
         }
     }
 }

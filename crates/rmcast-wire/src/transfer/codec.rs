@@ -6,6 +6,7 @@ use super::body::*;
 use super::rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
 use super::{
     DATA_HEADER_LEN, ECHO_COPY_MAX, HAVE_RANGE_LEN, Kind, PARITY_HEADER_LEN, ProtocolId, Status,
+    WELCOMES_ENTRY_LEN,
 };
 use crate::cursor::{Reader, Writer};
 use crate::header::{FLAG_ALONE, read_header, write_header};
@@ -33,12 +34,7 @@ impl<'a> Packet<'a> {
                 let receiver_id = r.u64()?;
                 let rank = r.u16()?;
                 let ip = Ipv4Addr::from(r.u32()?);
-                let port = r.u16()?;
-                let upstream = match (ip.is_unspecified(), port) {
-                    (true, 0) => None,
-                    (false, p) if p != 0 => Some(SocketAddrV4::new(ip, p)),
-                    _ => return Err(DecodeError::BadField("welcome.upstream")),
-                };
+                let upstream = upstream_of(ip, r.u16()?)?;
                 Body::Welcome(Welcome {
                     receiver_id,
                     rank,
@@ -159,6 +155,14 @@ impl<'a> Packet<'a> {
                 receivers: r.u16()?,
                 names: r.text()?,
             }),
+            Kind::Welcomes => {
+                let count = usize::from(r.u8()?);
+                let entries = r.bytes(count * WELCOMES_ENTRY_LEN)?;
+                if !welcomes_valid(entries) {
+                    return Err(DecodeError::BadField("welcomes"));
+                }
+                Body::Welcomes(Welcomes { entries })
+            }
             Kind::Have => {
                 let part = r.u16()?;
                 let parts = r.u16()?;
@@ -323,6 +327,14 @@ impl<'a> Packet<'a> {
             Body::Behind(b) => {
                 w.u16(b.receivers)?;
                 w.text(b.names)?;
+            }
+            Body::Welcomes(x) => {
+                if !welcomes_valid(x.entries) {
+                    return Err(EncodeError::BadWelcomes);
+                }
+                let count = x.entries.len() / WELCOMES_ENTRY_LEN;
+                w.u8(u8::try_from(count).map_err(|_| EncodeError::BadWelcomes)?)?;
+                w.bytes(x.entries)?;
             }
             Body::Have(h) => {
                 let ranges = h.ranges.len() / HAVE_RANGE_LEN;

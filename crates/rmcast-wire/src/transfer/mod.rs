@@ -1,5 +1,5 @@
 //! The object-transfer packets: session setup, data, feedback, close, and
-//! the group rate control's kinds (types `0x01`–`0x10`, `0x40`–`0x42`).
+//! the group rate control's kinds (types `0x01`–`0x11`, `0x40`–`0x42`).
 //!
 //! Every datagram is the 16-byte common [`Header`](crate::Header) and the
 //! body of its [`Kind`]. [`Packet::decode`] turns any byte string into a
@@ -15,7 +15,8 @@ mod rate;
 pub use body::{
     Behind, BlockMembers, Body, Bye, Close, Complete, Data, FEC_MAX_BLOCK, FEC_MAX_DEPTH, FecShape,
     Feedback, HAVE_MAX_RANGES, HAVE_RANGE_LEN, Have, Hello, Join, Leave, Move, Offer, OfferReply,
-    Packet, Parity, SIGNATURE_LEN, Welcome, encode_have_ranges, signed_object_message,
+    Packet, Parity, SIGNATURE_LEN, WELCOMES_ENTRY_LEN, WELCOMES_MAX, Welcome, Welcomes,
+    encode_have_ranges, encode_welcome_entry, signed_object_message,
 };
 pub use codec::{encode_data_header, encode_parity_header, peek_header};
 pub use rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
@@ -114,6 +115,9 @@ wire_enum! {
         Behind = 0x0F,
         /// Sender → receiver: catch up over TCP (`--laggard tcp`).
         Move = 0x10,
+        /// Sender → group: `Welcome`s to many receivers at once (groups
+        /// over 1,000).
+        Welcomes = 0x11,
         /// Member → group: Hunt's multicast NACK (EXP or LAST) about one
         /// sender's stream; every sender of the group backs off.
         RateNak = 0x40,

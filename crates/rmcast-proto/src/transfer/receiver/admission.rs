@@ -325,6 +325,41 @@ mod tests {
     }
 
     #[test]
+    fn a_welcomes_to_the_group_admits_only_the_receivers_it_names() {
+        use super::super::test_support::{ID, packet};
+        use rmcast_wire::{Body, Welcome, Welcomes, encode_welcome_entry};
+        let list = |ids: &[(u64, u16)]| {
+            let mut entries = Vec::new();
+            for &(receiver_id, rank) in ids {
+                let w = Welcome {
+                    receiver_id,
+                    rank,
+                    upstream: None,
+                };
+                encode_welcome_entry(&w, &mut entries).unwrap();
+            }
+            packet(Body::Welcomes(Welcomes { entries: &entries }))
+        };
+        let now = Instant::ZERO;
+        let (mut r, _) = joining(2000);
+        r.handle_datagram(now, sender(), &mut list(&[(ID + 1, 0), (ID + 2, 1)]));
+        assert!(events(&mut r).is_empty(), "others' admissions");
+        r.handle_datagram(
+            now,
+            sender(),
+            &mut list(&[(ID + 3, 2), (ID, 1234), (ID + 4, 3)]),
+        );
+        let ev = events(&mut r);
+        assert!(
+            matches!(ev[..], [ReceiverEvent::Admitted { rank: 1234, .. }]),
+            "{ev:?}"
+        );
+        // A later list naming it again changes nothing.
+        r.handle_datagram(now, sender(), &mut list(&[(ID, 7)]));
+        assert!(events(&mut r).is_empty());
+    }
+
+    #[test]
     fn an_offer_that_overtakes_the_welcome_is_taken_up_with_it() {
         let now = Instant::ZERO;
         let mut r = fresh();

@@ -426,6 +426,13 @@ impl Receiver {
                 self.on_welcome(from, &w);
                 None
             }
+            Body::Welcomes(list) => {
+                let me = self.config.receiver_id;
+                if let Some(w) = list.entries().find(|w| w.receiver_id == me) {
+                    self.on_welcome(from, &w);
+                }
+                None
+            }
             Body::Offer(o) => {
                 self.on_offer(&o);
                 None

@@ -83,6 +83,8 @@ impl Sender {
         );
         self.control_due = true;
         self.members.welcomes.clear();
+        self.members.batch.clear();
+        self.members.batch_due = None;
         self.members.byes_owed.clear();
     }
 

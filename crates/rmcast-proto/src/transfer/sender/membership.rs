@@ -6,10 +6,14 @@ use super::control::HELLO_FIRST;
 use super::pacing::Mode;
 use super::timers::Timer;
 use super::{Phase, Sender};
+use crate::transfer::emit;
 use crate::transfer::policy::SenderPolicy;
-use crate::transfer::receiver::{join_answer_wait, join_spread};
-use crate::{Instant, SenderEvent, SessionId};
-use rmcast_wire::{Behind, OfferReply, RANK_UNASSIGNED, Status};
+use crate::transfer::receiver::{SPREAD_FROM, join_answer_wait, join_spread};
+use crate::{Dest, Instant, SenderEvent, SessionId, Transmit};
+use rmcast_wire::{
+    Behind, Body, Header, OfferReply, RANK_UNASSIGNED, Status, WELCOMES_ENTRY_LEN, WELCOMES_MAX,
+    Welcome, Welcomes, encode_welcome_entry,
+};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::net::{SocketAddr, SocketAddrV4};
@@ -21,6 +25,12 @@ const LOST_JOIN_MARGIN: Duration = Duration::from_millis(1);
 
 /// Bound on queued unicast control packets; peers retransmit what is dropped.
 pub(super) const CTRL_QUEUE_MAX: usize = 4096;
+
+/// In a group over [`SPREAD_FROM`] receivers, an admission waits at most
+/// this long for others to share its `Welcomes` datagram (the joins come
+/// spread over 2 µs each, so about 500 arrive meanwhile at 10,000, and a
+/// receiver asks again only after [`join_answer_wait`], 25 ms there).
+pub(super) const WELCOMES_WAIT: Duration = Duration::from_millis(1);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum MemberState {
@@ -115,6 +125,15 @@ pub(super) struct Membership {
     pub(super) list: Vec<Member>,
     /// `Welcome`s owed: to, receiver id, rank (or unassigned), parent.
     pub(super) welcomes: VecDeque<(SocketAddr, u64, u16, Option<SocketAddrV4>)>,
+    /// A group over [`SPREAD_FROM`]: the admissions owed to the group in
+    /// one `Welcomes` (at most [`WELCOMES_MAX`] a datagram), instead of a
+    /// unicast `Welcome` each.
+    pub(super) batch: Vec<Welcome>,
+    /// When `batch` goes at the latest: [`WELCOMES_WAIT`] after its oldest
+    /// admission (at once when full, or once registration is over).
+    pub(super) batch_due: Option<Instant>,
+    /// The entries of the `Welcomes` being written (kept for its capacity).
+    pub(super) batch_bytes: Vec<u8>,
     /// Ranks removed from the session that are owed a unicast `Bye` with
     /// the reason: the session's closing Byes carry the session's error,
     /// not each removed member's.
@@ -135,6 +154,9 @@ impl Membership {
         Self {
             list: Vec::with_capacity(usize::from(receivers)),
             welcomes: VecDeque::new(),
+            batch: Vec::new(),
+            batch_due: None,
+            batch_bytes: Vec::with_capacity(WELCOMES_MAX * WELCOMES_ENTRY_LEN),
             byes_owed: VecDeque::new(),
             moves_owed: VecDeque::new(),
             other_sessions: Vec::new(),
@@ -147,13 +169,13 @@ impl Sender {
         if let Some(rank) = self.members.list.iter().position(|m| m.id == receiver_id) {
             // Our Welcome was lost: say it again.
             self.members.list[rank].last_heard = now;
-            self.queue_welcome(from, receiver_id, rank as u16);
+            self.queue_welcome(now, from, receiver_id, rank as u16);
             return;
         }
         if self.phase != Phase::Joining
             || self.members.list.len() >= usize::from(self.config.receivers)
         {
-            self.queue_welcome(from, receiver_id, RANK_UNASSIGNED);
+            self.queue_welcome(now, from, receiver_id, RANK_UNASSIGNED);
             return;
         }
         let rank = self.members.list.len() as u16;
@@ -172,7 +194,7 @@ impl Sender {
             caught_up_from: None,
             move_sent: None,
         });
-        self.queue_welcome(from, receiver_id, rank);
+        self.queue_welcome(now, from, receiver_id, rank);
         self.events.push_back(SenderEvent::Joined {
             rank,
             name: name.to_owned(),
@@ -272,7 +294,7 @@ impl Sender {
         }
     }
 
-    fn queue_welcome(&mut self, to: SocketAddr, receiver_id: u64, rank: u16) {
+    fn queue_welcome(&mut self, now: Instant, to: SocketAddr, receiver_id: u64, rank: u16) {
         // Tree: the parent joined earlier (parents have lower ranks), so its
         // address is known now.
         let upstream = self
@@ -284,11 +306,52 @@ impl Sender {
                 SocketAddr::V4(a) => Some(a),
                 SocketAddr::V6(_) => None,
             });
-        if self.members.welcomes.len() < CTRL_QUEUE_MAX {
+        if self.config.receivers > SPREAD_FROM {
+            let m = &mut self.members;
+            if m.batch.len() < CTRL_QUEUE_MAX {
+                m.batch.push(Welcome {
+                    receiver_id,
+                    rank,
+                    upstream,
+                });
+                m.batch_due.get_or_insert(now + WELCOMES_WAIT);
+            }
+        } else if self.members.welcomes.len() < CTRL_QUEUE_MAX {
             self.members
                 .welcomes
                 .push_back((to, receiver_id, rank, upstream));
         }
+    }
+
+    /// The next `Welcomes` of a large group, when it is due (see
+    /// [`Membership::batch`]): every receiver that joined finds its own
+    /// admission in it. At 10,000 receivers a unicast `Welcome` each kept
+    /// the sender busy for 45 ms of joins spread over 20.
+    pub(super) fn welcomes(
+        &mut self,
+        now: Instant,
+        header: Header,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let m = &mut self.members;
+        let due = m.batch_due?;
+        if now < due && m.batch.len() < WELCOMES_MAX && self.phase == Phase::Joining {
+            return None;
+        }
+        let n = m.batch.len().min(WELCOMES_MAX);
+        let mut bytes = std::mem::take(&mut m.batch_bytes);
+        bytes.clear();
+        for w in m.batch.drain(..n) {
+            encode_welcome_entry(&w, &mut bytes).expect("an upstream is a member's address");
+        }
+        if m.batch.is_empty() {
+            m.batch_due = None;
+        }
+        self.stats.control_sent += 1;
+        let body = Body::Welcomes(Welcomes { entries: &bytes });
+        let t = emit(Dest::Group, header, body, buf);
+        self.members.batch_bytes = bytes;
+        t
     }
 
     /// The join wait ran out before every receiver registered: start with

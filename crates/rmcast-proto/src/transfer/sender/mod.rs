@@ -42,6 +42,8 @@ mod repoll_tests;
 mod test_pair;
 mod timers;
 mod watchdog;
+#[cfg(test)]
+mod welcomes_tests;
 mod window;
 
 pub use config::{ConfigError, Laggard, Repair, SenderConfig, WIRE_OVERHEAD_BYTES};
@@ -725,6 +727,9 @@ impl Sender {
             });
             self.stats.control_sent += 1;
             return emit(Dest::Unicast(to), header, body, buf);
+        }
+        if let Some(t) = self.welcomes(now, header, buf) {
+            return Some(t);
         }
         if let Some(rank) = self.members.byes_owed.pop_front() {
             let m = &self.members.list[usize::from(rank)];

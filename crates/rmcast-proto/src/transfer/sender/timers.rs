@@ -42,9 +42,11 @@ pub(super) enum Timer {
     Have,
     /// The next look for receivers far behind the group (`Laggard::Eject`).
     Laggard,
+    /// A large group's `Welcomes` is due.
+    Welcomes,
 }
 
-const TIMERS: usize = 12;
+const TIMERS: usize = 13;
 
 impl Timer {
     fn index(self) -> usize {
@@ -150,6 +152,7 @@ impl Sender {
         self.timers.set(Timer::Have, self.have_deadline());
         self.timers
             .set(Timer::Laggard, self.laggard_check.filter(|_| sending));
+        self.timers.set(Timer::Welcomes, self.members.batch_due);
         if sending {
             // No control packet while sending but the keepalive of a
             // streamed source that is behind.

@@ -47,6 +47,7 @@ fn every_kind_matches_its_fixed_bytes() {
             Kind::Parity,
             Kind::Behind,
             Kind::Move,
+            Kind::Welcomes,
         ]
     );
     for (bytes, packet) in &samples {
@@ -79,6 +80,7 @@ fn body_lengths_match_the_documented_layout() {
             Body::Parity(p) => 12 + p.payload.len(),
             Body::Behind(b) => 3 + b.names.len(),
             Body::Move(_) => 4,
+            Body::Welcomes(w) => 1 + w.entries.len(),
         }
     };
     for (bytes, packet) in samples() {
@@ -166,7 +168,7 @@ fn a_version_1_offer_is_refused_not_misparsed() {
 #[test]
 fn unknown_type_is_unknown_kind() {
     let (bytes, _) = &samples()[0];
-    for t in [0x00u8, 0x11, 0x12, 0x7F, 0x80, 0xFF] {
+    for t in [0x00u8, 0x12, 0x13, 0x7F, 0x80, 0xFF] {
         let mut bad = bytes.clone();
         bad[3] = t;
         assert_eq!(Packet::decode(&bad), Err(DecodeError::UnknownKind(t)));
@@ -404,4 +406,84 @@ fn an_interleaved_fec_offer_matches_its_fixed_bytes() {
     bytes[at..at + 8].copy_from_slice(&[0x00, 0x40, 0x00, 0x02, 0x00, 0x40, 0x00, 0x08]);
     assert_eq!(bytes.len(), HEADER_LEN + 36 + o.name.len());
     assert_wire(&bytes, &packet);
+}
+
+#[test]
+fn welcomes_read_back_and_malformed_lists_are_refused() {
+    let (bytes, packet) = samples().pop().expect("the Welcomes sample is last");
+    let Body::Welcomes(w) = packet.body else {
+        panic!("not the Welcomes sample: {packet:?}");
+    };
+    let entries: Vec<Welcome> = w.entries().collect();
+    assert_eq!(
+        entries,
+        [
+            Welcome {
+                receiver_id: 7,
+                rank: 3,
+                upstream: Some(std::net::SocketAddrV4::new([10, 0, 0, 2].into(), 4000)),
+            },
+            Welcome {
+                receiver_id: 9,
+                rank: RANK_UNASSIGNED,
+                upstream: None,
+            },
+        ]
+    );
+    // The entries are Welcomes' bodies, byte for byte.
+    let mut again = Vec::new();
+    for e in &entries {
+        encode_welcome_entry(e, &mut again).unwrap();
+    }
+    assert_eq!(again, w.entries);
+    // No entry; a count past what is there; a half upstream.
+    let list = |count: u8, entries: &[u8]| cat(&[&head(0x11, 0xFFFF), &[count], entries]);
+    assert_eq!(
+        Packet::decode(&list(0, &[])),
+        Err(DecodeError::BadField("welcomes"))
+    );
+    assert_eq!(
+        Packet::decode(&list(3, w.entries)),
+        Err(DecodeError::Truncated)
+    );
+    let mut half = w.entries.to_vec();
+    half[14..16].copy_from_slice(&[0, 0]); // 10.0.0.2 with port 0
+    assert_eq!(
+        Packet::decode(&list(2, &half)),
+        Err(DecodeError::BadField("welcomes"))
+    );
+    // One entry more than a list may hold.
+    let mut many = Vec::new();
+    for id in 0..=WELCOMES_MAX as u64 {
+        encode_welcome_entry(
+            &Welcome {
+                receiver_id: id,
+                rank: id as u16,
+                upstream: None,
+            },
+            &mut many,
+        )
+        .unwrap();
+    }
+    let at_most = &many[..WELCOMES_MAX * WELCOMES_ENTRY_LEN];
+    let full = list(WELCOMES_MAX as u8, at_most);
+    assert!(Packet::decode(&full).is_ok());
+    assert!(
+        full.len() + SEAL_OVERHEAD_MAX <= 1100,
+        "{} bytes",
+        full.len()
+    );
+    assert_eq!(
+        Packet::decode(&list(WELCOMES_MAX as u8 + 1, &many)),
+        Err(DecodeError::BadField("welcomes"))
+    );
+    let mut buf = [0u8; 2048];
+    for entries in [&[][..], &many[..], &half[..], &many[..20]] {
+        let bad = Packet {
+            header: Header::new(SID, RANK_SENDER),
+            body: Body::Welcomes(Welcomes { entries }),
+        };
+        assert_eq!(bad.encode(&mut buf), Err(EncodeError::BadWelcomes));
+    }
+    assert_eq!(bytes.len(), HEADER_LEN + 1 + 32);
 }

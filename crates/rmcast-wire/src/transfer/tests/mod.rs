@@ -339,8 +339,25 @@ fn samples() -> Vec<(Vec<u8>, Packet<'static>)> {
                 }),
             },
         ),
+        (
+            // Two admissions: id 7 as rank 3 under 10.0.0.2:4000, id 9
+            // turned away (rank 0xFFFE, no upstream).
+            cat(&[&head(0x11, 0xFFFF), &[2], WELCOMES_SAMPLE]),
+            Packet {
+                header: sender,
+                body: Body::Welcomes(Welcomes {
+                    entries: WELCOMES_SAMPLE,
+                }),
+            },
+        ),
     ]
 }
+
+/// The entries of the `Welcomes` sample.
+const WELCOMES_SAMPLE: &[u8] = &[
+    0, 0, 0, 0, 0, 0, 0, 7, 0x00, 0x03, 10, 0, 0, 2, 0x0F, 0xA0, //
+    0, 0, 0, 0, 0, 0, 0, 9, 0xFF, 0xFE, 0, 0, 0, 0, 0x00, 0x00,
+];
 
 /// Offset of the Offer body field at `body_offset`.
 const fn offer_at(body_offset: usize) -> usize {

@@ -32,6 +32,7 @@ enum OwnedBody {
     Leave(String),
     Behind(u16, String),
     Move(u16, u16),
+    Welcomes(Vec<u8>),
     Have(u16, u16, Vec<u8>),
     Parity(Seq, u32, u16, u16, Vec<u8>),
     Rate(Body<'static>),
@@ -93,6 +94,7 @@ impl OwnedPacket {
                 rank: *rank,
                 port: *port,
             }),
+            OwnedBody::Welcomes(entries) => Body::Welcomes(Welcomes { entries }),
             OwnedBody::Have(part, parts, ranges) => Body::Have(Have {
                 part: *part,
                 parts: *parts,
@@ -250,6 +252,27 @@ fn arb_body() -> impl Strategy<Value = OwnedBody> {
         arb_text().prop_map(OwnedBody::Leave),
         (any::<u16>(), arb_text()).prop_map(|(n, t)| OwnedBody::Behind(n, t)),
         (any::<u16>(), 1..=u16::MAX).prop_map(|(r, p)| OwnedBody::Move(r, p)),
+        prop::collection::vec(
+            (
+                any::<u64>(),
+                any::<u16>(),
+                proptest::option::of((1..=u32::MAX, 1..=u16::MAX))
+            ),
+            1..=WELCOMES_MAX
+        )
+        .prop_map(|entries| {
+            let mut bytes = Vec::new();
+            for (receiver_id, rank, up) in entries {
+                let upstream = up.map(|(ip, port)| std::net::SocketAddrV4::new(ip.into(), port));
+                let w = Welcome {
+                    receiver_id,
+                    rank,
+                    upstream,
+                };
+                encode_welcome_entry(&w, &mut bytes).expect("a full upstream or none");
+            }
+            OwnedBody::Welcomes(bytes)
+        }),
         (
             (1..=u16::MAX).prop_flat_map(|parts| (0..parts, Just(parts))),
             prop::collection::vec((0..1000u32, 1..1000u32), 0..HAVE_MAX_RANGES)
