@@ -85,27 +85,42 @@ impl Sender {
     }
 
     /// The answers are over and the window waits: poll again, directly,
-    /// each member holding the base and each not heard since the poll
-    /// that still lacks packets sent, if they are a few ([`repoll_max`]).
-    /// One whose answer was lost answers now; one whose NAK or repair was
-    /// lost says again what it lacks or takes the base.
+    /// each member that still lacks packets sent and holds the base, was
+    /// not heard since the poll, or lacks a packet up to the poll's own, if
+    /// they are a few ([`repoll_max`]). One whose answer was lost answers
+    /// now; one whose NAK or repair was lost says again what it lacks or
+    /// takes the base. Members behind the base's holder are asked in the
+    /// same round: asked only once they held the base, a member whose
+    /// repair was lost at the object's end waited for the round after, and
+    /// with the round's three re-poll spent, for the RTO (2,000 receivers
+    /// and 1 % feedback loss: two seeds of twelve, 50–80 ms each).
     pub(super) fn start_repoll(&mut self, now: Instant) {
         self.window.repolled += 1;
         self.window.repolled_at = Some(now);
         let (base, high) = (self.window.base, self.window.high);
-        let poll_at = self.window.poll_at;
+        let (poll_at, polled) = (self.window.poll_at, self.window.poll_index);
         let max = repoll_max(self.members.list.len());
         let mut stale = Vec::new();
+        let mut behind = Vec::new();
         for (rank, m) in self.members.list.iter().enumerate() {
+            if !m.in_data() || m.cumulative >= high {
+                continue;
+            }
             let silent = poll_at.is_some_and(|p| m.last_heard < p);
-            if m.in_data() && m.cumulative < high && (m.cumulative <= base || silent) {
+            if m.cumulative <= base || silent {
                 if stale.len() == max {
                     // Too many to be chance: the RTO's.
                     return;
                 }
                 stale.push(rank as u16);
+            } else if m.cumulative <= polled && behind.len() < max {
+                behind.push(rank as u16);
             }
         }
+        // Those behind the poll only as far as the bound leaves room: many
+        // of them are the window's ordinary repairs, not lost answers.
+        let room = max - stale.len();
+        stale.extend(behind.into_iter().take(room));
         self.window.repolls.extend(stale);
     }
 }

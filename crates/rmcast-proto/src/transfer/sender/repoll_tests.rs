@@ -148,6 +148,69 @@ fn a_repair_whose_answer_went_missing_is_followed_by_re_polls() {
     assert_eq!(s.stats().timeouts, 0);
 }
 
+/// At the object's end two members answered the last poll lacking
+/// packets, and both repairs were lost: the one holding the base and the
+/// one behind the poll further on are re-polled in the same round. Asked
+/// only once it held the base, the second waited for the next round, and
+/// with the round's re-polls spent, for the RTO.
+#[test]
+fn members_behind_the_poll_are_re_polled_with_the_base_holder() {
+    let (mut s, data) = offering(3, WINDOW as usize);
+    let now = Instant::ZERO;
+    for rank in 0..3 {
+        feed_from(&mut s, now, addr(rank), rank, ok_reply());
+    }
+    let now = now + Duration::from_micros(100);
+    s.handle_timeout(now);
+    assert_eq!(drain(&mut s, now, &data).len(), WINDOW as usize);
+    let poll = WINDOW - 1;
+    let t0 = Instant::ZERO + Duration::from_millis(1);
+    feed_from(&mut s, t0, addr(0), 0, ack(WINDOW, poll));
+    // Rank 1 lacks packets from 10 on, rank 2 from 20 on (two each).
+    for (rank, lacks) in [(1u16, 10u32), (2, 20)] {
+        let mut bitmap = [0xFFu8; 8];
+        bitmap[0] = 0x7F;
+        let nak = Body::Nak(Feedback {
+            cumulative: Seq(ISN + lacks),
+            echo: Seq(ISN + poll),
+            echo_copy: 0,
+            aggregate: false,
+            bitmap: &bitmap,
+        });
+        feed_from(&mut s, t0, addr(rank), rank, nak);
+    }
+    // Both repairs go and are lost; then the round's re-polls, until the
+    // RTO (at 26 ms).
+    let sent: Vec<_> = (2..26u64)
+        .flat_map(|ms| {
+            let now = Instant::ZERO + Duration::from_millis(ms);
+            s.handle_timeout(now);
+            drain(&mut s, now, &data).into_iter().map(move |p| (ms, p))
+        })
+        .collect();
+    let repolls: Vec<_> = (sent.iter())
+        .filter(|(_, (_, poll, _))| *poll == POLL_DIRECT)
+        .collect();
+    let repaired_at = repolls.first().expect("the repairs").0;
+    let both = |at: u64| -> Vec<Dest> {
+        let mut d: Vec<Dest> = (repolls.iter())
+            .filter(|(ms, _)| *ms == at)
+            .map(|(_, (_, _, dest))| *dest)
+            .collect();
+        d.sort_by_key(|d| format!("{d:?}"));
+        d.dedup();
+        d
+    };
+    let pair = vec![Dest::Unicast(addr(1)), Dest::Unicast(addr(2))];
+    assert_eq!(both(repaired_at), pair, "the repairs: {sent:?}");
+    let first_repoll = (repolls.iter())
+        .find(|(ms, _)| *ms > repaired_at)
+        .map(|(ms, _)| *ms)
+        .expect("a re-poll");
+    assert_eq!(both(first_repoll), pair, "one round asks both: {sent:?}");
+    assert_eq!(s.stats().timeouts, 0);
+}
+
 #[test]
 fn more_silent_members_than_a_few_wait_for_the_timeout() {
     let n = super::repoll::REPOLL_MAX as u16 + 2;

@@ -90,6 +90,8 @@ pub(super) struct Window {
     /// round's start), how many times that round's missing answers were
     /// asked for again (at most `REPOLLS`), and when last.
     pub(super) poll_at: Option<Instant>,
+    /// The index of the packet that polled at `poll_at`.
+    pub(super) poll_index: u32,
     pub(super) repolled: u8,
     pub(super) repolled_at: Option<Instant>,
     /// When the first feedback after `poll_at` came.
@@ -118,6 +120,7 @@ impl Window {
             stall_poll: None,
             last_activity: now,
             poll_at: None,
+            poll_index: 0,
             repolled: 0,
             repolled_at: None,
             first_answer_at: None,
@@ -233,6 +236,7 @@ impl Sender {
             if next.dest == Dest::Group && matches!(next.poll, POLL_ALL | POLL_DIRECT) {
                 // A new poll round: its answers are what the base waits on.
                 self.window.poll_at = Some(now);
+                self.window.poll_index = index;
                 self.window.repolled = 0;
                 self.window.repolled_at = None;
                 self.window.first_answer_at = None;
