@@ -213,8 +213,16 @@ impl Sender {
                 self.hellos_sent = self.hellos_sent.saturating_add(1);
                 self.last_hello = Some(now);
                 self.timers.set(Timer::Control, Some(now + next));
+                // The receivers still missing, not the whole group: they
+                // spread their joins (and wait for an answer) over as
+                // many slots as there are of them, so a few whose joins
+                // were lost join again at once, not over the group's
+                // 20 ms at 10,000.
+                let joined = self.members.list.len();
+                let missing = usize::from(self.config.receivers).saturating_sub(joined);
+                self.hello_wanted = (missing as u16).max(1);
                 Body::Hello(Hello {
-                    receivers_wanted: self.config.receivers,
+                    receivers_wanted: self.hello_wanted,
                     protocol: self.config.protocol,
                 })
             }

@@ -142,8 +142,10 @@ pub struct Sender {
     /// Receivers the session waits for in all, as configured: a hybrid
     /// session serves some of them over TCP ([`Sender::serve_elsewhere`]).
     wanted: u16,
-    /// When the last `Hello` went out ([`Sender::announce_again`]).
+    /// When the last `Hello` went out ([`Sender::announce_again`]), and
+    /// how many receivers it said the session still waits for.
     last_hello: Option<Instant>,
+    hello_wanted: u16,
     /// When to look for laggards next (`Laggard::Eject`, while sending).
     laggard_check: Option<Instant>,
     session: SessionId,
@@ -231,6 +233,7 @@ impl Sender {
             short: None,
             wanted: config.receivers,
             last_hello: None,
+            hello_wanted: 0,
             laggard_check: None,
             session,
             isn,

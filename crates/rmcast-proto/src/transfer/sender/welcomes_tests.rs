@@ -140,3 +140,33 @@ fn a_group_of_up_to_spread_from_is_welcomed_one_by_one_at_once() {
         .collect();
     assert_eq!(out, expected);
 }
+
+/// The `Hello`s say how many receivers are still missing, not the whole
+/// group: the receivers whose joins were lost spread their joins again
+/// over that many slots (a few microseconds), not over the group's.
+#[test]
+fn a_hello_says_how_many_receivers_are_still_missing() {
+    let wanted = 10_000u16;
+    let (mut s, data) = group_of(wanted);
+    let joined = Instant::ZERO + Duration::from_millis(1);
+    for id in 1..=u64::from(wanted - 10) {
+        join(&mut s, joined, id);
+    }
+    sent(&mut s, joined, &data);
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut hellos = Vec::new();
+    while hellos.is_empty() {
+        let at = s.poll_timeout().expect("a Hello is due");
+        s.handle_timeout(at);
+        while let Some(t) = s.poll_transmit(at, &data[..], &mut buf) {
+            if let Ok(Packet {
+                body: Body::Hello(h),
+                ..
+            }) = Packet::decode(&buf[..t.len])
+            {
+                hellos.push(h.receivers_wanted);
+            }
+        }
+    }
+    assert_eq!(hellos, vec![10], "the ten still missing");
+}
