@@ -65,46 +65,49 @@ pub const WELCOMES_MAX: usize = 64;
 
 impl Welcomes<'_> {
     /// The entries, in order. An entry whose upstream is malformed (only
-    /// possible for a body not built by the decoder) reads as unassigned
-    /// upstream (`None`).
+    /// possible in a body not built by the decoder) is skipped.
     pub fn entries(&self) -> impl Iterator<Item = Welcome> + '_ {
-        self.entries.chunks_exact(WELCOMES_ENTRY_LEN).map(|c| {
-            let receiver_id = u64::from_be_bytes(c[0..8].try_into().expect("8 bytes"));
-            let rank = u16::from_be_bytes([c[8], c[9]]);
-            let ip = std::net::Ipv4Addr::new(c[10], c[11], c[12], c[13]);
-            let port = u16::from_be_bytes([c[14], c[15]]);
-            Welcome {
-                receiver_id,
-                rank,
-                upstream: upstream_of(ip, port).ok().flatten(),
-            }
-        })
+        (self.entries.chunks_exact(WELCOMES_ENTRY_LEN))
+            .filter_map(|c| Welcome::from_bytes(c.try_into().expect("whole entries")).ok())
     }
 }
 
-/// A `Welcome`'s upstream from its two fields: `0.0.0.0:0` is none, an
-/// address with only one of the two zero is malformed.
-pub(crate) fn upstream_of(
-    ip: std::net::Ipv4Addr,
-    port: u16,
-) -> Result<Option<SocketAddrV4>, crate::DecodeError> {
-    match (ip.is_unspecified(), port) {
-        (true, 0) => Ok(None),
-        (false, p) if p != 0 => Ok(Some(SocketAddrV4::new(ip, p))),
-        _ => Err(crate::DecodeError::BadField("welcome.upstream")),
+impl Welcome {
+    /// Its body: the 16 bytes of a `Welcome`, and of each `Welcomes` entry.
+    pub(crate) fn to_bytes(self) -> Result<[u8; WELCOMES_ENTRY_LEN], crate::EncodeError> {
+        let up = (self.upstream).unwrap_or(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+        if up.ip().is_unspecified() != (up.port() == 0) {
+            return Err(crate::EncodeError::BadUpstream);
+        }
+        let mut b = [0u8; WELCOMES_ENTRY_LEN];
+        b[0..8].copy_from_slice(&self.receiver_id.to_be_bytes());
+        b[8..10].copy_from_slice(&self.rank.to_be_bytes());
+        b[10..14].copy_from_slice(&up.ip().octets());
+        b[14..16].copy_from_slice(&up.port().to_be_bytes());
+        Ok(b)
+    }
+
+    /// Reads a body written by [`Welcome::to_bytes`]: an upstream of
+    /// `0.0.0.0:0` is none, one with only one of IP and port zero is
+    /// `BadField("welcome.upstream")`.
+    pub(crate) fn from_bytes(b: &[u8; WELCOMES_ENTRY_LEN]) -> Result<Self, crate::DecodeError> {
+        let ip = std::net::Ipv4Addr::new(b[10], b[11], b[12], b[13]);
+        let upstream = match (ip.is_unspecified(), u16::from_be_bytes([b[14], b[15]])) {
+            (true, 0) => None,
+            (false, p) if p != 0 => Some(SocketAddrV4::new(ip, p)),
+            _ => return Err(crate::DecodeError::BadField("welcome.upstream")),
+        };
+        Ok(Self {
+            receiver_id: u64::from_be_bytes(b[0..8].try_into().expect("8 bytes")),
+            rank: u16::from_be_bytes([b[8], b[9]]),
+            upstream,
+        })
     }
 }
 
 /// Appends `w` to `out` in a `Welcomes` entry's layout (a `Welcome`'s).
 pub fn encode_welcome_entry(w: &Welcome, out: &mut Vec<u8>) -> Result<(), crate::EncodeError> {
-    let up = (w.upstream).unwrap_or(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
-    if up.ip().is_unspecified() != (up.port() == 0) {
-        return Err(crate::EncodeError::BadUpstream);
-    }
-    out.extend_from_slice(&w.receiver_id.to_be_bytes());
-    out.extend_from_slice(&w.rank.to_be_bytes());
-    out.extend_from_slice(&up.ip().octets());
-    out.extend_from_slice(&up.port().to_be_bytes());
+    out.extend_from_slice(&w.to_bytes()?);
     Ok(())
 }
 
@@ -114,10 +117,8 @@ pub(crate) fn welcomes_valid(bytes: &[u8]) -> bool {
     let n = bytes.len() / WELCOMES_ENTRY_LEN;
     bytes.len().is_multiple_of(WELCOMES_ENTRY_LEN)
         && (1..=WELCOMES_MAX).contains(&n)
-        && bytes.chunks_exact(WELCOMES_ENTRY_LEN).all(|c| {
-            let ip = std::net::Ipv4Addr::new(c[10], c[11], c[12], c[13]);
-            upstream_of(ip, u16::from_be_bytes([c[14], c[15]])).is_ok()
-        })
+        && (bytes.chunks_exact(WELCOMES_ENTRY_LEN))
+            .all(|c| Welcome::from_bytes(c.try_into().expect("whole entries")).is_ok())
 }
 
 /// `Offer`: the object about to be sent and the session's parameters.

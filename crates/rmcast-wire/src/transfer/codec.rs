@@ -1,7 +1,5 @@
 //! Parse and emit for the object-transfer packets.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
-
 use super::body::*;
 use super::rate::{RateNak, RateNakKind, RatePhase, RateReport, RateSync, RateSyncOp};
 use super::{
@@ -31,15 +29,8 @@ impl<'a> Packet<'a> {
                 name: r.text()?,
             }),
             Kind::Welcome => {
-                let receiver_id = r.u64()?;
-                let rank = r.u16()?;
-                let ip = Ipv4Addr::from(r.u32()?);
-                let upstream = upstream_of(ip, r.u16()?)?;
-                Body::Welcome(Welcome {
-                    receiver_id,
-                    rank,
-                    upstream,
-                })
+                let body = r.bytes(WELCOMES_ENTRY_LEN)?;
+                Body::Welcome(Welcome::from_bytes(body.try_into().expect("16 bytes"))?)
             }
             Kind::Offer => {
                 let object_size = r.u64()?;
@@ -241,18 +232,7 @@ impl<'a> Packet<'a> {
                 w.u64(j.receiver_id)?;
                 w.text(j.name)?;
             }
-            Body::Welcome(x) => {
-                w.u64(x.receiver_id)?;
-                w.u16(x.rank)?;
-                let up = x
-                    .upstream
-                    .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-                if up.ip().is_unspecified() != (up.port() == 0) {
-                    return Err(EncodeError::BadUpstream);
-                }
-                w.u32(u32::from(*up.ip()))?;
-                w.u16(up.port())?;
-            }
+            Body::Welcome(x) => w.bytes(&x.to_bytes()?)?,
             Body::Offer(o) => {
                 w.u64(o.object_size)?;
                 w.u32(o.isn.0)?;
