@@ -220,7 +220,7 @@ impl Sender {
     /// may not be listening yet).
     fn hello_for_lost_joins(&mut self, now: Instant) {
         // What the last Hello said is what its joins are spread over.
-        let wanted = self.hello_wanted.max(1);
+        let wanted = self.hello_wanted;
         let joins_by = self.last_hello.map_or(now, |t| t + join_spread(wanted));
         let at = now.max(joins_by) + join_answer_wait(wanted) + LOST_JOIN_MARGIN;
         self.timers.set(Timer::Control, Some(at));

@@ -233,7 +233,7 @@ impl Sender {
             short: None,
             wanted: config.receivers,
             last_hello: None,
-            hello_wanted: 0,
+            hello_wanted: config.receivers,
             laggard_check: None,
             session,
             isn,
