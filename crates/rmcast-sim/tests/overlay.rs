@@ -100,6 +100,37 @@ fn sealed_overlays_deliver_and_cost_their_overhead_and_key_exchanges() {
     }
 }
 
+/// Issue #21: the pipeline holds at most ⌈log2 N⌉ + 1 connections per
+/// node (N counting the sender): an edge to a peer and one from it share a
+/// TCP connection, one each way. Measured in the running simulator, plain
+/// and keyed, at sizes with and without twins.
+#[test]
+fn the_pipeline_holds_at_most_log2_n_plus_one_connections_per_node() {
+    for (receivers, sealed) in [(29u16, false), (100, true), (127, false), (300, false)] {
+        let s = OverlayScenario {
+            sealed,
+            ..scenario(OverlayShape::Pipeline, receivers, 2 << 20)
+        };
+        let r = run_overlay(&s).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.verified, usize::from(receivers), "N={receivers}: {r:?}");
+        let nodes = u32::from(receivers) + 1;
+        let (floor, ceil) = (
+            nodes.ilog2() as usize,
+            nodes.next_power_of_two().ilog2() as usize,
+        );
+        let used = r.max_connections_used;
+        assert!(
+            used <= ceil + 1,
+            "N={nodes}: {used} connections, bound {}",
+            ceil + 1
+        );
+        assert!(used <= floor + 1, "N={nodes}: {used} connections");
+        if nodes.is_power_of_two() {
+            assert_eq!(used, floor, "N={nodes}: one connection per dimension");
+        }
+    }
+}
+
 #[test]
 fn a_connection_limit_below_what_the_shape_needs_fails_the_run() {
     let mut s = scenario(OverlayShape::Direct, 10, 10_000);

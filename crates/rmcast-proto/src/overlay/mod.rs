@@ -59,7 +59,8 @@ pub use sender::{
     SenderStats, SessionReport,
 };
 pub use topology::{
-    Forwarding, Link, NodePlan, OverlayShape, SENDER, SegmentSet, Topology, parse_shape,
+    Forwarding, Link, NodePlan, OverlayShape, SENDER, SegmentSet, Topology, duplex_pairs,
+    parse_shape,
 };
 
 use rmcast_wire::overlay::Msg;
@@ -184,6 +185,34 @@ pub enum DataOp {
         segments: SegmentSet,
         /// The first frame of the connection.
         hello: Msg,
+        /// Node only: the parent edge (an index into the assignment's
+        /// parents) that the child writes back on this connection
+        /// ([`duplex_pairs`]): read its `DataHello` and segments from
+        /// the connection as from an accepted one
+        /// ([`NodeMachine::handle_parent_hello`]). If the connection
+        /// cannot be opened, report that edge failed too.
+        back: Option<usize>,
+    },
+    /// Node only: write child edge `child`'s stream back on the
+    /// connection parent edge `parent` came in on ([`duplex_pairs`]):
+    /// `hello` first, then the segments as for a [`DataOp::Connect`]
+    /// (keyed, sealed with the sealer of that connection's own key
+    /// exchange, the direction the child opens).
+    WriteBack {
+        /// The parent edge whose connection it rides.
+        parent: usize,
+        /// The child edge (an index into the assignment's children).
+        child: usize,
+        /// The first frame of this direction.
+        hello: Msg,
+    },
+    /// Node only: child edge `child` was to be written back
+    /// ([`DataOp::WriteBack`]) on a connection that broke before it was
+    /// opened: it never will be. Release whatever was routed to it; the
+    /// machine already counts it done.
+    Abandon {
+        /// The child edge.
+        child: usize,
     },
     /// Write the child's whole share (`segments`, in index order, from
     /// its `first`-th segment on) from the object (sender) or the verified

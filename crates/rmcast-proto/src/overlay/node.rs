@@ -10,7 +10,7 @@
 //! the children one after the other from the verified copy
 //! ([`DataOp::Feed`]).
 
-use super::topology::{Forwarding, SENDER};
+use super::topology::{Forwarding, SENDER, duplex_pairs};
 use super::{DataOp, PROGRESS_EVERY, Rank, Segments};
 use crate::{Instant, Status};
 use rmcast_wire::overlay::{Assignment, Msg, SegmentSet};
@@ -117,6 +117,12 @@ struct Data {
     suspect: Option<(String, Instant)>,
     /// Store-and-forward children still to feed, in order.
     feed_next: usize,
+    /// For each parent edge, the child edge this node writes back on its
+    /// connection ([`duplex_pairs`]; the peer opens it), until it does.
+    rides: Vec<Option<usize>>,
+    /// For each child edge, the parent edge that comes back on the
+    /// connection this node opens for it.
+    back: Vec<Option<usize>>,
 }
 
 impl Data {
@@ -291,6 +297,20 @@ impl NodeMachine {
             ));
         }
         d.from_parent[pi] = Some(0);
+        if let Some(ci) = d.rides[pi].take() {
+            let c = &d.a.children[ci];
+            self.ops.push_back(DataOp::WriteBack {
+                parent: pi,
+                child: ci,
+                hello: Msg::DataHello {
+                    session: d.a.session,
+                    from: d.a.rank,
+                    to: c.rank,
+                    segments: c.segments,
+                    first: 0,
+                },
+            });
+        }
         self.step(now);
         Ok(pi)
     }
@@ -377,13 +397,27 @@ impl NodeMachine {
     /// Child `ci`'s stream was written to the end, or failed. A failed
     /// child is the child's own business: the sender hears of it from the
     /// child, and this node's copy stays valid.
+    ///
+    /// A connection this node opened that failed before the parent edge
+    /// coming back on it ([`DataOp::Connect`]'s `back`) introduced itself
+    /// breaks that edge too: the sender hears it is orphaned.
     pub fn handle_child_done(&mut self, now: Instant, ci: usize, result: Result<(), String>) {
-        let _ = result;
+        let mut orphaned = None;
         if let Some(d) = self.data.as_mut() {
             d.children_done[ci] = true;
+            if let (Err(why), Some(pi)) = (&result, d.back[ci])
+                && d.from_parent[pi].is_none()
+                && d.edges[pi] == Edge::Live
+            {
+                let p = &d.a.parents[pi];
+                orphaned = Some((pi, format!("parent {p} could not be reached: {why}")));
+            }
             if !d.pipelined && d.verified {
                 self.feed_next_child();
             }
+        }
+        if let Some((pi, why)) = orphaned {
+            self.orphan(now, pi, why);
         }
         self.step(now);
     }
@@ -477,19 +511,32 @@ impl NodeMachine {
     fn start(&mut self, now: Instant) {
         let a = self.assignment.clone().expect("assigned before start");
         let pipelined = Forwarding::of(a.shape) == Forwarding::Pipelined;
-        for c in &a.children {
-            self.ops.push_back(DataOp::Connect {
-                child: c.rank,
-                addr: c.addr,
-                segments: c.segments,
-                hello: Msg::DataHello {
-                    session: a.session,
-                    from: a.rank,
-                    to: c.rank,
-                    segments: c.segments,
-                    first: 0,
-                },
-            });
+        let parents: Vec<Rank> = a.parents.iter().map(|p| p.rank).collect();
+        let children: Vec<Rank> = a.children.iter().map(|c| c.rank).collect();
+        let pairs = duplex_pairs(&parents, &children);
+        let mut rides = vec![None; a.parents.len()];
+        let mut back = vec![None; a.children.len()];
+        for (ci, c) in a.children.iter().enumerate() {
+            match pairs[ci] {
+                // The peer opens this connection: write back once it did.
+                Some(pi) if c.rank < a.rank => rides[pi] = Some(ci),
+                pair => {
+                    back[ci] = pair;
+                    self.ops.push_back(DataOp::Connect {
+                        child: c.rank,
+                        addr: c.addr,
+                        segments: c.segments,
+                        hello: Msg::DataHello {
+                            session: a.session,
+                            from: a.rank,
+                            to: c.rank,
+                            segments: c.segments,
+                            first: 0,
+                        },
+                        back: pair,
+                    });
+                }
+            }
         }
         self.data = Some(Data {
             segs: Segments::new(a.size, a.segment_size),
@@ -505,6 +552,8 @@ impl NodeMachine {
             verified: false,
             suspect: None,
             feed_next: 0,
+            rides,
+            back,
             a,
         });
         self.phase = NodePhase::Receiving;
@@ -553,9 +602,15 @@ impl NodeMachine {
         }
     }
 
-    /// Parent edge `pi` is broken: ask the sender to re-attach it.
+    /// Parent edge `pi` is broken: ask the sender to re-attach it. A child
+    /// edge that was to ride back on its connection never will: its peer
+    /// is the broken parent, so it is done.
     fn orphan(&mut self, now: Instant, pi: usize, why: String) {
         let Some(d) = self.data.as_mut() else { return };
+        if let Some(ci) = d.rides[pi].take() {
+            d.children_done[ci] = true;
+            self.ops.push_back(DataOp::Abandon { child: ci });
+        }
         let p = &d.a.parents[pi];
         let msg = Msg::Orphaned {
             from: d.feeder[pi],

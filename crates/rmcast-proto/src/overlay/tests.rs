@@ -215,26 +215,14 @@ impl Net {
                 segments,
                 hello,
                 ..
-            } => {
-                let c = usize::from(child) - 1;
-                let pi = self.nodes[c]
-                    .handle_parent_hello(now, &hello)
-                    .expect("the child accepts its parent");
-                self.edges.push((from, child, pi));
-                if from != 0 {
-                    let node = &self.nodes[usize::from(from) - 1];
-                    let a = node.assignment().unwrap();
-                    let ci = (a.children.iter())
-                        .position(|p| p.rank == child && p.segments == segments)
-                        .unwrap();
-                    let pipelined = Forwarding::of(a.shape) == Forwarding::Pipelined;
-                    let f = &mut self.forwarded[usize::from(from) - 1];
-                    f.resize(a.children.len(), 0);
-                    if pipelined && a.children[ci].segments.count(self.segs.count()) == 0 {
-                        self.nodes[usize::from(from) - 1].handle_child_done(now, ci, Ok(()));
-                    }
-                }
+            } => self.open_edge(from, child, segments, &hello),
+            DataOp::WriteBack { hello, .. } => {
+                let Msg::DataHello { to, segments, .. } = hello else {
+                    panic!("a write-back without a DataHello: {hello:?}");
+                };
+                self.open_edge(from, to, segments, &hello);
             }
+            DataOp::Abandon { .. } => {}
             DataOp::Feed {
                 child,
                 segments,
@@ -268,6 +256,30 @@ impl Net {
                 self.edges.retain(|e| !(e.1 == from && e.2 == parent));
                 let node = &mut self.nodes[usize::from(from) - 1];
                 node.handle_parent_failed(now, parent, "was dropped");
+            }
+        }
+    }
+
+    /// `from` opens edge `(from, child, segments)` (a connection, or the
+    /// way back on one) and introduces it with `hello`.
+    fn open_edge(&mut self, from: Rank, child: Rank, segments: SegmentSet, hello: &Msg) {
+        let now = self.now;
+        let c = usize::from(child) - 1;
+        let pi = self.nodes[c]
+            .handle_parent_hello(now, hello)
+            .expect("the child accepts its parent");
+        self.edges.push((from, child, pi));
+        if from != 0 {
+            let node = &self.nodes[usize::from(from) - 1];
+            let a = node.assignment().unwrap();
+            let ci = (a.children.iter())
+                .position(|p| p.rank == child && p.segments == segments)
+                .unwrap();
+            let pipelined = Forwarding::of(a.shape) == Forwarding::Pipelined;
+            let f = &mut self.forwarded[usize::from(from) - 1];
+            f.resize(a.children.len(), 0);
+            if pipelined && a.children[ci].segments.count(self.segs.count()) == 0 {
+                self.nodes[usize::from(from) - 1].handle_child_done(now, ci, Ok(()));
             }
         }
     }
@@ -928,4 +940,137 @@ fn segments_cover_the_object_exactly() {
         let halves = s.set_bytes(SegmentSet::Even) + s.set_bytes(SegmentSet::Odd);
         assert_eq!(halves, s.set_bytes(SegmentSet::All));
     }
+}
+
+/// A lone rank-2 node of a pipeline, started, with edges both ways to
+/// ranks 1 and 3: even segments from 1 and odd ones to 1 (rank 1 opens
+/// that connection), odd segments from 3 and even ones to 3 (this node
+/// opens that one).
+fn started_duplex_node() -> NodeMachine {
+    let mut node = lone_node();
+    let t = Instant::ZERO;
+    let peer = |rank: Rank, segments| rmcast_wire::overlay::Peer {
+        rank,
+        name: format!("node-{rank}"),
+        addr: addr(usize::from(rank)),
+        segments,
+    };
+    let a = rmcast_wire::overlay::Assignment {
+        session: 1,
+        rank: 2,
+        receivers: 3,
+        shape: OverlayShape::Pipeline,
+        segment_size: 10,
+        size: 100,
+        name: "x".into(),
+        inactivity_ms: 2000,
+        parents: vec![peer(1, SegmentSet::Even), peer(3, SegmentSet::Odd)],
+        children: vec![peer(1, SegmentSet::Odd), peer(3, SegmentSet::Even)],
+    };
+    node.handle_msg(t, Msg::Assign(Box::new(a)));
+    node.accept(t);
+    node.handle_msg(t, Msg::Start);
+    node
+}
+
+#[test]
+fn an_edge_to_a_peer_and_one_from_it_share_a_connection_opened_by_the_lower_rank() {
+    let mut node = started_duplex_node();
+    let t = Instant::ZERO;
+    // Only the connection to rank 3 is opened here, and rank 3's edge
+    // comes back on it.
+    let ops: Vec<DataOp> = std::iter::from_fn(|| node.poll_data()).collect();
+    assert!(
+        matches!(
+            ops[..],
+            [DataOp::Connect {
+                child: 3,
+                segments: SegmentSet::Even,
+                back: Some(1),
+                ..
+            }]
+        ),
+        "{ops:?}"
+    );
+    // Rank 1 opens its connection: the odd segments go back on it.
+    assert_eq!(
+        node.handle_parent_hello(t, &hello(1, SegmentSet::Even, 0)),
+        Ok(0)
+    );
+    assert_eq!(
+        node.poll_data(),
+        Some(DataOp::WriteBack {
+            parent: 0,
+            child: 0,
+            hello: Msg::DataHello {
+                session: 1,
+                from: 2,
+                to: 1,
+                segments: SegmentSet::Odd,
+                first: 0,
+            },
+        })
+    );
+    // Rank 3's edge comes back on this node's connection, introduced as
+    // any other.
+    assert_eq!(
+        node.handle_parent_hello(t, &hello(3, SegmentSet::Odd, 0)),
+        Ok(1)
+    );
+    assert_eq!(node.poll_data(), None, "nothing more to open");
+}
+
+#[test]
+fn a_connection_that_fails_breaks_the_edge_that_was_to_come_back_on_it() {
+    let mut node = started_duplex_node();
+    let t = Instant::ZERO;
+    let _ = std::iter::from_fn(|| node.poll_data()).count();
+    let _ = std::iter::from_fn(|| node.poll_transmit()).count();
+    // The connection to rank 3 is refused: rank 3's edge back is orphaned
+    // at once, not after the inactivity timeout.
+    node.handle_child_done(t, 1, Err("connection refused".into()));
+    assert_eq!(
+        node.poll_transmit(),
+        Some(Msg::Orphaned {
+            from: 3,
+            segments: SegmentSet::Odd,
+            have: 0
+        })
+    );
+    // Rank 1 never connects: the sender detaches it; the edge that was to
+    // go back to it is abandoned (its routed segments released) and done.
+    node.handle_msg(t, Msg::Detach { rank: 1 });
+    assert_eq!(node.poll_data(), Some(DataOp::Abandon { child: 0 }));
+    assert_eq!(
+        node.poll_transmit(),
+        Some(Msg::Orphaned {
+            from: 1,
+            segments: SegmentSet::Even,
+            have: 0
+        })
+    );
+    // The sender re-attaches both edges; once everything arrived and
+    // verified, the node finishes without waiting for either child edge
+    // back to a lost peer.
+    for (from, set, pi) in [(0, SegmentSet::Even, 0), (0, SegmentSet::Odd, 1)] {
+        assert_eq!(node.handle_parent_hello(t, &hello(from, set, 0)), Ok(pi));
+    }
+    for k in 0..10 {
+        let route = node.handle_segment(t, (k % 2) as usize, k);
+        // Even segments still go to rank 3's edge, whose writer failed:
+        // the driver drops them.
+        assert!(route.len() <= 1);
+        node.handle_stored(t, k, 10);
+    }
+    node.handle_msg(
+        t,
+        Msg::Hash {
+            hash: [7; 32],
+            signature: None,
+        },
+    );
+    assert!(matches!(node.poll_data(), Some(DataOp::Verify { .. })));
+    node.handle_verified(t, Ok(()));
+    assert_eq!(node.phase(), NodePhase::Done, "{:?}", node.result());
+    assert_eq!(node.result(), Some(&Ok(())));
 }

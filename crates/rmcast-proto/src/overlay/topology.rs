@@ -55,6 +55,32 @@ pub use rmcast_wire::overlay::{OverlayShape, SegmentSet};
 /// The sender's rank.
 pub const SENDER: u16 = 0;
 
+/// Which edges of a node share a TCP connection: for each child edge (by
+/// the peers' ranks, `children`), the parent edge (index into `parents`)
+/// that comes back from the same peer on the same connection.
+///
+/// TCP is full duplex, and the two directions flow-control each other not
+/// at all, so an edge to a peer and an edge from it ride one connection,
+/// one each way, and wait on each other no more than on two connections:
+/// the `k`-th edge to a peer pairs with the `k`-th edge from it, in the
+/// assignment's order (which both ends get from the same topology, edges
+/// between two nodes in the order of their segment sets). The node of the
+/// lower rank opens the connection; the other writes its edge back on it.
+/// A connection never carries two edges the same way, so no segment waits
+/// behind another class's (the pipeline's twins exchange several classes:
+/// one connection per class each way, paired).
+#[must_use]
+pub fn duplex_pairs(parents: &[u16], children: &[u16]) -> Vec<Option<usize>> {
+    let mut taken = vec![false; parents.len()];
+    (children.iter())
+        .map(|&peer| {
+            let pi = (0..parents.len()).find(|&pi| parents[pi] == peer && !taken[pi])?;
+            taken[pi] = true;
+            Some(pi)
+        })
+        .collect()
+}
+
 /// How a node relays what it receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Forwarding {
@@ -213,11 +239,16 @@ impl Topology {
         &self.nodes[usize::from(rank)]
     }
 
-    /// TCP connections `rank` holds: one per parent and one per child.
+    /// TCP connections `rank` holds: one per edge, but an edge to a peer
+    /// and one from it share a connection, one each way
+    /// ([`duplex_pairs`]).
     #[must_use]
     pub fn connections(&self, rank: u16) -> usize {
         let n = self.node(rank);
-        n.parents.len() + n.children.len()
+        let parents: Vec<u16> = n.parents.iter().map(|l| l.peer).collect();
+        let children: Vec<u16> = n.children.iter().map(|l| l.peer).collect();
+        let shared = duplex_pairs(&parents, &children).iter().flatten().count();
+        n.parents.len() + n.children.len() - shared
     }
 
     /// Segments `rank` sends for an object of `segments` segments.
@@ -402,10 +433,12 @@ fn pipeline_class(x: usize, i: usize, dims: usize) -> Option<usize> {
 ///   dimension, so a cube node has its `d` peers, plus one when the
 ///   neighbour across a split dimension is a pair: at most `⌊log2 N⌋ + 1`.
 ///   A pair's members talk to half the cube each, and each other.
-/// - **Connections.** One per directed edge, one class each: at most
-///   `2 ⌊log2 N⌋`. No connection carries two classes, which could hold
-///   each other back: the twins' exchange merged into one connection
-///   each way deadlocked in the simulator (buffers waiting in a cycle).
+/// - **Connections.** An edge to a peer and one from it share a TCP
+///   connection, one each way ([`duplex_pairs`]): at most `⌊log2 N⌋ + 1`
+///   (the cube's `d`, exactly, for a power of two). No direction carries
+///   two classes, which could hold each other back: the twins' exchange
+///   merged into one stream each way deadlocked in the simulator
+///   (buffers waiting in a cycle).
 /// - **Depth.** A class whose dimensions at a pair lie on both sides of
 ///   its split (two per pair) pays one hop more there: every segment
 ///   reaches everyone within `⌊log2 N⌋ + 5` hops for every N up to
@@ -607,8 +640,10 @@ mod tests {
                 assert!(t.sent_segments(r, whole) <= whole, "n={n} rank {r}");
                 // Peers: ⌊log2 N⌋ for a power of two (the cube), one more
                 // for a node whose neighbour across the split dimension is
-                // a pair; a pair's members about half as many. One
-                // connection per directed edge: at most two per peer.
+                // a pair; a pair's members about half as many. An edge
+                // to a peer and one from it share a connection, so the
+                // issue's bound of ⌈log2 N⌉ + 1 connections holds, and
+                // ⌊log2 N⌋ + 1 with it.
                 let p = peers(&t, r);
                 if nodes.is_power_of_two() {
                     assert_eq!(p, dims, "n={n} rank {r}");
@@ -622,7 +657,11 @@ mod tests {
                         );
                     }
                 }
-                assert!(t.connections(r) <= 2 * dims, "n={n} rank {r}");
+                let c = t.connections(r);
+                assert!(c <= dims + 1, "n={n} rank {r}: {c} connections");
+                if nodes.is_power_of_two() {
+                    assert_eq!(c, dims, "n={n} rank {r}: one connection per dimension");
+                }
             }
             if n <= 130 {
                 assert!(!has_wait_cycle(&t), "n={n}: buffers can wait in a cycle");

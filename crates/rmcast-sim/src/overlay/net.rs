@@ -26,17 +26,23 @@ impl Sim<'_> {
         // buffer is free at once (the runtime's send to its ended writer
         // fails).
         let mut live = Vec::with_capacity(route.len());
+        let mut parked = 0;
         for ci in route {
-            let cp = self.hosts[h].child_pipes.get(ci).copied().flatten();
-            let cp = cp.ok_or("a segment routed to a child never connected")?;
-            if !self.pipes[cp].broken {
-                live.push(cp);
+            match self.hosts[h].child_pipes.get(ci).copied().flatten() {
+                Some(cp) if !self.pipes[cp].broken => live.push(cp),
+                Some(_) => {}
+                // To be written back on a connection its child has not
+                // opened yet: it waits, as in the runtime's channel.
+                None => {
+                    self.hosts[h].parked.entry(ci).or_default().push(index);
+                    parked += 1;
+                }
             }
         }
-        if live.is_empty() {
+        if live.is_empty() && parked == 0 {
             self.unhold(p);
         } else {
-            self.hosts[h].holds.insert(index, (p, live.len()));
+            self.hosts[h].holds.insert(index, (p, live.len() + parked));
             for cp in live {
                 self.pipes[cp].queue.push_back(index);
                 self.kick(cp);
@@ -270,7 +276,126 @@ impl Sim<'_> {
         if let Some(m) = self.nodes[h].as_mut() {
             m.handle_parent_failed(now, pi, "was dropped (detached by the sender)");
         }
+        self.close_reverse(h, p)
+    }
+
+    /// Host `h`, one end of pipe `p`'s connection, closed it whole (it
+    /// dropped `p`, or its writer of `p` gave up): the edge going the
+    /// other way on it, if one was written back, breaks too. `h` hears at
+    /// once; the other end a propagation delay later.
+    pub(super) fn close_reverse(&mut self, h: usize, p: usize) -> Result<(), String> {
+        let Some(r) = self.pipes[p].reverse else {
+            return Ok(());
+        };
+        let at = self.now + self.pipes[r].delay_ns;
+        if self.pipes[r].from == h {
+            // h writes r: its writer fails, its child hears it later.
+            if self.pipes[r].broken || self.pipes[r].done {
+                return Ok(());
+            }
+            self.break_pipe(r);
+            self.pipes[r].done = true;
+            self.push(at, Ev::ParentLost(r));
+            return self.child_done(r, Err("closed with the connection it rides".into()));
+        }
+        // h reads r: its reader ends, r's writer hears it later.
+        if self.pipes[r].cut {
+            return Ok(());
+        }
+        self.cut(r);
+        self.push(at, Ev::ChildClosed(r));
+        let now = self.t();
+        if let Some(pi) = self.pipes[r].pi
+            && let Some(m) = self.nodes[h].as_mut()
+        {
+            m.handle_parent_failed(now, pi, "closed with the connection it rides");
+            return self.drive_node(h);
+        }
         Ok(())
+    }
+
+    /// Node `h` writes child edge `ci` back on the connection parent edge
+    /// `pi` came in on: the connection is open (keyed, its key exchange is
+    /// over), so the parent end's application reads `hello` a propagation
+    /// delay later, and no connection is added.
+    pub(super) fn write_back(
+        &mut self,
+        h: usize,
+        pi: usize,
+        ci: usize,
+        hello: Msg,
+    ) -> Result<(), String> {
+        let fwd = (0..self.pipes.len())
+            .rev()
+            .find(|&p| {
+                let pipe = &self.pipes[p];
+                pipe.to == h && pipe.pi == Some(pi)
+            })
+            .ok_or_else(|| format!("host {h} writes back on parent edge {pi}, never connected"))?;
+        let Msg::DataHello { to, segments, .. } = hello else {
+            return Err("a write-back without a DataHello".into());
+        };
+        let peer = self.pipes[fwd].from;
+        if self.rank_of(peer) != to {
+            return Err(format!(
+                "host {h} writes rank {to}'s edge back on host {peer}'s connection"
+            ));
+        }
+        let pipelined = Forwarding::of(self.s.shape) == Forwarding::Pipelined;
+        let delay_ns = self.pipes[fwd].delay_ns;
+        let p = self.pipes.len();
+        self.pipes.push(Pipe {
+            from: h,
+            to: peer,
+            ci: Some(ci),
+            pi: None,
+            hello,
+            set: segments,
+            unread: Vec::new(),
+            delay_ns,
+            open: true,
+            queue: VecDeque::new(),
+            feed: None,
+            share: segments.count(self.segs.count()),
+            routed: pipelined,
+            sent: 0,
+            outstanding: 0,
+            in_rr: false,
+            done: false,
+            broken: false,
+            cut: false,
+            stalled_since: None,
+            reverse: Some(fwd),
+        });
+        self.pipes[fwd].reverse = Some(p);
+        self.pipe_of.insert((h, to, segments), p);
+        let cps = &mut self.hosts[h].child_pipes;
+        if cps.len() <= ci {
+            cps.resize(ci + 1, None);
+        }
+        cps[ci] = Some(p);
+        let parked = self.hosts[h].parked.remove(&ci).unwrap_or_default();
+        self.pipes[p].queue.extend(parked);
+        if self.pipes[fwd].broken || self.pipes[fwd].cut {
+            for index in std::mem::take(&mut self.pipes[p].queue) {
+                self.release(h, index);
+            }
+            // The connection closed before the edge went back on it.
+            self.pipes[p].broken = true;
+            self.pipes[p].done = true;
+            return self.child_done(p, Err("closed with the connection it rides".into()));
+        }
+        self.push(self.now + delay_ns, Ev::Hello(p));
+        self.kick(p);
+        Ok(())
+    }
+
+    /// Node `h` gave up child edge `ci` (the connection it was to ride
+    /// back on broke first): what was routed to it is released.
+    pub(super) fn abandon(&mut self, h: usize, ci: usize) {
+        for index in self.hosts[h].parked.remove(&ci).unwrap_or_default() {
+            self.release(h, index);
+        }
     }
 
     /// Node `h`'s transfer is over: the runtime returns and its data
@@ -410,6 +535,7 @@ impl Sim<'_> {
             broken: false,
             cut: false,
             stalled_since: None,
+            reverse: None,
         });
         self.pipe_of.insert((from, child, set), p);
         if let Some(ci) = ci {

@@ -105,6 +105,9 @@ pub(super) struct Pipe {
     /// Since when the writer has had something to write and the window
     /// has been shut.
     pub(super) stalled_since: Option<u64>,
+    /// The other direction of the same TCP connection, once its child end
+    /// wrote an edge back on it (`DataOp::WriteBack`).
+    pub(super) reverse: Option<usize>,
 }
 
 #[derive(Default)]
@@ -118,6 +121,9 @@ pub(super) struct Host {
     pub(super) holds: HashMap<u64, (usize, usize)>,
     /// Per child index, its pipe.
     pub(super) child_pipes: Vec<Option<usize>>,
+    /// Segments routed to a child edge to be written back on a connection
+    /// not opened yet: child index → indices.
+    pub(super) parked: HashMap<usize, Vec<u64>>,
     /// Data connections waiting for this node's Start.
     pub(super) early: Vec<usize>,
     pub(super) received: Vec<u64>,
@@ -349,6 +355,8 @@ impl<'a> Sim<'a> {
                     self.break_pipe(p);
                     self.pipes[p].done = true;
                     self.push(at, Ev::ParentLost(p));
+                    let from = self.pipes[p].from;
+                    self.close_reverse(from, p)?;
                     let stalled = Duration::from_nanos(self.now - since);
                     let why = format!("no progress for {:.1} s", stalled.as_secs_f64());
                     self.child_done(p, Err(why))?;
@@ -516,7 +524,10 @@ impl<'a> Sim<'a> {
                     segments,
                     first,
                 } => self.feed(0, child, segments, first),
-                DataOp::Verify { .. } | DataOp::Drop { .. } => Ok(()),
+                DataOp::Verify { .. }
+                | DataOp::Drop { .. }
+                | DataOp::WriteBack { .. }
+                | DataOp::Abandon { .. } => Ok(()),
             };
             if let Err(e) = r {
                 self.hosts[0].finished = Some(Err(e));
@@ -570,6 +581,12 @@ impl<'a> Sim<'a> {
                         hello,
                         ..
                     } => self.connect(h, child, segments, hello)?,
+                    DataOp::WriteBack {
+                        parent,
+                        child,
+                        hello,
+                    } => self.write_back(h, parent, child, hello)?,
+                    DataOp::Abandon { child } => self.abandon(h, child),
                     DataOp::Feed {
                         child,
                         segments,

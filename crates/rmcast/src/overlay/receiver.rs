@@ -130,6 +130,7 @@ fn recv_once(
         abort: AtomicBool::new(false),
         auth_failures: Mutex::new(Vec::new()),
         parent_streams: Mutex::new(Vec::new()),
+        back_streams: Mutex::new(Vec::new()),
     };
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -153,6 +154,7 @@ fn recv_once(
             replaces: false,
             started: None,
             pools: Arc::new(Vec::new()),
+            disk_tx: None,
             hybrid: hybrid.then(probe::Hybrid::default),
         };
         let result = driver.run(scope, progress);
@@ -222,7 +224,15 @@ struct Node<'a> {
     /// under the machine's lock when the machine takes the connection, so
     /// a drop it asks for later always finds it.
     parent_streams: Mutex<Vec<Option<TcpStream>>>,
+    /// Each accepted parent connection's other direction, for a
+    /// `DataOp::WriteBack`: the stream and (keyed) the sealer of this
+    /// end's key exchange. Stored under the machine's lock, as above.
+    back_streams: Mutex<Vec<Option<WayBack>>>,
 }
+
+/// The other direction of an accepted parent connection: the stream, and
+/// keyed, the sealer of this end's key exchange.
+type WayBack = (TcpStream, Option<Sealer>);
 
 impl Node<'_> {
     fn lock(&self) -> MutexGuard<'_, NodeMachine> {
@@ -263,6 +273,9 @@ struct Driver<'n, 'a> {
     replaces: bool,
     started: Option<Instant>,
     pools: Arc<Vec<Pool>>,
+    /// The disk writer's input, for the readers of parent edges that come
+    /// back on connections this node opens (from the data phase on).
+    disk_tx: Option<mpsc::SyncSender<Seg>>,
     /// The first registration: a hybrid sender's `Probe` and `Redirect`
     /// are welcome (`None` on the redirected one).
     hybrid: Option<probe::Hybrid>,
@@ -347,6 +360,7 @@ impl<'n, 'a> Driver<'n, 'a> {
                         addr,
                         segments,
                         hello,
+                        back,
                     } => {
                         let ci = (a.children.iter())
                             .position(|c| c.rank == child && c.segments == segments);
@@ -355,21 +369,83 @@ impl<'n, 'a> Driver<'n, 'a> {
                         };
                         let ci = ci.unwrap_or_default();
                         let pools = self.pools.clone();
+                        let reader = back.zip(self.disk_tx.clone()).map(|(pi, disk_tx)| Back {
+                            pi,
+                            disk_tx,
+                            children: children.clone(),
+                        });
                         scope.spawn(move || {
-                            let pools = &pools[..];
                             let limit = node.lock().inactivity();
                             let key = node.cfg.key.as_ref();
                             let r = connect_child(addr, &hello, limit, &node.abort, key).and_then(
-                                |(mut s, sealer)| {
-                                    write_child(node, &a, ci, &mut s, sealer, &crx, pools)
+                                |(mut s, sealer, opener)| {
+                                    if let Some(b) = reader {
+                                        let rs = s.try_clone().map_err(XferError::Io)?;
+                                        let (a, pools) = (a.clone(), pools.clone());
+                                        scope.spawn(move || {
+                                            read_back(node, &a, rs, opener, &pools, b)
+                                        });
+                                    }
+                                    let r = write_child(node, &a, ci, &mut s, sealer, &crx, &pools);
+                                    if r.is_err() {
+                                        // Both ways: the peer hears it.
+                                        let _ = s.shutdown(std::net::Shutdown::Both);
+                                    }
+                                    r
                                 },
                             );
                             let failed = r.is_err();
                             let _ = node.tx.send(Ev::Child(ci, r.map_err(|e| e.to_string())));
                             if failed {
-                                drain(&crx, pools, &node.abort);
+                                drain(&crx, &pools, &node.abort);
                             }
                         });
+                    }
+                    DataOp::WriteBack {
+                        parent,
+                        child: ci,
+                        hello,
+                    } => {
+                        let taken = (node.back_streams.lock())
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_mut(parent)
+                            .and_then(Option::take);
+                        let Some(crx) = child_rxs.get_mut(ci).and_then(Option::take) else {
+                            continue;
+                        };
+                        let pools = self.pools.clone();
+                        scope.spawn(move || {
+                            let limit = node.lock().inactivity();
+                            let r = match taken {
+                                None => Err(XferError::Closed),
+                                Some((mut s, mut sealer)) => {
+                                    let r = io::send_msg(&mut s, sealer.as_mut(), &hello, limit)
+                                        .and_then(|()| {
+                                            write_child(node, &a, ci, &mut s, sealer, &crx, &pools)
+                                        });
+                                    if r.is_err() {
+                                        let _ = s.shutdown(std::net::Shutdown::Both);
+                                    }
+                                    r
+                                }
+                            };
+                            let failed = r.is_err();
+                            let _ = node.tx.send(Ev::Child(ci, r.map_err(|e| e.to_string())));
+                            if failed {
+                                drain(&crx, &pools, &node.abort);
+                            }
+                        });
+                    }
+                    DataOp::Abandon { child: ci } => {
+                        // What was routed to it goes back to the pools;
+                        // what would be, fails to send and is released.
+                        if let Some(crx) = child_rxs.get_mut(ci).and_then(Option::take) {
+                            for cmd in crx.try_iter() {
+                                if let ChildCmd::Seg(seg) = cmd {
+                                    self.pools[seg.pool as usize].release(seg.slot);
+                                }
+                            }
+                        }
                     }
                     DataOp::Feed {
                         child, segments, ..
@@ -549,6 +625,7 @@ impl<'n, 'a> Driver<'n, 'a> {
         let slots = pool_slots(a.segment_size);
         let node = self.node;
         let (disk_tx, disk_rx) = mpsc::sync_channel::<Seg>(slots * self.pools.len().max(1));
+        self.disk_tx = Some(disk_tx.clone());
         let sink = self.sink.take().expect("prepared before the start");
         let segs = Segments::new(a.size, a.segment_size);
         let pools = self.pools.clone();
@@ -636,6 +713,7 @@ fn accept_parents<'s, 'n: 's>(
             tracing::warn!("dropping data connection from {peer}: {e}");
             continue;
         }
+        let mut sealer = None;
         let mut frames = match &node.cfg.key {
             None => FrameReader::default(),
             Some(key) => {
@@ -647,7 +725,10 @@ fn accept_parents<'s, 'n: 's>(
                     &node.abort,
                     inactivity,
                 ) {
-                    Ok(ch) => FrameReader::sealed(ch.opener),
+                    Ok(ch) => {
+                        sealer = Some(ch.sealer);
+                        FrameReader::sealed(ch.opener)
+                    }
                     Err(e) => {
                         let why = format!("data connection from {peer} {e}");
                         tracing::warn!("{why}");
@@ -672,6 +753,9 @@ fn accept_parents<'s, 'n: 's>(
                         (node.parent_streams.lock()).unwrap_or_else(|e| e.into_inner());
                     streams.resize_with(a.parents.len(), || None);
                     streams[pi] = stream.try_clone().ok();
+                    let mut back = (node.back_streams.lock()).unwrap_or_else(|e| e.into_inner());
+                    back.resize_with(a.parents.len(), || None);
+                    back[pi] = stream.try_clone().ok().map(|s| (s, sealer.take()));
                 }
                 let first = match hello {
                     Msg::DataHello { first, .. } => first,
@@ -703,11 +787,80 @@ fn accept_parents<'s, 'n: 's>(
             let r = read_parent(node, &a, (pi, first), s, opener, pool, &disk_tx, &children);
             let ev = match r {
                 Ok(()) => Ev::Poke,
-                Err(e) => Ev::ParentFailed(pi, e.to_string()),
+                Err(e) => {
+                    // Both ways, should a child edge ride back on it.
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                    Ev::ParentFailed(pi, e.to_string())
+                }
             };
             let _ = node.tx.send(ev);
         });
     }
+}
+
+/// What the reader of a parent edge that comes back on a connection this
+/// node opened needs ([`DataOp::Connect`]'s `back`).
+struct Back {
+    /// The parent edge.
+    pi: usize,
+    disk_tx: mpsc::SyncSender<Seg>,
+    children: Vec<Option<mpsc::SyncSender<ChildCmd>>>,
+}
+
+/// Reads parent edge `b.pi`, which its node writes back on the connection
+/// this node opened to it: its `DataHello` first (the machine checks it is
+/// that edge), then its segments, as for an accepted connection.
+fn read_back(
+    node: &Node<'_>,
+    a: &Assignment,
+    mut s: TcpStream,
+    opener: Option<Opener>,
+    pools: &[Pool],
+    b: Back,
+) {
+    let inactivity = node.lock().inactivity();
+    let mut frames = opener.map_or_else(FrameReader::default, FrameReader::sealed);
+    let taken = io::read_msg(&mut s, &mut frames, &node.abort, inactivity)
+        .map_err(|e| e.to_string())
+        .and_then(|hello| {
+            let mut m = node.lock();
+            match m.handle_parent_hello(node.clock.now(), &hello)? {
+                pi if pi == b.pi => {
+                    let mut streams =
+                        (node.parent_streams.lock()).unwrap_or_else(|e| e.into_inner());
+                    streams.resize_with(a.parents.len(), || None);
+                    streams[pi] = s.try_clone().ok();
+                    Ok(())
+                }
+                pi => Err(format!(
+                    "{} came back where {} belongs",
+                    a.parents[pi], a.parents[b.pi]
+                )),
+            }
+        });
+    let r = taken.and_then(|()| {
+        let (pi, pool) = (b.pi, &pools[b.pi]);
+        let opener = frames.into_opener();
+        read_parent(
+            node,
+            a,
+            (pi, 0),
+            &mut s,
+            opener,
+            pool,
+            &b.disk_tx,
+            &b.children,
+        )
+        .map_err(|e| e.to_string())
+    });
+    let ev = match r {
+        Ok(()) => Ev::Poke,
+        Err(why) => {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            Ev::ParentFailed(b.pi, why)
+        }
+    };
+    let _ = node.tx.send(ev);
 }
 
 fn node_keyed(node: &Node<'_>) -> bool {

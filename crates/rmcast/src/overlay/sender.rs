@@ -16,7 +16,7 @@ use rmcast_proto::Instant as ProtoInstant;
 use rmcast_proto::overlay::{
     ControlOp, DataOp, SegmentSet, Segments, SenderConfig, SenderEvent, SenderMachine, SenderPhase,
 };
-use rmcast_proto::security::Sealer;
+use rmcast_proto::security::{Opener, Sealer};
 use rmcast_wire::overlay::Msg;
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -269,6 +269,7 @@ fn run(
                         addr,
                         segments,
                         hello,
+                        back: _,
                     } => {
                         let (ftx, frx) = mpsc::channel();
                         feeds.insert((child, segments), ftx);
@@ -276,7 +277,7 @@ fn run(
                         let key = cfg.key.as_ref();
                         scope.spawn(move || {
                             let r = connect_child(addr, &hello, cfg.inactivity, abort, key)
-                                .and_then(|(mut st, sealer)| {
+                                .and_then(|(mut st, sealer, _)| {
                                     let (set, first) = wait_feed(&frx, abort)?;
                                     feed(&mut st, sealer, data, (set, first), cfg, abort, sent)
                                 });
@@ -293,7 +294,10 @@ fn run(
                             let _ = f.send((segments, first));
                         }
                     }
-                    DataOp::Verify { .. } | DataOp::Drop { .. } => {
+                    DataOp::Verify { .. }
+                    | DataOp::Drop { .. }
+                    | DataOp::WriteBack { .. }
+                    | DataOp::Abandon { .. } => {
                         unreachable!("the sender verifies nothing and has no parents")
                     }
                 }
@@ -590,18 +594,19 @@ fn wait_feed(
 }
 
 /// Opens a data connection to a child and introduces it; keyed, after the
-/// key exchange, returning the sealer of the segments to come.
+/// key exchange, returning the sealer of the segments to come and the
+/// opener of what the child may write back on the connection.
 pub(super) fn connect_child(
     addr: SocketAddr,
     hello: &Msg,
     limit: Duration,
     abort: &AtomicBool,
     key: Option<&Arc<GroupKey>>,
-) -> Result<(TcpStream, Option<Sealer>), XferError> {
+) -> Result<(TcpStream, Option<Sealer>, Option<Opener>), XferError> {
     let mut s = io::connect(addr, limit).map_err(XferError::Io)?;
     let Some(key) = key else {
         io::write_all(&mut s, &hello.to_frame(), abort, limit)?;
-        return Ok((s, None));
+        return Ok((s, None, None));
     };
     let session = match hello {
         Msg::DataHello { session, .. } => Some(*session),
@@ -612,7 +617,7 @@ pub(super) fn connect_child(
         e => XferError::Auth(format!("the child at {addr} {e}")),
     })?;
     io::send_msg(&mut s, Some(&mut ch.sealer), hello, limit)?;
-    Ok((s, Some(ch.sealer)))
+    Ok((s, Some(ch.sealer), Some(ch.opener)))
 }
 
 /// Writes the segments of `set` from its `first`-th on from `data` to a

@@ -111,6 +111,7 @@ impl SenderMachine {
                 segments,
                 first: have,
             },
+            back: None,
         });
         self.data.push_back(DataOp::Feed {
             child: rank,

@@ -806,6 +806,7 @@ impl SenderMachine {
                     segments: l.segments,
                     first: 0,
                 },
+                back: None,
             });
         }
         let feeds = children.iter().map(|l| (l.peer, l.segments));
