@@ -362,6 +362,11 @@ impl NodeMachine {
         if d.edge_complete(pi) {
             return; // it had sent everything
         }
+        if matches!(d.edges[pi], Edge::Orphaned(..)) {
+            // Already reported, waiting for the sender: a connection that
+            // broke since (one opened to its parent) tells nothing new.
+            return;
+        }
         let p = &d.a.parents[pi];
         let text = if d.feeder[pi] == p.rank {
             format!("parent {p} {why}")

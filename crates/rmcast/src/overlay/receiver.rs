@@ -820,24 +820,29 @@ fn read_back(
 ) {
     let inactivity = node.lock().inactivity();
     let mut frames = opener.map_or_else(FrameReader::default, FrameReader::sealed);
-    let taken = io::read_msg(&mut s, &mut frames, &node.abort, inactivity)
-        .map_err(|e| e.to_string())
-        .and_then(|hello| {
+    let taken = match io::read_msg(&mut s, &mut frames, &node.abort, inactivity) {
+        Err(e) => Err(e.to_string()),
+        Ok(hello) => {
             let mut m = node.lock();
-            match m.handle_parent_hello(node.clock.now(), &hello)? {
-                pi if pi == b.pi => {
+            match m.handle_parent_hello(node.clock.now(), &hello) {
+                Ok(pi) if pi == b.pi => {
                     let mut streams =
                         (node.parent_streams.lock()).unwrap_or_else(|e| e.into_inner());
                     streams.resize_with(a.parents.len(), || None);
                     streams[pi] = s.try_clone().ok();
                     Ok(())
                 }
-                pi => Err(format!(
-                    "{} came back where {} belongs",
-                    a.parents[pi], a.parents[b.pi]
-                )),
+                r => {
+                    // Refused (as an accepted connection would be): the
+                    // machine keeps waiting for, or re-attaching, the edge.
+                    drop(m);
+                    tracing::warn!("dropping the way back from {}: {r:?}", a.parents[b.pi]);
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
             }
-        });
+        }
+    };
     let r = taken.and_then(|()| {
         let (pi, pool) = (b.pi, &pools[b.pi]);
         let opener = frames.into_opener();
