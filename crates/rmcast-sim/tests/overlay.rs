@@ -379,3 +379,20 @@ fn when_the_sender_dies_every_receiver_ends_by_itself() {
         assert!(r.total_time - at < Duration::from_secs(2), "{shape}: {r:?}");
     }
 }
+
+/// Regression (the simulator's way back, `DataOp::WriteBack`): an edge
+/// written back on a connection its peer opened carried no segment of a
+/// one-segment object, and its writer was done only once the peer's
+/// application read the hello. Campaign seed 94392 (pipeline, 50
+/// receivers, one segment): the peer stopped for good just after it
+/// opened the connection, and three nodes holding every byte waited for
+/// a write of nothing until the sender's stall timeout named one of them.
+/// As in the runtime, a share of nothing is written with the hello.
+#[test]
+fn an_empty_edge_written_back_to_a_stopped_peer_is_done_at_once() {
+    let (_, s) = overlay_scenario(94392);
+    assert_eq!(s.shape, OverlayShape::Pipeline);
+    let r = run_overlay(&s).unwrap_or_else(|e| panic!("campaign seed 94392: {e}"));
+    assert!(r.failed, "the stopped node is named: {r:?}");
+    assert_eq!(r.verified, usize::from(s.nodes) - 1, "{r:?}");
+}

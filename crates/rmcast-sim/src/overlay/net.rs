@@ -386,6 +386,9 @@ impl Sim<'_> {
             return self.child_done(p, Err("closed with the connection it rides".into()));
         }
         self.push(self.now + delay_ns, Ev::Hello(p));
+        // Open at once: a share of nothing is written as soon as the
+        // hello is, whether or not the other end's application runs.
+        self.check_pipe_done(p)?;
         self.kick(p);
         Ok(())
     }
