@@ -40,8 +40,18 @@
 //!   and the connection closes.
 //! - A receiver whose transfer is over (its machine finished) closes its
 //!   data connections, as the runtime does when it returns.
+//! - An edge written back on a connection its peer opened
+//!   ([`DataOp::WriteBack`]: TCP's other direction) is a pipe of its own
+//!   the other way, open at once (the key exchange is over): its hello
+//!   reaches the peer's machine a propagation delay later, and a share of
+//!   nothing is written with it. Segments routed to such an edge before
+//!   the peer's connection arrived wait, held, as in the runtime's
+//!   channel, and are released if it is abandoned ([`DataOp::Abandon`]).
+//!   A node that closes the connection from one side (a drop, a writer
+//!   that gave up) closes the other direction with it.
 //! - A host may hold at most `max_connections` data connections; one more
-//!   fails (the parent's machine hears `handle_child_done(Err)`).
+//!   fails (the parent's machine hears `handle_child_done(Err)`). A
+//!   connection carrying an edge each way counts once.
 //! - The object's bytes are not carried: a segment is its index. Hashing is
 //!   free and instant; the sender knows the hash at time zero.
 //!
@@ -110,6 +120,8 @@
 //! [`NodeMachine`]: rmcast_proto::overlay::NodeMachine
 //! [`FRAME_OVERHEAD`]: rmcast_proto::security::FRAME_OVERHEAD
 //! [`DataOp::Drop`]: rmcast_proto::overlay::DataOp::Drop
+//! [`DataOp::WriteBack`]: rmcast_proto::overlay::DataOp::WriteBack
+//! [`DataOp::Abandon`]: rmcast_proto::overlay::DataOp::Abandon
 //! [`DataOp::Feed`]: rmcast_proto::overlay::DataOp::Feed
 
 mod check;

@@ -10,6 +10,12 @@
 //! The machine sits behind a mutex: readers ask it where each segment goes
 //! (the hot path, one short lock per segment), the caller's thread polls
 //! it and carries out what it asks.
+//!
+//! A connection may carry an edge each way (`duplex_pairs`): its reader
+//! and its writer are separate threads on clones of the socket, so the
+//! two directions wait on each other no more than two connections would.
+//! Whichever gives up on its direction shuts the whole socket down, so
+//! the peer hears it on both.
 
 use super::frame::FrameReader;
 use super::io::{self, Clock, Pool, Seg, TICK, XferError};
