@@ -5,7 +5,6 @@ use super::sim::{Ev, Pipe, Sim};
 use rand::Rng;
 use rmcast_proto::overlay::{Forwarding, NodeMachine, NodePhase, Rank, SegmentSet};
 use rmcast_wire::overlay::Msg;
-use std::collections::VecDeque;
 
 impl Sim<'_> {
     /// Segment `index` reached node `h` on pipe `p`.
@@ -344,29 +343,12 @@ impl Sim<'_> {
         let pipelined = Forwarding::of(self.s.shape) == Forwarding::Pipelined;
         let delay_ns = self.pipes[fwd].delay_ns;
         let p = self.pipes.len();
-        self.pipes.push(Pipe {
-            from: h,
-            to: peer,
-            ci: Some(ci),
-            pi: None,
-            hello,
-            set: segments,
-            unread: Vec::new(),
-            delay_ns,
-            open: true,
-            queue: VecDeque::new(),
-            feed: None,
-            share: segments.count(self.segs.count()),
-            routed: pipelined,
-            sent: 0,
-            outstanding: 0,
-            in_rr: false,
-            done: false,
-            broken: false,
-            cut: false,
-            stalled_since: None,
-            reverse: Some(fwd),
-        });
+        let share = segments.count(self.segs.count());
+        let mut pipe = Pipe::new((h, peer), Some(ci), hello, segments, delay_ns, share);
+        pipe.routed = pipelined;
+        pipe.open = true;
+        pipe.reverse = Some(fwd);
+        self.pipes.push(pipe);
         self.pipes[fwd].reverse = Some(p);
         self.pipe_of.insert((h, to, segments), p);
         let cps = &mut self.hosts[h].child_pipes;
@@ -517,29 +499,10 @@ impl Sim<'_> {
         let jitter = 1.0 + self.s.jitter * self.rng.random::<f64>();
         let delay_ns = (self.latency() as f64 * jitter) as u64;
         let p = self.pipes.len();
-        self.pipes.push(Pipe {
-            from,
-            to,
-            ci,
-            pi: None,
-            hello,
-            set,
-            unread: Vec::new(),
-            delay_ns,
-            open: false,
-            queue: VecDeque::new(),
-            feed: None,
-            share: set.count(self.segs.count()),
-            routed: from != 0 && pipelined,
-            sent: 0,
-            outstanding: 0,
-            in_rr: false,
-            done: false,
-            broken: false,
-            cut: false,
-            stalled_since: None,
-            reverse: None,
-        });
+        let share = set.count(self.segs.count());
+        let mut pipe = Pipe::new((from, to), ci, hello, set, delay_ns, share);
+        pipe.routed = from != 0 && pipelined;
+        self.pipes.push(pipe);
         self.pipe_of.insert((from, child, set), p);
         if let Some(ci) = ci {
             let cps = &mut self.hosts[from].child_pipes;

@@ -110,6 +110,43 @@ pub(super) struct Pipe {
     pub(super) reverse: Option<usize>,
 }
 
+impl Pipe {
+    /// A connection `from → to` for edge `set` (`share` segments to send),
+    /// not open yet, nothing sent, not routed.
+    pub(super) fn new(
+        (from, to): (usize, usize),
+        ci: Option<usize>,
+        hello: Msg,
+        set: SegmentSet,
+        delay_ns: u64,
+        share: u64,
+    ) -> Self {
+        Self {
+            from,
+            to,
+            ci,
+            pi: None,
+            hello,
+            set,
+            unread: Vec::new(),
+            delay_ns,
+            open: false,
+            queue: VecDeque::new(),
+            feed: None,
+            share,
+            routed: false,
+            sent: 0,
+            outstanding: 0,
+            in_rr: false,
+            done: false,
+            broken: false,
+            cut: false,
+            stalled_since: None,
+            reverse: None,
+        }
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Host {
     pub(super) up_busy: bool,

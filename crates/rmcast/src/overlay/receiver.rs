@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 mod data;
 mod probe;
 
-use data::{Back, accept_parents, disk, drain, node_keyed, read_back, write_child};
+use data::{Back, accept_parents, child_failed, disk, node_keyed, read_back, serve_child};
 
 /// Pause between attempts to reach a sender that is not listening yet.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
@@ -384,7 +384,7 @@ impl<'n, 'a> Driver<'n, 'a> {
                             let limit = node.lock().inactivity();
                             let key = node.cfg.key.as_ref();
                             let r = connect_child(addr, &hello, limit, &node.abort, key).and_then(
-                                |(mut s, sealer, opener)| {
+                                |(s, sealer, opener)| {
                                     if let Some(b) = reader {
                                         let rs = s.try_clone().map_err(XferError::Io)?;
                                         let (a, pools) = (a.clone(), pools.clone());
@@ -392,18 +392,14 @@ impl<'n, 'a> Driver<'n, 'a> {
                                             read_back(node, &a, rs, opener, &pools, b)
                                         });
                                     }
-                                    let r = write_child(node, &a, ci, &mut s, sealer, &crx, &pools);
-                                    if r.is_err() {
-                                        // Both ways: the peer hears it.
-                                        let _ = s.shutdown(std::net::Shutdown::Both);
-                                    }
-                                    r
+                                    Ok((s, sealer))
                                 },
                             );
-                            let failed = r.is_err();
-                            let _ = node.tx.send(Ev::Child(ci, r.map_err(|e| e.to_string())));
-                            if failed {
-                                drain(&crx, &pools, &node.abort);
+                            match r {
+                                Ok((s, sealer)) => {
+                                    serve_child(node, &a, ci, s, sealer, None, &crx, &pools);
+                                }
+                                Err(e) => child_failed(node, ci, &e, &crx, &pools),
                             }
                         });
                     }
@@ -420,26 +416,11 @@ impl<'n, 'a> Driver<'n, 'a> {
                             continue;
                         };
                         let pools = self.pools.clone();
-                        scope.spawn(move || {
-                            let limit = node.lock().inactivity();
-                            let r = match taken {
-                                None => Err(XferError::Closed),
-                                Some((mut s, mut sealer)) => {
-                                    let r = io::send_msg(&mut s, sealer.as_mut(), &hello, limit)
-                                        .and_then(|()| {
-                                            write_child(node, &a, ci, &mut s, sealer, &crx, &pools)
-                                        });
-                                    if r.is_err() {
-                                        let _ = s.shutdown(std::net::Shutdown::Both);
-                                    }
-                                    r
-                                }
-                            };
-                            let failed = r.is_err();
-                            let _ = node.tx.send(Ev::Child(ci, r.map_err(|e| e.to_string())));
-                            if failed {
-                                drain(&crx, &pools, &node.abort);
+                        scope.spawn(move || match taken {
+                            Some((s, sealer)) => {
+                                serve_child(node, &a, ci, s, sealer, Some(&hello), &crx, &pools);
                             }
+                            None => child_failed(node, ci, &XferError::Closed, &crx, &pools),
                         });
                     }
                     DataOp::Abandon { child: ci } => {

@@ -300,7 +300,7 @@ fn read_parent(
 /// machine says so (store-and-forward). Keyed, each segment is sealed in
 /// a frame of its own (under this connection's keys: a relayed segment is
 /// opened and sealed again).
-pub(super) fn write_child(
+fn write_child(
     node: &Node<'_>,
     a: &Assignment,
     ci: usize,
@@ -454,9 +454,53 @@ pub(super) fn disk(
     }
 }
 
+/// Writes child edge `ci` on `s`: `hello` first when it is given (an edge
+/// written back on a connection its peer opened), then its segments
+/// ([`write_child`]). A failure shuts the connection down both ways, so
+/// the peer hears it on either direction it reads, and is reported as
+/// [`child_failed`] does; success is reported to the driver.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn serve_child(
+    node: &Node<'_>,
+    a: &Assignment,
+    ci: usize,
+    mut s: TcpStream,
+    mut sealer: Option<Sealer>,
+    hello: Option<&Msg>,
+    rx: &mpsc::Receiver<ChildCmd>,
+    pools: &[Pool],
+) {
+    let limit = node.lock().inactivity();
+    let r = hello
+        .map_or(Ok(()), |h| io::send_msg(&mut s, sealer.as_mut(), h, limit))
+        .and_then(|()| write_child(node, a, ci, &mut s, sealer, rx, pools));
+    match r {
+        Ok(()) => {
+            let _ = node.tx.send(Ev::Child(ci, Ok(())));
+        }
+        Err(e) => {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            child_failed(node, ci, &e, rx, pools);
+        }
+    }
+}
+
+/// Child edge `ci` failed with `e` (or its connection never opened): the
+/// driver hears it, and what still arrives for it is released.
+pub(super) fn child_failed(
+    node: &Node<'_>,
+    ci: usize,
+    e: &XferError,
+    rx: &mpsc::Receiver<ChildCmd>,
+    pools: &[Pool],
+) {
+    let _ = node.tx.send(Ev::Child(ci, Err(e.to_string())));
+    drain(rx, pools, &node.abort);
+}
+
 /// Releases whatever still arrives for a child that failed, so the pool
 /// never runs dry because of it.
-pub(super) fn drain(rx: &mpsc::Receiver<ChildCmd>, pools: &[Pool], abort: &AtomicBool) {
+fn drain(rx: &mpsc::Receiver<ChildCmd>, pools: &[Pool], abort: &AtomicBool) {
     loop {
         match rx.recv_timeout(TICK) {
             Ok(ChildCmd::Seg(seg)) => pools[seg.pool as usize].release(seg.slot),
