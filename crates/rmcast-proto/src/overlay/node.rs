@@ -502,6 +502,16 @@ impl NodeMachine {
         self.result.as_ref()
     }
 
+    /// Whether parent edge `pi` waits for its connection to be closed
+    /// ([`DataOp::Drop`]): false once its reader reported it broken
+    /// ([`handle_parent_failed`](Self::handle_parent_failed)), when the
+    /// connection the driver holds for it may already be the sender's
+    /// re-attachment, which a late drop must not close.
+    #[must_use]
+    pub fn parent_dropping(&self, pi: usize) -> bool {
+        (self.data.as_ref()).is_some_and(|d| d.edges.get(pi) == Some(&Edge::Dropping))
+    }
+
     /// The inactivity timeout in force (the sender's, once assigned).
     #[must_use]
     pub fn inactivity(&self) -> Duration {

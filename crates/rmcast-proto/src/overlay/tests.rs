@@ -772,13 +772,19 @@ fn a_detached_parent_is_dropped_then_reported() {
     let _ = std::iter::from_fn(|| node.poll_transmit()).count();
     node.handle_msg(t, Msg::Detach { rank: 7 });
     assert_eq!(node.poll_data(), None, "not a parent");
+    assert!(!node.parent_dropping(0));
     node.handle_msg(t, Msg::Detach { rank: 1 });
     assert_eq!(node.poll_data(), Some(DataOp::Drop { parent: 0 }));
+    assert!(node.parent_dropping(0), "the driver closes the connection");
     assert!(
         !std::iter::from_fn(|| node.poll_transmit()).any(|m| matches!(m, Msg::Orphaned { .. })),
         "not before its reader is gone"
     );
     node.handle_parent_failed(t, 0, "was dropped");
+    // Its reader reported it (here, before the driver got to the drop):
+    // the Orphaned goes out, the sender may re-attach at once, and a drop
+    // carried out late must not close the re-attached connection.
+    assert!(!node.parent_dropping(0), "a late drop closes nothing");
     let orphaned: Vec<Msg> = std::iter::from_fn(|| node.poll_transmit())
         .filter(|m| matches!(m, Msg::Orphaned { .. }))
         .collect();

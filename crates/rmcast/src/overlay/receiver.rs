@@ -451,12 +451,21 @@ impl<'n, 'a> Driver<'n, 'a> {
                         }
                     }
                     DataOp::Drop { parent } => {
-                        // Its reader ends and reports the edge broken.
-                        let mut streams =
-                            (node.parent_streams.lock()).unwrap_or_else(|e| e.into_inner());
-                        if let Some(s) = streams.get_mut(parent).and_then(Option::take) {
-                            let _ = s.shutdown(std::net::Shutdown::Both);
+                        // Its reader ends and reports the edge broken. Only
+                        // while the machine still waits for that: once the
+                        // reader failed by itself (and shut its socket
+                        // down), the edge is orphaned, and the connection
+                        // now stored may be the sender's re-attachment
+                        // (the Orphaned went out before this ran).
+                        let m = node.lock();
+                        if m.parent_dropping(parent) {
+                            let mut streams =
+                                (node.parent_streams.lock()).unwrap_or_else(|e| e.into_inner());
+                            if let Some(s) = streams.get_mut(parent).and_then(Option::take) {
+                                let _ = s.shutdown(std::net::Shutdown::Both);
+                            }
                         }
+                        drop(m);
                     }
                 }
             }
