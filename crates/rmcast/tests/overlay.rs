@@ -424,9 +424,14 @@ fn failed_receiver_is_cut_out_and_the_others_complete(
         Fault::Stop => ["went silent", "stopped taking data"],
     };
     assert!(why.iter().any(|w| error.contains(w)), "{what}: {error}");
+    // On failure, say who else failed and why (a flake seen once in CI).
+    let others: Vec<String> = (report.members.iter())
+        .filter(|m| !m.verified && m.name != "victim")
+        .map(|m| format!("rank {} {:?}: {:?}", m.rank, m.name, m.reason))
+        .collect();
     assert!(
         error.contains("3 of 4 receivers verified"),
-        "{what}: {error}"
+        "{what}: {error}; also failed: {others:?}"
     );
     assert_eq!(report.verified, 3, "{what}");
     let victim = report.members.iter().find(|m| m.name == "victim").unwrap();
