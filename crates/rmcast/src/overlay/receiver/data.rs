@@ -271,6 +271,9 @@ fn read_parent(
             pool.release(slot);
             return Err(e);
         }
+        if i == first {
+            tracing::debug!("first segment from {}", a.parents[pi]);
+        }
         let route = node.lock().handle_segment(node.clock.now(), pi, index);
         pool.share(slot, 1 + route.len());
         let seg = Seg {
@@ -292,6 +295,7 @@ fn read_parent(
             }
         }
     }
+    tracing::debug!("read every segment from {}", a.parents[pi]);
     Ok(())
 }
 
@@ -420,6 +424,7 @@ pub(super) fn disk(
             Err(mpsc::RecvTimeoutError::Disconnected) => return Ev::DiskStopped,
         }
     }
+    tracing::debug!("stored every segment");
     let got = match sink.hash() {
         Ok(h) => h,
         Err(e) => return Ev::Disk(Status::Io, format!("cannot read back the object: {e}")),
@@ -476,6 +481,7 @@ pub(super) fn serve_child(
         .and_then(|()| write_child(node, a, ci, &mut s, sealer, rx, pools));
     match r {
         Ok(()) => {
+            tracing::debug!("wrote every segment to {}", a.children[ci]);
             let _ = node.tx.send(Ev::Child(ci, Ok(())));
         }
         Err(e) => {
