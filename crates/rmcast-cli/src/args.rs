@@ -307,15 +307,22 @@ pub struct CommonArgs {
     /// tcp-tree: children per node.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub fanout: u32,
-    /// tcp-*: address the sender accepts receiver registrations on. With a
-    /// multicast protocol, `send --control` runs a hybrid session:
-    /// receivers that may not hear the group register here (`recv --sender
-    /// ADDR:PORT`) and listen for it for 250 ms; those that hear nothing
-    /// get the file over a TCP chain (a bintree beyond 8) in the same send.
-    /// `send --protocol auto` (the default) on an --iface other than
-    /// loopback opens this lobby by itself at the --iface address and the
-    /// group's port + 1 (see --no-lobby)
-    #[arg(long, default_value = "127.0.0.1:7701", value_name = "ADDR:PORT")]
+    /// tcp-*: address the sender accepts receiver registrations on
+    /// [default: the --iface address at the group's port + 1, where `recv
+    /// --sender HOST` looks: 127.0.0.1:7701 unless --iface or --group say
+    /// otherwise]. With a multicast protocol, `send --control` runs a
+    /// hybrid session: receivers that may not hear the group register here
+    /// (`recv --sender ADDR:PORT`) and listen for it for 250 ms; those that
+    /// hear nothing get the file over a TCP chain (a bintree beyond 8) in
+    /// the same send. `send --protocol auto` (the default) on an --iface
+    /// other than loopback opens this lobby by itself at the --iface
+    /// address and the group's port + 1 (see --no-lobby)
+    #[arg(
+        long,
+        default_value = "127.0.0.1:7701",
+        hide_default_value = true,
+        value_name = "ADDR:PORT"
+    )]
     pub control: std::net::SocketAddr,
     /// Initial retransmission timeout (doubles while nothing moves).
     #[arg(long, default_value = "50ms", value_name = "DURATION")]
@@ -499,6 +506,20 @@ impl CommonArgs {
         Some((ov, asked))
     }
 
+    /// Where a tcp-* sender accepts registrations: `--control`, else the
+    /// `--iface` address at the group's port + 1, which is where `recv
+    /// --sender HOST` looks (127.0.0.1:7701 with neither given). A sender
+    /// on a cluster's interface is so reachable by its receivers without
+    /// saying the address twice. `None` when the group's port is 65535
+    /// and `--control` was not given ([`Self::check_overlay_flags`] says so).
+    fn overlay_control(&self) -> Option<std::net::SocketAddr> {
+        if self.given("control") {
+            return Some(self.control);
+        }
+        let port = self.group.port().checked_add(1)?;
+        Some(std::net::SocketAddr::from((self.iface, port)))
+    }
+
     fn overlay_of(
         &self,
         shape: rmcast::overlay::OverlayShape,
@@ -506,7 +527,7 @@ impl CommonArgs {
         let default = rmcast::overlay::OverlaySendConfig::default();
         rmcast::overlay::OverlaySendConfig {
             shape,
-            control: self.control,
+            control: self.overlay_control().unwrap_or(self.control),
             segment_size: self.segment_size.0.map(|s| s as u32),
             inactivity: self.peer_timeout.0,
             stall_timeout: self.stall_timeout.map(|d| d.0).or(default.stall_timeout),
@@ -522,6 +543,12 @@ impl CommonArgs {
         }
         if self.explain {
             bail!("--explain explains --protocol auto's choice, not a tcp-* overlay's");
+        }
+        if self.overlay_control().is_none() {
+            bail!(
+                "--group {}: the registrations of a tcp-* sender go to the group's port + 1,                  past 65535; give --control ADDR:PORT (and `recv --sender HOST:PORT`)",
+                self.group
+            );
         }
         let udp_only = [
             "loss",
@@ -1024,6 +1051,34 @@ mod tests {
             Cli::try_parse_from(both).is_err(),
             "--no-lobby with --control"
         );
+    }
+
+    #[test]
+    fn an_overlay_sender_registers_receivers_on_its_interface_at_the_group_port_plus_one() {
+        let control = |argv: &[&str]| {
+            let s = send(&[&["--protocol", "tcp-pipeline"], argv].concat());
+            s.common
+                .check_overlay_flags()
+                .map(|()| s.common.overlay().unwrap().control)
+        };
+        let at = |a: &str| a.parse::<std::net::SocketAddr>().unwrap();
+        assert_eq!(control(&[]).unwrap(), at("127.0.0.1:7701"));
+        // Where `recv --sender 10.0.0.1` and `recv --group ...:9000
+        // --sender HOST` look.
+        assert_eq!(
+            control(&["--iface", "10.0.0.1"]).unwrap(),
+            at("10.0.0.1:7701")
+        );
+        let lan = ["--iface", "10.0.0.1", "--group", "239.1.2.3:9000"];
+        assert_eq!(control(&lan).unwrap(), at("10.0.0.1:9001"));
+        let told = [&lan[..], &["--control", "0.0.0.0:7000"]].concat();
+        assert_eq!(control(&told).unwrap(), at("0.0.0.0:7000"));
+        let top = control(&["--group", "239.1.2.3:65535"])
+            .unwrap_err()
+            .to_string();
+        assert!(top.contains("give --control"), "{top}");
+        let top_told = ["--group", "239.1.2.3:65535", "--control", "127.0.0.1:7000"];
+        assert_eq!(control(&top_told).unwrap(), at("127.0.0.1:7000"));
     }
 
     #[test]

@@ -729,6 +729,53 @@ fn a_tcp_chain_names_a_receiver_process_killed_mid_transfer() {
     }
 }
 
+/// An overlay sender given only `--group` registers receivers where `recv
+/// --group G --sender HOST` looks for it: the group's port + 1 on its
+/// interface. (It used to listen on 127.0.0.1:7701 whatever the group, so
+/// such receivers waited for it forever.)
+#[test]
+fn an_overlay_sender_is_found_at_the_group_port_plus_one_without_control() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "obj.bin", 3 << 20);
+    // A free TCP port p + 1 for a group on port p.
+    let free: SocketAddr = free_tcp_addr().parse().unwrap();
+    let group = format!("239.77.0.1:{}", free.port() - 1);
+    let outs: Vec<PathBuf> = (0..2).map(|k| dir.path().join(format!("out{k}"))).collect();
+    let receivers: Vec<Proc> = (0..2)
+        .map(|k| {
+            let mut cmd = rmcast();
+            cmd.args(["recv", "--json", "--group", &group, "--sender", "127.0.0.1"])
+                .arg("--out")
+                .arg(&outs[k])
+                .args(["--timeout", "20s"]);
+            Proc::spawn(&format!("r{k}"), &mut cmd)
+        })
+        .collect();
+    let sender = Proc::spawn(
+        "sender",
+        rmcast().arg("send").arg(&file).args([
+            "--protocol",
+            "tcp-chain",
+            "--group",
+            &group,
+            "--receivers",
+            "2",
+            "--wait",
+            "20s",
+            "--json",
+        ]),
+    );
+    let (code, out, err) = sender.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["verified"], 2, "{out}");
+    for (k, r) in receivers.into_iter().enumerate() {
+        let (code, _, err) = r.wait(Duration::from_secs(20));
+        assert_eq!(code, 0, "r{k}: {err}");
+        let copy = std::fs::read(outs[k].join("obj.bin")).unwrap();
+        assert!(copy == std::fs::read(&file).unwrap(), "r{k}'s copy differs");
+    }
+}
+
 /// Several `rmcast send` processes on one group (Hunt's rate group), and
 /// receivers that take every session at once: each receiver must hold a
 /// byte-exact copy of every sender's object.
