@@ -45,6 +45,10 @@ use data::{Back, accept_parents, child_failed, disk, node_keyed, read_back, serv
 
 /// Pause between attempts to reach a sender that is not listening yet.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
+/// How long a receiver dials an absent sender before it says so, and how
+/// often it says so again.
+const WAIT_SAY_AFTER: Duration = Duration::from_secs(10);
+const WAIT_SAY_EVERY: Duration = Duration::from_secs(60);
 
 /// Receives one object from the overlay sender at `cfg.sender` into `cfg.out_dir`.
 ///
@@ -173,6 +177,7 @@ fn recv_once(
 /// Connects to the sender, retrying while it is not listening yet.
 fn connect_sender(cfg: &OverlayRecvConfig) -> Result<TcpStream, Error> {
     let started = Instant::now();
+    let mut said = None::<Instant>;
     loop {
         if cfg
             .cancel
@@ -192,6 +197,22 @@ fn connect_sender(cfg: &OverlayRecvConfig) -> Result<TcpStream, Error> {
                     )));
                 }
                 tracing::debug!("sender at {} not reachable yet: {e}", cfg.sender);
+                // A receiver started before its sender waits quietly; one
+                // that keeps dialling says where, in case that is wrong.
+                let waited = started.elapsed();
+                if waited >= WAIT_SAY_AFTER && said.is_none_or(|t| t.elapsed() >= WAIT_SAY_EVERY) {
+                    said = Some(Instant::now());
+                    tracing::warn!(
+                        "no sender at {} after {:.0} s ({e}); still trying{}",
+                        cfg.sender,
+                        waited.as_secs_f64(),
+                        if cfg.connect_timeout.is_some() {
+                            ""
+                        } else {
+                            " (--timeout bounds the wait)"
+                        }
+                    );
+                }
                 std::thread::sleep(RETRY_EVERY);
             }
         }
