@@ -18,7 +18,7 @@
 //! `Relay`; the receiver only feeds it and sends what it owes.
 
 mod admission;
-pub(crate) use admission::{join_answer_wait, join_spread};
+pub(crate) use admission::{JOIN_ANSWER_WAIT, join_spread};
 mod close;
 mod config;
 mod data;

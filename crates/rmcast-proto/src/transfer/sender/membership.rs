@@ -8,7 +8,7 @@ use super::timers::Timer;
 use super::{Phase, Sender};
 use crate::transfer::emit;
 use crate::transfer::policy::SenderPolicy;
-use crate::transfer::receiver::{SPREAD_FROM, join_answer_wait, join_spread};
+use crate::transfer::receiver::{JOIN_ANSWER_WAIT, SPREAD_FROM, join_spread};
 use crate::{Dest, Instant, SenderEvent, SessionId, Transmit};
 use rmcast_wire::{
     Behind, Body, Header, OfferReply, RANK_UNASSIGNED, Status, WELCOMES_ENTRY_LEN, WELCOMES_MAX,
@@ -29,7 +29,7 @@ pub(super) const CTRL_QUEUE_MAX: usize = 4096;
 /// In a group over [`SPREAD_FROM`] receivers, an admission waits at most
 /// this long for others to share its `Welcomes` datagram (the joins come
 /// spread over 2 µs each, so about 500 arrive meanwhile at 10,000, and a
-/// receiver asks again only after [`join_answer_wait`], 25 ms there).
+/// receiver asks again only after [`JOIN_ANSWER_WAIT`]).
 pub(super) const WELCOMES_WAIT: Duration = Duration::from_millis(1);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,7 +209,7 @@ impl Sender {
 
     /// A `Join` came and some are still missing: the next `Hello` goes
     /// once a receiver whose `Join` (or `Welcome`) was lost takes it as
-    /// the sign to join again ([`join_answer_wait`] after its `Join`,
+    /// the sign to join again ([`JOIN_ANSWER_WAIT`] after its `Join`,
     /// which went within [`join_spread`] of the last `Hello`), instead of
     /// on the backoff (10, 20, 40 ms ...). A lost `Join` used to wait for
     /// the backoff's next `Hello`, which the wait ruled out for most of a
@@ -222,7 +222,7 @@ impl Sender {
         // What the last Hello said is what its joins are spread over.
         let wanted = self.hello_wanted;
         let joins_by = self.last_hello.map_or(now, |t| t + join_spread(wanted));
-        let at = now.max(joins_by) + join_answer_wait(wanted) + LOST_JOIN_MARGIN;
+        let at = now.max(joins_by) + JOIN_ANSWER_WAIT + LOST_JOIN_MARGIN;
         self.timers.set(Timer::Control, Some(at));
     }
 

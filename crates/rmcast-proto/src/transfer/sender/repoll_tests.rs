@@ -428,3 +428,39 @@ fn a_lost_join_gets_a_hello_once_the_joins_are_quiet() {
     // No join since: the backoff's next (20 ms after this one).
     assert_eq!(s.poll_timeout(), Some(again + Duration::from_millis(20)));
 }
+
+/// The same in a group of 10,000, whose joins are spread over 20 ms
+/// (2 µs a receiver): the `Hello` for lost joins goes 5 ms (and a
+/// millisecond) after the spread, not after the spread twice over as
+/// when the unicast `Welcome`s' backlog made receivers wait out the spread
+/// too (46 ms). The `Welcomes` list goes first, within 1 ms.
+#[test]
+fn a_large_group_s_lost_joins_get_a_hello_5_ms_after_the_spread() {
+    let data = vec![7u8; 1448 * 10];
+    let config = SenderConfig {
+        receivers: 10_000,
+        window: WINDOW,
+        suppress: SUPPRESS,
+        rto: RTO,
+        ..SenderConfig::default()
+    };
+    let mut s = sender_of(config, &data, ISN);
+    let start = Instant::ZERO;
+    assert_eq!(sent(&mut s, start, &data), vec![(Kind::Hello, Dest::Group)]);
+    let joined = start + Duration::from_millis(1);
+    let join = Join {
+        receiver_id: 1,
+        name: "r",
+    };
+    feed_from(&mut s, joined, addr(0), RANK_UNASSIGNED, Body::Join(join));
+    let listed = joined + Duration::from_millis(1);
+    assert_eq!(s.poll_timeout(), Some(listed), "the Welcomes list");
+    s.handle_timeout(listed);
+    let out = sent(&mut s, listed, &data);
+    assert_eq!(out, vec![(Kind::Welcomes, Dest::Group)], "{out:?}");
+    let again = start + Duration::from_millis(20 + 5 + 1);
+    assert_eq!(s.poll_timeout(), Some(again));
+    s.handle_timeout(again);
+    let out = sent(&mut s, again, &data);
+    assert_eq!(out, vec![(Kind::Hello, Dest::Group)], "{out:?}");
+}
