@@ -252,17 +252,7 @@ fn sent(s: &mut Sender, now: Instant, data: &[u8]) -> Vec<(Kind, Dest)> {
 /// A sender of an object of `packets` packets whose `receivers` members
 /// joined at time zero; its first `Offer` has gone.
 fn offering(receivers: u16, packets: usize) -> (Sender, Vec<u8>) {
-    let data = vec![7u8; 1448 * packets];
-    let config = SenderConfig {
-        receivers,
-        window: WINDOW,
-        suppress: SUPPRESS,
-        rto: RTO,
-        ..SenderConfig::default()
-    };
-    let mut s = sender_of(config, &data, ISN);
-    let now = Instant::ZERO;
-    sent(&mut s, now, &data);
+    let (mut s, data, now) = announced(receivers, packets);
     for rank in 0..receivers {
         let join = Join {
             receiver_id: u64::from(rank) + 1,
@@ -392,17 +382,7 @@ fn answers_slower_than_the_rto_hold_its_repeat_and_the_silent_are_asked_alone_fi
 /// (5 ms, plus a millisecond), not on the backoff (10, then 30 ms).
 #[test]
 fn a_lost_join_gets_a_hello_once_the_joins_are_quiet() {
-    let data = vec![7u8; 1448 * 10];
-    let config = SenderConfig {
-        receivers: 3,
-        window: WINDOW,
-        suppress: SUPPRESS,
-        rto: RTO,
-        ..SenderConfig::default()
-    };
-    let mut s = sender_of(config, &data, ISN);
-    let start = Instant::ZERO;
-    assert_eq!(sent(&mut s, start, &data), vec![(Kind::Hello, Dest::Group)]);
+    let (mut s, data, start) = announced(3, 10);
     assert_eq!(s.poll_timeout(), Some(start + Duration::from_millis(10)));
     let joined = start + Duration::from_millis(1);
     for rank in 0..2u16 {
@@ -436,17 +416,7 @@ fn a_lost_join_gets_a_hello_once_the_joins_are_quiet() {
 /// too (46 ms). The `Welcomes` list goes first, within 1 ms.
 #[test]
 fn a_large_group_s_lost_joins_get_a_hello_5_ms_after_the_spread() {
-    let data = vec![7u8; 1448 * 10];
-    let config = SenderConfig {
-        receivers: 10_000,
-        window: WINDOW,
-        suppress: SUPPRESS,
-        rto: RTO,
-        ..SenderConfig::default()
-    };
-    let mut s = sender_of(config, &data, ISN);
-    let start = Instant::ZERO;
-    assert_eq!(sent(&mut s, start, &data), vec![(Kind::Hello, Dest::Group)]);
+    let (mut s, data, start) = announced(10_000, 10);
     let joined = start + Duration::from_millis(1);
     let join = Join {
         receiver_id: 1,
@@ -463,4 +433,21 @@ fn a_large_group_s_lost_joins_get_a_hello_5_ms_after_the_spread() {
     s.handle_timeout(again);
     let out = sent(&mut s, again, &data);
     assert_eq!(out, vec![(Kind::Hello, Dest::Group)], "{out:?}");
+}
+
+/// A sender of an object of `packets` packets waiting for `receivers`
+/// that has sent its first `Hello` (at time zero), and the object.
+fn announced(receivers: u16, packets: usize) -> (Sender, Vec<u8>, Instant) {
+    let data = vec![7u8; 1448 * packets];
+    let config = SenderConfig {
+        receivers,
+        window: WINDOW,
+        suppress: SUPPRESS,
+        rto: RTO,
+        ..SenderConfig::default()
+    };
+    let mut s = sender_of(config, &data, ISN);
+    let start = Instant::ZERO;
+    assert_eq!(sent(&mut s, start, &data), vec![(Kind::Hello, Dest::Group)]);
+    (s, data, start)
 }
