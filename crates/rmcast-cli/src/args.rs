@@ -546,7 +546,8 @@ impl CommonArgs {
         }
         if self.overlay_control().is_none() {
             bail!(
-                "--group {}: the registrations of a tcp-* sender go to the group's port + 1,                  past 65535; give --control ADDR:PORT (and `recv --sender HOST:PORT`)",
+                "--group {}: the registrations of a tcp-* sender go to the group's port + 1, \
+                 past 65535; give --control ADDR:PORT (and `recv --sender HOST:PORT`)",
                 self.group
             );
         }
