@@ -485,12 +485,12 @@ impl CommonArgs {
     /// port + 1, which `recv --sender HOST` looks for, unless `no_lobby`.
     pub fn lobby(&self, no_lobby: bool) -> Option<(std::net::SocketAddr, bool)> {
         self.protocol.multicast()?;
+        let addr = self.control_addr()?;
         if self.given("control") {
-            return Some((self.control, true));
+            return Some((addr, true));
         }
         let implied = self.protocol == Protocol::Auto && !no_lobby && !self.iface.is_loopback();
-        let port = self.group.port().checked_add(1)?;
-        implied.then(|| (std::net::SocketAddr::from((self.iface, port)), false))
+        implied.then_some((addr, false))
     }
 
     /// The TCP half of a hybrid session (a send with a lobby, see
@@ -506,13 +506,14 @@ impl CommonArgs {
         Some((ov, asked))
     }
 
-    /// Where a tcp-* sender accepts registrations: `--control`, else the
-    /// `--iface` address at the group's port + 1, which is where `recv
-    /// --sender HOST` looks (127.0.0.1:7701 with neither given). A sender
-    /// on a cluster's interface is so reachable by its receivers without
-    /// saying the address twice. `None` when the group's port is 65535
-    /// and `--control` was not given ([`Self::check_overlay_flags`] says so).
-    fn overlay_control(&self) -> Option<std::net::SocketAddr> {
+    /// Where a sender accepts TCP registrations (a tcp-* overlay's, or a
+    /// hybrid session's lobby): `--control`, else the `--iface` address at
+    /// the group's port + 1, which is where `recv --sender HOST` looks
+    /// (127.0.0.1:7701 with neither given). A sender on a cluster's
+    /// interface is so reachable by its receivers without saying the
+    /// address twice. `None` when the group's port is 65535 and
+    /// `--control` was not given ([`Self::check_overlay_flags`] says so).
+    fn control_addr(&self) -> Option<std::net::SocketAddr> {
         if self.given("control") {
             return Some(self.control);
         }
@@ -527,7 +528,7 @@ impl CommonArgs {
         let default = rmcast::overlay::OverlaySendConfig::default();
         rmcast::overlay::OverlaySendConfig {
             shape,
-            control: self.overlay_control().unwrap_or(self.control),
+            control: self.control_addr().unwrap_or(self.control),
             segment_size: self.segment_size.0.map(|s| s as u32),
             inactivity: self.peer_timeout.0,
             stall_timeout: self.stall_timeout.map(|d| d.0).or(default.stall_timeout),
@@ -544,7 +545,7 @@ impl CommonArgs {
         if self.explain {
             bail!("--explain explains --protocol auto's choice, not a tcp-* overlay's");
         }
-        if self.overlay_control().is_none() {
+        if self.control_addr().is_none() {
             bail!(
                 "--group {}: the registrations of a tcp-* sender go to the group's port + 1, \
                  past 65535; give --control ADDR:PORT (and `recv --sender HOST:PORT`)",
