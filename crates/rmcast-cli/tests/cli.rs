@@ -743,12 +743,12 @@ fn an_overlay_sender_is_found_at_the_group_port_plus_one_without_control() {
     let outs: Vec<PathBuf> = (0..2).map(|k| dir.path().join(format!("out{k}"))).collect();
     let receivers: Vec<Proc> = (0..2)
         .map(|k| {
-            let mut cmd = rmcast();
-            cmd.args(["recv", "--json", "--group", &group, "--sender", "127.0.0.1"])
-                .arg("--out")
-                .arg(&outs[k])
-                .args(["--timeout", "20s"]);
-            Proc::spawn(&format!("r{k}"), &mut cmd)
+            recv(
+                &group,
+                &outs[k],
+                &format!("r{k}"),
+                &["--sender", "127.0.0.1"],
+            )
         })
         .collect();
     let sender = Proc::spawn(
