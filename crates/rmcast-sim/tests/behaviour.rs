@@ -261,6 +261,29 @@ fn over_a_thousand_receivers_answer_in_slots_and_repairs_poll_nobody() {
     assert_eq!(r.drops.port_overflow, 0, "{:?}", r.drops);
 }
 
+/// Past 1,000 receivers the `Close` goes with the last data packet, and a
+/// receiver holding every byte answers the last poll and the `Close` with
+/// one `Complete` in its slot: on a clean LAN the object's one poll (its
+/// last packet) brings no acks but those of the first few ranks, whose
+/// slots (2 µs apart) come before the `Close` does, and no `Close` round
+/// follows the acks (before: 1,100 acks, then 1,100 `Complete`s).
+#[test]
+fn over_a_thousand_receivers_answer_the_last_poll_with_their_verdict() {
+    let n: u16 = 1100;
+    let mut s = scenario(ProtocolId::NakPoll, n, 100_000, LossModel::None, 1102);
+    s.config.window = 128;
+    let r = check(&s);
+    assert_eq!(r.outcome.verified(), usize::from(n));
+    assert_eq!(r.data_packets, 70, "one window, one poll");
+    assert!(
+        r.sender.acks < 10,
+        "{} acks: the Completes answer the last poll",
+        r.sender.acks
+    );
+    assert_eq!(r.sender.timeouts, 0);
+    assert_eq!(r.drops.port_overflow, 0, "{:?}", r.drops);
+}
+
 /// Past 1,000 receivers the sender answers the `Join`s in `Welcomes` to
 /// the group; with joins lost on the way (2 % of everything the receivers
 /// send) the receivers whose `Join` was lost join again and are welcomed in

@@ -209,6 +209,28 @@ impl Receiver {
         None
     }
 
+    /// A verified receiver of a group that spreads its answers (over
+    /// [`SPREAD_FROM`]) answers the sender's polls with its `Complete`:
+    /// the `Close` goes there with the last data packet, so the last
+    /// poll's ack and the verdict are owed together, and one answer says
+    /// both (every byte is in, and verified) in the slot sized for one.
+    /// Polls heard after it (a repair's, a re-poll of this member whose
+    /// `Complete` was lost) are answered the same way. Not under a tree,
+    /// whose relays wait for their children's acks.
+    pub(super) fn verdict_answers_polls(&mut self) {
+        let owed = self.feedback.acks_owed > 0 || self.feedback.nak_owed;
+        if owed
+            && self.phase == Phase::Confirmed
+            && self.spread() == Spread::Everything
+            && self.relay.is_none()
+            && !matches!(self.policy, Some(FeedbackPolicy::Tree { .. }))
+        {
+            self.feedback.acks_owed = 0;
+            self.feedback.nak_owed = false;
+            self.complete_owed = true;
+        }
+    }
+
     /// The acks still owed once one feedback packet (ack or NAK) goes.
     /// Feedback carries the receiver's state when it goes, so one answers
     /// every poll heard before it: in a group that spreads its answers
@@ -359,8 +381,8 @@ impl Receiver {
 mod tests {
     use super::super::test_support::{PAYLOAD, events, fresh, handshake_in, packet, sender};
     use super::{SPREAD_FROM, SPREAD_SLOT, SPREAD_WIDEN_MAX};
-    use crate::{Instant, Kind, ReceiverEvent, Seq};
-    use rmcast_wire::{Body, Data, POLL_ALL};
+    use crate::{HASH_LEN, Instant, Kind, ReceiverEvent, Seq, Status};
+    use rmcast_wire::{Body, Close, Data, POLL_ALL, POLL_DIRECT};
     use std::time::Duration;
 
     /// When the first data packet comes.
@@ -569,5 +591,58 @@ mod tests {
         assert!(kinds_at(&mut r, T0).is_empty(), "held back");
         assert_eq!(kinds_at(&mut r, due), vec![Kind::Nak]);
         assert_eq!(r.stats().naks_suppressed, 0);
+    }
+
+    /// A receiver of a group of `group`, rank 700, that got every packet
+    /// (the last polling everyone) and then the `Close`, at [`T0`], and
+    /// verified its copy: the `Close` came with the data, as a group over
+    /// [`SPREAD_FROM`] sends it.
+    fn verified_with_the_data(group: u16) -> crate::Receiver {
+        let mut r = polled(group, 700);
+        r.handle_datagram(T0, sender(), &mut data(1));
+        r.handle_datagram(T0, sender(), &mut data_polling(2, POLL_ALL));
+        let close = packet(Body::Close(Close {
+            hash: [3; HASH_LEN],
+            signature: None,
+        }));
+        r.handle_datagram(T0, sender(), &mut close.clone());
+        assert!(events(&mut r).contains(&ReceiverEvent::AllData));
+        r.confirm(Status::Ok, [3; HASH_LEN], "");
+        r
+    }
+
+    #[test]
+    fn a_large_group_answers_the_last_poll_and_the_close_with_one_complete() {
+        let rank = 700u16;
+        let due = T0 + SPREAD_SLOT * u32::from(rank);
+        let mut r = verified_with_the_data(SPREAD_FROM + 1);
+        assert!(kinds_at(&mut r, T0).is_empty(), "held back");
+        assert_eq!(
+            kinds_at(&mut r, due),
+            vec![Kind::Complete],
+            "one answer for the polls and the Close, in the slot"
+        );
+        let later = due + Duration::from_secs(1);
+        assert_eq!(kinds_at(&mut r, later), vec![], "and nothing after");
+        assert_eq!(r.stats().acks, 0);
+        // Its Complete was lost and the sender polls it alone: the
+        // Complete again, at once, not an ack.
+        let mut poll = data_polling(2, POLL_DIRECT);
+        rmcast_wire::set_flag(&mut poll, rmcast_wire::FLAG_ALONE);
+        r.handle_datagram(later, sender(), &mut poll);
+        assert_eq!(kinds_at(&mut r, later), vec![Kind::Complete]);
+        assert_eq!(r.stats().acks, 0);
+    }
+
+    #[test]
+    fn a_small_group_acks_the_polls_and_confirms_apart() {
+        // Up to `SPREAD_FROM` the Close comes once every byte is acked
+        // (the papers' protocols): the answers stay as they were, an ack
+        // for each of the two polls beside the verdict.
+        let mut r = verified_with_the_data(SPREAD_FROM);
+        assert_eq!(
+            kinds_at(&mut r, T0),
+            vec![Kind::Complete, Kind::Ack, Kind::Ack]
+        );
     }
 }

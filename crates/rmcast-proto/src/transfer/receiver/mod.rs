@@ -529,6 +529,7 @@ impl Receiver {
                 );
             }
         }
+        self.verdict_answers_polls();
         if self.complete_owed && self.spread_due(now) {
             self.feedback.hold_until = None;
             self.complete_owed = false;

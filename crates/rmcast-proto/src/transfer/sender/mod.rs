@@ -23,6 +23,8 @@
 //! (`crate::transfer::policy::SenderPolicy`), tree relaying included.
 
 mod close;
+#[cfg(test)]
+mod close_with_data_tests;
 mod config;
 mod control;
 mod delta;
@@ -805,6 +807,18 @@ impl Sender {
             // The group's data is out: the receivers moved to a TCP
             // catch-up may now take the uplink (`Laggard::Tcp`).
             self.send_moves(now);
+        }
+        if phase == Phase::Closing
+            && let Some(asked) = self.close_sent
+        {
+            // The Close went with the data (`close_with_data`) and its
+            // answers may still be coming in their slots: the members
+            // still silent are asked again alone once they stop, and the
+            // group again an RTO after that Close, backing off from there.
+            self.control_due = false;
+            let again = (asked + self.config.rto).max(now);
+            self.rto = (self.config.rto * 2).min(self.config.rto_max);
+            self.timers.set(Timer::Control, Some(again));
         }
         if phase == Phase::Closing && self.object.hash.is_none() {
             // The Close waits for the hash (`set_object_hash` sends it);

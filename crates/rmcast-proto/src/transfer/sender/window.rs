@@ -247,6 +247,9 @@ impl Sender {
                 kind: Kind::Data,
             });
         }
+        if self.close_with_data_due() {
+            return self.close_with_data(now, header, buf);
+        }
         None
     }
 
