@@ -12,8 +12,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 const ISN: u32 = 100;
-const PACKETS: u32 = 10;
-const SUPPRESS: Duration = Duration::from_millis(5);
+pub(super) const PACKETS: u32 = 10;
+pub(super) const SUPPRESS: Duration = Duration::from_millis(5);
 const RTO: Duration = Duration::from_millis(20);
 
 fn addr(id: u64) -> SocketAddr {
@@ -31,21 +31,27 @@ fn sent(s: &mut Sender, now: Instant, data: &[u8]) -> Vec<(Kind, Dest)> {
 /// A group of `receivers`, every one admitted and accepting the offer:
 /// the sender, the object, each rank's address, the time the answers
 /// came, and what the sender sent then (the data, and whatever follows).
-struct Group {
-    s: Sender,
-    data: Vec<u8>,
-    addrs: Vec<SocketAddr>,
-    now: Instant,
-    sent: Vec<(Kind, Dest)>,
+pub(super) struct Group {
+    pub(super) s: Sender,
+    pub(super) data: Vec<u8>,
+    pub(super) addrs: Vec<SocketAddr>,
+    pub(super) now: Instant,
+    pub(super) sent: Vec<(Kind, Dest)>,
 }
 
 fn group(receivers: u16) -> Group {
+    group_with(receivers, RTO)
+}
+
+/// [`group`] with retransmission timeout `rto`: a nak-poll sender of
+/// [`PACKETS`] packets (window 64, `suppress` 5 ms).
+pub(super) fn group_with(receivers: u16, rto: Duration) -> Group {
     let data = vec![7u8; 1448 * PACKETS as usize];
     let config = SenderConfig {
         receivers,
         window: 64,
         suppress: SUPPRESS,
-        rto: RTO,
+        rto,
         ..SenderConfig::default()
     };
     let mut s = sender_of(config, &data, ISN);
@@ -103,7 +109,7 @@ fn group(receivers: u16) -> Group {
     }
 }
 
-fn complete() -> Body<'static> {
+pub(super) fn complete() -> Body<'static> {
     Body::Complete(Complete {
         status: Status::Ok,
         hash: [1; 32],

@@ -4,6 +4,7 @@
 //! retransmission timeout.
 
 use super::{Phase, Sender};
+use crate::transfer::receiver::SPREAD_FROM;
 use crate::{FeedbackPolicy, Instant};
 
 /// Fewest members one round asks again by unicast (see
@@ -49,6 +50,14 @@ impl Sender {
     /// to 412 Mbit/s with three (and the `Hello` for lost joins, and the
     /// `Offer`/`Close` asked again up to three times).
     ///
+    /// A group over [`SPREAD_FROM`] waits without the quarter of the RTO:
+    /// its members answer in slots of their own, whose spread the quiet
+    /// already allows for (it runs from the last answer), and at the
+    /// object's end the quarter cost 12.5 ms whenever an answer was lost,
+    /// which at 1 % feedback loss is nearly every session (2,000 × 8 MiB,
+    /// 1 % data and feedback loss, 6 seeds: median 498.1 → 567.9 Mbit/s;
+    /// 10,000: 353.8 → 387.2).
+    ///
     /// O(1): who holds the base is looked at when it fires
     /// ([`Sender::start_repoll`]). Nak-poll only: its polls are a window
     /// apart, so a lost answer holds the window until the next one, which
@@ -77,8 +86,12 @@ impl Sender {
         let quiet = self
             .config
             .suppress
-            .max(first.saturating_since(poll_at) * 2)
-            .max(self.config.rto / 4);
+            .max(first.saturating_since(poll_at) * 2);
+        let quiet = if self.members.list.len() > usize::from(SPREAD_FROM) {
+            quiet
+        } else {
+            quiet.max(self.config.rto / 4)
+        };
         let since = (self.window.last_feedback.max(self.window.last_activity))
             .max(self.window.repolled_at.unwrap_or(Instant::ZERO));
         Some(since + quiet)
