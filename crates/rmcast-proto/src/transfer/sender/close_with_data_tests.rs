@@ -109,6 +109,11 @@ pub(super) fn group_with(receivers: u16, rto: Duration) -> Group {
     }
 }
 
+/// An ack of every packet, answering the last one's poll.
+pub(super) fn last_ack() -> Body<'static> {
+    Body::Ack(feedback(PACKETS, PACKETS - 1))
+}
+
 pub(super) fn complete() -> Body<'static> {
     Body::Complete(Complete {
         status: Status::Ok,
@@ -119,13 +124,8 @@ pub(super) fn complete() -> Body<'static> {
 
 #[test]
 fn a_large_group_s_close_goes_with_the_data_and_its_completes_end_the_session() {
-    let Group {
-        mut s,
-        data,
-        addrs,
-        now,
-        sent: out,
-    } = group(SPREAD_FROM + 1);
+    let g = group(SPREAD_FROM + 1);
+    let (mut s, data, addrs, now, out) = (g.s, g.data, g.addrs, g.now, g.sent);
     let mut want = vec![(Kind::Data, Dest::Group); PACKETS as usize];
     want.push((Kind::Close, Dest::Group));
     assert_eq!(out, want, "the Close right after the last data packet");
@@ -145,20 +145,15 @@ fn a_large_group_s_close_goes_with_the_data_and_its_completes_end_the_session() 
 
 #[test]
 fn a_large_group_member_whose_complete_was_lost_is_asked_alone() {
-    let Group {
-        mut s,
-        data,
-        addrs,
-        now,
-        ..
-    } = group(SPREAD_FROM + 1);
+    let g = group(SPREAD_FROM + 1);
+    let (mut s, data, addrs, now) = (g.s, g.data, g.addrs, g.now);
     let silent = 500usize;
     let mut last = now;
     for (rank, &a) in addrs.iter().enumerate() {
         last = now + Duration::from_micros(2 * rank as u64);
         // Rank 0 answers the poll before the Close reaches it: an ack.
         let body = match rank {
-            0 => Body::Ack(feedback(PACKETS, PACKETS - 1)),
+            0 => last_ack(),
             r if r == silent => continue,
             _ => complete(),
         };
@@ -188,24 +183,13 @@ fn a_large_group_member_whose_complete_was_lost_is_asked_alone() {
 
 #[test]
 fn acked_without_a_complete_the_close_goes_to_the_silent_alone_not_the_group() {
-    let Group {
-        mut s,
-        data,
-        addrs,
-        now,
-        ..
-    } = group(SPREAD_FROM + 1);
+    let g = group(SPREAD_FROM + 1);
+    let (mut s, data, addrs, now) = (g.s, g.data, g.addrs, g.now);
     // Every member acks (a Close lost, say, for rank 3); all but rank 3
     // sent their Complete too.
     let at = now + Duration::from_millis(2);
     for (rank, &a) in addrs.iter().enumerate() {
-        feed_from(
-            &mut s,
-            at,
-            a,
-            rank as u16,
-            Body::Ack(feedback(PACKETS, PACKETS - 1)),
-        );
+        feed_from(&mut s, at, a, rank as u16, last_ack());
         if rank != 3 {
             feed_from(&mut s, at, a, rank as u16, complete());
         }
@@ -226,23 +210,12 @@ fn acked_without_a_complete_the_close_goes_to_the_silent_alone_not_the_group() {
 
 #[test]
 fn a_group_of_up_to_spread_from_closes_once_every_byte_is_acknowledged() {
-    let Group {
-        mut s,
-        data,
-        addrs,
-        now,
-        sent: out,
-    } = group(SPREAD_FROM);
+    let g = group(SPREAD_FROM);
+    let (mut s, data, addrs, now, out) = (g.s, g.data, g.addrs, g.now, g.sent);
     assert_eq!(out, vec![(Kind::Data, Dest::Group); PACKETS as usize]);
     let at = now + Duration::from_millis(1);
     for (rank, &a) in addrs.iter().enumerate() {
-        feed_from(
-            &mut s,
-            at,
-            a,
-            rank as u16,
-            Body::Ack(feedback(PACKETS, PACKETS - 1)),
-        );
+        feed_from(&mut s, at, a, rank as u16, last_ack());
     }
     assert_eq!(sent(&mut s, at, &data), vec![(Kind::Close, Dest::Group)]);
 }

@@ -460,7 +460,7 @@ fn announced(receivers: u16, packets: usize) -> (Sender, Vec<u8>, Instant) {
 /// re-poll came 12.5 ms after the last answer (RTO 50 ms); now 5 ms.
 #[test]
 fn a_large_group_polls_its_silent_member_again_after_suppress_not_a_quarter_rto() {
-    use super::close_with_data_tests::{PACKETS, complete, group_with};
+    use super::close_with_data_tests::{complete, group_with, last_ack};
     use crate::transfer::receiver::SPREAD_FROM;
     let rto = Duration::from_millis(80);
     for (receivers, quiet) in [(SPREAD_FROM + 1, SUPPRESS), (SPREAD_FROM, rto / 4)] {
@@ -475,7 +475,7 @@ fn a_large_group_polls_its_silent_member_again_after_suppress_not_a_quarter_rto(
             let body = if receivers > SPREAD_FROM {
                 complete()
             } else {
-                ack(PACKETS, PACKETS - 1)
+                last_ack()
             };
             feed_from(&mut s, last, a, rank as u16, body);
         }
