@@ -7,6 +7,7 @@
 //! ```text
 //! cargo run --release -p rmcast-sim --example campaign -- --runs 10000
 //! cargo run --release -p rmcast-sim --example campaign -- --protocol ring --seed 4242 --runs 1 -v
+//! cargo run --release -p rmcast-sim --example campaign -- --receivers 1100 --runs 200
 //! ```
 
 use rmcast_sim::campaign::{self, CampaignProtocol, CampaignRun, Cell, FaultClass};
@@ -23,6 +24,10 @@ campaign: the seeded fault campaign over every protocol
   --protocol P     one protocol (ack, nak-poll, nak-poll-gbn, ring,
                    tree-h2, tree-h10, tree-binary, nak-poll-hunt,
                    nak-poll-fec, prmp, overlay)                  [all]
+  --receivers N    grow every datagram protocol's group to N receivers
+                   (at least 12; the faults stay where they were drawn):
+                   past 1,000 the large-group paths run. PRMP and the
+                   overlays keep their own groups       [as drawn, 1-12]
   --threads T      worker threads               [available cores]
   -v               print every failing run's whole error
 ";
@@ -33,6 +38,7 @@ fn main() -> ExitCode {
     let mut protocols = CampaignProtocol::ALL.to_vec();
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut verbose = false;
+    let mut receivers = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |name: &str| {
@@ -43,6 +49,16 @@ fn main() -> ExitCode {
             "--runs" => runs = parse(&value("--runs"), "--runs"),
             "--seed" => first = parse(&value("--seed"), "--seed"),
             "--threads" => threads = parse::<usize>(&value("--threads"), "--threads").max(1),
+            "--receivers" => {
+                let n: u16 = parse(&value("--receivers"), "--receivers");
+                if n < campaign::GROWN_FROM {
+                    fail(&format!(
+                        "--receivers {n}: at least {}, the largest group the campaign draws",
+                        campaign::GROWN_FROM
+                    ));
+                }
+                receivers = Some(n);
+            }
             "--protocol" => {
                 let v = value("--protocol");
                 let p = CampaignProtocol::from_name(&v)
@@ -73,8 +89,8 @@ fn main() -> ExitCode {
                     let Some(&(p, seed)) = jobs.get(i) else {
                         return;
                     };
-                    let run = campaign::run(p, seed);
-                    record(&run, &protocols, &table, &failures, verbose);
+                    let run = campaign::run_grown(p, seed, receivers);
+                    record(&run, &protocols, &table, &failures, verbose, receivers);
                 }
             });
         }
@@ -128,6 +144,7 @@ fn record(
     table: &Mutex<BTreeMap<(usize, FaultClass), Cell>>,
     failures: &Mutex<Vec<String>>,
     verbose: bool,
+    receivers: Option<u16>,
 ) {
     let pi = protocols
         .iter()
@@ -140,8 +157,9 @@ fn record(
         .or_default()
         .add(run);
     if let Err(e) = &run.result {
+        let grown = receivers.map_or(String::new(), |n| format!(" --receivers {n}"));
         let mut line = format!(
-            "FAILED {} seed {} ({}): replay with --protocol {} --seed {} --runs 1 -v",
+            "FAILED {} seed {} ({}): replay with --protocol {} --seed {} --runs 1{grown} -v",
             run.protocol,
             run.seed,
             run.class.name(),

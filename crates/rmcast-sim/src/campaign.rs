@@ -595,6 +595,23 @@ pub struct CampaignRun {
 /// Runs seed `seed` of `protocol`.
 #[must_use]
 pub fn run(protocol: CampaignProtocol, seed: u64) -> CampaignRun {
+    run_grown(protocol, seed, None)
+}
+
+/// The campaign's datagram scenarios draw groups of 1 to 12 receivers and
+/// place their faults among them: [`run_grown`] grows the group to no fewer.
+pub const GROWN_FROM: u16 = 12;
+
+/// [`run`], with a datagram protocol's group grown to `receivers` (at
+/// least [`GROWN_FROM`]); the faults stay on the receivers they were drawn
+/// for. Past 1,000 receivers the group answers in slots and takes its
+/// `Close` with the data (`SPREAD_FROM`), paths the campaign's own groups
+/// never reach. PRMP and the overlays keep their groups.
+///
+/// # Panics
+/// On `receivers` below [`GROWN_FROM`].
+#[must_use]
+pub fn run_grown(protocol: CampaignProtocol, seed: u64, receivers: Option<u16>) -> CampaignRun {
     let (class, result) = match protocol {
         CampaignProtocol::Prmp => {
             let (class, sc) = stream_scenario(seed);
@@ -623,7 +640,18 @@ pub fn run(protocol: CampaignProtocol, seed: u64) -> CampaignRun {
             (class, result)
         }
         _ => {
-            let (class, sc) = scenario(protocol, seed);
+            let (class, mut sc) = scenario(protocol, seed);
+            if let Some(n) = receivers {
+                assert!(
+                    n >= GROWN_FROM,
+                    "a group of {n} is smaller than the one drawn"
+                );
+                sc.receivers = n;
+                sc.config.receivers = n;
+                if protocol == CampaignProtocol::Ring {
+                    sc.config.window = sc.config.window.max(u32::from(n) + 1);
+                }
+            }
             let sealed = sc.config.group_key.is_some();
             let result = crate::run(&sc).map_err(|e| e.to_string()).and_then(|r| {
                 // A sealed run seals every datagram and, without an

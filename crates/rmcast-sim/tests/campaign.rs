@@ -111,3 +111,30 @@ fn prmp_holds_flow_control_for_members_and_not_for_the_removed() {
     let run = campaign::run(CampaignProtocol::Prmp, 8864);
     assert!(run.result.is_ok(), "{:?}", run.result);
 }
+
+/// The campaign's groups are 1 to 12 receivers; past 1,000 a group answers
+/// in slots and takes its `Close` with the data. A few seeds per datagram
+/// protocol with the group grown to 1,100 receivers, under the faults
+/// drawn for them (`campaign --receivers 1100` runs any number).
+#[test]
+fn seeds_grown_past_a_thousand_receivers_pass() {
+    let protocols = [
+        CampaignProtocol::Ack,
+        CampaignProtocol::NakPoll,
+        CampaignProtocol::Ring,
+        CampaignProtocol::NakPollFec,
+    ];
+    for p in protocols {
+        for seed in 0..4 {
+            let run = campaign::run_grown(p, seed, Some(1100));
+            assert!(
+                run.result.is_ok(),
+                "{p} seed {seed} ({}) grown to 1,100 receivers: {:?}\nreplay: cargo run \
+                 --release -p rmcast-sim --example campaign -- --protocol {p} --seed {seed} \
+                 --runs 1 --receivers 1100 -v",
+                run.class.name(),
+                run.result.err()
+            );
+        }
+    }
+}
