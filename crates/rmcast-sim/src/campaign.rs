@@ -251,7 +251,7 @@ fn rng_for(protocol: CampaignProtocol, seed: u64) -> ChaCha8Rng {
 #[must_use]
 pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario) {
     let mut rng = rng_for(protocol, seed);
-    let receivers: u16 = rng.random_range(1..=12);
+    let receivers: u16 = rng.random_range(1..=GROWN_FROM);
     let object_size = match rng.random_range(0..10) {
         0 => rng.random_range(0..3000),
         _ => rng.random_range(3000..=256 * 1024),
@@ -262,9 +262,7 @@ pub fn scenario(protocol: CampaignProtocol, seed: u64) -> (FaultClass, Scenario)
         window: [16, 64, 512][rng.random_range(0..3)],
         ..SenderConfig::default()
     };
-    if protocol == CampaignProtocol::Ring {
-        config.window = config.window.max(u32::from(receivers) + 1);
-    }
+    fit_ring(protocol, &mut config);
     protocol.configure(&mut config);
     let link_rate_bits_per_s = if rng.random_bool(0.5) {
         100_000_000
@@ -592,14 +590,22 @@ pub struct CampaignRun {
     pub result: Result<Passed, String>,
 }
 
+/// The ring's window must exceed its group (every receiver acks in turn).
+fn fit_ring(protocol: CampaignProtocol, config: &mut SenderConfig) {
+    if protocol == CampaignProtocol::Ring {
+        config.window = config.window.max(u32::from(config.receivers) + 1);
+    }
+}
+
 /// Runs seed `seed` of `protocol`.
 #[must_use]
 pub fn run(protocol: CampaignProtocol, seed: u64) -> CampaignRun {
     run_grown(protocol, seed, None)
 }
 
-/// The campaign's datagram scenarios draw groups of 1 to 12 receivers and
-/// place their faults among them: [`run_grown`] grows the group to no fewer.
+/// The campaign's datagram scenarios draw groups of 1 to this many
+/// receivers and place their faults among them: [`run_grown`] grows the
+/// group to no fewer.
 pub const GROWN_FROM: u16 = 12;
 
 /// [`run`], with a datagram protocol's group grown to `receivers` (at
@@ -648,9 +654,7 @@ pub fn run_grown(protocol: CampaignProtocol, seed: u64, receivers: Option<u16>) 
                 );
                 sc.receivers = n;
                 sc.config.receivers = n;
-                if protocol == CampaignProtocol::Ring {
-                    sc.config.window = sc.config.window.max(u32::from(n) + 1);
-                }
+                fit_ring(protocol, &mut sc.config);
             }
             let sealed = sc.config.group_key.is_some();
             let result = crate::run(&sc).map_err(|e| e.to_string()).and_then(|r| {

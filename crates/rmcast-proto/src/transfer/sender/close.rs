@@ -35,10 +35,7 @@ impl Sender {
         if self.phase == Phase::Sending {
             // A Complete while sending answers the poll of a Close that
             // went with the data (`close_with_data`), as an ack would.
-            self.window.last_feedback = now;
-            if self.window.poll_at.is_some() {
-                self.window.first_answer_at.get_or_insert(now);
-            }
+            self.window.answer_heard(now);
         }
         // A receiver moved to a TCP catch-up just as its last bytes came
         // over multicast answers the Close: that is its verdict.

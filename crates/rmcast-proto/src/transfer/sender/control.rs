@@ -193,10 +193,7 @@ impl Sender {
             let body = if self.phase == Phase::Offering {
                 self.offer_body()
             } else {
-                Body::Close(Close {
-                    hash: self.object.hash?,
-                    signature: self.signature,
-                })
+                self.close_body()?
             };
             return emit(to, header, body, buf);
         }
@@ -236,16 +233,12 @@ impl Sender {
                 return emit(Dest::Group, header, self.offer_body(), buf);
             }
             Phase::Closing => {
-                // No Close before the hash: it is what the Close carries.
-                let hash = self.object.hash?;
+                let body = self.close_body()?;
                 self.timers.set(Timer::Control, Some(now + self.rto));
                 self.rto = (self.rto * 2).min(self.config.rto_max);
                 self.close_sent.get_or_insert(now);
                 self.round.start(now);
-                Body::Close(Close {
-                    hash,
-                    signature: self.signature,
-                })
+                body
             }
             Phase::Farewell { byes_left } => {
                 let aborted = !self
@@ -307,15 +300,20 @@ impl Sender {
         header: Header,
         buf: &mut [u8],
     ) -> Option<Transmit> {
-        let hash = self.object.hash?;
+        let body = self.close_body()?;
         self.close_sent = Some(now);
         self.round.start(now);
         self.stats.control_sent += 1;
-        let body = Body::Close(Close {
-            hash,
-            signature: self.signature,
-        });
         emit(Dest::Group, header, body, buf)
+    }
+
+    /// The `Close`: the object's hash and signature. None before the hash,
+    /// which is what it carries.
+    fn close_body(&self) -> Option<Body<'static>> {
+        Some(Body::Close(Close {
+            hash: self.object.hash?,
+            signature: self.signature,
+        }))
     }
 
     /// The `Offer`: what the object is and how the data phase runs.

@@ -105,6 +105,16 @@ pub(super) struct Window {
 }
 
 impl Window {
+    /// A member answered (feedback, or a `Complete` while sending): the
+    /// re-polls count their quiet from it, and the first after a poll
+    /// times the round.
+    pub(super) fn answer_heard(&mut self, now: Instant) {
+        self.last_feedback = now;
+        if self.poll_at.is_some() {
+            self.first_answer_at.get_or_insert(now);
+        }
+    }
+
     /// An empty window of `size` packets.
     pub(super) fn new(size: u32, now: Instant) -> Self {
         Self {
@@ -493,10 +503,7 @@ impl Sender {
             return;
         }
         self.members.list[i].last_heard = now;
-        self.window.last_feedback = now;
-        if self.window.poll_at.is_some() {
-            self.window.first_answer_at.get_or_insert(now);
-        }
+        self.window.answer_heard(now);
         if !self.members.list[i].in_data() {
             return;
         }
