@@ -354,6 +354,7 @@ impl Sender {
         buf: &mut [u8],
     ) -> Option<Transmit> {
         self.window.last_activity = now;
+        self.window.last_data_activity = now;
         self.stats.keepalives += 1;
         let Some(index) = self.window.high.checked_sub(1) else {
             self.stats.control_sent += 1;

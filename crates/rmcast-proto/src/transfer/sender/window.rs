@@ -86,6 +86,12 @@ pub(super) struct Window {
     pub(super) stall_poll: Option<u32>,
     /// Last data transmission or advance of the base (the RTO counts from it).
     pub(super) last_activity: Instant,
+    /// As `last_activity`, but parity packets do not count: the re-poll's
+    /// quiet runs from it ([`Sender::repoll_deadline`]). Parity goes in
+    /// answer to feedback, which the quiet already counts from; counted
+    /// again as it went, parity on demand sent once the answers had stopped
+    /// held a re-poll of the members still silent back by up to a quiet.
+    pub(super) last_data_activity: Instant,
     /// When the latest data packet polling everyone went out (a poll
     /// round's start), how many times that round's missing answers were
     /// asked for again (at most `REPOLLS`), and when last.
@@ -129,6 +135,7 @@ impl Window {
             repairs: VecDeque::with_capacity(size as usize),
             stall_poll: None,
             last_activity: now,
+            last_data_activity: now,
             poll_at: None,
             poll_index: 0,
             repolled: 0,
@@ -242,6 +249,7 @@ impl Sender {
                 // A re-poll does not restart the RTO: a member that stays
                 // silent (crashed) is the timeout's to find.
                 self.window.last_activity = now;
+                self.window.last_data_activity = now;
             }
             if next.dest == Dest::Group && matches!(next.poll, POLL_ALL | POLL_DIRECT) {
                 // A new poll round: its answers are what the base waits on.
@@ -616,6 +624,7 @@ impl Sender {
             self.rate_found(now);
             self.progress_at = now;
             self.window.last_activity = now;
+            self.window.last_data_activity = now;
             self.rto = self.config.rto;
             self.window.stall_since = None;
             self.window.rewinds_in_vain = 0;
@@ -705,6 +714,7 @@ impl Sender {
                 // Restart the timer from now even if the window or
                 // pacer holds the retransmission back.
                 self.window.last_activity = now;
+                self.window.last_data_activity = now;
             }
         }
     }
