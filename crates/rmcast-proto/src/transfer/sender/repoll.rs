@@ -50,13 +50,15 @@ impl Sender {
     /// to 412 Mbit/s with three (and the `Hello` for lost joins, and the
     /// `Offer`/`Close` asked again up to three times).
     ///
-    /// A group over [`SPREAD_FROM`] waits without the quarter of the RTO:
-    /// its members answer in slots of their own, whose spread the quiet
-    /// already allows for (it runs from the last answer), and at the
-    /// object's end the quarter cost 12.5 ms whenever an answer was lost,
-    /// which at 1 % feedback loss is nearly every session (2,000 × 8 MiB,
-    /// 1 % data and feedback loss, 6 seeds: median 498.1 → 567.9 Mbit/s;
-    /// 10,000: 353.8 → 387.2).
+    /// A group over [`SPREAD_FROM`] waits without the quarter of the RTO,
+    /// and only a quarter of `suppress` ([`Sender::round_quiet`]): its
+    /// members answer in slots of their own, back to back, whose spread
+    /// the quiet already allows for (it runs from the last answer), and at
+    /// the object's end the longer quiet was paid whenever an answer was
+    /// lost, which at 1 % feedback loss is nearly every session (2,000 ×
+    /// 8 MiB, 1 % data and feedback loss, 6 seeds, median: 498.1 Mbit/s
+    /// with the quarter RTO, 567.9 with `suppress`, 653.0 with a quarter of
+    /// it and parity aside, below; 10,000: 353.8, 387.2, 412.3).
     ///
     /// The quiet runs from the last answer, the last data packet sent, the
     /// base's last advance and the last re-poll, but not from parity: parity
@@ -91,10 +93,7 @@ impl Sender {
         if !idle {
             return None;
         }
-        let quiet = self
-            .config
-            .suppress
-            .max(first.saturating_since(poll_at) * 2);
+        let quiet = self.round_quiet(poll_at, first);
         let quiet = if self.members.list.len() > usize::from(SPREAD_FROM) {
             quiet
         } else {
