@@ -41,6 +41,19 @@ fn ack(cumulative: u32, echo: u32) -> Body<'static> {
     Body::Ack(feedback(cumulative, echo))
 }
 
+/// A member's answer to the poll at `poll`: it holds the window but its
+/// first packet.
+fn lacks_first(poll: u32) -> Body<'static> {
+    const ALL_BUT_THE_FIRST: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F];
+    Body::Nak(Feedback {
+        cumulative: Seq(ISN),
+        echo: Seq(ISN + poll),
+        echo_copy: 0,
+        aggregate: false,
+        bitmap: &ALL_BUT_THE_FIRST,
+    })
+}
+
 /// A nak-poll sender with `receivers` members that has sent its first
 /// window at time zero; returns it, the object, and the packet that
 /// polled everyone last.
@@ -124,16 +137,7 @@ fn a_repair_whose_answer_went_missing_is_followed_by_re_polls() {
     let t0 = Instant::ZERO + Duration::from_millis(1);
     feed_from(&mut s, t0, addr(0), 0, ack(WINDOW, poll));
     // Rank 1 answered: it lacks packet 0 (a loss, repaired as such).
-    let mut bitmap = [0xFFu8; 8];
-    bitmap[7] = 0x7F;
-    let lacks = Body::Nak(Feedback {
-        cumulative: Seq(ISN),
-        echo: Seq(ISN + poll),
-        echo_copy: 0,
-        aggregate: false,
-        bitmap: &bitmap,
-    });
-    feed_from(&mut s, t0, addr(1), 1, lacks);
+    feed_from(&mut s, t0, addr(1), 1, lacks_first(poll));
     // Neither the repair's answer nor anything else comes back.
     let sent: Vec<_> = (1..20u64)
         .flat_map(|ms| {
@@ -267,16 +271,7 @@ fn parity_does_not_hold_back_the_re_poll_of_a_silent_member() {
     // Rank 1 lacks packet 0: block 0's parity goes at once and, with no
     // answer, again `SUPPRESS` later as a probe that polls.
     let t0 = Instant::ZERO + Duration::from_millis(1);
-    let mut bitmap = [0xFFu8; 8];
-    bitmap[7] = 0x7F;
-    let lacks = Body::Nak(Feedback {
-        cumulative: Seq(ISN),
-        echo: Seq(ISN + poll),
-        echo_copy: 0,
-        aggregate: false,
-        bitmap: &bitmap,
-    });
-    feed_from(&mut s, t0, addr(1), 1, lacks);
+    feed_from(&mut s, t0, addr(1), 1, lacks_first(poll));
     // Rank 0 answers last, before the probe; rank 2's answer is lost.
     let last = t0 + Duration::from_millis(2);
     // What goes, 100 µs at a time, for three quiets.
