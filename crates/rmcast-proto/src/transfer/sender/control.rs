@@ -86,8 +86,9 @@ fn hello_spacing(sent: u32, interval: Duration) -> Duration {
 
 impl Sender {
     /// When to ask the members still silent after this round's answers
-    /// stopped: no answer for `suppress` or for twice as long as the
-    /// first answer took since the packet went (slow readers answer
+    /// stopped: no answer for `suppress` (a quarter of it past
+    /// [`SPREAD_FROM`] receivers, `round_quiet`) or for twice as long as
+    /// the first answer took since the packet went (slow readers answer
     /// late), whichever is longer; again a quiet after each question, up
     /// to [`REASKS`] times a round. Twice the *first*
     /// answer's time, as a poll's repoll waits: a large group answers
@@ -128,12 +129,12 @@ impl Sender {
 
     /// How long a round's answers must have stopped before the members
     /// still silent are asked again (`reask_deadline`, and a poll's
-    /// `repoll_deadline`): `suppress`, or twice the time the first answer
-    /// took, whichever is longer. A group over [`SPREAD_FROM`] answers in
-    /// rank slots, back to back, so a quarter of `suppress` after the last
-    /// answer the slots are over: the rest of the quiet only delayed every
-    /// question after a lost answer, which at 1 % feedback loss ends
-    /// nearly every round of such a group.
+    /// `repoll_deadline`): the longer of `suppress` (a quarter of it in a
+    /// group over [`SPREAD_FROM`]) and twice the time the first answer
+    /// took. Such a group answers in rank slots, back to back, so a
+    /// quarter of `suppress` after the last answer the slots are over: the
+    /// rest of the quiet only delayed every question after a lost answer,
+    /// which at 1 % feedback loss ends nearly every round of such a group.
     pub(super) fn round_quiet(&self, sent: Instant, first: Instant) -> Duration {
         let floor = if self.members.list.len() > usize::from(SPREAD_FROM) {
             self.config.suppress / 4
