@@ -352,7 +352,7 @@ impl Sender {
             && self.window.base >= self.window.high
             && self.window.next >= self.readable_packets()
             && self.readable_packets() < self.packets;
-        waiting.then(|| self.window.last_activity + self.config.rto_max)
+        waiting.then(|| self.window.last_activity() + self.config.rto_max)
     }
 
     /// The keepalive while waiting for a streamed source: the last data
@@ -365,7 +365,6 @@ impl Sender {
         source: &(impl PayloadSource + ?Sized),
         buf: &mut [u8],
     ) -> Option<Transmit> {
-        self.window.last_activity = now;
         self.window.last_data_activity = now;
         self.stats.keepalives += 1;
         let Some(index) = self.window.high.checked_sub(1) else {

@@ -84,14 +84,15 @@ pub(super) struct Window {
     /// A retransmission of the window's base that polls everyone directly
     /// (after a timeout).
     pub(super) stall_poll: Option<u32>,
-    /// Last data transmission or advance of the base (the RTO counts from it).
-    pub(super) last_activity: Instant,
-    /// As `last_activity`, but parity packets do not count: the re-poll's
-    /// quiet runs from it ([`Sender::repoll_deadline`]). Parity goes in
-    /// answer to feedback, which the quiet already counts from; counted
-    /// again as it went, parity on demand sent once the answers had stopped
-    /// held a re-poll of the members still silent back by up to a quiet.
+    /// Last data transmission (parity aside), advance of the base or
+    /// timeout: the re-poll's quiet runs from it
+    /// ([`Sender::repoll_deadline`]). Parity goes in answer to feedback,
+    /// which the quiet already counts from; counted again as it went,
+    /// parity sent once the answers had stopped held a re-poll of the
+    /// members still silent back by up to a quiet.
     pub(super) last_data_activity: Instant,
+    /// Last parity packet sent.
+    pub(super) last_parity: Instant,
     /// When the latest data packet polling everyone went out (a poll
     /// round's start), how many times that round's missing answers were
     /// asked for again (at most `REPOLLS`), and when last.
@@ -111,6 +112,12 @@ pub(super) struct Window {
 }
 
 impl Window {
+    /// Last transmission, parity included, or advance of the base: the
+    /// RTO counts from it.
+    pub(super) fn last_activity(&self) -> Instant {
+        self.last_data_activity.max(self.last_parity)
+    }
+
     /// A member answered (feedback, or a `Complete` while sending): the
     /// re-polls count their quiet from it, and the first after a poll
     /// times the round.
@@ -134,8 +141,8 @@ impl Window {
             lack: vec![Lack::default(); size as usize],
             repairs: VecDeque::with_capacity(size as usize),
             stall_poll: None,
-            last_activity: now,
             last_data_activity: now,
+            last_parity: now,
             poll_at: None,
             poll_index: 0,
             repolled: 0,
@@ -173,7 +180,7 @@ impl Sender {
                 return None;
             }
             self.fec_write(now, header, p, source, &mut buf[..len])?;
-            self.window.last_activity = now;
+            self.window.last_parity = now;
             return Some(Transmit {
                 dest: Dest::Group,
                 len,
@@ -248,7 +255,6 @@ impl Sender {
             if next.why != Why::Repoll {
                 // A re-poll does not restart the RTO: a member that stays
                 // silent (crashed) is the timeout's to find.
-                self.window.last_activity = now;
                 self.window.last_data_activity = now;
             }
             if next.dest == Dest::Group && matches!(next.poll, POLL_ALL | POLL_DIRECT) {
@@ -623,7 +629,6 @@ impl Sender {
             self.window.base = base;
             self.rate_found(now);
             self.progress_at = now;
-            self.window.last_activity = now;
             self.window.last_data_activity = now;
             self.rto = self.config.rto;
             self.window.stall_since = None;
@@ -713,7 +718,6 @@ impl Sender {
                 self.rto = (self.rto * 2).min(self.config.rto_max);
                 // Restart the timer from now even if the window or
                 // pacer holds the retransmission back.
-                self.window.last_activity = now;
                 self.window.last_data_activity = now;
             }
         }
@@ -735,8 +739,8 @@ impl Sender {
             return None;
         }
         let from = match self.held_by_pacer_until() {
-            Some(ready) => self.window.last_activity.max(ready),
-            None => self.window.last_activity,
+            Some(ready) => self.window.last_activity().max(ready),
+            None => self.window.last_activity(),
         };
         Some(from + self.rto)
     }
