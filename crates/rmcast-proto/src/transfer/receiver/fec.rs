@@ -13,7 +13,9 @@
 //! unfinished blocks at once (about the interleaving depth D: a group's D
 //! blocks fill at once, and one more while a block waits for parity), at
 //! most one per ring slot, so the ring's size ([`crate::fec::ring_bytes`])
-//! bounds the memory but is not spent up front.
+//! bounds the memory but is not spent up front. A block's parity packets
+//! are kept the same way, in a buffer it takes at its first parity packet
+//! and gives back once it is rebuilt (or its slot goes to a later block).
 
 use super::Receiver;
 use super::data::Transfer;
@@ -53,6 +55,11 @@ pub(super) struct FecReceiver {
     slots: Vec<Slot>,
     /// Buffers no unfinished block holds.
     free: Vec<Box<[u8]>>,
+    /// Parity byte buffers no block holds parity in: a block's goes back
+    /// here once it is rebuilt or its slot is taken, so a receiver keeps
+    /// as many as it had blocks waiting with parity at once, not one per
+    /// ring slot that ever held some (up to 256 slots of a few KB each).
+    free_parity: Vec<Vec<u8>>,
     /// Packets rebuilt and not yet handed to the driver.
     repaired: VecDeque<u32>,
     /// The positions a block being rebuilt lacks, kept for reuse.
@@ -76,6 +83,7 @@ impl FecReceiver {
             decoder,
             slots: (0..slots).map(|_| Slot::default()).collect(),
             free: Vec::new(),
+            free_parity: Vec::new(),
             repaired: VecDeque::new(),
             lost: Vec::new(),
         })
@@ -148,13 +156,39 @@ impl FecReceiver {
             s.block = block;
             s.reported = false;
             s.indexes.clear();
-            s.parity.clear();
             s.held = 0;
             s.unread = 0;
             if let Some(b) = s.buf.take() {
                 self.free.push(b);
             }
+            self.release_parity(i);
         }
+    }
+
+    /// Gives slot `i`'s parity bytes buffer back (its block needs no more
+    /// parity): emptied, kept for the next block that gets parity.
+    fn release_parity(&mut self, i: usize) {
+        let mut parity = std::mem::take(&mut self.slots[i].parity);
+        if parity.capacity() > 0 {
+            parity.clear();
+            self.free_parity.push(parity);
+        }
+    }
+
+    /// Keeps parity packet `index`'s bytes for block `block` (its slot is
+    /// claimed), in a buffer from [`Self::free_parity`] when the slot has
+    /// none.
+    fn keep_parity(&mut self, block: u32, index: u16, payload: &[u8]) {
+        let i = block as usize % self.slots.len();
+        self.claim(i, block);
+        if self.slots[i].parity.capacity() == 0
+            && let Some(spare) = self.free_parity.pop()
+        {
+            self.slots[i].parity = spare;
+        }
+        let slot = &mut self.slots[i];
+        slot.indexes.push(index);
+        slot.parity.extend_from_slice(payload);
     }
 
     /// Rebuilds block `block`'s missing data packets (`m` are its
@@ -295,8 +329,7 @@ impl Receiver {
             return;
         }
         if slot.indexes.len() < missing {
-            slot.indexes.push(p.index);
-            slot.parity.extend_from_slice(p.payload);
+            fec.keep_parity(p.block, p.index, p.payload);
             self.stats.parity_packets += 1;
         } else {
             // Enough parity was held already (data that came since
@@ -369,8 +402,8 @@ impl Receiver {
         }
         let slot = fec.slot(block);
         slot.indexes.clear();
-        slot.parity.clear();
         slot.reported = false;
+        fec.release_parity(block as usize % n);
         if let Some(relay) = &mut self.relay {
             relay.update(t.cumulative);
         }

@@ -246,6 +246,61 @@ fn a_block_holds_a_buffer_only_while_it_is_unfinished() {
     assert_eq!(buffers(&r).1, 2);
 }
 
+/// Parity byte buffers held by blocks waiting with parity, and parity
+/// buffers allocated in all (held, or kept for the next block).
+fn parity_buffers(r: &crate::Receiver) -> (usize, usize) {
+    let fec = r.fec.as_ref().expect("a FEC receiver");
+    let held = fec.slots.iter().filter(|s| s.parity.capacity() > 0).count();
+    (held, held + fec.free_parity.len())
+}
+
+#[test]
+fn blocks_rebuilt_one_after_another_share_one_parity_buffer() {
+    let object = object();
+    // Window 16: a ring of 6 slots. Each block loses its first packet,
+    // and one parity packet rebuilds it before the next block comes.
+    let mut r = offered();
+    for block in 0..3u32 {
+        for i in 4 * block + 1..4 * block + 4 {
+            give_data(&mut r, &object, i);
+        }
+        let mut p = parity(&object, block, 0, POLL_NONE, block);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+        let i = 4 * block;
+        assert_eq!(
+            rebuilt(&mut r),
+            vec![(u64::from(i) * 100, packet_bytes(&object, i).to_vec())]
+        );
+        // The rebuilt block's slot keeps no parity bytes: one buffer in
+        // all, waiting for the next block that gets parity (before, each
+        // slot that ever held parity kept its own until the ring came
+        // round to it again: 256 slots of a window of 16384).
+        assert_eq!(parity_buffers(&r), (0, 1), "after block {block}");
+    }
+    for i in 12..14 {
+        give_data(&mut r, &object, i);
+    }
+    assert_eq!(r.received_bytes(), SIZE);
+    // Two blocks waiting with parity at once hold one each: blocks 0
+    // and 1 lose two packets each, and get one parity packet each first.
+    let mut r = offered();
+    for i in [2, 3, 6, 7, 8] {
+        give_data(&mut r, &object, i);
+    }
+    assert_eq!(parity_buffers(&r), (0, 0), "no parity yet");
+    for (n, (block, index)) in [(0, 0), (1, 0)].into_iter().enumerate() {
+        let mut p = parity(&object, block, index, POLL_NONE, n as u32);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+    }
+    assert_eq!(parity_buffers(&r), (2, 2), "both wait for a second");
+    for (n, (block, index)) in [(0, 1), (1, 1)].into_iter().enumerate() {
+        let mut p = parity(&object, block, index, POLL_NONE, 2 + n as u32);
+        r.handle_datagram(Instant::ZERO, sender(), &mut p);
+    }
+    assert_eq!(rebuilt(&mut r).len(), 4);
+    assert_eq!(parity_buffers(&r), (0, 2), "both rebuilt, both kept");
+}
+
 /// Interleaved blocks (K = 4, D = 2: groups of 8 packets, block 0 the
 /// even packets of the first group, block 1 the odd ones; the last
 /// group of 6 makes blocks 2 = 8, 10, 12 and 3 = 9, 11, 13): a burst of
