@@ -155,7 +155,6 @@ impl FecReceiver {
         if s.block != block {
             s.block = block;
             s.reported = false;
-            s.indexes.clear();
             s.held = 0;
             s.unread = 0;
             if let Some(b) = s.buf.take() {
@@ -165,9 +164,11 @@ impl FecReceiver {
         }
     }
 
-    /// Gives slot `i`'s parity bytes buffer back (its block needs no more
-    /// parity): emptied, kept for the next block that gets parity.
+    /// Forgets slot `i`'s parity (its block needs no more): its indexes,
+    /// and its bytes buffer, emptied and kept for the next block that
+    /// gets parity.
     fn release_parity(&mut self, i: usize) {
+        self.slots[i].indexes.clear();
         let mut parity = std::mem::take(&mut self.slots[i].parity);
         if parity.capacity() > 0 {
             parity.clear();
@@ -175,12 +176,12 @@ impl FecReceiver {
         }
     }
 
-    /// Keeps parity packet `index`'s bytes for block `block` (its slot is
-    /// claimed), in a buffer from [`Self::free_parity`] when the slot has
-    /// none.
+    /// Keeps parity packet `index`'s bytes for block `block`, whose slot
+    /// the caller claimed, in a buffer from [`Self::free_parity`] when the
+    /// slot has none.
     fn keep_parity(&mut self, block: u32, index: u16, payload: &[u8]) {
         let i = block as usize % self.slots.len();
-        self.claim(i, block);
+        debug_assert_eq!(self.slots[i].block, block, "the slot is claimed");
         if self.slots[i].parity.capacity() == 0
             && let Some(spare) = self.free_parity.pop()
         {
@@ -400,9 +401,7 @@ impl Receiver {
             // proactive parity repaired needs no word.
             self.feedback.acks_owed += 1;
         }
-        let slot = fec.slot(block);
-        slot.indexes.clear();
-        slot.reported = false;
+        fec.slot(block).reported = false;
         fec.release_parity(block as usize % n);
         if let Some(relay) = &mut self.relay {
             relay.update(t.cumulative);
