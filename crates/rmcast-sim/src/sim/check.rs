@@ -17,18 +17,40 @@ pub(super) fn sum_stats<'a>(
         ..ReceiverStats::default()
     };
     for x in all {
-        t.data_packets += x.data_packets;
-        t.duplicates += x.duplicates;
-        t.out_of_window += x.out_of_window;
-        t.acks += x.acks;
-        t.naks += x.naks;
-        t.naks_suppressed += x.naks_suppressed;
-        t.rate_naks += x.rate_naks;
-        t.rate_naks_heard += x.rate_naks_heard;
-        t.malformed += x.malformed;
-        t.foreign += x.foreign;
-        t.held_packets += x.held_packets;
-        t.auth.add(&x.auth);
+        // Every field by name, no `..`: a counter added to the stats must
+        // be summed here too (the FEC counters once were not).
+        let ReceiverStats {
+            data_packets,
+            duplicates,
+            out_of_window,
+            acks,
+            naks,
+            naks_suppressed,
+            rate_naks,
+            rate_naks_heard,
+            malformed,
+            foreign,
+            auth,
+            held_packets,
+            parity_packets,
+            parity_unneeded,
+            repaired_packets,
+        } = x;
+        t.data_packets += data_packets;
+        t.duplicates += duplicates;
+        t.out_of_window += out_of_window;
+        t.acks += acks;
+        t.naks += naks;
+        t.naks_suppressed += naks_suppressed;
+        t.rate_naks += rate_naks;
+        t.rate_naks_heard += rate_naks_heard;
+        t.malformed += malformed;
+        t.foreign += foreign;
+        t.auth.add(auth);
+        t.held_packets += held_packets;
+        t.parity_packets += parity_packets;
+        t.parity_unneeded += parity_unneeded;
+        t.repaired_packets += repaired_packets;
     }
     t
 }
