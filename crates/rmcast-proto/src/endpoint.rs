@@ -25,7 +25,7 @@
 //! Handles are indices in the order sessions were started and stay valid
 //! for the endpoint's life: machines are never removed.
 
-use crate::{DataChunk, Receiver, ReceiverConfig, ReceiverEvent};
+use crate::{DataChunk, NoReadBack, ReadBack, Receiver, ReceiverConfig, ReceiverEvent};
 use crate::{Instant, Kind, SessionId, Transmit};
 use std::net::SocketAddr;
 
@@ -277,13 +277,28 @@ impl Endpoint {
         from: SocketAddr,
         datagram: &'a mut [u8],
     ) -> Option<DataChunk<'a>> {
+        self.deliver_reading(h, now, from, datagram, &mut NoReadBack)
+    }
+
+    /// [`Endpoint::deliver`] to a machine that keeps no copy of its data
+    /// packets ([`ReceiverConfig::fec_read_back`]): `store` gives back what
+    /// session `h` was delivered, when FEC rebuilds a block
+    /// ([`Receiver::handle_datagram_reading`]).
+    pub fn deliver_reading<'a>(
+        &mut self,
+        h: SessionHandle,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &'a mut [u8],
+        store: &mut dyn ReadBack,
+    ) -> Option<DataChunk<'a>> {
         // Sealed: an announcement is noted only if its machine opened it (a
         // forged Hello must not fill the list of sessions seen).
         let announced = Self::announcement(datagram).filter(|_| self.sealed());
         let machine = &mut self.machines[h.0];
         let refused = machine.stats().auth.refused();
         let was_listening = machine.session().is_none();
-        let chunk = machine.handle_datagram(now, from, datagram);
+        let chunk = machine.handle_datagram_reading(now, from, datagram, store);
         let authentic = machine.stats().auth.refused() == refused;
         if let Some(session) = announced
             && authentic

@@ -62,7 +62,8 @@ pub use transfer::rate::{
 pub use transfer::rate::{FinderState, RateFinder};
 pub use transfer::rate::{MAX_PEERS, OwnRate, RateGroup, RateGroupConfig, RateGroupStats};
 pub use transfer::receiver::{
-    DataChunk, OfferInfo, Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats,
+    DataChunk, NoReadBack, OfferInfo, ReadBack, Receiver, ReceiverConfig, ReceiverEvent,
+    ReceiverStats,
 };
 pub use transfer::sender::{
     ConfigError, EJECTED_LAGGARD, Laggard, MemberOutcome, ObjectInfo, Outcome, Repair, Sender,

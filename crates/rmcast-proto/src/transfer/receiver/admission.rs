@@ -123,7 +123,12 @@ impl Receiver {
         let o = self.offer.as_ref().expect("deciding implies an offer");
         let words = (o.packets as usize).div_ceil(64);
         if let Some(shape) = o.fec {
-            match super::fec::FecReceiver::new(shape, o.payload_size, o.window) {
+            match super::fec::FecReceiver::new(
+                shape,
+                o.payload_size,
+                o.window,
+                self.config.fec_read_back,
+            ) {
                 Some(fec) => self.fec = Some(fec),
                 None => {
                     let ring = crate::fec::ring_bytes(shape, o.payload_size.into(), o.window);

@@ -30,6 +30,15 @@ pub struct ReceiverConfig {
     /// receiver's own are sealed under the session's keys derived from it.
     /// `None` runs insecure, which the sender must do too.
     pub group_key: Option<std::sync::Arc<crate::security::GroupKey>>,
+    /// FEC without a copy: keep none of the data packets delivered, and
+    /// read a block's back from the driver's storage when parity rebuilds
+    /// it ([`Receiver::handle_datagram_reading`](super::Receiver::handle_datagram_reading)).
+    /// About one block buffer per receiver instead of one per unfinished
+    /// block, and a packet copied only when its block is rebuilt; the
+    /// driver must be able to read back every chunk it was handed.
+    /// `false` (the default): the receiver keeps its own copies, for
+    /// drivers that cannot read back (a stream to a pipe).
+    pub fec_read_back: bool,
 }
 
 impl Default for ReceiverConfig {
@@ -44,6 +53,7 @@ impl Default for ReceiverConfig {
             nak_interval: Duration::from_millis(5),
             rate_nak_interval: None,
             group_key: None,
+            fec_read_back: false,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! ack, and the slice of each new packet handed to the driver to store.
 
 use super::Receiver;
+use super::fec::ReadBack;
 use crate::{DataChunk, FeedbackPolicy, Instant};
 use rmcast_wire::{ECHO_COPY_MAX, Seq};
 
@@ -51,6 +52,7 @@ impl Receiver {
         poll: u16,
         copy: u8,
         payload: &'a [u8],
+        store: &mut dyn ReadBack,
     ) -> Option<DataChunk<'a>> {
         let relays = self.relay.is_some();
         let polled = self
@@ -144,7 +146,7 @@ impl Receiver {
         }
         if fresh && let Some(block) = self.fec_waiting(index) {
             // Parity held for its block may now make up for the rest.
-            self.fec_rebuild(block, false);
+            self.fec_rebuild(block, false, Some((index, payload)), store);
         }
         self.check_all_data();
         fresh.then_some(DataChunk {

@@ -16,6 +16,16 @@
 //! bounds the memory but is not spent up front. A block's parity packets
 //! are kept the same way, in a buffer it takes at its first parity packet
 //! and gives back once it is rebuilt (or its slot goes to a later block).
+//!
+//! A receiver whose driver can read back what it was delivered
+//! ([`ReceiverConfig::fec_read_back`](super::ReceiverConfig::fec_read_back))
+//! keeps no copy of its data packets at all: a block's buffer is taken only
+//! when the block is rebuilt, filled from the driver's store through
+//! [`ReadBack`] (the packet in hand from the datagram itself), and given
+//! back once the rebuilt packets are read. It then holds about one buffer,
+//! however wide the window and deep the interleaving, and copies a packet
+//! only when its block needs rebuilding (about half the blocks of 64 at 1 %
+//! loss).
 
 use super::Receiver;
 use super::data::Transfer;
@@ -23,6 +33,27 @@ use crate::fec::{BlockDecoder, MAX_RING_BYTES, ring_blocks, ring_bytes};
 use crate::{DataChunk, FeedbackPolicy, Instant};
 use rmcast_wire::{BlockMembers, FecShape, Parity};
 use std::collections::VecDeque;
+
+/// The driver's store of the object bytes it was delivered, read back by a
+/// receiver that keeps no copy of them
+/// ([`ReceiverConfig::fec_read_back`](super::ReceiverConfig::fec_read_back))
+/// when FEC rebuilds a block: see [`Receiver::handle_datagram_reading`].
+pub trait ReadBack {
+    /// Fills `dst` with the object's bytes at `offset`, as they were
+    /// delivered (one whole packet: `dst.len()` bytes); `false` if the
+    /// store cannot give them (the receiver then fails, naming the packet).
+    fn read_back(&mut self, offset: u64, dst: &mut [u8]) -> bool;
+}
+
+/// No store to read back from ([`Receiver::handle_datagram`]): a receiver
+/// that keeps copies of its data packets never asks.
+pub struct NoReadBack;
+
+impl ReadBack for NoReadBack {
+    fn read_back(&mut self, _: u64, _: &mut [u8]) -> bool {
+        false
+    }
+}
 
 /// One block's parity packets, in a ring slot.
 #[derive(Default)]
@@ -64,13 +95,21 @@ pub(super) struct FecReceiver {
     repaired: VecDeque<u32>,
     /// The positions a block being rebuilt lacks, kept for reuse.
     lost: Vec<u16>,
+    /// Keep no copy of data packets: read a block's back from the driver
+    /// when it is rebuilt ([`ReadBack`]).
+    read_back: bool,
 }
 
 impl FecReceiver {
     /// The receiver's FEC state for an offer, or `None` when its ring of
     /// block data would exceed [`MAX_RING_BYTES`] (checked before anything
     /// is allocated) or the shape does not fit the code.
-    pub(super) fn new(shape: FecShape, payload_size: u16, window: u32) -> Option<Self> {
+    pub(super) fn new(
+        shape: FecShape,
+        payload_size: u16,
+        window: u32,
+        read_back: bool,
+    ) -> Option<Self> {
         let symbol = usize::from(payload_size);
         if ring_bytes(shape, symbol, window) > MAX_RING_BYTES {
             return None;
@@ -86,6 +125,7 @@ impl FecReceiver {
             free_parity: Vec::new(),
             repaired: VecDeque::new(),
             lost: Vec::new(),
+            read_back,
         })
     }
 
@@ -100,23 +140,70 @@ impl FecReceiver {
     /// buffer, taking one for the block if it has none yet, and counts the
     /// packet held. Returns the block.
     fn store(&mut self, index: u32, payload: &[u8]) -> u32 {
-        let (block, position) = self.shape.locate(index);
+        let block = self.count_held(index);
+        let position = self.shape.position(index);
         let shard = self.shard;
-        let len = usize::from(self.shape.data) * shard;
-        let i = block as usize % self.slots.len();
-        self.claim(i, block);
-        let slot = &mut self.slots[i];
-        slot.held += 1;
-        let buf = slot.buf.get_or_insert_with(|| {
-            self.free
-                .pop()
-                .unwrap_or_else(|| vec![0; len].into_boxed_slice())
-        });
+        let buf = self.block_buf(block);
         let at = usize::from(position) * shard;
         let dst = &mut buf[at..at + shard];
         dst[..payload.len()].copy_from_slice(payload);
         dst[payload.len()..].fill(0);
         block
+    }
+
+    /// Counts packet `index` held in its block's slot, claiming the slot.
+    /// Returns the block.
+    fn count_held(&mut self, index: u32) -> u32 {
+        let block = self.shape.block_of(index);
+        let i = block as usize % self.slots.len();
+        self.claim(i, block);
+        self.slots[i].held += 1;
+        block
+    }
+
+    /// Block `block`'s buffer (its slot is claimed), taken from the free
+    /// ones, or allocated, if it has none yet.
+    fn block_buf(&mut self, block: u32) -> &mut [u8] {
+        let len = usize::from(self.shape.data) * self.shard;
+        let n = self.slots.len();
+        let free = &mut self.free;
+        self.slots[block as usize % n].buf.get_or_insert_with(|| {
+            free.pop()
+                .unwrap_or_else(|| vec![0; len].into_boxed_slice())
+        })
+    }
+
+    /// Read-back: fills block `block`'s buffer with every packet of it
+    /// held (`m` are its packets), from the driver's store, or `current`
+    /// for the packet in hand (not handed to the driver yet), as
+    /// [`Self::store`] would have left it. `Err` names a packet the store
+    /// could not give.
+    fn fill_from_store(
+        &mut self,
+        block: u32,
+        m: BlockMembers,
+        t: &Transfer,
+        current: Option<(u32, &[u8])>,
+        store: &mut dyn ReadBack,
+    ) -> Result<(), u32> {
+        let shard = self.shard;
+        let shape = self.shape;
+        let buf = self.block_buf(block);
+        for index in m.iter().filter(|&i| t.has(i)) {
+            let at = usize::from(shape.position(index)) * shard;
+            let len = t.packet_len(index);
+            let dst = &mut buf[at..at + shard];
+            match current {
+                Some((i, bytes)) if i == index => dst[..len].copy_from_slice(bytes),
+                _ => {
+                    if !store.read_back(u64::from(index) * t.payload_size, &mut dst[..len]) {
+                        return Err(index);
+                    }
+                }
+            }
+            dst[len..].fill(0);
+        }
+        Ok(())
     }
 
     /// Gives block `block`'s buffer back once the block holds all its
@@ -135,9 +222,14 @@ impl FecReceiver {
         }
     }
 
-    /// Keeps a new data packet's bytes for its block.
+    /// Keeps a new data packet's bytes for its block (or, reading back,
+    /// only counts it held).
     pub(super) fn keep(&mut self, index: u32, payload: &[u8], packets: u32) {
-        let block = self.store(index, payload);
+        let block = if self.read_back {
+            self.count_held(index)
+        } else {
+            self.store(index, payload)
+        };
         self.finish_if_done(block, packets);
     }
 
@@ -288,7 +380,7 @@ impl Receiver {
     /// A parity packet: kept if its block still lacks packets; once the
     /// block holds K, its missing data packets are rebuilt (hand them to
     /// the driver with [`Receiver::poll_repaired`]).
-    pub(super) fn on_parity(&mut self, now: Instant, p: &Parity<'_>) {
+    pub(super) fn on_parity(&mut self, now: Instant, p: &Parity<'_>, store: &mut dyn ReadBack) {
         let polled = self
             .policy
             .unwrap_or(FeedbackPolicy::Ack)
@@ -348,13 +440,22 @@ impl Receiver {
                 self.spread_group_answer(now);
             }
         }
-        self.fec_rebuild(p.block, polled);
+        self.fec_rebuild(p.block, polled, None, store);
     }
 
     /// Rebuilds block `block`'s missing data packets if its parity packets
     /// held make up for them (after a parity packet, or a data packet of a
     /// block that holds parity, came).
-    pub(super) fn fec_rebuild(&mut self, block: u32, polled: bool) {
+    ///
+    /// Reading back ([`ReadBack`]), the block's packets held come from
+    /// `store`, but for `current`, the packet in hand.
+    pub(super) fn fec_rebuild(
+        &mut self,
+        block: u32,
+        polled: bool,
+        current: Option<(u32, &[u8])>,
+        store: &mut dyn ReadBack,
+    ) {
         let (Some(t), Some(fec)) = (self.transfer.as_mut(), self.fec.as_mut()) else {
             return;
         };
@@ -365,6 +466,19 @@ impl Receiver {
         if slot.block != block || slot.indexes.is_empty() || slot.indexes.len() < missing {
             return;
         }
+        if missing > 0
+            && fec.read_back
+            && let Err(index) = fec.fill_from_store(block, m, t, current, store)
+        {
+            self.leave(&format!(
+                "could not read packet {index} back from storage to rebuild block {block} \
+                 from parity"
+            ));
+            return;
+        }
+        let (Some(t), Some(fec)) = (self.transfer.as_mut(), self.fec.as_mut()) else {
+            return;
+        };
         if missing > 0 {
             // Any K of the block's packets are held: rebuild the rest.
             let count = m.count as u16;

@@ -33,6 +33,7 @@ mod test_support;
 
 pub use config::ReceiverConfig;
 pub use events::{DataChunk, OfferInfo, ReceiverEvent, ReceiverStats};
+pub use fec::{NoReadBack, ReadBack};
 
 use crate::security::{AuthFailures, Seal};
 use crate::transfer::emit;
@@ -342,6 +343,22 @@ impl Receiver {
         from: SocketAddr,
         datagram: &'a mut [u8],
     ) -> Option<DataChunk<'a>> {
+        self.handle_datagram_reading(now, from, datagram, &mut NoReadBack)
+    }
+
+    /// [`Receiver::handle_datagram`] for a receiver that keeps no copy of
+    /// its data packets ([`ReceiverConfig::fec_read_back`]): when FEC
+    /// rebuilds a block, the block's packets this receiver was delivered
+    /// are read back from `store`, the driver's storage. Every chunk
+    /// returned (and from [`Receiver::poll_repaired`]) must be stored
+    /// before the next call, so that `store` can give it back.
+    pub fn handle_datagram_reading<'a>(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &'a mut [u8],
+        store: &mut dyn ReadBack,
+    ) -> Option<DataChunk<'a>> {
         let opened = self.seal.open(from, datagram);
         self.stats.auth = self.seal.stats();
         let datagram = opened.ok()?;
@@ -386,7 +403,7 @@ impl Receiver {
             return None;
         }
         self.last_from_sender = now;
-        let chunk = self.on_sender_body(now, from, packet.body);
+        let chunk = self.on_sender_body(now, from, packet.body, store);
         if alone {
             self.answer_alone(now, spread_shift);
         }
@@ -416,6 +433,7 @@ impl Receiver {
         now: Instant,
         from: SocketAddr,
         body: Body<'a>,
+        store: &mut dyn ReadBack,
     ) -> Option<DataChunk<'a>> {
         match body {
             Body::Hello(hello) => {
@@ -437,9 +455,12 @@ impl Receiver {
                 self.on_offer(&o);
                 None
             }
-            Body::Data(d) => self.on_data(now, d.seq, d.poll, echo_copy(d.copy), d.payload),
+            Body::Data(d) => {
+                let copy = echo_copy(d.copy);
+                self.on_data(now, d.seq, d.poll, copy, d.payload, store)
+            }
             Body::Parity(p) => {
-                self.on_parity(now, &p);
+                self.on_parity(now, &p, store);
                 None
             }
             Body::Close(c) => {

@@ -510,3 +510,142 @@ fn malformed_parity_is_counted_not_used() {
     }
     assert_eq!(r.stats().parity_packets, 0);
 }
+
+/// The driver's storage of a receiver that keeps no copy: what it was
+/// delivered, and the packets read back from it.
+struct Disk {
+    bytes: Vec<u8>,
+    held: Vec<bool>,
+    reads: Vec<u32>,
+    /// Fails every read back (a storage error).
+    broken: bool,
+}
+
+impl Disk {
+    fn new() -> Self {
+        Self {
+            bytes: vec![0; SIZE as usize],
+            held: vec![false; SIZE.div_ceil(u64::from(PAYLOAD)) as usize],
+            reads: Vec::new(),
+            broken: false,
+        }
+    }
+
+    fn write(&mut self, chunk: crate::DataChunk<'_>) {
+        let start = chunk.offset as usize;
+        self.bytes[start..start + chunk.bytes.len()].copy_from_slice(chunk.bytes);
+        self.held[start / usize::from(PAYLOAD)] = true;
+    }
+}
+
+impl crate::ReadBack for Disk {
+    fn read_back(&mut self, offset: u64, dst: &mut [u8]) -> bool {
+        let i = (offset / u64::from(PAYLOAD)) as usize;
+        if self.broken || !self.held[i] {
+            return false;
+        }
+        let start = offset as usize;
+        dst.copy_from_slice(&self.bytes[start..start + dst.len()]);
+        self.reads.push(i as u32);
+        true
+    }
+}
+
+/// A receiver that accepted a FEC offer (window 16) and reads back.
+fn reading_back() -> crate::Receiver {
+    let mut r = deciding(PAYLOAD, 16);
+    r.config.fec_read_back = true;
+    r.accept_offer();
+    r
+}
+
+/// Hands `datagram` over as the runtime does: the chunk it yields and
+/// those rebuilt are written to `disk` before the next datagram.
+fn give_reading(r: &mut crate::Receiver, disk: &mut Disk, mut datagram: Vec<u8>) {
+    if let Some(chunk) = r.handle_datagram_reading(Instant::ZERO, sender(), &mut datagram, disk) {
+        disk.write(chunk);
+    }
+    while let Some(chunk) = r.poll_repaired() {
+        disk.write(chunk);
+    }
+}
+
+fn data_packet(object: &[u8], index: u32) -> Vec<u8> {
+    packet(Body::Data(Data {
+        seq: Seq(ISN + index),
+        poll: POLL_NONE,
+        copy: 0,
+        payload: packet_bytes(object, index),
+    }))
+}
+
+#[test]
+fn reading_back_rebuilds_from_the_store_and_keeps_no_copy() {
+    let object = object();
+    let mut r = reading_back();
+    let mut disk = Disk::new();
+    // Block 0 loses packets 1 and 2, block 1 packet 5, the short block 3
+    // its short last packet 13.
+    for i in [0, 3, 4, 6, 7, 8, 9, 10, 11, 12] {
+        give_reading(&mut r, &mut disk, data_packet(&object, i));
+    }
+    assert_eq!(
+        buffers(&r).1,
+        0,
+        "no block buffer while packets only arrive"
+    );
+    give_reading(&mut r, &mut disk, parity(&object, 0, 3, POLL_NONE, 0));
+    assert!(disk.reads.is_empty(), "one parity packet is not two");
+    give_reading(&mut r, &mut disk, parity(&object, 0, 0, POLL_NONE, 1));
+    assert_eq!(disk.reads, [0, 3], "block 0's packets held, read back once");
+    // Blocks 1 and 3 each lack one packet: one parity packet each.
+    give_reading(&mut r, &mut disk, parity(&object, 1, 1, POLL_NONE, 2));
+    assert_eq!(disk.reads, [0, 3, 4, 6, 7]);
+    give_reading(&mut r, &mut disk, parity(&object, 3, 1, POLL_NONE, 3));
+    assert_eq!(disk.reads, [0, 3, 4, 6, 7, 12]);
+    assert_eq!(disk.bytes, object, "every rebuilt packet byte-exact");
+    assert_eq!(r.received_bytes(), SIZE);
+    assert_eq!(r.stats().repaired_packets, 4);
+    // One buffer served the three blocks rebuilt, and none is held.
+    assert_eq!(buffers(&r), (0, 1));
+}
+
+#[test]
+fn a_data_packet_that_completes_a_block_is_used_from_hand() {
+    let object = object();
+    let mut r = reading_back();
+    let mut disk = Disk::new();
+    // Block 0 lacks 1 and 2; one parity packet comes, then packet 2:
+    // with it the block holds K, and packet 2 (not stored yet) is taken
+    // from the datagram, not asked of the store.
+    for i in [0, 3] {
+        give_reading(&mut r, &mut disk, data_packet(&object, i));
+    }
+    give_reading(&mut r, &mut disk, parity(&object, 0, 2, POLL_NONE, 0));
+    assert!(disk.reads.is_empty());
+    give_reading(&mut r, &mut disk, data_packet(&object, 2));
+    assert_eq!(disk.reads, [0, 3]);
+    assert_eq!(r.stats().repaired_packets, 1);
+    assert_eq!(&disk.bytes[..400], &object[..400]);
+    assert!(events(&mut r).is_empty());
+}
+
+#[test]
+fn a_store_that_cannot_read_back_ends_the_receiver_naming_the_packet() {
+    let object = object();
+    let mut r = reading_back();
+    let mut disk = Disk::new();
+    for i in [0, 2, 3] {
+        give_reading(&mut r, &mut disk, data_packet(&object, i));
+    }
+    disk.broken = true;
+    give_reading(&mut r, &mut disk, parity(&object, 0, 0, POLL_NONE, 0));
+    assert_eq!(r.stats().repaired_packets, 0);
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(e, ReceiverEvent::Failed(why)
+            if why.contains("could not read packet 0 back") && why.contains("block 0"))),
+        "{ev:?}"
+    );
+    assert!(r.is_finished());
+}
