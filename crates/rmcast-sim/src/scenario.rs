@@ -282,6 +282,10 @@ pub struct Scenario {
     /// The sender's protocol configuration (`receivers` is taken from above).
     pub config: SenderConfig,
     /// Template for every receiver's configuration (`receiver_id` and `name` are set per host).
+    /// By default its FEC keeps no copy of the data (`fec_read_back`): the
+    /// simulator's storage is the object, read back where a packet was
+    /// delivered, so 10,000 receivers need no block buffers of their own.
+    /// Set it `false` to run the receivers that keep their copies.
     pub receiver: ReceiverConfig,
     /// First data sequence number; `None` draws it from the seed.
     pub isn: Option<u32>,
@@ -373,7 +377,10 @@ impl Default for Scenario {
             receivers: 1,
             object_size: 1 << 20,
             config: SenderConfig::default(),
-            receiver: ReceiverConfig::default(),
+            receiver: ReceiverConfig {
+                fec_read_back: true,
+                ..ReceiverConfig::default()
+            },
             isn: None,
             link_rate_bits_per_s: 100_000_000,
             propagation_delay: Duration::from_micros(5),

@@ -255,3 +255,48 @@ fn a_thousand_receivers_under_loss_all_verify() {
     let repair = (r.sender.parity_packets + r.retransmitted_packets) as f64;
     assert!(repair / (r.data_packets as f64) < 0.15, "{:?}", r.sender);
 }
+
+/// Receivers that read their data back from the simulator's storage when
+/// a block is rebuilt (the default) and receivers that keep a copy of
+/// every packet (`fec_read_back: false`) are the same protocol: every
+/// run's report is the same to the last counter, with the GF(2⁸) code
+/// (rebuilt in place) and the GF(2¹⁶) code (copied in), interleaved or not.
+#[test]
+fn reading_back_and_keeping_copies_run_the_same() {
+    let protocols = [
+        ProtocolId::NakPoll,
+        ProtocolId::Ack,
+        ProtocolId::Ring,
+        ProtocolId::Tree,
+    ];
+    let losses = [LossModel::Bernoulli(0.05), LossModel::bursty(0.05, 8.0)];
+    let shapes = [
+        FecShape::new(16, 2),
+        FecShape::new(8, 1).with_depth(4),
+        FecShape::new(200, 4),
+    ];
+    let mut seed = 9_100;
+    for protocol in protocols {
+        for loss in &losses {
+            for shape in shapes {
+                seed += 1;
+                let mut s = with_shape(scenario(protocol, 12, 400_000, loss.clone(), seed), shape);
+                s.config.window = 512;
+                assert!(s.receiver.fec_read_back, "the simulator's default");
+                let what = format!("{protocol:?} {loss:?} fec {} seed={seed}", shape.setting());
+                let reading = check(&s);
+                all_verified(&reading, &what);
+                assert!(
+                    reading
+                        .receivers
+                        .iter()
+                        .any(|x| x.stats.repaired_packets > 0),
+                    "{what}: parity rebuilt packets"
+                );
+                s.receiver.fec_read_back = false;
+                let copying = check(&s);
+                assert_eq!(reading, copying, "{what}");
+            }
+        }
+    }
+}

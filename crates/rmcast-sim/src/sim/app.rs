@@ -44,6 +44,34 @@ pub(super) fn deliver(app: &mut RxApp, object: &[u8], chunk: DataChunk<'_>) -> R
     Ok(())
 }
 
+/// The simulator's storage as a receiver that keeps no copy of its data
+/// reads it back ([`rmcast_proto::ReadBack`], `fec_read_back`): a packet
+/// the application was delivered is the object's bytes there, since each
+/// delivery was checked against them; anything else (not delivered, not a
+/// whole packet) cannot be read, and the machine must never ask for it.
+pub(super) struct Stored<'a> {
+    pub(super) app: &'a RxApp,
+    pub(super) object: &'a [u8],
+}
+
+impl rmcast_proto::ReadBack for Stored<'_> {
+    fn read_back(&mut self, offset: u64, dst: &mut [u8]) -> bool {
+        let app = self.app;
+        if app.payload_size == 0 || !offset.is_multiple_of(app.payload_size) {
+            return false;
+        }
+        let index = offset / app.payload_size;
+        let end = offset + dst.len() as u64;
+        let whole = end == (offset + app.payload_size).min(app.size);
+        let held = u32::try_from(index).is_ok_and(|i| i < app.packets && has(&app.delivered, i));
+        if !whole || !held {
+            return false;
+        }
+        dst.copy_from_slice(&self.object[offset as usize..end as usize]);
+        true
+    }
+}
+
 fn has(delivered: &[u64], i: u32) -> bool {
     delivered[(i / 64) as usize] & (1 << (i % 64)) != 0
 }

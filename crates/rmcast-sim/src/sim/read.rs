@@ -3,7 +3,7 @@
 //! (`batch.rs`), and the probe that asks a receiver's machine, on the
 //! reader's thread, what the event's rest would ask it first.
 
-use super::app::{deliver, held_now};
+use super::app::{Stored, deliver, held_now};
 use super::*;
 use rmcast_proto::{SessionHandle, Transmit};
 
@@ -175,8 +175,22 @@ pub(super) fn read_datagram(
     match &mut host.machine {
         Machine::Sender(s) => s.handle_datagram(at, from, scratch),
         Machine::Receivers(rxs) => {
-            // The endpoint routes it, as the runtime's does.
-            let routed = rxs.endpoint.handle_datagram(at, from, scratch);
+            // The endpoint routes it, as the runtime's does. A machine that
+            // keeps no copy of its data reads it back from what its
+            // application was delivered.
+            let routed = rxs.endpoint.route(from, scratch).map(|s| {
+                let side = side_of(cx.sides, rxs.endpoint.session(s));
+                let chunk = match (rxs.apps.get(s.0), side) {
+                    (Some(app), Some(k)) => {
+                        let object = &cx.sides[k].object;
+                        let mut store = Stored { app, object };
+                        rxs.endpoint
+                            .deliver_reading(s, at, from, scratch, &mut store)
+                    }
+                    _ => rxs.endpoint.deliver(s, at, from, scratch),
+                };
+                (s, chunk)
+            });
             rxs.sync_apps();
             if let Some((s, chunk)) = routed {
                 let side = side_of(cx.sides, rxs.endpoint.session(s));
