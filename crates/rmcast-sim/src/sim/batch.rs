@@ -108,6 +108,11 @@ impl Sim<'_> {
     /// receiver read its datagram, in parallel when there are enough:
     /// `self.reads[k]` is host `run[k]`'s read, `None` for a host that did
     /// not read ahead. Returns how many did.
+    ///
+    /// Whether a host reads ahead ([`reads_ahead`]) is asked by the reader
+    /// threads, not before them: it looks at each receiver's state, which
+    /// at 10,000 receivers is mostly out of cache, and nothing another
+    /// reader does changes the answer (a read changes its own host only).
     fn read_ahead(&mut self, run: &[(u16, u64)]) -> usize {
         let now = self.now;
         self.reads.clear();
@@ -115,30 +120,18 @@ impl Sim<'_> {
         if run.len() < PARALLEL_FROM {
             return 0;
         }
-        let ahead = |host: &Host| {
-            matches!(&host.machine, Machine::Receivers(rxs) if !rxs.endpoint.is_finished())
-                && !host.down(now)
-                && host.cpu_free <= now
-                && !host.socket.is_empty()
-        };
-        // Each reader's place in the run, `u32::MAX - 1` for a host that
-        // does not read ahead. A host has one `Cpu` event at a time; should
-        // one have two, nobody reads ahead.
+        // Each host's place in the run. A host has one `Cpu` event at a
+        // time; should one have two, nobody reads ahead.
         let mut position = std::mem::take(&mut self.run_position);
         position.clear();
         position.resize(self.hosts.len(), u32::MAX);
-        let (mut readers, mut twice) = (0, false);
+        let mut twice = false;
         for (k, &(h, _)) in run.iter().enumerate() {
             let h = usize::from(h);
             twice |= position[h] != u32::MAX;
-            position[h] = if ahead(&self.hosts[h]) {
-                readers += 1;
-                k as u32
-            } else {
-                u32::MAX - 1
-            };
+            position[h] = k as u32;
         }
-        if twice || readers < PARALLEL_FROM {
+        if twice {
             self.run_position = position;
             return 0;
         }
@@ -148,7 +141,7 @@ impl Sim<'_> {
             .enumerate()
             .filter_map(|(h, host)| {
                 let k = position[h];
-                (k < u32::MAX - 1).then_some((k as usize, h, host))
+                (k != u32::MAX).then_some((k as usize, h, host))
             })
             .collect();
         self.run_position = position;
@@ -186,7 +179,9 @@ impl Sim<'_> {
                 read_chunk(chunk, out, &cx, bufs, thread);
             }
         });
+        let mut readers = 0;
         for (&(k, _, _), read) in jobs.iter().zip(&mut out) {
+            readers += usize::from(read.is_some());
             self.reads[k] = read.take();
         }
         self.ahead = out;
@@ -194,9 +189,19 @@ impl Sim<'_> {
     }
 }
 
+/// Whether `host` reads its datagram ahead, with the run's other readers:
+/// an unfinished receiver, up, its CPU free and a datagram queued.
+fn reads_ahead(host: &Host, now: u64) -> bool {
+    matches!(&host.machine, Machine::Receivers(rxs) if !rxs.endpoint.is_finished())
+        && !host.down(now)
+        && host.cpu_free <= now
+        && !host.socket.is_empty()
+}
+
 /// Reads one datagram at each host of `chunk` (run position, host
-/// number, host) into `out`, and asks each machine what it owes then
-/// ([`probe`]); `thread` is the reader's number, `bufs` its buffers.
+/// number, host) that reads ahead into `out` (`None` for the others), and
+/// asks each machine what it owes then ([`probe`]); `thread` is the
+/// reader's number, `bufs` its buffers.
 fn read_chunk(
     chunk: &mut [(usize, usize, &mut Host)],
     out: &mut [Option<Result<Read, Fail>>],
@@ -206,6 +211,11 @@ fn read_chunk(
 ) {
     bufs.sent.clear();
     for ((_, h, host), out) in chunk.iter_mut().zip(out) {
+        if !reads_ahead(host, cx.now) {
+            // Its event runs whole in turn (`Sim::cpu`).
+            *out = None;
+            continue;
+        }
         let mut read = read_datagram(host, *h, cx, &mut bufs.read);
         if let Ok(read) = &mut read {
             probe(host, cx, read, bufs, thread);
