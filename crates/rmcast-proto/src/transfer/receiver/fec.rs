@@ -289,7 +289,8 @@ impl FecReceiver {
     /// copy. Counts them held; returns whether it could.
     fn rebuild_in_place(&mut self, block: u32, m: BlockMembers, t: &Transfer) -> bool {
         let n = self.slots.len();
-        let shard = self.shard;
+        // A block rebuilt from parity alone takes its buffer here.
+        self.block_buf(block);
         let mut lost = std::mem::take(&mut self.lost);
         lost.clear();
         lost.extend(
@@ -300,18 +301,15 @@ impl FecReceiver {
         );
         let rebuilt = lost.len() as u32;
         let Slot {
-            buf,
+            buf: Some(buf),
             indexes,
             parity,
             held,
             ..
-        } = &mut self.slots[block as usize % n];
-        let buf = buf.get_or_insert_with(|| {
-            // A block rebuilt from parity alone: its first packets.
-            self.free
-                .pop()
-                .unwrap_or_else(|| vec![0; usize::from(self.shape.data) * shard].into_boxed_slice())
-        });
+        } = &mut self.slots[block as usize % n]
+        else {
+            unreachable!("block_buf gave the block a buffer");
+        };
         // Position `j` of the block (its `j`-th member, interleaved or
         // not) is at `j·shard` in its buffer. A short last packet's slot
         // ends in the zero padding the code rebuilds, as `store` leaves it.
